@@ -1,0 +1,5 @@
+import sys
+
+from cir.cli import main
+
+sys.exit(main())

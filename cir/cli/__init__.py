@@ -1,0 +1,61 @@
+"""The ``cir`` command.
+
+Each command group lives in its own module of this package and exposes
+``register(subparsers)``; handlers import their heavy dependencies lazily so that
+``cir --help`` stays fast. A :class:`~cir.errors.CirError` is printed as one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from cir import __version__
+from cir.errors import CirError
+
+# Command modules, in the order they appear in ``cir --help``.
+COMMAND_MODULES = [
+    "cir.cli.tasks",  # cir tasks generate|list|play
+    "cir.cli.episode",  # cir episode
+    "cir.cli.run",  # cir run
+    "cir.cli.analysis",  # cir table|contrast|joint|figures
+    "cir.cli.policy",  # cir fit|evaluate
+    "cir.cli.reproduce",  # cir reproduce
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="cir",
+        description="Causal evaluation of recovery in LLM agent harnesses.",
+    )
+    parser.add_argument("--version", action="version", version=f"cir {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        if importlib.util.find_spec(name) is None:  # pragma: no cover - during development only
+            continue
+        importlib.import_module(name).register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    # Parse before anything touches the engine: fast_downward overwrites sys.argv.
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "handler", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.handler(args) or 0)
+    except CirError as err:
+        print(f"cir: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("cir: interrupted; finished work is saved, run the same command again to resume",
+              file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,157 @@
+"""The transcript of one episode: plain data shared by the harness, the replayer,
+the features, the store and the router.
+
+A transcript is a list of steps. Each step is either the agent's (a reply: an env
+action or a ``think: ...`` thought) or the harness's (a recovery operation such as
+``refresh``). The context the agent sees is derived from the steps, never stored
+separately, so two arms with identical steps have identical contexts by construction.
+
+Context format (OpenAI-style chat messages)::
+
+    [{"role": "user", "content": task_text},
+     {"role": "assistant", "content": reply_1}, {"role": "user", "content": shown_1},
+     ...]
+
+A harness step adds one ``user`` message (its ``shown`` text). A ``rewind`` step
+(``rewind_to`` set) cuts the context back to the first ``rewind_to`` steps before
+adding its message, which carries the memory of the abandoned branch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+AGENT = "agent"
+HARNESS = "harness"
+
+THINK_PREFIX = "think:"
+THINK_ACK = "OK."
+
+
+@dataclass
+class Step:
+    """One model turn of the agent, or one harness intervention.
+
+    actor: ``"agent"`` or ``"harness"``.
+    reply: the agent's raw reply (agent steps); the operation name (harness steps).
+    action: the env action sent, or None (a thought, or a harness step without env query).
+    observation: the true observation the env returned for ``action`` (None without action).
+    shown: the text the agent was shown after this step (differs from ``observation``
+        only where the harness perturbed or hid it; ``OK.`` after a thought).
+    events: harness events at this step, e.g. ``"perturb:stale2"``, ``"recovery:refresh"``.
+    done, won: the env's flags after this step.
+    rewind_to: for a rewind, the number of earlier steps the context is cut back to.
+    """
+
+    actor: str
+    reply: str
+    action: str | None
+    observation: str | None
+    shown: str
+    events: list[str] = field(default_factory=list)
+    done: bool = False
+    won: bool = False
+    rewind_to: int | None = None
+
+    @property
+    def is_env_action(self) -> bool:
+        return self.action is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Step:
+        return cls(**data)
+
+
+@dataclass
+class Transcript:
+    """An episode: the task text (first observation, with the goal) and the steps."""
+
+    task_id: str
+    task_text: str
+    steps: list[Step] = field(default_factory=list)
+
+    # -- derived counts -------------------------------------------------------------
+    @property
+    def model_turns(self) -> int:
+        return sum(1 for s in self.steps if s.actor == AGENT)
+
+    @property
+    def env_actions(self) -> int:
+        return sum(1 for s in self.steps if s.action is not None)
+
+    @property
+    def done(self) -> bool:
+        return bool(self.steps) and self.steps[-1].done
+
+    @property
+    def won(self) -> bool:
+        return any(s.won for s in self.steps)
+
+    # -- what the agent sees ----------------------------------------------------------
+    def visible_steps(self) -> list[Step]:
+        """The steps whose messages are in the agent's current context (after rewinds)."""
+        visible: list[Step] = []
+        for step in self.steps:
+            if step.rewind_to is not None:
+                visible = visible_prefix(self.steps, step.rewind_to)
+            visible.append(step)
+        return visible
+
+    def context(self) -> list[dict[str, str]]:
+        """The message list the agent sees next (see module docstring)."""
+        messages = [{"role": "user", "content": self.task_text}]
+        for step in self.visible_steps():
+            if step.actor == AGENT:
+                messages.append({"role": "assistant", "content": step.reply})
+            messages.append({"role": "user", "content": step.shown})
+        return messages
+
+    def prefix(self, n_steps: int) -> Transcript:
+        """A copy holding the first ``n_steps`` steps."""
+        return Transcript(self.task_id, self.task_text, [Step(**asdict(s)) for s in self.steps[:n_steps]])
+
+    def steps_until_env_action(self, k: int) -> int:
+        """Number of steps up to and including the k-th env action (1-based); 0 for k=0."""
+        if k == 0:
+            return 0
+        seen = 0
+        for i, step in enumerate(self.steps):
+            if step.action is not None:
+                seen += 1
+                if seen == k:
+                    return i + 1
+        raise ValueError(f"transcript {self.task_id} has only {seen} env actions, asked for {k}")
+
+    def fingerprint(self) -> str:
+        """A hash of everything in the transcript (for prefix checks)."""
+        payload = json.dumps(self.to_dict(), sort_keys=True, ensure_ascii=False)
+        return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+    # -- plain data ----------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "task_id": self.task_id,
+            "task_text": self.task_text,
+            "steps": [s.to_dict() for s in self.steps],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Transcript:
+        return cls(data["task_id"], data["task_text"], [Step.from_dict(s) for s in data["steps"]])
+
+
+def visible_prefix(steps: list[Step], n: int) -> list[Step]:
+    """The visible steps of the first ``n`` steps (rewinds inside them applied)."""
+    return Transcript("", "", list(steps[:n])).visible_steps()
+
+
+def context_hash(context: list[dict[str, str]], settings: dict[str, Any]) -> str:
+    """Stable key of (agent settings, context): agent replies are cached under it."""
+    payload = json.dumps({"settings": settings, "context": context}, sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
