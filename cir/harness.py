@@ -1,0 +1,261 @@
+"""One episode: the agent acts on what the harness shows it, within the paper's budgets.
+
+The harness owns the loop between an :class:`~cir.agents.base.Agent` and an
+:class:`~cir.envs.base.Env`. It records every step in a
+:class:`~cir.transcript.Transcript` (the action, the true observation, the shown
+observation, harness events) and is the only place where perturbations and recovery
+operations touch an episode. The agent sees nothing but ``transcript.context()``.
+
+Runs are resumable: :meth:`Harness.run` continues an existing transcript on an env
+that is in the matching state, and can stop when the transcript reaches a given
+number of env actions. The replayer uses that to branch from snapshots.
+
+Budgets: at most ``max_turns`` model turns (agent replies, thoughts included) and
+``max_actions`` env actions (harness queries such as a refresh ``look`` included).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any, Protocol
+
+from cir.transcript import AGENT, THINK_ACK, THINK_PREFIX, Step, Transcript, context_hash
+
+if TYPE_CHECKING:  # pragma: no cover
+    from cir.agents.base import Agent
+    from cir.envs.base import Env
+    from cir.perturb import Perturbation
+    from cir.recovery import Checkpoints, Operation
+
+DEFAULT_MAX_TURNS = 49
+DEFAULT_MAX_ACTIONS = 64
+NOTHING_HAPPENS = "Nothing happens."
+
+
+@dataclass
+class Costs:
+    """Work actually done: agent calls (cache misses), cache hits, env steps, restores."""
+
+    agent_calls: int = 0
+    cache_hits: int = 0
+    env_steps: int = 0
+    resets: int = 0
+    restores: int = 0
+    snapshots: int = 0
+
+    def add(self, other: Costs) -> None:
+        for f in fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+
+    def as_dict(self) -> dict[str, int]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+class Hook(Protocol):
+    """Called after every env action of the agent (not after harness steps)."""
+
+    def after_env_action(self, harness: Harness, env: Env, transcript: Transcript) -> None: ...
+
+
+class Harness:
+    """Runs episodes of one agent with fixed budgets; replies cached by context hash.
+
+    ``reply_cache`` (a dict, possibly shared between harnesses of the same agent)
+    maps ``context_hash(context, agent.settings())`` to the reply, so identical
+    contexts in different arms cost one agent call.
+    """
+
+    def __init__(
+        self,
+        agent: Agent,
+        *,
+        max_turns: int = DEFAULT_MAX_TURNS,
+        max_actions: int = DEFAULT_MAX_ACTIONS,
+        reply_cache: dict[str, str] | None = None,
+    ) -> None:
+        if max_turns < 1 or max_actions < 1:
+            raise ValueError("budgets must be >= 1")
+        self.agent = agent
+        self.max_turns = int(max_turns)
+        self.max_actions = int(max_actions)
+        self.reply_cache: dict[str, str] = {} if reply_cache is None else reply_cache
+        self.settings: dict[str, Any] = dict(agent.settings())
+        self.costs = Costs()
+
+    # -- env access (counted) ------------------------------------------------------------
+    def reset(self, env: Env, task_id: str) -> Transcript:
+        """Reset ``env`` and start a transcript whose task text is the reset text."""
+        self.costs.resets += 1
+        return Transcript(task_id=task_id, task_text=env.reset())
+
+    def env_step(self, env: Env, action: str) -> tuple[str, bool, bool]:
+        """Send one action (empty text gets ``Nothing happens.`` without an env call)."""
+        if not action.strip():
+            return NOTHING_HAPPENS, False, False
+        self.costs.env_steps += 1
+        obs, done, won = env.step(action)
+        return str(obs), bool(done), bool(won)
+
+    def snapshot(self, env: Env) -> Any:
+        self.costs.snapshots += 1
+        return env.snapshot()
+
+    def restore(self, env: Env, snap: Any) -> None:
+        self.costs.restores += 1
+        env.restore(snap)
+
+    # -- the agent -----------------------------------------------------------------------
+    def reply(self, transcript: Transcript) -> str:
+        """The agent's next reply for the transcript's context (from the cache if seen)."""
+        context = transcript.context()
+        key = context_hash(context, self.settings)
+        cached = self.reply_cache.get(key)
+        if cached is not None:
+            self.costs.cache_hits += 1
+            return cached
+        reply = self.agent.act(context)
+        if not isinstance(reply, str):
+            reply = "" if reply is None else str(reply)
+        self.costs.agent_calls += 1
+        self.reply_cache[key] = reply
+        return reply
+
+    # -- budgets ---------------------------------------------------------------------------
+    def can_continue(self, transcript: Transcript) -> bool:
+        """Not done and both budgets left."""
+        return (
+            not transcript.done
+            and transcript.model_turns < self.max_turns
+            and transcript.env_actions < self.max_actions
+        )
+
+    # -- one model turn -------------------------------------------------------------------
+    def turn(self, env: Env, transcript: Transcript, perturbation: Perturbation | None = None) -> Step:
+        """Ask the agent once and append the resulting step (a thought or an env action)."""
+        reply = self.reply(transcript)
+        text = reply.strip()
+        if text.lower().startswith(THINK_PREFIX):
+            step = Step(actor=AGENT, reply=reply, action=None, observation=None, shown=THINK_ACK)
+        else:
+            lines = [line.strip() for line in text.splitlines() if line.strip()]
+            action = lines[0] if lines else ""
+            obs, done, won = self.env_step(env, action)
+            step = Step(actor=AGENT, reply=reply, action=action, observation=obs, shown=obs,
+                        done=done, won=won)
+            if perturbation is not None and transcript.env_actions + 1 == perturbation.at:
+                step = perturbation.apply(transcript, step)
+        transcript.steps.append(step)
+        return step
+
+    def run(
+        self,
+        env: Env,
+        transcript: Transcript,
+        *,
+        until_env_actions: int | None = None,
+        perturbation: Perturbation | None = None,
+        hooks: list[Hook] | tuple[Hook, ...] = (),
+    ) -> Transcript:
+        """Continue ``transcript`` until done, a budget is spent, or ``until_env_actions``.
+
+        ``env`` must be in the state the transcript left it in (fresh after
+        :meth:`reset`, or restored from a snapshot taken at this point). With
+        ``until_env_actions`` the run stops right after that env action, before the
+        agent's next reply, so a branch can start there. ``perturbation`` replaces the
+        shown text of its env action when the run reaches it. ``hooks`` are called
+        after each env action of the agent.
+        """
+        while self.can_continue(transcript):
+            if until_env_actions is not None and transcript.env_actions >= until_env_actions:
+                break
+            step = self.turn(env, transcript, perturbation)
+            if step.action is not None:
+                for hook in hooks:
+                    hook.after_env_action(self, env, transcript)
+        return transcript
+
+    def recover(
+        self,
+        env: Env,
+        transcript: Transcript,
+        operation: Operation | str,
+        checkpoints: Checkpoints | None = None,
+    ) -> Step:
+        """Apply a recovery operation now and append its harness step."""
+        from cir.recovery import Checkpoints, get_operation
+
+        op = get_operation(operation) if isinstance(operation, str) else operation
+        step = op.apply(self, env, transcript, checkpoints or Checkpoints())
+        transcript.steps.append(step)
+        return step
+
+    def episode(
+        self,
+        env: Env,
+        task_id: str,
+        *,
+        perturbation: Perturbation | None = None,
+        hooks: list[Hook] | tuple[Hook, ...] = (),
+    ) -> Transcript:
+        """A whole episode from reset."""
+        transcript = self.reset(env, task_id)
+        return self.run(env, transcript, perturbation=perturbation, hooks=hooks)
+
+
+class SnapshotHook:
+    """Take an env snapshot after chosen env actions (all when ``at`` is None).
+
+    ``snapshots`` maps the transcript's step count at that moment to the snapshot, so a
+    branch starts from ``transcript.prefix(n)`` and ``env.restore(snapshots[n])``.
+    """
+
+    def __init__(self, at: set[int] | None = None) -> None:
+        self.at = at
+        self.snapshots: dict[int, Any] = {}
+
+    def after_env_action(self, harness: Harness, env: Env, transcript: Transcript) -> None:
+        if self.at is None or transcript.env_actions in self.at:
+            self.snapshots[len(transcript.steps)] = harness.snapshot(env)
+
+
+class RouterHook:
+    """Ask a router whether to recover at candidate delays after the perturbation point.
+
+    ``router.decide(transcript, delay)`` returns an object with a ``refresh`` flag.
+    At most ``max_interventions`` recoveries (the CIR protocol: refresh at most once);
+    the delays are checked in order. Each decision is recorded as an event on the
+    transcript's last step, e.g. ``router:d=1:skip`` or ``router:d=2:refresh``.
+    """
+
+    def __init__(
+        self,
+        router: Any,
+        at: int,
+        *,
+        delays: tuple[int, ...] | None = None,
+        operation: str = "refresh",
+        max_interventions: int = 1,
+    ) -> None:
+        self.router = router
+        self.at = int(at)
+        self.delays = tuple(delays if delays is not None else getattr(router, "delays", (1, 2, 4)))
+        self.operation = operation
+        self.max_interventions = max_interventions
+        self.interventions = 0
+        self.decisions: list[tuple[int, bool]] = []
+
+    def after_env_action(self, harness: Harness, env: Env, transcript: Transcript) -> None:
+        if self.interventions >= self.max_interventions or not harness.can_continue(transcript):
+            return
+        delay = transcript.env_actions - self.at
+        if delay not in self.delays:
+            return
+        decision = self.router.decide(transcript, delay)
+        refresh = bool(getattr(decision, "refresh", decision))
+        self.decisions.append((delay, refresh))
+        transcript.steps[-1].events.append(
+            f"router:d={delay}:{self.operation if refresh else 'skip'}"
+        )
+        if refresh:
+            self.interventions += 1
+            harness.recover(env, transcript, self.operation)

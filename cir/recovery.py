@@ -1,0 +1,161 @@
+"""Recovery operations: what the harness may do at a decision point.
+
+Each operation is a small object with a ``name`` and
+``apply(harness, env, transcript, checkpoints) -> Step`` returning one harness step
+(``actor="harness"``) that the harness appends. Operations spend budget like anything
+else: a refresh ``look`` is an env action; a rewind keeps everything already spent.
+
+- ``refresh``: run ``look`` (one env action) and show the result as a refreshed
+  observation (:data:`REFRESH_PREFIX` + the engine's text).
+- ``refresh_ablated``: the same env query, the content hidden behind
+  :data:`ABLATED_TEXT` (separates "the env was queried" from "the agent read the answer").
+- ``replan``: no env query; :data:`REPLAN_TEXT` asks the agent to reconsider.
+- ``rewind`` (AgentRewind, ReTRAIL): restore the agent context and the env to the
+  checkpoint before the perturbed observation, and add a short memory of the abandoned
+  branch (:data:`REWIND_HEADER` + the actions it took).
+
+The texts are module constants so that agents and features can recognise them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from cir.errors import CirError
+from cir.transcript import HARNESS, Step, Transcript
+
+if TYPE_CHECKING:  # pragma: no cover
+    from cir.envs.base import Env
+    from cir.harness import Harness
+
+REFRESH_ACTION = "look"
+REFRESH_PREFIX = "[Refreshed observation]"
+ABLATED_TEXT = "[The environment was queried again; the result is not shown.]"
+REPLAN_TEXT = (
+    "[Replan] Before you act, reconsider your plan: review what you have observed so far, "
+    "check which steps of the task are done and which remain, and choose your next actions."
+)
+REWIND_HEADER = "[Rewind] You are back at an earlier point of this task; the environment is restored to that state."
+REWIND_MEMORY_ACTIONS = 8  # at most this many abandoned actions are listed
+
+
+@dataclass
+class Checkpoints:
+    """Env snapshots an operation may return to.
+
+    ``snapshots`` maps a transcript step count n to the env snapshot taken right after
+    the first n steps. ``anchor`` is the index (0-based) of the perturbed step: a rewind
+    goes back to the latest checkpoint strictly before it.
+    """
+
+    snapshots: dict[int, Any] = field(default_factory=dict)
+    anchor: int | None = None
+
+    def before(self, index: int) -> tuple[int, Any]:
+        """The latest checkpoint taken after at most ``index`` steps."""
+        keys = [k for k in self.snapshots if k <= index]
+        if not keys:
+            raise CirError(f"rewind: no checkpoint before step {index}")
+        k = max(keys)
+        return k, self.snapshots[k]
+
+
+class Operation:
+    """Base of recovery operations (a name and :meth:`apply`)."""
+
+    name: str = ""
+    queries_env: bool = False
+
+    def apply(self, harness: Harness, env: Env, transcript: Transcript, checkpoints: Checkpoints) -> Step:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class Refresh(Operation):
+    name = "refresh"
+    queries_env = True
+
+    def apply(self, harness: Harness, env: Env, transcript: Transcript, checkpoints: Checkpoints) -> Step:
+        obs, done, won = harness.env_step(env, REFRESH_ACTION)
+        return Step(actor=HARNESS, reply=self.name, action=REFRESH_ACTION, observation=obs,
+                    shown=f"{REFRESH_PREFIX} {obs}", events=[f"recovery:{self.name}"],
+                    done=done, won=won)
+
+
+class RefreshAblated(Operation):
+    name = "refresh_ablated"
+    queries_env = True
+
+    def apply(self, harness: Harness, env: Env, transcript: Transcript, checkpoints: Checkpoints) -> Step:
+        obs, done, won = harness.env_step(env, REFRESH_ACTION)
+        return Step(actor=HARNESS, reply=self.name, action=REFRESH_ACTION, observation=obs,
+                    shown=ABLATED_TEXT, events=[f"recovery:{self.name}"], done=done, won=won)
+
+
+class Replan(Operation):
+    name = "replan"
+
+    def apply(self, harness: Harness, env: Env, transcript: Transcript, checkpoints: Checkpoints) -> Step:
+        return Step(actor=HARNESS, reply=self.name, action=None, observation=None,
+                    shown=REPLAN_TEXT, events=[f"recovery:{self.name}"])
+
+
+class Rewind(Operation):
+    name = "rewind"
+
+    def apply(self, harness: Harness, env: Env, transcript: Transcript, checkpoints: Checkpoints) -> Step:
+        anchor = checkpoints.anchor
+        if anchor is None:
+            raise CirError(f"task {transcript.task_id}: rewind needs the perturbed step as anchor")
+        target, snap = checkpoints.before(anchor)
+        harness.restore(env, snap)
+        abandoned = [s for s in transcript.steps[target:] if s.action is not None and s.actor != HARNESS]
+        return Step(actor=HARNESS, reply=self.name, action=None, observation=None,
+                    shown=rewind_memory(abandoned), events=[f"recovery:{self.name}"],
+                    rewind_to=target)
+
+
+def rewind_memory(abandoned: list[Step]) -> str:
+    """The short memory of the abandoned branch carried into the restored context."""
+    actions = [s.action for s in abandoned if s.action]
+    if not actions:
+        return f"{REWIND_HEADER} No actions were lost."
+    shown = actions[-REWIND_MEMORY_ACTIONS:]
+    more = len(actions) - len(shown)
+    listed = "; ".join(shown)
+    prefix = f"(and {more} earlier) " if more else ""
+    return (
+        f"{REWIND_HEADER} In the abandoned attempt you took {len(actions)} action(s): "
+        f"{prefix}{listed}. Some observations in that attempt may have been unreliable; "
+        "check what you see now before relying on them."
+    )
+
+
+OPERATIONS: dict[str, type[Operation]] = {
+    cls.name: cls for cls in (Refresh, RefreshAblated, Replan, Rewind)
+}
+
+
+def get_operation(name: str) -> Operation:
+    """The operation named ``name``; an unknown name is a :class:`CirError`."""
+    try:
+        return OPERATIONS[str(name).strip()]()
+    except KeyError:
+        raise CirError(
+            f"unknown operation {name!r}: expected one of {', '.join(OPERATIONS)}"
+        ) from None
+
+
+def parse_operations(spec: str | list[str] | tuple[str, ...]) -> list[Operation]:
+    """A comma-separated list (or sequence) of operation names, duplicates refused."""
+    names = [s.strip() for s in spec.split(",")] if isinstance(spec, str) else [str(s) for s in spec]
+    names = [n for n in names if n]
+    if not names:
+        raise CirError(f"operations: expected at least one of {', '.join(OPERATIONS)}")
+    if len(set(names)) != len(names):
+        dup = next(n for n in names if names.count(n) > 1)
+        raise CirError(f"operations: {dup!r} is listed twice")
+    return [get_operation(n) for n in names]

@@ -1,0 +1,97 @@
+"""Recovery operations: env queries, shown texts, rewind restores context and env."""
+
+from __future__ import annotations
+
+import pytest
+from test_replay_support import FakeAgent, FakeEnv
+
+from cir.errors import CirError
+from cir.harness import Harness, SnapshotHook
+from cir.perturb import Perturbation, parse_condition
+from cir.recovery import (
+    ABLATED_TEXT,
+    REFRESH_PREFIX,
+    REPLAN_TEXT,
+    REWIND_HEADER,
+    Checkpoints,
+    get_operation,
+    parse_operations,
+)
+
+
+def world():
+    return FakeEnv(["drawer 1", "drawer 2", "shelf 1", "shelf 2", "desk 1"], "shelf 2")
+
+
+def start(until=3):
+    env = world()
+    h = Harness(FakeAgent())
+    t = h.reset(env, "t")
+    h.run(env, t, until_env_actions=until)
+    return h, env, t
+
+
+def test_refresh_and_ablated_query_env():
+    for name, check in [("refresh", lambda s: s.shown == f"{REFRESH_PREFIX} {s.observation}"),
+                        ("refresh_ablated", lambda s: s.shown == ABLATED_TEXT)]:
+        h, env, t = start()
+        before = (t.env_actions, t.model_turns, h.costs.env_steps)
+        step = h.recover(env, t, name)
+        assert step.actor == "harness" and step.action == "look"
+        assert step.observation.startswith("You are facing the")
+        assert check(step) and step.events == [f"recovery:{name}"]
+        assert (t.env_actions, t.model_turns, h.costs.env_steps) == (before[0] + 1, before[1], before[2] + 1)
+        assert t.context()[-1]["content"] == step.shown
+
+
+def test_replan_no_env_query():
+    h, env, t = start()
+    steps = h.costs.env_steps
+    step = h.recover(env, t, "replan")
+    assert step.action is None and step.shown == REPLAN_TEXT and h.costs.env_steps == steps
+    h.run(env, t)
+    assert t.done
+
+
+def test_rewind_restores_context_and_env():
+    env = world()
+    h = Harness(FakeAgent())
+    hook = SnapshotHook()
+    t = h.reset(env, "t")
+    pert = Perturbation(parse_condition("stale1"), 3)
+    h.run(env, t, until_env_actions=5, perturbation=pert, hooks=[hook])
+    anchor = t.steps_until_env_action(3) - 1
+    cps = Checkpoints(snapshots=hook.snapshots, anchor=anchor)
+    spent = (t.env_actions, t.model_turns)
+    step = h.recover(env, t, "rewind", cps)
+    target = t.steps_until_env_action(2)
+    assert step.rewind_to == target and step.shown.startswith(REWIND_HEADER)
+    assert "go to" in step.shown
+    # budgets keep what was spent; context is cut back to before the perturbed step
+    assert (t.env_actions, t.model_turns) == spent
+    ctx = t.context()
+    assert len(ctx) == 1 + 2 * target + 1 and ctx[-1]["content"] == step.shown
+    assert all("perturb" not in e for s in t.visible_steps() for e in s.events)
+    # env is back in the state after env action 2
+    check = world()
+    h2 = Harness(FakeAgent())
+    t2 = h2.reset(check, "t")
+    h2.run(check, t2, until_env_actions=2)
+    assert env.state == check.state
+    h.run(env, t)
+    assert t.done or t.env_actions >= 64 or t.model_turns >= 49
+
+
+def test_rewind_without_checkpoint_is_an_error():
+    h, env, t = start()
+    with pytest.raises(CirError, match="rewind"):
+        h.recover(env, t, "rewind", Checkpoints())
+
+
+def test_operation_names():
+    assert [o.name for o in parse_operations("refresh,refresh_ablated,replan,rewind")] == [
+        "refresh", "refresh_ablated", "replan", "rewind"]
+    with pytest.raises(CirError, match="unknown operation 'nap'"):
+        get_operation("nap")
+    with pytest.raises(CirError, match="twice"):
+        parse_operations("refresh,refresh")
