@@ -1,0 +1,183 @@
+"""Rescue/harm decomposition of a paired table (paper, section 3.3).
+
+An average success rate hides whether recovery changed a trajectory; the paired
+outcome of each row (stable success, rescue, harm, stable failure) does not. This
+module selects the cohort, labels each pair and counts the outcomes by any
+grouping. The statistics on top of these counts live in :mod:`cir.stats`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from cir.errors import CirError
+from cir.paired import OUTCOMES, validate_paired
+
+COHORTS = ("all", "factual-success")
+DEFAULT_BY = ("condition", "delay", "operation")
+
+# Display order for known values; anything else sorts after these, alphabetically.
+_CONDITION_ORDER = ["clean", "stale1", "stale2", "stale3", "stale4", "missing"]
+_OPERATION_ORDER = ["refresh", "refresh_ablated", "replan", "rewind"]
+_OUTCOME_ORDER = list(OUTCOMES)
+_VALUE_ORDER = {
+    "condition": _CONDITION_ORDER,
+    "operation": _OPERATION_ORDER,
+    "outcome": _OUTCOME_ORDER,
+}
+# Columns that hold per-row results rather than labels: grouping by them is a mistake.
+_NOT_GROUPABLE = {"y0", "y1"}
+
+
+def prepare(df: pd.DataFrame, source: str = "paired table") -> pd.DataFrame:
+    """Validate and return the normalised table.
+
+    Every public function calls this, so a notebook user may pass a raw (or edited)
+    DataFrame and still get a clear error for bad input.
+    """
+    if not isinstance(df, pd.DataFrame):
+        raise CirError(f"{source}: expected a pandas DataFrame, got {type(df).__name__}")
+    return validate_paired(df, source=source)
+
+
+def select_cohort(
+    df: pd.DataFrame,
+    cohort: str = "all",
+    require_prefix_match: bool = True,
+) -> pd.DataFrame:
+    """Rows of the requested cohort.
+
+    ``all``: every prefix-feasible task (a task is prefix-feasible when it has rows).
+    ``factual-success``: only tasks whose factual (clean, no-recovery) run succeeded,
+    the paper's cohort in which any clean-observation failure after recovery is a harm.
+    Rows whose two arms differ before the branch point (``prefix_match`` false) break
+    the paired design and are dropped unless ``require_prefix_match`` is False.
+    """
+    return _select(prepare(df), cohort, require_prefix_match)
+
+
+def _select(df: pd.DataFrame, cohort: str, require_prefix_match: bool) -> pd.DataFrame:
+    if cohort not in COHORTS:
+        raise CirError(f"cohort {cohort!r} is unknown; expected one of {', '.join(COHORTS)}")
+    keep = pd.Series(True, index=df.index)
+    if cohort == "factual-success":
+        keep &= df["factual_success"] == 1
+    mismatch = keep & (df["prefix_match"] == 0)
+    if require_prefix_match:
+        keep &= ~mismatch
+    out = df.loc[keep].copy()
+    out.attrs.update(df.attrs)
+    out.attrs["cohort"] = cohort
+    out.attrs["dropped_prefix_mismatch"] = int(mismatch.sum()) if require_prefix_match else 0
+    if out.empty:
+        raise CirError(
+            f"cohort {cohort!r} has no rows"
+            + (" with prefix_match true" if require_prefix_match else "")
+            + f" (the table has {len(df)} rows, {df['task_id'].nunique()} tasks)"
+        )
+    return out
+
+
+def check_keys(df: pd.DataFrame, by: Sequence[str]) -> list[str]:
+    """The grouping keys as a list, or a CirError naming the key that does not exist."""
+    keys = [k for k in by if k]
+    for key in keys:
+        if key not in df.columns:
+            available = [c for c in df.columns if c not in _NOT_GROUPABLE and not c.startswith("f_")]
+            raise CirError(
+                f"grouping key {key!r} is not a column of the paired table; "
+                f"available: {', '.join(available)}"
+            )
+        if key in _NOT_GROUPABLE:
+            raise CirError(f"grouping key {key!r} is an outcome, not a label; group by labels such as condition, delay, operation")
+    if len(set(keys)) != len(keys):
+        raise CirError(f"grouping keys repeat: {', '.join(keys)}")
+    return keys
+
+
+def _order_value(column: str, value: object) -> tuple:
+    order = _VALUE_ORDER.get(column)
+    if order is not None and value in order:
+        return (0, order.index(value), "")
+    if isinstance(value, (int, float, np.integer, np.floating)):
+        return (1, float(value), "")
+    return (2, 0.0, str(value))
+
+
+def sort_groups(table: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
+    """Sort rows by the grouping keys in reading order (clean before stale2, 0 before 4)."""
+    if not keys or table.empty:
+        return table.reset_index(drop=True)
+    order = sorted(
+        range(len(table)),
+        key=lambda i: tuple(_order_value(k, table[k].iloc[i]) for k in keys),
+    )
+    return table.iloc[order].reset_index(drop=True)
+
+
+def group_index(df: pd.DataFrame, keys: Sequence[str]) -> tuple[np.ndarray, pd.DataFrame]:
+    """Integer group code of every row and the (sorted) table of group keys.
+
+    Codes follow :func:`sort_groups` order, so results never depend on row order.
+    """
+    if not keys:
+        return np.zeros(len(df), dtype=np.int64), pd.DataFrame(index=[0])
+    groups = df[list(keys)].drop_duplicates()
+    groups = sort_groups(groups, keys)
+    groups["_g"] = np.arange(len(groups))
+    codes = df[list(keys)].merge(groups, on=list(keys), how="left")["_g"].to_numpy()
+    return codes.astype(np.int64), groups.drop(columns="_g")
+
+
+def task_index(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Integer code of each row's task (sorted task ids) and the task ids."""
+    tasks, codes = np.unique(df["task_id"].to_numpy(dtype=str), return_inverse=True)
+    return codes.astype(np.int64), tasks
+
+
+def outcome_counts(df: pd.DataFrame, by: Sequence[str] = DEFAULT_BY) -> pd.DataFrame:
+    """Counts and rates of the four paired outcomes per group.
+
+    Columns: the keys, ``n`` (pairs), ``n_tasks``, ``n_executed``, ``rescues``, ``harms``,
+    ``stable_success``, ``stable_failure``, ``success_without`` (mean y0),
+    ``success_with`` (mean y1), ``rescue_rate``, ``harm_rate`` (rates in [0, 1]).
+    """
+    return _outcome_counts(prepare(df), check_keys(df, by))
+
+
+def _outcome_counts(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    codes, groups = group_index(df, keys)
+    k = len(groups)
+    y0 = df["y0"].to_numpy()
+    y1 = df["y1"].to_numpy()
+    n = np.bincount(codes, minlength=k)
+    out = groups.reset_index(drop=True).copy() if keys else pd.DataFrame(index=range(1))
+    out["n"] = n
+    tcodes, _ = task_index(df)
+    out["n_tasks"] = [len(np.unique(tcodes[codes == g])) for g in range(k)]
+    out["n_executed"] = np.bincount(codes, weights=df["executed"].to_numpy(), minlength=k).astype(int)
+    out["rescues"] = np.bincount(codes, weights=(y0 == 0) & (y1 == 1), minlength=k).astype(int)
+    out["harms"] = np.bincount(codes, weights=(y0 == 1) & (y1 == 0), minlength=k).astype(int)
+    out["stable_success"] = np.bincount(codes, weights=(y0 == 1) & (y1 == 1), minlength=k).astype(int)
+    out["stable_failure"] = np.bincount(codes, weights=(y0 == 0) & (y1 == 0), minlength=k).astype(int)
+    out["success_without"] = np.bincount(codes, weights=y0, minlength=k) / n
+    out["success_with"] = np.bincount(codes, weights=y1, minlength=k) / n
+    out["rescue_rate"] = out["rescues"] / n
+    out["harm_rate"] = out["harms"] / n
+    return out
+
+
+def decompose(
+    df: pd.DataFrame,
+    by: Sequence[str] = DEFAULT_BY,
+    cohort: str = "all",
+    require_prefix_match: bool = True,
+) -> pd.DataFrame:
+    """Outcome counts and rates of a cohort by any grouping (see :func:`outcome_counts`)."""
+    rows = _select(prepare(df), cohort, require_prefix_match)
+    out = _outcome_counts(rows, check_keys(rows, by))
+    out.attrs.update({"cohort": cohort, "by": list(by)})
+    return out
