@@ -1,0 +1,285 @@
+"""The built-in agent: goal parsing, belief updates, determinism, profiles, bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from cir.agents.beliefs import parse_action, read_context
+from cir.agents.builtin import PARAMETERS, PROFILES, BuiltinAgent
+from cir.agents.goals import CLEAN, COOL, HEAT, LOOK, SIMPLE, TWO, parse_goal
+from cir.errors import CirError
+
+ROOM = (
+    "You are in the middle of a room. Looking quickly around you, you see a cabinet 3, "
+    "a cabinet 2, a cabinet 1, a countertop 2, a countertop 1, a diningtable 1, a drawer 1, "
+    "a fridge 1, a garbagecan 1, a microwave 1, a shelf 1, a sinkbasin 1, and a stoveburner 1."
+)
+
+
+def task(goal: str) -> str:
+    return f"{ROOM}\n\nYour task is to: {goal}."
+
+
+def ctx(goal: str, *pairs: tuple[str | None, str]) -> list[dict[str, str]]:
+    """A context from (reply, shown) pairs; reply None is a harness message."""
+    msgs = [{"role": "user", "content": task(goal)}]
+    for reply, shown in pairs:
+        if reply is not None:
+            msgs.append({"role": "assistant", "content": reply})
+        msgs.append({"role": "user", "content": shown})
+    return msgs
+
+
+# -- goals ------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("sentence", "task_type", "obj", "recep", "extra"),
+    [
+        ("put some apple on countertop", SIMPLE, "apple", "countertop", None),
+        ("put a mug in coffeemachine", SIMPLE, "mug", "coffeemachine", None),
+        ("put a clean lettuce in diningtable", CLEAN, "lettuce", "diningtable", None),
+        ("clean some soapbar and put it in toilet", CLEAN, "soapbar", "toilet", None),
+        ("put a hot potato in countertop", HEAT, "potato", "countertop", None),
+        ("heat some egg and put it in garbagecan", HEAT, "egg", "garbagecan", None),
+        ("put a cool mug in shelf", COOL, "mug", "shelf", None),
+        ("cool some pan and put it in stoveburner", COOL, "pan", "stoveburner", None),
+        ("look at bowl under the desklamp", LOOK, "bowl", None, "desklamp"),
+        ("examine the pen with the desklamp", LOOK, "pen", None, "desklamp"),
+        ("put two saltshaker in drawer", TWO, "saltshaker", "drawer", 2),
+        ("find two cellphone and put them in bed", TWO, "cellphone", "bed", 2),
+    ],
+)
+def test_goal_templates_of_all_six_types(sentence, task_type, obj, recep, extra):
+    goal = parse_goal(f"{ROOM}\n\nYour task is to: {sentence}.")
+    assert goal is not None
+    assert (goal.task_type, goal.obj, goal.recep) == (task_type, obj, recep)
+    if task_type == LOOK:
+        assert goal.toggle == extra
+    if task_type == TWO:
+        assert goal.count == 2
+    if task_type in (CLEAN, HEAT, COOL):
+        assert goal.appliance == {CLEAN: "sinkbasin", HEAT: "microwave", COOL: "fridge"}[task_type]
+
+
+def test_goal_unknown_sentence_is_none():
+    assert parse_goal("Your task is to: dance a little.") is None
+
+
+def test_parse_action_variants():
+    assert parse_action("go to fridge 1") == ("go", "fridge 1")
+    assert parse_action("take apple 1 from countertop 2") == ("take", "apple 1", "countertop 2")
+    assert parse_action("put apple 1 in/on fridge 1") == ("move", "apple 1", "fridge 1")
+    assert parse_action("heat egg 1 with microwave 1") == ("heat", "egg 1", "microwave 1")
+    assert parse_action("think: hmm") == ("think",)
+    assert parse_action("dance") is None
+
+
+# -- beliefs ----------------------------------------------------------------------------
+GOAL = "heat some apple and put it in diningtable"
+
+
+def test_beliefs_from_arrival_open_take_move():
+    b = read_context(
+        ctx(
+            GOAL,
+            ("go to fridge 1", "You arrive at fridge 1. The fridge 1 is closed."),
+            ("open fridge 1", "You open the fridge 1. The fridge 1 is open. In it, you see a apple 1, a egg 2, and a lettuce 1."),
+            ("take apple 1 from fridge 1", "You pick up the apple 1 from the fridge 1."),
+            ("go to microwave 1", "You arrive at microwave 1. The microwave 1 is closed."),
+            ("heat apple 1 with microwave 1", "You heat the apple 1 using the microwave 1."),
+            ("go to countertop 1", "You arrive at countertop 1. On the countertop 1, you see a knife 1."),
+            ("move apple 1 to countertop 1", "You move the apple 1 to the countertop 1."),
+        )
+    )
+    assert b.location == "countertop 1"
+    assert b.holding is None
+    assert b.contents["fridge 1"] == ["egg 2", "lettuce 1"]
+    assert b.contents["countertop 1"] == ["knife 1", "apple 1"]
+    assert b.opened == {"fridge 1": True, "microwave 1": False}
+    assert b.states["apple 1"] == {"heat"}
+    assert ("apple 1", "countertop 1") in b.placed
+    assert {"fridge 1", "countertop 1"} <= b.searched and "microwave 1" not in b.searched
+    assert b.env_actions == 7 and b.turns == 7
+
+
+def test_nothing_happens_after_take_drops_the_belief():
+    b = read_context(
+        ctx(
+            GOAL,
+            ("go to countertop 1", "You arrive at countertop 1. On the countertop 1, you see a apple 1."),
+            ("take apple 1 from countertop 1", "Nothing happens."),
+        )
+    )
+    assert b.holding is None
+    assert b.contents["countertop 1"] == []
+    assert b.failures == 1 and b.last.kind == "nothing"
+
+
+def test_stale_arrival_is_believed():
+    """The text of two actions back: the agent believes it is at the old place."""
+    b = read_context(
+        ctx(
+            GOAL,
+            ("go to cabinet 1", "You arrive at cabinet 1. The cabinet 1 is closed."),
+            ("go to countertop 1", "You arrive at countertop 1. On the countertop 1, you see a apple 1."),
+            ("go to drawer 1", "You arrive at cabinet 1. The cabinet 1 is closed."),  # stale2
+        )
+    )
+    assert b.location == "cabinet 1"
+    assert b.last.mismatch == "drawer 1"
+    assert "drawer 1" not in b.contents
+
+
+def test_missing_observation_leaves_a_gap():
+    b = read_context(
+        ctx(
+            GOAL,
+            ("go to countertop 1", "You arrive at countertop 1. On the countertop 1, you see a knife 1."),
+            ("go to drawer 1", "[Observation unavailable.]"),
+        )
+    )
+    assert b.last.kind == "gap"
+    assert b.location == "drawer 1"  # it assumes the go-to worked
+    assert "drawer 1" not in b.contents
+
+
+def test_refresh_look_regrounds_location_and_may_be_misread():
+    pairs = (
+        ("go to countertop 1", "You arrive at countertop 1. On the countertop 1, you see a apple 1."),
+        ("go to drawer 1", "You arrive at countertop 1. On the countertop 1, you see a apple 1."),
+        (None, "[Refreshed observation] You are facing the drawer 1. Next to it, you see nothing."),
+    )
+    b = read_context(ctx(GOAL, *pairs))
+    assert b.location == "drawer 1"
+    assert "drawer 1" not in b.searched and b.last.kind == "harness"
+    misread = read_context(ctx(GOAL, *pairs), slip=lambda name, key: name == "misread_refresh")
+    assert misread.location == "drawer 1"
+    assert misread.contents["drawer 1"] == [] and "drawer 1" in misread.searched
+
+
+def test_inventory_and_examine_texts():
+    b = read_context(
+        ctx(
+            GOAL,
+            ("inventory", "You are carrying: a apple 1."),
+            ("examine apple 1", "This is a hot apple 1."),
+        )
+    )
+    assert b.holding == "apple 1" and b.states["apple 1"] == {"heat"}
+    b = read_context(ctx(GOAL, ("inventory", "You are not carrying anything.")))
+    assert b.holding is None
+
+
+# -- the agent --------------------------------------------------------------------------
+def test_profiles_and_settings():
+    assert {"weak", "default", "strong"} <= set(PROFILES)
+    for name, params in PROFILES.items():
+        assert set(params) == set(PARAMETERS), name
+        agent = BuiltinAgent(name, seed=3)
+        assert agent.name == f"builtin:{name}"
+        s = agent.settings()
+        assert s["profile"] == name and s["seed"] == 3
+        json.dumps(s)  # plain data
+
+
+def test_unknown_profile_is_a_clear_error():
+    with pytest.raises(CirError, match="unknown.*default"):
+        BuiltinAgent("genius")
+    with pytest.raises(CirError, match="seed"):
+        BuiltinAgent("default", seed="x")  # type: ignore[arg-type]
+
+
+def test_replies_are_actions_or_thoughts():
+    agent = BuiltinAgent("default")
+    reply = agent.act(ctx(GOAL))
+    assert reply.startswith("think:") or parse_action(reply) not in (None, ("think",))
+
+
+def test_goes_to_a_known_object_and_takes_it():
+    agent = BuiltinAgent("strong", seed=1)
+    c = ctx(
+        "put some apple on diningtable",
+        ("go to countertop 1", "You arrive at countertop 1. On the countertop 1, you see a apple 1."),
+    )
+    reply = agent.act(c)
+    if reply.startswith("think:"):
+        c += [{"role": "assistant", "content": reply}, {"role": "user", "content": "OK."}]
+        reply = agent.act(c)
+    assert reply in ("take apple 1 from countertop 1", "go to countertop 1")
+
+
+def _replies_script(seed: int) -> str:
+    return (
+        "import json, sys\n"
+        "from cir.agents.builtin import BuiltinAgent\n"
+        "contexts = json.loads(sys.stdin.read())\n"
+        f"a = BuiltinAgent('default', seed={seed})\n"
+        "print(json.dumps([a.act(c) for c in contexts]))\n"
+    )
+
+
+def _sample_contexts() -> list[list[dict[str, str]]]:
+    out = []
+    for i in range(12):
+        pairs = [
+            (f"go to cabinet {1 + i % 3}", f"You arrive at cabinet {1 + i % 3}. The cabinet {1 + i % 3} is closed."),
+            (f"open cabinet {1 + i % 3}", f"You open the cabinet {1 + i % 3}. The cabinet {1 + i % 3} is open. In it, you see a mug {i}."),
+            ("go to countertop 1", "You arrive at countertop 1. On the countertop 1, you see a knife 1, a bread 1, and a egg 1."),
+        ]
+        out.append(ctx(GOAL if i % 2 else "put two egg in fridge", *pairs[: 1 + i % 3]))
+    return out
+
+
+def test_same_context_same_reply_across_processes_and_hash_seeds():
+    contexts = _sample_contexts()
+    local = [BuiltinAgent("default", seed=0).act(c) for c in contexts]
+    for hashseed in ("0", "12345"):
+        env = {**os.environ, "PYTHONHASHSEED": hashseed}
+        out = subprocess.run(
+            [sys.executable, "-c", _replies_script(0)],
+            input=json.dumps(contexts), capture_output=True, text=True, env=env, check=True,
+        )
+        assert json.loads(out.stdout) == local
+
+
+def test_early_observation_changes_what_follows_sometimes():
+    """Contexts differing only in an early observation give different replies at least sometimes."""
+    agent = BuiltinAgent("default")
+    differ = 0
+    for i in range(30):
+        tail = [
+            ("go to countertop 2", "You arrive at countertop 2. On the countertop 2, you see a spoon 1."),
+            ("go to shelf 1", "You arrive at shelf 1. On the shelf 1, you see nothing."),
+            ("go to garbagecan 1", f"You arrive at garbagecan 1. On the garbagecan 1, you see a papertowel {i}."),
+        ]
+        a = ctx(GOAL, ("go to drawer 1", "You arrive at drawer 1. The drawer 1 is closed."), *tail)
+        b = ctx(GOAL, ("go to drawer 1", "[Observation unavailable.]"), *tail)
+        differ += agent.act(a) != agent.act(b)
+    assert differ >= 1
+
+
+def test_seed_changes_behaviour_somewhere():
+    contexts = _sample_contexts()
+    a = [BuiltinAgent("weak", seed=0).act(c) for c in contexts]
+    b = [BuiltinAgent("weak", seed=1).act(c) for c in contexts]
+    assert a != b
+
+
+def test_act_is_fast_on_a_long_context():
+    pairs = []
+    for i in range(40):
+        r = f"cabinet {1 + i % 3}"
+        pairs.append((f"go to {r}", f"You arrive at {r}. The {r} is open. In it, you see a mug {i}, a cup {i}, and a plate {i}."))
+    c = ctx(GOAL, *pairs)
+    agent = BuiltinAgent("default")
+    agent.act(c)
+    t0 = time.perf_counter()
+    for _ in range(20):
+        agent.act(c)
+    per_call = (time.perf_counter() - t0) / 20
+    assert per_call < 0.05  # generous bound; benchmarks/agent_calibration.py reports the real figure
