@@ -1,0 +1,194 @@
+"""``cir fit`` and ``cir evaluate``: learn a CIR router from a paired table, test it on another.
+
+The router file holds everything the evaluation needs: the three models, CIR's
+thresholds, and the parameters of the baselines (anomaly threshold, rate-matched
+anomaly threshold, the always-refresh delay), all chosen on the training table's
+out-of-fold predictions. So ``cir evaluate`` needs only the router and the test
+table, and nothing is ever tuned on the test table. It refuses a test table that
+shares tasks with the training table (``--allow-overlap`` to override).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+from cir.errors import CirError
+
+FORMATS = ("markdown", "csv", "json")
+
+
+def _delays(text: str) -> tuple[int, ...]:
+    try:
+        delays = tuple(int(x) for x in text.split(",") if x.strip() != "")
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if not delays:
+        raise argparse.ArgumentTypeError("expected at least one delay")
+    return delays
+
+
+def register(subparsers: Any) -> None:
+    """Add ``cir fit`` and ``cir evaluate``."""
+    f = subparsers.add_parser(
+        "fit", help="fit the CIR router (three models, thresholds, baselines) on a paired table",
+        description="Fit CIR on a training paired table: three logistic models, thresholds chosen "
+                    "on grouped out-of-fold predictions under the clean-harm limit, the baselines "
+                    "chosen the same way; write the router as JSON.")
+    f.add_argument("paired", help="training paired.csv/.parquet or RUN_DIR (with f_* columns)")
+    f.add_argument("--out", required=True, help="router file to write (JSON)")
+    f.add_argument("--epsilon", type=float, default=0.02, help="clean-harm limit (default 0.02)")
+    f.add_argument("--lam", type=float, default=2.0, help="harm penalty lambda (default 2)")
+    f.add_argument("--d-min", type=int, default=1, help="earliest delay to refresh at (default 1)")
+    f.add_argument("--delays", type=_delays, default=(1, 2, 4),
+                   help="candidate delays, checked in order (default 1,2,4)")
+    f.add_argument("--folds", type=int, default=5, help="out-of-fold groups of tasks (default 5)")
+    f.add_argument("--seed", type=int, default=0, help="seed of the fold assignment (default 0)")
+    f.add_argument("--C", type=float, default=0.1, help="inverse L2 strength (default 0.1)")
+    f.add_argument("--operation", default="refresh", help="recovery operation (default refresh)")
+    f.add_argument("--grid-size", type=int, default=21,
+                   help="quantiles per threshold in the search grid (default 21)")
+    f.add_argument("--max-turns", type=int, default=49, help="model-turn budget of the harness (49)")
+    f.add_argument("--max-actions", type=int, default=64, help="env-action budget of the harness (64)")
+    f.add_argument("--report", default=None,
+                   help="folder for calibration.csv/.png, grid.csv and oof.csv of the fit")
+    f.set_defaults(handler=_fit)
+
+    e = subparsers.add_parser(
+        "evaluate", help="evaluate a router and its baselines on a held-out paired table",
+        description="Walk the candidate delays on a held-out paired table with CIR, never, "
+                    "always, the anomaly baselines and the oracle; effects with task-level "
+                    "cluster-bootstrap CIs, margins of CIR over each, a sign-flip test.")
+    e.add_argument("router", help="router file from `cir fit`")
+    e.add_argument("paired", help="held-out paired.csv/.parquet or RUN_DIR")
+    e.add_argument("--format", choices=FORMATS, default="markdown", help="output format")
+    e.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples (10000)")
+    e.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    e.add_argument("--out", default=None, help="write the output here instead of stdout")
+    e.add_argument("--calibration", default=None,
+                   help="also write the models' reliability curves on this table to this PNG/SVG")
+    e.add_argument("--allow-overlap", action="store_true",
+                   help="evaluate even if the table shares tasks with the training table")
+    e.set_defaults(handler=_evaluate)
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "-"
+        return f"{v:.3f}" if abs(v) < 10 else f"{v:.2f}"
+    return str(v)
+
+
+def markdown(df: Any) -> str:
+    """A pandas DataFrame as a GitHub markdown table (no extra dependency)."""
+    cols = list(df.columns)
+    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+    for row in df.itertuples(index=False):
+        lines.append("| " + " | ".join(_fmt(v) for v in row) + " |")
+    return "\n".join(lines)
+
+
+def _fit(args: argparse.Namespace) -> int:
+    from cir.paired import read_paired
+    from cir.policy import CIRPolicy
+    from cir.router import Router
+
+    df = read_paired(args.paired, require_features=True)
+    if args.max_turns < 1 or args.max_actions < 1:
+        raise CirError("--max-turns and --max-actions must be >= 1")
+    policy = CIRPolicy(lam=args.lam, epsilon=args.epsilon, d_min=args.d_min, delays=args.delays,
+                       C=args.C, folds=args.folds, operation=args.operation,
+                       grid_size=args.grid_size, seed=args.seed)
+    policy.fit(df)
+    router = Router.from_policy(policy, max_turns=args.max_turns, max_actions=args.max_actions,
+                                task_ids=sorted(set(df["task_id"])))
+    out = router.save(args.out)
+    t = policy.thresholds_
+    s = policy.oof_summary_
+    print(f"fitted on {policy.n_tasks_} tasks, {policy.training_['decision_cells']} decision cells "
+          f"({policy.training_['episodes']} episodes; delays {','.join(map(str, policy.delays))})")
+    print(f"thresholds: alpha={_fmt(t['alpha'])} beta={_fmt(t['beta'])} gamma={_fmt(t['gamma'])} "
+          f"(lambda={policy.lam}, epsilon={policy.epsilon}, d_min={policy.d_min})")
+    if t["alpha"] is None:
+        print("note: no threshold setting gained under erroneous observations within the clean-harm "
+              "limit; the router never refreshes")
+    print(f"out-of-fold: net gain under erroneous observations {100 * s['net_gain']:+.2f} pp, "
+          f"clean harm {100 * s['clean_harm']:.2f}% (limit {100 * policy.epsilon:.2f}%), "
+          f"intervention rate {100 * s['intervention_rate']:.1f}%")
+    b = policy.baselines_
+    for name in ("anomaly", "anomaly_rate_matched"):
+        print(f"baseline {name}: alpha={_fmt(b[name]['alpha'])}, OOF net gain "
+              f"{100 * b[name]['oof_net_gain']:+.2f} pp, clean harm {100 * b[name]['oof_clean_harm']:.2f}%, "
+              f"intervention rate {100 * b[name]['oof_intervention_rate']:.1f}%")
+    a = b["always"]
+    print(f"baseline always: delay {a['delay']}, training net gain {100 * a['train_net_gain']:+.2f} pp, "
+          f"clean harm {100 * a['train_clean_harm']:.2f}%"
+          + ("" if a["meets_epsilon"] else " (no delay meets the clean-harm limit)"))
+    if args.report:
+        from cir.calibration import calibration_figure, calibration_table
+
+        report = Path(args.report)
+        report.mkdir(parents=True, exist_ok=True)
+        calibration_table(policy).to_csv(report / "calibration.csv", index=False)
+        fig = calibration_figure(policy)
+        fig.savefig(report / "calibration.png", dpi=120)
+        policy.grid_.to_csv(report / "grid.csv", index=False)
+        policy.oof_.to_csv(report / "oof.csv", index=False)
+        cal = calibration_table(policy).groupby("model", sort=False)["brier"].first()
+        print("OOF Brier: " + ", ".join(f"{k} {v:.3f}" for k, v in cal.items()) + f"; report in {report}")
+    print(f"router written to {out}")
+    return 0
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    from cir.paired import read_paired
+    from cir.policy import evaluate
+    from cir.router import Router
+
+    router = Router.load(args.router)
+    df = read_paired(args.paired, require_features=True)
+    trained = set(router.training.get("task_ids", []))
+    overlap = sorted(trained & set(df["task_id"]))
+    if overlap and not args.allow_overlap:
+        raise CirError(f"{args.paired}: {len(overlap)} task(s) of the test table were used to fit "
+                       f"{args.router} (e.g. {overlap[0]!r}); evaluate on held-out tasks "
+                       "(or pass --allow-overlap)")
+    if args.resamples < 1:
+        raise CirError(f"--resamples must be >= 1, got {args.resamples}")
+    policy = router.to_policy()
+    result = evaluate(policy, df, resamples=args.resamples, seed=args.seed, source=str(args.paired))
+    summary, margins = result["summary"], result["margins"]
+    if args.format == "json":
+        text = json.dumps({"settings": result["settings"],
+                           "summary": json.loads(summary.to_json(orient="records")),
+                           "margins": json.loads(margins.to_json(orient="records"))}, indent=2)
+    elif args.format == "csv":
+        import pandas as pd
+
+        text = pd.concat([summary.assign(table="summary"),
+                          margins.assign(table="margins")], ignore_index=True).to_csv(index=False)
+    else:
+        s = result["settings"]
+        t = s["thresholds"]
+        head = (f"CIR on {s['tasks']} held-out tasks, {s['episodes']} episodes; thresholds "
+                f"alpha={_fmt(t['alpha'])} beta={_fmt(t['beta'])} gamma={_fmt(t['gamma'])}; "
+                f"{s['resamples']} task-level bootstrap resamples (seed {s['seed']})")
+        text = (head + "\n\n" + markdown(summary) + "\n\nMargins of CIR (pp, paired by task):\n\n"
+                + markdown(margins) + "\n")
+    if args.calibration:
+        from cir.calibration import calibration_figure
+
+        calibration_figure(policy, df).savefig(args.calibration, dpi=120)
+    if args.out:
+        Path(args.out).write_text(text, encoding="utf-8")
+        print(f"wrote {args.out}", file=sys.stderr)
+    else:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    return 0

@@ -1,0 +1,299 @@
+"""The runtime Router: a fitted CIR policy that a harness asks "refresh now?".
+
+A router is plain numbers in a JSON file (DESIGN.md, "Router artifact"): the feature
+names, the three models' scaler means/scales, coefficients and intercepts, the
+thresholds, the settings, the baselines' parameters (so ``cir evaluate`` needs only
+this file and a test table), a summary of training, the ``cir`` version and a format
+version. Loading parses JSON and checks every key and type; it never executes code
+(no pickle, no eval), so a router file from anyone is safe to load.
+
+``router.decide(transcript, delay)`` computes :func:`cir.features.extract_features`
+on the transcript (what the agent was shown up to now) and applies the CIR rule with
+the same arithmetic as :class:`cir.policy.CIRPolicy`, so the live decision equals the
+offline decision on the same features.
+
+File layout (format version 1)::
+
+    {"format": "cir-router", "format_version": 1, "cir_version": "0.1.0",
+     "features": ["f_delay", ...],
+     "models": {"p_err": {"scaler_mean": [...], "scaler_scale": [...], "coef": [...],
+                          "intercept": 0.0}, "p0": {...}, "p1": {...}},
+     "thresholds": {"alpha": 0.8 | null, "beta": 0.05, "gamma": 0.0},   # null: never passes
+     "settings": {"lam": 2.0, "epsilon": 0.02, "d_min": 1, "delays": [1, 2, 4], "C": 0.1,
+                  "folds": 5, "operation": "refresh", "grid_size": 21, "seed": 0,
+                  "max_iter": 1000, "max_turns": 49, "max_actions": 64},
+     "baselines": {"anomaly": {"alpha": ..., "oof_net_gain": ..., "oof_clean_harm": ...,
+                               "oof_intervention_rate": ...},
+                   "anomaly_rate_matched": {...same keys...},
+                   "always": {"delay": 1, "train_net_gain": ..., "train_clean_harm": ...,
+                              "meets_epsilon": true}},
+     "training": {"n_tasks": ..., "decision_cells": ..., "oof_net_gain": ...,
+                  "oof_clean_harm": ..., "oof_intervention_rate": ..., "task_ids": [...]}}
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cir import __version__
+from cir.errors import CirError
+from cir.features import FEATURES, extract_features
+from cir.policy import MODEL_NAMES, CIRPolicy, LinearModel, blocked_by, scores
+from cir.transcript import HARNESS, Transcript
+
+FORMAT = "cir-router"
+FORMAT_VERSION = 1
+
+_NUM = (int, float)
+_OPT_NUM = (int, float, type(None))
+# key -> expected type(s), or a nested spec (dict), for each part of the file.
+_MODEL_SPEC = {"scaler_mean": list, "scaler_scale": list, "coef": list, "intercept": _NUM}
+_SETTINGS_SPEC = {"lam": _NUM, "epsilon": _NUM, "d_min": int, "delays": list, "C": _NUM, "folds": int,
+                  "operation": str, "grid_size": int, "seed": int, "max_iter": int,
+                  "max_turns": int, "max_actions": int}
+_ANOMALY_SPEC = {"alpha": _OPT_NUM, "oof_net_gain": _NUM, "oof_clean_harm": _NUM,
+                 "oof_intervention_rate": _NUM}
+_SPEC: dict[str, Any] = {
+    "format": str,
+    "format_version": int,
+    "cir_version": str,
+    "features": list,
+    "models": {name: _MODEL_SPEC for name in MODEL_NAMES},
+    "thresholds": {"alpha": _OPT_NUM, "beta": _OPT_NUM, "gamma": _OPT_NUM},
+    "settings": _SETTINGS_SPEC,
+    "baselines": {"anomaly": _ANOMALY_SPEC, "anomaly_rate_matched": _ANOMALY_SPEC,
+                  "always": {"delay": int, "train_net_gain": _NUM, "train_clean_harm": _NUM,
+                             "meets_epsilon": bool}},
+    "training": {"n_tasks": int, "decision_cells": int, "oof_net_gain": _NUM,
+                 "oof_clean_harm": _NUM, "oof_intervention_rate": _NUM, "task_ids": list},
+}
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A router's answer at one decision point, with everything worth logging.
+
+    ``blocked_by`` names the first condition of the rule that failed: ``"delay"``
+    (not a candidate delay, or below d_min), ``"p_err"``, ``"p_fail"``, ``"utility"``,
+    or ``"already_recovered"`` (the transcript already holds a recovery); None when
+    the router refreshes.
+    """
+
+    refresh: bool
+    p_err: float
+    p0: float
+    p1: float
+    utility: float
+    blocked_by: str | None
+    delay: int = 0
+
+
+def _type_name(t: Any) -> str:
+    if isinstance(t, tuple):
+        return " or ".join("null" if x is type(None) else x.__name__ for x in t)
+    return t.__name__
+
+
+def _check(data: Any, spec: dict[str, Any], where: str, source: str) -> None:
+    """Exact keys and types, recursively (bool is not accepted as a number)."""
+    if not isinstance(data, dict):
+        raise CirError(f"{source}: {where or 'the file'} must be a JSON object, got {type(data).__name__}")
+    missing = [k for k in spec if k not in data]
+    if missing:
+        raise CirError(f"{source}: missing key {where + missing[0]!r} in the router file")
+    extra = [k for k in data if k not in spec]
+    if extra:
+        raise CirError(f"{source}: unexpected key {where + extra[0]!r} in the router file")
+    for key, expected in spec.items():
+        value = data[key]
+        name = where + key
+        if isinstance(expected, dict):
+            _check(value, expected, name + ".", source)
+            continue
+        types = expected if isinstance(expected, tuple) else (expected,)
+        ok = isinstance(value, types) and not (isinstance(value, bool) and bool not in types)
+        if not ok:
+            raise CirError(f"{source}: key {name!r} must be {_type_name(expected)}, "
+                           f"got {type(value).__name__} {value!r:.60}")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise CirError(f"{source}: key {name!r} must be a finite number, got {value!r}")
+
+
+def _numbers(values: list[Any], name: str, n: int, source: str, positive: bool = False) -> None:
+    if len(values) != n:
+        raise CirError(f"{source}: {name} has {len(values)} values, expected {n} (one per feature)")
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, _NUM) or not math.isfinite(v) or (positive and v <= 0):
+            raise CirError(f"{source}: {name} must hold finite {'positive ' if positive else ''}"
+                           f"numbers, found {v!r}")
+
+
+class Router:
+    """The fitted CIR policy as a runtime object (see module docstring)."""
+
+    def __init__(self, features: list[str], models: dict[str, LinearModel],
+                 thresholds: dict[str, float | None], settings: dict[str, Any],
+                 baselines: dict[str, Any], training: dict[str, Any],
+                 cir_version: str = __version__) -> None:
+        self.features = list(features)
+        self.models = models
+        self.thresholds = dict(thresholds)
+        self.settings = dict(settings)
+        self.baselines = baselines
+        self.training = training
+        self.cir_version = cir_version
+
+    @property
+    def delays(self) -> tuple[int, ...]:
+        """Candidate delays, in the order the harness should ask (RouterHook reads this)."""
+        return tuple(int(d) for d in self.settings["delays"])
+
+    # -- building ---------------------------------------------------------------------------
+    @classmethod
+    def from_policy(cls, policy: CIRPolicy, *, max_turns: int = 49, max_actions: int = 64,
+                    task_ids: list[str] | None = None) -> Router:
+        """The router of a fitted :class:`CIRPolicy` (``task_ids``: its training tasks,
+        recorded so that ``cir evaluate`` can refuse a test table that overlaps them)."""
+        policy._check_fitted()
+        settings = {k: v for k, v in policy.get_params().items()}
+        settings["delays"] = [int(d) for d in settings["delays"]]
+        settings.update(max_turns=int(max_turns), max_actions=int(max_actions))
+        s = policy.oof_summary_
+        training = {"n_tasks": int(policy.n_tasks_), "decision_cells": int(policy.training_["decision_cells"]),
+                    "oof_net_gain": float(s["net_gain"]), "oof_clean_harm": float(s["clean_harm"]),
+                    "oof_intervention_rate": float(s["intervention_rate"]),
+                    "task_ids": [str(t) for t in (task_ids if task_ids is not None
+                                                  else policy.training_.get("task_ids", []))]}
+        return cls(policy.features_, dict(policy.models_), policy.thresholds_, settings,
+                   policy.baselines_, training)
+
+    def to_policy(self) -> CIRPolicy:
+        """A fitted :class:`CIRPolicy` with this router's parameters (for offline evaluation)."""
+        params = {k: v for k, v in self.settings.items() if k not in {"max_turns", "max_actions"}}
+        params["delays"] = tuple(params["delays"])
+        policy = CIRPolicy(**params)
+        policy.features_ = list(self.features)
+        policy.models_ = dict(self.models)
+        policy.thresholds_ = dict(self.thresholds)
+        policy.baselines_ = self.baselines
+        policy.n_tasks_ = self.training["n_tasks"]
+        return policy
+
+    # -- deciding ---------------------------------------------------------------------------
+    def decide_features(self, features: dict[str, float], delay: int) -> Decision:
+        """The rule on a feature dict (must hold every feature of the router)."""
+        try:
+            x = np.array([[float(features[name]) for name in self.features]])
+        except KeyError as err:
+            raise CirError(f"router: feature {err.args[0]!r} missing from the features given") from None
+        p = {name: self.models[name].predict_proba(x) for name in MODEL_NAMES}
+        s = {k: float(v[0]) for k, v in scores(p["p_err"], p["p0"], p["p1"], self.settings["lam"]).items()}
+        blocker = blocked_by(int(delay), s, self.thresholds, int(self.settings["d_min"]), self.delays)
+        return Decision(blocker is None, s["p_err"], s["p0"], s["p1"], s["utility"], blocker, int(delay))
+
+    def decide(self, transcript: Transcript, delay: int) -> Decision:
+        """Refresh now? ``delay`` = env actions since the suspect observation."""
+        features = extract_features(transcript, delay, max_turns=int(self.settings["max_turns"]),
+                                    max_actions=int(self.settings["max_actions"]))
+        decision = self.decide_features(features, delay)
+        if any(step.actor == HARNESS for step in transcript.steps):
+            # refresh at most once: a transcript that already holds a recovery never gets another
+            return Decision(False, decision.p_err, decision.p0, decision.p1, decision.utility,
+                            "already_recovered", int(delay))
+        return decision
+
+    # -- the file ---------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "cir_version": self.cir_version,
+            "features": list(self.features),
+            "models": {name: self.models[name].to_dict() for name in MODEL_NAMES},
+            "thresholds": {k: (None if v is None else float(v)) for k, v in self.thresholds.items()},
+            "settings": self.settings,
+            "baselines": self.baselines,
+            "training": self.training,
+        }
+
+    def save(self, path: str | Path) -> Path:
+        """Write the router as JSON (strict: no NaN/Infinity), atomically."""
+        path = Path(path)
+        text = json.dumps(self.to_dict(), indent=2, allow_nan=False)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(text + "\n", encoding="utf-8")
+        tmp.replace(path)
+        return path
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str = "router") -> Router:
+        """Validate plain data (keys, types, versions, feature names, lengths) and build."""
+        if isinstance(data, dict) and data.get("format") not in (None, FORMAT):
+            raise CirError(f"{source}: not a cir router file (format {data.get('format')!r})")
+        if isinstance(data, dict) and isinstance(data.get("format_version"), int) \
+                and not isinstance(data.get("format_version"), bool) and data["format_version"] > FORMAT_VERSION:
+            raise CirError(f"{source}: router format version {data['format_version']} is newer than this "
+                           f"cir reads ({FORMAT_VERSION}); upgrade cir (the file says cir "
+                           f"{data.get('cir_version')!r}, this is {__version__})")
+        _check(data, _SPEC, "", source)
+        if data["format_version"] < 1:
+            raise CirError(f"{source}: format_version must be >= 1, got {data['format_version']}")
+        features = data["features"]
+        if not features:
+            raise CirError(f"{source}: 'features' is empty")
+        for name in features:
+            if not isinstance(name, str):
+                raise CirError(f"{source}: 'features' must hold names (strings), found {name!r}")
+            if name not in FEATURES:
+                raise CirError(f"{source}: unknown feature {name!r}: this cir computes only the "
+                               f"features of cir.features.FEATURES")
+        if len(set(features)) != len(features):
+            raise CirError(f"{source}: 'features' lists a name twice")
+        n = len(features)
+        models = {}
+        for name in MODEL_NAMES:
+            m = data["models"][name]
+            _numbers(m["scaler_mean"], f"models.{name}.scaler_mean", n, source)
+            _numbers(m["scaler_scale"], f"models.{name}.scaler_scale", n, source, positive=True)
+            _numbers(m["coef"], f"models.{name}.coef", n, source)
+            models[name] = LinearModel.from_dict(m)
+        settings = data["settings"]
+        delays = settings["delays"]
+        if not delays or any(isinstance(d, bool) or not isinstance(d, int) or d < 0 for d in delays) \
+                or delays != sorted(set(delays)):
+            raise CirError(f"{source}: settings.delays must be increasing integers >= 0, got {delays!r}")
+        if settings["lam"] <= 0 or not 0 <= settings["epsilon"] <= 1:
+            raise CirError(f"{source}: settings.lam must be > 0 and settings.epsilon in [0, 1]")
+        if any(not isinstance(t, str) for t in data["training"]["task_ids"]):
+            raise CirError(f"{source}: training.task_ids must hold task ids (strings)")
+        if data["baselines"]["always"]["delay"] not in delays:
+            raise CirError(f"{source}: baselines.always.delay is not one of settings.delays")
+        return cls(features, models, data["thresholds"], settings, data["baselines"], data["training"],
+                   cir_version=data["cir_version"])
+
+    @classmethod
+    def load(cls, path: str | Path) -> Router:
+        """Read and validate a router file; CirError naming the file and the problem."""
+        path = Path(path)
+        if not path.exists():
+            raise CirError(f"{path}: no such router file")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as err:
+            raise CirError(f"{path}: cannot read the router file ({err})") from None
+
+        def no_constants(name: str) -> Any:
+            raise CirError(f"{path}: {name} is not allowed in a router file (strict JSON numbers only)")
+
+        try:
+            data = json.loads(text, parse_constant=no_constants)
+        except json.JSONDecodeError as err:
+            raise CirError(f"{path}: not valid JSON (truncated or corrupt?): {err.msg} at line "
+                           f"{err.lineno} column {err.colno}") from None
+        return cls.from_dict(data, source=str(path))
