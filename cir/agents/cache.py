@@ -1,0 +1,94 @@
+"""A persistent response cache: one JSON file per request key, written atomically.
+
+Paired branches share their prefix and reruns repeat whole episodes, so the same
+request reaches the model many times; with greedy decoding and a cache the answer is
+fixed the first time and costs nothing afterwards. One file per key (written to a
+temporary file in the same folder, then ``os.replace``) makes concurrent writers in
+many processes safe without locks: a reader sees either no file or a complete one,
+and two writers of one key write the same content.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from cir.errors import CirError
+
+
+def request_key(endpoint: str, body: dict[str, Any]) -> str:
+    """Stable key of one request: the endpoint kind and the full JSON body.
+
+    The body holds the model, the messages or prompt and every decoding setting, so a
+    change to any of them is a different key; the server address and key are not in it
+    (the same model behind another address gives the same answer).
+    """
+    payload = json.dumps({"endpoint": endpoint, "body": body}, sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+class ResponseCache:
+    """Replies stored under ``root/<key[:2]>/<key>.json``; ``root=None`` keeps them in memory."""
+
+    def __init__(self, root: str | Path | None = None) -> None:
+        self.root = Path(root) if root is not None else None
+        self._memory: dict[str, dict[str, Any]] = {}
+        if self.root is not None:
+            try:
+                self.root.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise CirError(f"cache folder {self.root}: cannot create it ({exc})") from exc
+            if not self.root.is_dir():
+                raise CirError(f"cache folder {self.root}: exists but is not a folder")
+
+    def _path(self, key: str) -> Path:
+        assert self.root is not None
+        return self.root / key[:2] / f"{key}.json"
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        """The stored record for ``key``, or None. A damaged file counts as a miss."""
+        if key in self._memory:
+            return self._memory[key]
+        if self.root is None:
+            return None
+        try:
+            with open(self._path(key), encoding="utf-8") as fh:
+                record = json.load(fh)
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError):
+            return None  # unreadable or truncated by hand: ask the model again and rewrite
+        if not isinstance(record, dict) or "text" not in record:
+            return None
+        self._memory[key] = record
+        return record
+
+    def put(self, key: str, record: dict[str, Any]) -> None:
+        """Store ``record`` (must hold ``text``) under ``key``, atomically."""
+        self._memory[key] = record
+        if self.root is None:
+            return
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(record, fh, sort_keys=True, ensure_ascii=False, indent=1)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+
+    def __len__(self) -> int:
+        if self.root is None:
+            return len(self._memory)
+        return sum(1 for _ in self.root.glob("??/*.json"))

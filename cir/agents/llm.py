@@ -1,0 +1,318 @@
+"""An agent backed by any OpenAI-compatible server (vLLM, llama.cpp, Ollama, hosted APIs).
+
+Talks plain HTTP with httpx (no vendor SDK): ``/chat/completions`` (``mode="chat"``) or
+``/completions`` (``mode="completion"``: a ReAct transcript the model continues; small
+models follow the format better this way). Decoding is greedy with a fixed seed and a
+newline stop, so one request is one command. Every answer is stored in a persistent
+cache keyed by the full request, which makes the agent a pure function of its context
+(the contract of :mod:`cir.agents.base`) even when the server is not deterministic, and
+makes the shared prefix of paired branches and every rerun free.
+
+Network trouble is retried with exponential backoff (connection errors, timeouts, HTTP
+5xx and 429, honouring ``Retry-After``); when retries run out, or the server refuses the
+request (4xx), :class:`~cir.errors.CirError` says which URL failed and how.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import os
+import re
+import time
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+from cir.agents.actions import ParsedAction, parse_action
+from cir.agents.cache import ResponseCache, request_key
+from cir.agents.prompts import PROMPT_VERSION, chat_messages, completion_prompt
+from cir.errors import CirError
+
+MODES = ("chat", "completion")
+_THINK_BLOCK = re.compile(r"<think>.*?(?:</think>|$)", re.DOTALL | re.IGNORECASE)
+
+
+def _endpoint_base(base_url: str) -> str:
+    """``base_url`` as the OpenAI SDK takes it (ending in ``/v1`` or a provider's own path).
+
+    A bare ``http://host:port`` gets ``/v1`` appended, since every server named above
+    serves the API there.
+    """
+    parts = urlsplit(base_url.strip())
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise CirError(
+            f"base URL {base_url!r}: expected http(s)://HOST[:PORT][/PATH], e.g. http://127.0.0.1:8000/v1"
+        )
+    url = base_url.strip().rstrip("/")
+    if parts.path in ("", "/"):
+        url += "/v1"
+    return url
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    """Seconds the server asks us to wait (``Retry-After``: seconds or an HTTP date)."""
+    value = response.headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
+
+
+def _error_detail(response: httpx.Response) -> str:
+    """The server's own error message, shortened to one line."""
+    try:
+        data = response.json()
+        if isinstance(data, dict):
+            err = data.get("error", data.get("detail", data))
+            if isinstance(err, dict):
+                err = err.get("message", err)
+            text = str(err)
+        else:
+            text = str(data)
+    except ValueError:
+        text = response.text
+    text = " ".join(text.split())
+    return text[:300] + ("..." if len(text) > 300 else "")
+
+
+class LLMAgent:
+    """ReAct agent over an OpenAI-compatible API, with a persistent response cache.
+
+    Counters for reporting (per instance): ``calls`` (answers obtained from the server),
+    ``cache_hits``, ``http_requests`` (attempts, retries included), ``retries``,
+    ``unparsable`` (raw replies with no recognisable command; they are still returned,
+    cleaned, so the engine answers ``Nothing happens.``).
+    """
+
+    def __init__(
+        self,
+        model: str,
+        base_url: str,
+        api_key: str | None = None,
+        cache_dir: str | Path | None = None,
+        seed: int = 0,
+        temperature: float = 0.0,
+        max_tokens: int = 96,
+        timeout: float = 120.0,
+        max_retries: int = 4,
+        *,
+        mode: str | None = None,
+        backoff: float = 1.0,
+        max_backoff: float = 60.0,
+    ) -> None:
+        if not model or not isinstance(model, str):
+            raise CirError(f"LLM model {model!r}: expected a model name, e.g. Qwen3-14B")
+        mode = mode or os.environ.get("CIR_LLM_MODE", "chat")
+        if mode not in MODES:
+            raise CirError(f"LLM mode {mode!r}: expected one of {', '.join(MODES)}")
+        for field, value, low in (("timeout", timeout, 0.0), ("max_tokens", max_tokens, 1)):
+            if not value > low:
+                raise CirError(f"LLM {field} {value!r}: expected a number above {low}")
+        if max_retries < 0 or backoff < 0 or max_backoff < 0:
+            raise CirError(
+                f"LLM retries: max_retries={max_retries}, backoff={backoff}, max_backoff={max_backoff}; expected values >= 0"
+            )
+        self.model = model
+        self.base_url = _endpoint_base(base_url)
+        self.api_key = api_key
+        self.mode = mode
+        self.seed = int(seed)
+        self.temperature = float(temperature)
+        self.max_tokens = int(max_tokens)
+        self.timeout = float(timeout)
+        self.max_retries = int(max_retries)
+        self.backoff = float(backoff)
+        self.max_backoff = float(max_backoff)
+        self.stop = ["\n"]
+        self.name = f"openai:{model}"
+        self.cache = ResponseCache(cache_dir)
+        self.calls = 0
+        self.cache_hits = 0
+        self.http_requests = 0
+        self.retries = 0
+        self.unparsable: list[str] = []
+        self.last: ParsedAction | None = None
+        self._sleep: Callable[[float], None] = time.sleep
+        self._client: httpx.Client | None = None
+
+    # -- the Agent contract -------------------------------------------------------------
+    def settings(self) -> dict[str, Any]:
+        """What fixes the reply besides the context (no address, no key)."""
+        return {
+            "agent": "openai",
+            "model": self.model,
+            "mode": self.mode,
+            "prompt": PROMPT_VERSION,
+            "temperature": self.temperature,
+            "seed": self.seed,
+            "max_tokens": self.max_tokens,
+            "stop": list(self.stop),
+        }
+
+    def act(self, context: list[dict[str, str]]) -> str:
+        """The next command (or ``think: ...``) for ``context``; from the cache when seen before."""
+        if not context or not all(isinstance(m, dict) and "role" in m and "content" in m for m in context):
+            raise CirError("LLM agent context: expected a non-empty list of {role, content} messages")
+        endpoint, body = self.request(context)
+        key = request_key(endpoint, body)
+        record = self.cache.get(key)
+        if record is not None:
+            self.cache_hits += 1
+        else:
+            record = self._complete(endpoint, body)
+            self.calls += 1
+            self.cache.put(key, record)
+        text = _THINK_BLOCK.sub("", str(record.get("text") or ""))
+        parsed = parse_action(text)
+        if not parsed.ok:
+            self.unparsable.append(parsed.raw)
+        self.last = parsed
+        return parsed.action
+
+    # -- reporting ------------------------------------------------------------------------
+    @property
+    def hit_rate(self) -> float:
+        """Share of ``act`` calls answered from the cache (0 before any call)."""
+        total = self.calls + self.cache_hits
+        return self.cache_hits / total if total else 0.0
+
+    def stats(self) -> dict[str, float | int]:
+        return {
+            "model_calls": self.calls,
+            "cache_hits": self.cache_hits,
+            "cache_hit_rate": self.hit_rate,
+            "http_requests": self.http_requests,
+            "retries": self.retries,
+            "unparsable": len(self.unparsable),
+        }
+
+    # -- HTTP -------------------------------------------------------------------------------
+    def request(self, context: list[dict[str, str]]) -> tuple[str, dict[str, Any]]:
+        """The endpoint kind and JSON body for ``context`` (also the cache key's input)."""
+        body: dict[str, Any] = {"model": self.model}
+        if self.mode == "chat":
+            body["messages"] = chat_messages(context)
+        else:
+            body["prompt"] = completion_prompt(context)
+        body.update(
+            temperature=self.temperature,
+            seed=self.seed,
+            max_tokens=self.max_tokens,
+            stop=list(self.stop),
+        )
+        return self.mode, body
+
+    @property
+    def url(self) -> str:
+        return f"{self.base_url}/{'chat/completions' if self.mode == 'chat' else 'completions'}"
+
+    def _client_(self) -> httpx.Client:
+        if self._client is None:
+            headers = {"Content-Type": "application/json"}
+            if self.api_key:
+                headers["Authorization"] = f"Bearer {self.api_key}"
+            timeout = httpx.Timeout(self.timeout, connect=min(self.timeout, 10.0))
+            self._client = httpx.Client(headers=headers, timeout=timeout)
+        return self._client
+
+    def _complete(self, endpoint: str, body: dict[str, Any]) -> dict[str, Any]:
+        """POST ``body``, retrying transient failures; the record to cache."""
+        url = self.url
+        start = time.monotonic()
+        problem = ""
+        attempts = 0
+        for attempt in range(self.max_retries + 1):
+            attempts += 1
+            self.http_requests += 1
+            wait: float | None = None
+            try:
+                response = self._client_().post(url, json=body)
+            except httpx.TimeoutException as exc:
+                problem = f"no answer within {self.timeout:g} s ({type(exc).__name__})"
+            except httpx.ConnectError:
+                problem = "cannot connect (is the server running and the address right?)"
+            except httpx.TransportError as exc:
+                problem = f"connection failed ({type(exc).__name__}: {exc})"
+            else:
+                status = response.status_code
+                if status == 200:
+                    return self._record(url, endpoint, response)
+                detail = _error_detail(response)
+                if status == 429 or status >= 500:
+                    problem = f"HTTP {status}: {detail}"
+                    wait = _retry_after(response)
+                else:
+                    hint = {
+                        401: " (check the API key variable)",
+                        403: " (check the API key variable)",
+                        404: " (check the model name and that the base URL ends in /v1)",
+                    }.get(status, "")
+                    raise CirError(f"LLM server {url}: HTTP {status} for model {self.model!r}{hint}: {detail}")
+            if attempt == self.max_retries:
+                break
+            delay = self.backoff * (2**attempt) if wait is None else wait
+            self.retries += 1
+            self._sleep(min(delay, self.max_backoff))
+        elapsed = time.monotonic() - start
+        raise CirError(
+            f"LLM server {url}: {problem}; gave up after {attempts} attempt(s) in {elapsed:.1f} s"
+        )
+
+    def _record(self, url: str, endpoint: str, response: httpx.Response) -> dict[str, Any]:
+        try:
+            data = response.json()
+            choice = data["choices"][0]
+            if endpoint == "chat":
+                text = (choice.get("message") or {}).get("content")
+            else:
+                text = choice.get("text")
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+            snippet = " ".join(response.text.split())[:200]
+            raise CirError(
+                f"LLM server {url}: answer is not an OpenAI-style completion ({type(exc).__name__}): {snippet!r}"
+            ) from exc
+        return {
+            "text": text if isinstance(text, str) else "",
+            "finish_reason": choice.get("finish_reason"),
+            "model": self.model,
+            "endpoint": endpoint,
+        }
+
+    # -- lifetime -----------------------------------------------------------------------------
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def __enter__(self) -> LLMAgent:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Picklable for worker processes (joblib): the HTTP client is rebuilt on demand."""
+        state = self.__dict__.copy()
+        state["_client"] = None
+        state["_sleep"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._sleep = time.sleep
+
+    def __repr__(self) -> str:
+        return f"LLMAgent(model={self.model!r}, base_url={self.base_url!r}, mode={self.mode!r})"

@@ -1,0 +1,336 @@
+"""LLM agent without a model: request shape, cache, retries/backoff/429/timeouts, parsing."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import pickle
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from fake_openai import FakeOpenAI, Reply  # noqa: E402
+
+from cir.agents.actions import EMPTY_REPLY_ACTION, parse_action  # noqa: E402
+from cir.agents.cache import ResponseCache, request_key  # noqa: E402
+from cir.agents.llm import LLMAgent  # noqa: E402
+from cir.agents.prompts import EXAMPLES, TASK_TYPES, completion_prompt, task_type  # noqa: E402
+from cir.errors import CirError  # noqa: E402
+
+TASK = (
+    "You are in the middle of a room. Looking quickly around you, you see a countertop 1, "
+    "a drawer 1, a fridge 1, a microwave 1, and a sinkbasin 1.\n\n"
+    "Your task is to: heat some egg and put it in countertop."
+)
+CONTEXT = [
+    {"role": "user", "content": TASK},
+    {"role": "assistant", "content": "go to fridge 1"},
+    {"role": "user", "content": "You arrive at fridge 1. The fridge 1 is closed."},
+]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Sleeps(list):
+    def __call__(self, seconds: float) -> None:
+        self.append(seconds)
+
+
+def agent_for(server: FakeOpenAI, tmp_path: Path | None = None, **kw) -> LLMAgent:
+    kw.setdefault("mode", "completion")
+    agent = LLMAgent("fake-model", server.base_url, cache_dir=tmp_path, **kw)
+    agent._sleep = Sleeps()
+    return agent
+
+
+# -- request shape ---------------------------------------------------------------------------
+
+
+def test_completion_request_shape_and_key_header() -> None:
+    with FakeOpenAI([Reply(text=" > Open fridge 1.")]) as server:
+        agent = agent_for(server, api_key="sk-test")
+        assert agent.act(CONTEXT) == "open fridge 1"
+    path, headers, body = server.requests[0]
+    assert path == "/v1/completions"
+    assert headers["Authorization"] == "Bearer sk-test"
+    assert body["model"] == "fake-model"
+    assert body["temperature"] == 0.0 and body["seed"] == 0 and body["stop"] == ["\n"]
+    prompt = body["prompt"]
+    assert prompt.endswith("You arrive at fridge 1. The fridge 1 is closed.\n> ")
+    assert "> go to fridge 1\n" in prompt
+    assert EXAMPLES["pick_heat_then_place_in_recep"] in prompt  # example chosen by task type
+    assert "sk-test" not in json.dumps(agent.settings())
+
+
+def test_chat_request_merges_consecutive_user_messages() -> None:
+    context = [*CONTEXT, {"role": "user", "content": "[harness] You are facing the fridge 1."}]
+    with FakeOpenAI([Reply(text="Action: open the fridge 1")]) as server:
+        agent = agent_for(server, mode="chat")
+        assert agent.act(context) == "open fridge 1"
+    path, headers, body = server.requests[0]
+    assert path == "/v1/chat/completions"
+    assert "Authorization" not in headers
+    roles = [m["role"] for m in body["messages"]]
+    assert roles == ["system", "user", "assistant", "user"]
+    assert body["messages"][-1]["content"].endswith("\n[harness] You are facing the fridge 1.")
+    assert "heat egg 1 with microwave 1" in body["messages"][0]["content"]
+
+
+def test_bare_host_gets_v1_and_bad_settings_are_rejected() -> None:
+    assert LLMAgent("m", "http://127.0.0.1:9").base_url == "http://127.0.0.1:9/v1"
+    assert LLMAgent("m", "https://api.example.com/openai/v1/").base_url == "https://api.example.com/openai/v1"
+    with pytest.raises(CirError, match="base URL 'localhost:8000'"):
+        LLMAgent("m", "localhost:8000")
+    with pytest.raises(CirError, match="LLM mode 'edit'"):
+        LLMAgent("m", "http://127.0.0.1:9", mode="edit")
+    with pytest.raises(CirError, match="timeout"):
+        LLMAgent("m", "http://127.0.0.1:9", timeout=0)
+    with pytest.raises(CirError, match="context"):
+        LLMAgent("m", "http://127.0.0.1:9").act([])
+
+
+def test_make_agent_builds_llm_agent(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from cir.agents.factory import make_agent
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-env")
+    agent = make_agent("openai:my-model", base_url="http://127.0.0.1:9/v1", cache_dir=tmp_path, seed=3)
+    assert isinstance(agent, LLMAgent)
+    assert agent.name == "openai:my-model" and agent.api_key == "sk-env"
+    assert agent.settings()["seed"] == 3 and agent.cache.root == tmp_path
+
+
+# -- cache -------------------------------------------------------------------------------------
+
+
+def test_cache_makes_reruns_free_and_keys_on_settings(tmp_path: Path) -> None:
+    with FakeOpenAI([Reply(text="open fridge 1")]) as server:
+        agent = agent_for(server, tmp_path)
+        assert agent.act(CONTEXT) == "open fridge 1"
+        assert agent.act(CONTEXT) == "open fridge 1"
+        assert (agent.calls, agent.cache_hits, len(server.requests)) == (1, 1, 1)
+        # Another decoding setting is another request.
+        other = agent_for(server, tmp_path, seed=1)
+        other.act(CONTEXT)
+        assert other.calls == 1 and len(server.requests) == 2
+    # A new agent (new process in real use) answers from disk, even with no server at all.
+    offline = LLMAgent("fake-model", f"http://127.0.0.1:{free_port()}/v1", cache_dir=tmp_path, mode="completion")
+    assert offline.act(CONTEXT) == "open fridge 1"
+    assert offline.stats() == {
+        "model_calls": 0, "cache_hits": 1, "cache_hit_rate": 1.0,
+        "http_requests": 0, "retries": 0, "unparsable": 0,
+    }
+
+
+def test_cache_survives_damaged_file_and_rejects_file_as_folder(tmp_path: Path) -> None:
+    cache = ResponseCache(tmp_path / "c")
+    key = request_key("chat", {"model": "m"})
+    cache.put(key, {"text": "look"})
+    path = tmp_path / "c" / key[:2] / f"{key}.json"
+    path.write_text("{trunc")
+    assert ResponseCache(tmp_path / "c").get(key) is None
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(CirError, match="cache folder"):
+        ResponseCache(tmp_path / "f")
+
+
+def _hammer(args: tuple[str, int]) -> int:
+    root, worker = args
+    cache = ResponseCache(root)
+    ok = 0
+    for i in range(40):
+        key = request_key("completion", {"i": i})
+        cache.put(key, {"text": f"reply {i}", "writer": worker})
+        got = ResponseCache(root).get(key)
+        ok += got is not None and got["text"] == f"reply {i}"
+    return ok
+
+
+def test_cache_is_safe_under_concurrent_processes(tmp_path: Path) -> None:
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(4) as pool:
+        results = pool.map(_hammer, [(str(tmp_path), w) for w in range(4)])
+    assert results == [40] * 4
+    files = list(tmp_path.glob("??/*.json"))
+    assert len(files) == 40
+    assert not list(tmp_path.glob("??/.*.tmp"))
+    for f in files:
+        assert json.loads(f.read_text())["text"].startswith("reply ")
+
+
+def test_agent_pickles_for_worker_processes(tmp_path: Path) -> None:
+    with FakeOpenAI([Reply(text="look")]) as server:
+        agent = agent_for(server, tmp_path)
+        agent.act(CONTEXT)
+        clone = pickle.loads(pickle.dumps(agent))
+        assert clone.act(CONTEXT) == "look"
+        assert (clone.calls, clone.cache_hits, len(server.requests)) == (1, 1, 1)
+
+
+# -- retries, backoff, rate limits, timeouts -------------------------------------------------
+
+
+def test_retries_5xx_with_exponential_backoff() -> None:
+    with FakeOpenAI([Reply(status=500), Reply(status=503), Reply(status=502), Reply(text="look")]) as server:
+        agent = agent_for(server, backoff=0.5)
+        assert agent.act(CONTEXT) == "look"
+    assert agent._sleep == [0.5, 1.0, 2.0]
+    assert (agent.http_requests, agent.retries, agent.calls) == (4, 3, 1)
+
+
+def test_429_honours_retry_after() -> None:
+    script = [Reply(status=429, headers={"Retry-After": "3"}), Reply(status=429, headers={"Retry-After": "bogus"}),
+              Reply(text="inventory")]
+    with FakeOpenAI(script) as server:
+        agent = agent_for(server, backoff=0.25)
+        assert agent.act(CONTEXT) == "inventory"
+    assert agent._sleep == [3.0, 0.5]  # the server's wait, then our own backoff (attempt 2)
+
+
+def test_backoff_is_capped() -> None:
+    with FakeOpenAI([Reply(status=429, headers={"Retry-After": "3600"}), Reply(text="look")]) as server:
+        agent = agent_for(server, max_backoff=5.0)
+        agent.act(CONTEXT)
+    assert agent._sleep == [5.0]
+
+
+def test_gives_up_with_clear_error_after_retries() -> None:
+    with FakeOpenAI([Reply(status=500)]) as server:
+        agent = agent_for(server, max_retries=2, backoff=0.01)
+        with pytest.raises(CirError) as err:
+            agent.act(CONTEXT)
+    msg = str(err.value)
+    assert server.base_url + "/completions" in msg
+    assert "HTTP 500: scripted error 500" in msg and "3 attempt(s)" in msg
+    assert len(server.requests) == 3
+
+
+def test_timeout_is_retried_then_reported() -> None:
+    with FakeOpenAI([Reply(delay=1.5)]) as server:
+        agent = agent_for(server, timeout=0.2, max_retries=1, backoff=0.0)
+        with pytest.raises(CirError, match=r"no answer within 0.2 s .*2 attempt\(s\)"):
+            agent.act(CONTEXT)
+
+
+def test_client_errors_are_not_retried() -> None:
+    with FakeOpenAI([Reply(status=404)]) as server:
+        agent = agent_for(server)
+        with pytest.raises(CirError, match=r"HTTP 404 for model 'fake-model' \(check the model name"):
+            agent.act(CONTEXT)
+    assert len(server.requests) == 1 and agent._sleep == []
+
+
+def test_unreachable_server_is_a_clear_error() -> None:
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    agent = LLMAgent("m", url, max_retries=1, backoff=0.0, mode="chat")
+    with pytest.raises(CirError, match=rf"LLM server {url}/chat/completions: cannot connect"):
+        agent.act(CONTEXT)
+    assert agent.http_requests == 2
+
+
+def test_answer_that_is_not_openai_shaped_is_a_clear_error() -> None:
+    with FakeOpenAI([Reply(raw="<html>proxy error</html>")]) as server:
+        with pytest.raises(CirError, match="not an OpenAI-style completion.*proxy error"):
+            agent_for(server).act(CONTEXT)
+    with FakeOpenAI([Reply(raw=json.dumps({"choices": []}))]) as server:
+        with pytest.raises(CirError, match="not an OpenAI-style completion"):
+            agent_for(server).act(CONTEXT)
+
+
+# -- replies without an action -----------------------------------------------------------------
+
+
+def test_unparsable_and_empty_replies_are_passed_on_and_recorded() -> None:
+    with FakeOpenAI([Reply(text="I am not sure what to do here."), Reply(text=""), Reply(text=None)]) as server:
+        agent = agent_for(server)
+        assert agent.act(CONTEXT) == "i am not sure what to do here"
+        assert agent.act([*CONTEXT, {"role": "assistant", "content": "x"}]) == EMPTY_REPLY_ACTION
+        assert agent.act([*CONTEXT, {"role": "assistant", "content": "y"}]) == EMPTY_REPLY_ACTION
+    assert agent.unparsable == ["I am not sure what to do here.", "", ""]
+    assert agent.last is not None and not agent.last.ok
+
+
+# -- parsing and prompts -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("reply", "action"),
+    [
+        ("go to desk 1", "go to desk 1"),
+        ("> Go to the Desk 1.", "go to desk 1"),
+        ("Action: goto desk 1", "go to desk 1"),
+        ("put apple 1 in/on countertop 1", "move apple 1 to countertop 1"),
+        ("put the apple 1 in countertop 1", "move apple 1 to countertop 1"),
+        ("Put apple 1 on countertop 1.", "move apple 1 to countertop 1"),
+        ("place mug 1 into cabinet 2", "move mug 1 to cabinet 2"),
+        ("move apple 1 to countertop 1", "move apple 1 to countertop 1"),
+        ("pick up the apple 1 from the countertop 1", "take apple 1 from countertop 1"),
+        ("take apple 1 from countertop 1\nYou pick up...", "take apple 1 from countertop 1"),
+        ("heat egg 1 using microwave 1", "heat egg 1 with microwave 1"),
+        ("cool tomato 1 in fridge 1", "cool tomato 1 with fridge 1"),
+        ("clean spatula 1 with sinkbasin 1", "clean spatula 1 with sinkbasin 1"),
+        ("turn on desklamp 1", "use desklamp 1"),
+        ("use desklamp 1", "use desklamp 1"),
+        ("look at book 1", "examine book 1"),
+        ("examine the drawer 1", "examine drawer 1"),
+        ("Look.", "look"),
+        ("check inventory", "inventory"),
+        ("open fridge 1", "open fridge 1"),
+        ("`close fridge 1`", "close fridge 1"),
+        ('"open drawer 2"', "open drawer 2"),
+        ("1. go to shelf 2", "go to shelf 2"),
+        ("\n\n  > think: The Egg may be in the fridge.", "think: The Egg may be in the fridge."),
+        ("Thought: I should look in the fridge", "think: I should look in the fridge"),
+    ],
+)
+def test_parse_action_maps_variants_to_alfworld_syntax(reply: str, action: str) -> None:
+    parsed = parse_action(reply)
+    assert (parsed.action, parsed.ok) == (action, True)
+
+
+@pytest.mark.parametrize("reply", ["", "   \n ", "I think so.", "dance with the mop"])
+def test_parse_action_flags_replies_without_a_command(reply: str) -> None:
+    parsed = parse_action(reply)
+    assert not parsed.ok and parsed.action
+    assert "\n" not in parsed.action
+
+
+@pytest.mark.parametrize(
+    ("goal", "kind"),
+    [
+        ("put a pen in drawer.", "pick_and_place_simple"),
+        ("put some spraybottle on toilet.", "pick_and_place_simple"),
+        ("look at book under the desklamp.", "look_at_obj_in_light"),
+        ("examine the alarmclock with the desklamp.", "look_at_obj_in_light"),
+        ("put a clean spatula in drawer.", "pick_clean_then_place_in_recep"),
+        ("clean some lettuce and put it in fridge.", "pick_clean_then_place_in_recep"),
+        ("put a hot egg in countertop.", "pick_heat_then_place_in_recep"),
+        ("heat some potato and put it in garbagecan.", "pick_heat_then_place_in_recep"),
+        ("put a cool tomato in diningtable.", "pick_cool_then_place_in_recep"),
+        ("cool some pan and put it in stoveburner.", "pick_cool_then_place_in_recep"),
+        ("put two cellphone in bed.", "pick_two_obj_and_place"),
+        ("find two pillow and put them in sofa.", "pick_two_obj_and_place"),
+    ],
+)
+def test_task_type_from_goal_sentence(goal: str, kind: str) -> None:
+    assert task_type(f"You are in the middle of a room.\n\nYour task is to: {goal}") == kind
+
+
+def test_every_task_type_has_an_example_in_alfworld_0_4_syntax() -> None:
+    assert set(EXAMPLES) == set(TASK_TYPES)
+    for kind, example in EXAMPLES.items():
+        assert task_type(example) == kind
+        commands = [line[2:] for line in example.splitlines() if line.startswith("> ")]
+        assert commands, kind
+        for command in commands:
+            parsed = parse_action(command)
+            assert parsed.ok and parsed.action == command, command
+        assert not any(c.startswith("put ") for c in commands)
+    assert completion_prompt([{"role": "user", "content": "no goal here"}]).endswith("no goal here\n> ")
