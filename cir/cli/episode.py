@@ -1,0 +1,146 @@
+"""``cir episode``: one episode of one task, printed readably."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import textwrap
+from typing import Any
+
+from cir.errors import CirError
+
+_COLOURS = {"agent": "36", "harness": "35", "obs": "0", "perturbed": "33", "won": "32", "lost": "31",
+            "dim": "2", "bold": "1"}
+
+
+class Painter:
+    """ANSI colours when stdout is a terminal (and NO_COLOR is unset)."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+
+    def __call__(self, text: str, what: str) -> str:
+        if not self.enabled:
+            return text
+        return f"\033[{_COLOURS[what]}m{text}\033[0m"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "episode",
+        help="run one episode of one task and print its transcript",
+        description=(
+            "Run one episode (clean by default). A perturbed condition first runs the factual "
+            "episode to find the perturbation point. --router applies a CIR router's refresh "
+            "decisions at its candidate delays."
+        ),
+    )
+    p.add_argument("task", metavar="TASK", help="a game.tw-pddl, or a trial folder holding one")
+    p.add_argument("--agent", default="builtin", help="builtin[:PROFILE] or openai:MODEL (default builtin)")
+    p.add_argument("--base-url", default=None, help="OpenAI-compatible server for openai:MODEL")
+    p.add_argument("--condition", default="clean", help="clean, staleK or missing (default clean)")
+    p.add_argument("--router", default=None, metavar="ROUTER_JSON", help="a router file from `cir fit`")
+    p.add_argument("--seed", type=int, default=0, help="agent seed (default 0)")
+    p.add_argument("--perturb-fraction", type=float, default=0.25)
+    p.add_argument("--max-turns", type=int, default=49)
+    p.add_argument("--max-actions", type=int, default=64)
+    p.add_argument("--show", action="store_true",
+                   help="print the full transcript (task text, every observation, events)")
+    p.add_argument("--json", default=None, metavar="FILE", help="also write the transcript as JSON")
+    p.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    from cir.perturb import parse_condition
+
+    cond = parse_condition(args.condition)
+    from cir.agents.factory import make_agent
+    from cir.envs.tasks import load_tasks
+
+    tasks = load_tasks(args.task)
+    if len(tasks) != 1:
+        raise CirError(
+            f"{args.task}: holds {len(tasks)} tasks; give one game.tw-pddl or the trial folder of one task"
+        )
+    task = tasks[0]
+    router = None
+    if args.router:
+        try:
+            from cir.router import Router
+        except ImportError as err:
+            raise CirError(f"--router: the router module is not available ({err})") from None
+        router = Router.load(args.router)
+    agent = make_agent(args.agent, base_url=args.base_url, seed=args.seed)
+    from cir.envs.alfworld import AlfworldEnv
+    from cir.replay import run_episode
+
+    env = AlfworldEnv(task.game_file)
+    factual, episode, info = run_episode(
+        task.task_id, agent, env, cond.name, router=router,
+        perturb_fraction=args.perturb_fraction, max_turns=args.max_turns,
+        max_actions=args.max_actions,
+    )
+    paint = Painter(sys.stdout.isatty() and not os.environ.get("NO_COLOR"))
+    print(format_episode(episode, task, info, paint, full=args.show))
+    if args.json:
+        import json
+        from pathlib import Path
+
+        Path(args.json).write_text(json.dumps({"task_id": task.task_id, "info": info,
+                                               "transcript": episode.to_dict(),
+                                               "factual": factual.to_dict()}, indent=1) + "\n")
+    return 0
+
+
+def _clip(text: str, width: int) -> str:
+    one = " ".join(text.split())
+    return one if len(one) <= width else one[: width - 3] + "..."
+
+
+def format_episode(episode: Any, task: Any, info: dict[str, Any], paint: Painter, full: bool = False) -> str:
+    """The transcript, one block per step, and the result line."""
+    lines = [paint(f"task {task.task_id}", "bold") + f"  ({task.task_type}, {task.split})"]
+    if full:
+        lines += ["  " + line for line in episode.task_text.splitlines()]
+    else:
+        goal = [ln for ln in episode.task_text.splitlines() if ln.startswith("Your task")]
+        lines.append("  " + (goal[0] if goal else _clip(episode.task_text, 100)))
+    indent = " " * 7
+    for i, step in enumerate(episode.steps, 1):
+        if step.actor == "harness":
+            head = paint(f"{i:>4} H {step.reply}", "harness")
+            if step.action:
+                head += paint(f" ({step.action})", "dim")
+            if step.rewind_to is not None:
+                head += paint(f" (context back to step {step.rewind_to})", "dim")
+        else:
+            head = f"{i:>4} " + paint(f"> {step.reply.strip()}", "agent")
+        lines.append(head)
+        perturbed = step.observation is not None and step.shown != step.observation
+        shown = step.shown if full else _clip(step.shown, 110)
+        if step.actor == "agent" and step.action is None and not full:
+            lines[-1] += paint("  OK.", "dim")
+        else:
+            body = textwrap.indent(shown, indent) if full else indent + shown
+            lines.append(paint(body, "perturbed" if perturbed else "obs"))
+            if perturbed and (full or step.actor == "agent"):
+                true = step.observation if full else _clip(step.observation or "", 100)
+                lines.append(paint(f"{indent}(true: {true})", "dim"))
+        if step.events and (full or any(not e.startswith("recovery") for e in step.events)):
+            lines.append(paint(f"{indent}[{', '.join(step.events)}]", "dim"))
+    won = episode.won
+    result = "WON" if won else ("LOST (budget)" if not episode.done else "LOST")
+    tail = (f"{result}: {episode.env_actions} env actions, {episode.model_turns} model turns; "
+            f"condition {info['condition']}")
+    if info.get("point"):
+        tail += f" at env action {info['point']}"
+    if episode is not None and info.get("condition") != "clean" or info.get("router_decisions") is not None:
+        fact = "won" if info["factual_success"] else "lost"
+        tail += f"; factual run {fact} in {info['factual_env_actions']} env actions"
+    if info.get("router_decisions") is not None:
+        dec = ", ".join(f"d={d}:{'refresh' if r else 'skip'}" for d, r in
+                        ((x["delay"], x["refresh"]) for x in info["router_decisions"])) or "none"
+        tail += f"; router {dec}"
+    lines.append(paint(tail, "won" if won else "lost"))
+    return "\n".join(lines)

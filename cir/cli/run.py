@@ -1,0 +1,96 @@
+"""``cir run``: a paired experiment over a folder of tasks, parallel and resumable."""
+
+from __future__ import annotations
+
+import argparse
+
+from cir.errors import CirError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "run",
+        help="run a paired experiment: factual runs, perturbed arms, recovery branches",
+        description=(
+            "For every task: the factual run, the perturbation point, one no-recovery arm per "
+            "condition and one recovery branch per delay and operation (from snapshots). Writes "
+            "RUN_DIR/episodes.jsonl.gz, RUN_DIR/paired.csv and RUN_DIR/run.json as tasks finish. "
+            "Rerun the same command to resume an interrupted run."
+        ),
+    )
+    p.add_argument("--tasks", required=True, metavar="DIR",
+                   help="a folder of tasks (generated or ALFWorld data) or one game.tw-pddl")
+    p.add_argument("--out", required=True, metavar="RUN_DIR", help="run folder (created or resumed)")
+    p.add_argument("--split", default=None, help="only this split of --tasks")
+    p.add_argument("--agent", default="builtin", help="builtin[:PROFILE] or openai:MODEL (default builtin)")
+    p.add_argument("--base-url", default=None, help="OpenAI-compatible server for openai:MODEL")
+    p.add_argument("--conditions", default="clean,stale2,stale1,missing",
+                   help="comma list of clean, staleK (K>=1), missing (default clean,stale2,stale1,missing)")
+    p.add_argument("--delays", default="0,1,2,4", help="comma list of delays >= 0 (default 0,1,2,4)")
+    p.add_argument("--operations", default="refresh",
+                   help="comma list of refresh, refresh_ablated, replan, rewind (default refresh)")
+    p.add_argument("--jobs", type=int, default=1, help="parallel tasks (default 1)")
+    p.add_argument("--backend", default="loky", help="loky, threading or dask (default loky)")
+    p.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="Dask scheduler address (with --backend dask; default: a LocalCluster)")
+    p.add_argument("--limit", type=int, default=None, help="only the first N tasks (sorted by id)")
+    p.add_argument("--seed", type=int, default=0, help="agent seed (default 0)")
+    p.add_argument("--perturb-fraction", type=float, default=0.25,
+                   help="perturb the env action after this fraction of the factual run (default 0.25)")
+    p.add_argument("--max-turns", type=int, default=49, help="model-turn budget (default 49)")
+    p.add_argument("--max-actions", type=int, default=64, help="env-action budget (default 64)")
+    p.add_argument("--snapshots", default="fast", choices=["fast", "replay"],
+                   help="env snapshots: engine state ids (fast) or reset+replay (default fast)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    from cir.perturb import parse_conditions
+    from cir.recovery import parse_operations
+    from cir.replay import BACKENDS, ReplaySettings, parse_delays, run_experiment
+
+    # check every setting before touching the engine or the run folder
+    conditions = parse_conditions(args.conditions)
+    operations = parse_operations(args.operations)
+    delays = parse_delays(args.delays)
+    if args.backend not in BACKENDS:
+        raise CirError(f"--backend {args.backend!r}: expected one of {', '.join(BACKENDS)}")
+    if args.jobs < 1:
+        raise CirError(f"--jobs {args.jobs}: expected an integer >= 1")
+    if args.limit is not None and args.limit < 1:
+        raise CirError(f"--limit {args.limit}: expected an integer >= 1")
+    if args.scheduler and args.backend != "dask":
+        raise CirError("--scheduler needs --backend dask")
+    settings = ReplaySettings(
+        conditions=tuple(c.name for c in conditions),
+        delays=delays,
+        operations=tuple(o.name for o in operations),
+        perturb_fraction=args.perturb_fraction,
+        max_turns=args.max_turns,
+        max_actions=args.max_actions,
+    )
+    from pathlib import Path
+
+    from cir.envs.tasks import load_tasks
+
+    tasks = load_tasks(args.tasks, split=args.split)
+    if args.limit is not None:
+        tasks = tasks[: args.limit]
+    run_experiment(
+        tasks,
+        args.out,
+        agent=args.agent,
+        seed=args.seed,
+        settings=settings,
+        jobs=args.jobs,
+        backend=args.backend,
+        scheduler=args.scheduler,
+        snapshots=args.snapshots,
+        base_url=args.base_url,
+        tasks_source=str(Path(args.tasks).expanduser().resolve())
+        + (f" (split {args.split})" if args.split else ""),
+        limit=args.limit,
+        progress=not args.quiet,
+    )
+    return 0
