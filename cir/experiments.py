@@ -1,0 +1,128 @@
+"""Experiment configs: one TOML file per experiment of the paper (``experiments/``).
+
+A config names a cohort (split, number of tasks, full and ``--quick``), the grid of
+conditions, delays and operations, and its role in the study: ``effects`` (when does
+refresh help or harm), ``mechanism`` (why), ``train`` / ``eval`` (CIR fitting and
+held-out evaluation). Cohorts on the same split take consecutive, disjoint slices of
+one generated split in ``order``, so they never share tasks.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from cir.errors import CirError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+ROLES = ("effects", "mechanism", "train", "eval")
+SPLITS = ("train", "valid_seen", "valid_unseen")
+_FIELDS = {
+    "name": str,
+    "role": str,
+    "order": int,
+    "split": str,
+    "n_tasks": int,
+    "quick_n_tasks": int,
+    "conditions": list,
+    "delays": list,
+    "operations": list,
+}
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """One cohort of the study and the paired grid it runs."""
+
+    name: str
+    role: str
+    order: int
+    split: str
+    n_tasks: int
+    quick_n_tasks: int
+    conditions: tuple[str, ...]
+    delays: tuple[int, ...]
+    operations: tuple[str, ...]
+    source: str = ""
+
+    def size(self, quick: bool) -> int:
+        return self.quick_n_tasks if quick else self.n_tasks
+
+
+def default_experiments_dir() -> Path:
+    """``experiments/`` of the source checkout this package runs from."""
+    return Path(__file__).resolve().parents[1] / "experiments"
+
+
+def load_experiment(path: str | Path) -> Experiment:
+    """Read and check one config; errors name the file and the field."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CirError(f"{path}: no such experiment config") from None
+    except tomllib.TOMLDecodeError as err:
+        raise CirError(f"{path}: not valid TOML ({err})") from None
+    unknown = sorted(set(data) - set(_FIELDS))
+    if unknown:
+        raise CirError(f"{path}: unknown field(s) {', '.join(unknown)}; expected {', '.join(_FIELDS)}")
+    for field, kind in _FIELDS.items():
+        if field not in data:
+            raise CirError(f"{path}: missing field {field!r}")
+        if not isinstance(data[field], kind) or (kind is int and isinstance(data[field], bool)):
+            raise CirError(f"{path}: field {field!r} must be a {kind.__name__}, got {data[field]!r}")
+    if data["role"] not in ROLES:
+        raise CirError(f"{path}: role {data['role']!r} is not one of {', '.join(ROLES)}")
+    if data["split"] not in SPLITS:
+        raise CirError(f"{path}: split {data['split']!r} is not one of {', '.join(SPLITS)}")
+    for field in ("n_tasks", "quick_n_tasks"):
+        if data[field] < 1:
+            raise CirError(f"{path}: field {field!r} must be >= 1, got {data[field]}")
+    if any(not isinstance(d, int) or d < 0 for d in data["delays"]):
+        raise CirError(f"{path}: field 'delays' must hold integers >= 0, got {data['delays']!r}")
+    return Experiment(
+        name=data["name"],
+        role=data["role"],
+        order=data["order"],
+        split=data["split"],
+        n_tasks=data["n_tasks"],
+        quick_n_tasks=data["quick_n_tasks"],
+        conditions=tuple(str(c) for c in data["conditions"]),
+        delays=tuple(data["delays"]),
+        operations=tuple(str(o) for o in data["operations"]),
+        source=str(path),
+    )
+
+
+def load_experiments(folder: str | Path | None = None) -> list[Experiment]:
+    """All configs of a folder, in ``order``; exactly one train and one eval cohort."""
+    folder = Path(folder) if folder else default_experiments_dir()
+    if not folder.is_dir():
+        raise CirError(f"{folder}: no experiments folder; pass --experiments DIR")
+    experiments = sorted((load_experiment(p) for p in folder.glob("*.toml")), key=lambda e: e.order)
+    if not experiments:
+        raise CirError(f"{folder}: no *.toml experiment configs")
+    names = [e.name for e in experiments]
+    if len(set(names)) != len(names):
+        raise CirError(f"{folder}: experiment names must be unique, got {names}")
+    for role in ("train", "eval"):
+        if sum(e.role == role for e in experiments) != 1:
+            raise CirError(f"{folder}: need exactly one experiment with role {role!r}")
+    return experiments
+
+
+def task_slices(experiments: list[Experiment], quick: bool) -> dict[str, tuple[str, int, int]]:
+    """Map experiment name -> (split, start, stop): disjoint slices per split, in order."""
+    offsets: dict[str, int] = {}
+    slices: dict[str, tuple[str, int, int]] = {}
+    for exp in experiments:
+        start = offsets.get(exp.split, 0)
+        stop = start + exp.size(quick)
+        slices[exp.name] = (exp.split, start, stop)
+        offsets[exp.split] = stop
+    return slices
