@@ -81,7 +81,9 @@ class LinearModel:
                        math.log(rate / (1 - rate)))
         pipe = Pipeline([
             ("scale", StandardScaler()),
-            ("logit", LogisticRegression(C=C, max_iter=max_iter)),
+            # newton-cholesky: the same L2 objective as lbfgs, solved exactly in a few Newton
+            # steps (few features); 10x faster than lbfgs on a busy machine.
+            ("logit", LogisticRegression(C=C, solver="newton-cholesky", max_iter=max_iter)),
         ]).fit(X, y)
         scaler, logit = pipe.named_steps["scale"], pipe.named_steps["logit"]
         return cls(scaler.mean_.copy(), scaler.scale_.copy(), logit.coef_[0].copy(),
@@ -235,24 +237,28 @@ def walk(grid: Grid, fire: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarr
     decidable = grid.status == _DECIDE
     ended = grid.status == _ENDED
     # cells before the first ended cell
-    before_end = np.cumsum(ended, axis=1) == 0
-    f = fire & decidable & before_end
-    any_fire = f.any(axis=-1)
-    first = np.argmax(f, axis=-1)
-    y1_first = np.take_along_axis(np.broadcast_to(grid.y1, f.shape), first[..., None], axis=-1)[..., 0]
-    outcome = np.where(any_fire, y1_first, grid.y0)
-    return outcome, any_fire, np.where(any_fire, first, -1)
+    allowed = decidable & (np.cumsum(ended, axis=1) == 0)
+    outcome = np.broadcast_to(grid.y0, fire.shape[:-1]).copy()
+    decided = np.zeros(fire.shape[:-1], dtype=bool)
+    first = np.full(fire.shape[:-1], -1)
+    for j in range(fire.shape[-1]):  # few delays: one vectorised pass each
+        f = fire[..., j] & allowed[:, j] & ~decided
+        outcome[f] = np.broadcast_to(grid.y1[:, j], f.shape)[f]
+        first[f] = j
+        decided |= f
+    return outcome, decided, first
 
 
 def summarize(grid: Grid, outcome: np.ndarray, intervened: np.ndarray) -> dict[str, Any]:
     """Objective and constraint of a policy's walk (paper, eq. 4), as counts and rates."""
     clean = grid.clean
     y0 = grid.y0
-    gain = (outcome - y0)[..., ~clean].sum(axis=-1)
-    harm = (y0 * (1 - outcome))[..., clean].sum(axis=-1)
+    err = (~clean).astype(np.int64)
+    gain = outcome.astype(np.int64) @ err - int(y0 @ err)
+    harm = (1 - outcome.astype(np.int64)) @ (y0 * clean).astype(np.int64)
     n_err, n_clean = int((~clean).sum()), int(clean.sum())
     return {
-        "gain_count": gain, "clean_harm_count": harm, "interventions": intervened.sum(axis=-1),
+        "gain_count": gain, "clean_harm_count": harm, "interventions": intervened.sum(axis=-1, dtype=np.int64),
         "net_gain": gain / max(n_err, 1), "clean_harm": harm / max(n_clean, 1),
         "intervention_rate": intervened.sum(axis=-1) / max(len(y0), 1),
         "n_err": n_err, "n_clean": n_clean,

@@ -1,0 +1,196 @@
+"""CIR policy: planted signal, the clean-harm limit, the sequential walk, baselines,
+scikit-learn conventions and bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.base import clone
+from sklearn.exceptions import NotFittedError
+from sklearn.utils.estimator_checks import (
+    check_get_params_invariance,
+    check_no_attributes_set_in_init,
+    check_parameters_default_constructible,
+    check_set_params,
+)
+from sklearn.utils.validation import check_is_fitted
+
+from cir.errors import CirError
+from cir.policy import POLICIES, CIRPolicy, build_grid, evaluate, simulate, walk
+
+
+@pytest.fixture(scope="module")
+def train() -> pd.DataFrame:
+    return simulate(160, seed=1)
+
+
+@pytest.fixture(scope="module")
+def test_table() -> pd.DataFrame:
+    df = simulate(120, seed=101)
+    df["task_id"] = "test-" + df["task_id"]
+    return df
+
+
+@pytest.fixture(scope="module")
+def fitted(train: pd.DataFrame) -> CIRPolicy:
+    return CIRPolicy().fit(train)
+
+
+def test_planted_signal_cir_beats_never_and_respects_epsilon(fitted: CIRPolicy, test_table: pd.DataFrame) -> None:
+    s = fitted.oof_summary_
+    assert s["clean_harm"] <= fitted.epsilon  # the limit holds on the OOF clean rows
+    assert s["net_gain"] > 0.05
+    assert fitted.grid_.iloc[0]["feasible"]
+    result = evaluate(fitted, test_table, resamples=1000, seed=0)
+    summary = result["summary"].set_index(["policy", "condition"])
+    cir = summary.loc[("cir", "all")]
+    assert cir["effect_pp"] > 5 and cir["ci_low_pp"] > 0
+    assert cir["sign_flip_p"] < 0.01
+    assert cir["rescues"] > cir["harms"]
+    # CIR reaches most of the oracle's gain and more than the detector alone
+    assert 0.5 < cir["oracle_fraction"] <= 1
+    assert cir["effect_pp"] > summary.loc[("anomaly", "all"), "effect_pp"]
+    assert summary.loc[("never", "all"), "effect_pp"] == 0
+    margins = result["margins"].set_index(["versus", "condition"])
+    assert margins.loc[("never", "all"), "margin_pp"] == pytest.approx(cir["effect_pp"])
+    assert margins.loc[("oracle", "all"), "margin_pp"] <= 0
+
+
+def test_oracle_is_the_ceiling_episode_by_episode(fitted: CIRPolicy, test_table: pd.DataFrame) -> None:
+    ep = fitted.walk_policies(test_table)
+    for p in POLICIES:
+        assert (ep["y_oracle"] >= ep[f"y_{p}"]).all(), p
+    assert (ep["int_never"] == 0).all()
+    assert (ep["int_always"] <= 1).all()
+    # interventions only at candidate delays >= d_min
+    for p in POLICIES:
+        d = ep.loc[ep[f"int_{p}"] == 1, f"delay_{p}"]
+        assert d.isin([1, 2, 4]).all()
+
+
+def test_epsilon_zero_means_no_oof_clean_harm(train: pd.DataFrame) -> None:
+    p = CIRPolicy(epsilon=0.0, grid_size=9).fit(train)
+    assert p.oof_summary_["clean_harm_count"] == 0
+    assert p.baselines_["anomaly"]["oof_clean_harm"] == 0
+
+
+def test_d_min_is_respected(train: pd.DataFrame, test_table: pd.DataFrame) -> None:
+    p = CIRPolicy(d_min=2, grid_size=9).fit(train)
+    ep = p.walk_policies(test_table)
+    for name in POLICIES:
+        assert (ep.loc[ep[f"int_{name}"] == 1, f"delay_{name}"] >= 2).all()
+
+
+def test_rate_matched_baseline_is_closest_to_cir_rate(fitted: CIRPolicy) -> None:
+    rate = fitted.oof_summary_["intervention_rate"]
+    matched = fitted.baselines_["anomaly_rate_matched"]["oof_intervention_rate"]
+    grid = fitted.grid_  # any anomaly alpha gives a rate; the matched one is at least as close as the best
+    assert abs(matched - rate) <= abs(fitted.baselines_["anomaly"]["oof_intervention_rate"] - rate) + 1e-12
+    assert len(grid) > 100
+
+
+def test_fit_is_deterministic(train: pd.DataFrame, fitted: CIRPolicy) -> None:
+    again = CIRPolicy().fit(train)
+    assert again.thresholds_ == fitted.thresholds_
+    assert again.baselines_ == fitted.baselines_
+    for name in ("p_err", "p0", "p1"):
+        assert np.array_equal(again.models_[name].coef, fitted.models_[name].coef)
+    other = CIRPolicy(seed=7).fit(train)  # another fold assignment: still a valid fit
+    assert other.oof_summary_["clean_harm"] <= other.epsilon
+
+
+def test_sequential_walk_semantics() -> None:
+    """First firing delay wins; an ended episode keeps y0; a missing cell is skipped."""
+    rows = []
+    # episode A (stale2): fires at delays 2 and 4 -> refresh at 2 (y1=1), not at 4 (y1=0)
+    for d, y1 in [(1, 0), (2, 1), (4, 0)]:
+        rows.append(("a", "stale2", d, 0, y1, 1, 1))
+    # episode B (stale2): ended before delay 2 -> keeps y0 even though delay 4 "would" rescue
+    rows += [("b", "stale2", 1, 0, 0, 1, 1), ("b", "stale2", 2, 0, 0, 0, 1), ("b", "stale2", 4, 0, 0, 0, 1)]
+    # episode C (clean): delay 1 prefix mismatch (skipped), fires at 2
+    rows += [("c", "clean", 1, 1, 1, 1, 0), ("c", "clean", 2, 1, 0, 1, 1), ("c", "clean", 4, 1, 1, 1, 1)]
+    df = pd.DataFrame(rows, columns=["task_id", "condition", "delay", "y0", "y1", "executed", "prefix_match"])
+    df["operation"] = "refresh"
+    df["factual_success"] = 1
+    grid = build_grid(df, (1, 2, 4), "refresh", "t")
+    assert grid.meta["ended_cells"] == 2 and grid.meta["prefix_mismatch_cells"] == 1
+    fire = np.array([[False, True, True], [False, False, True], [True, True, True]])
+    outcome, intervened, first = walk(grid, fire)
+    # episodes are sorted by (task, condition): a, b, c
+    assert outcome.tolist() == [1, 0, 0]
+    assert intervened.tolist() == [True, False, True]
+    assert first.tolist() == [1, -1, 1]
+    # vectorised over settings: same answer per setting
+    o2, _, _ = walk(grid, np.stack([fire, np.zeros_like(fire)]))
+    assert o2.tolist() == [[1, 0, 0], [0, 0, 1]]
+
+
+# -- scikit-learn conventions ---------------------------------------------------------------
+def test_sklearn_estimator_conventions(train: pd.DataFrame) -> None:
+    est = CIRPolicy()
+    check_no_attributes_set_in_init("CIRPolicy", est)
+    check_get_params_invariance("CIRPolicy", est)
+    check_set_params("CIRPolicy", est)
+    check_parameters_default_constructible("CIRPolicy", est)
+    with pytest.raises(NotFittedError):
+        check_is_fitted(est)
+    with pytest.raises(NotFittedError):
+        est.predict_scores(train)
+    est.set_params(lam=3.0, delays=(1, 2))
+    assert est.get_params()["lam"] == 3.0
+    twin = clone(est)
+    assert twin.get_params() == est.get_params() and twin is not est
+
+
+def test_clone_of_fitted_is_unfitted(fitted: CIRPolicy) -> None:
+    check_is_fitted(fitted)
+    twin = clone(fitted)
+    assert not hasattr(twin, "models_")
+    assert twin.get_params() == fitted.get_params()
+
+
+# -- bad input ---------------------------------------------------------------------------------
+def test_table_without_feature_columns(train: pd.DataFrame) -> None:
+    bare = train[[c for c in train.columns if not c.startswith("f_")]]
+    with pytest.raises(CirError, match="no feature columns"):
+        CIRPolicy().fit(bare)
+
+
+def test_training_table_without_clean_rows(train: pd.DataFrame) -> None:
+    with pytest.raises(CirError, match="no clean rows"):
+        CIRPolicy().fit(train[train["condition"] != "clean"])
+
+
+def test_training_table_with_only_clean_rows(train: pd.DataFrame) -> None:
+    with pytest.raises(CirError, match="only clean rows"):
+        CIRPolicy().fit(train[train["condition"] == "clean"])
+
+
+def test_unknown_feature_column_and_non_numbers(train: pd.DataFrame) -> None:
+    with pytest.raises(CirError, match="unknown feature column 'f_made_up'"):
+        CIRPolicy().fit(train.assign(f_made_up=1.0))
+    bad = train.copy()
+    bad["f_delay"] = bad["f_delay"].astype(object)
+    bad.loc[bad.index[3], "f_delay"] = "x"
+    with pytest.raises(CirError, match="'f_delay' must hold finite numbers"):
+        CIRPolicy().fit(bad)
+
+
+def test_bad_settings_and_small_tables(train: pd.DataFrame) -> None:
+    with pytest.raises(CirError, match="delays"):
+        CIRPolicy(delays=(2, 1)).fit(train)
+    with pytest.raises(CirError, match="epsilon"):
+        CIRPolicy(epsilon=1.5).fit(train)
+    with pytest.raises(CirError, match="no rows with operation 'replan'"):
+        CIRPolicy(operation="replan").fit(train)
+    few = train[train["task_id"].isin(sorted(set(train["task_id"]))[:3])]
+    with pytest.raises(CirError, match="fewer than folds=5"):
+        CIRPolicy().fit(few)
+    with pytest.raises(CirError, match="no 'refresh' rows at the candidate delays"):
+        CIRPolicy(delays=(7,)).fit(train)
+
+
+def test_evaluation_table_missing_a_router_feature(fitted: CIRPolicy, test_table: pd.DataFrame) -> None:
+    with pytest.raises(CirError, match="missing feature column 'f_progress'"):
+        fitted.walk_policies(test_table.drop(columns=["f_progress"]))
