@@ -1,0 +1,132 @@
+"""A report as a list of blocks, rendered to Markdown and to a self-contained HTML page.
+
+Blocks are plain data (heading, paragraph, table, figure), so one walk through the
+study writes both ``report.md`` (figures linked) and ``report.html`` (figures
+embedded as base64 PNG). Every table block names the CSV it was read from, so each
+number in the report can be traced to a file beside it.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+
+@dataclass
+class Report:
+    """An ordered list of blocks; ``add_*`` appends, ``write`` renders both formats."""
+
+    title: str
+    blocks: list[tuple[str, object]] = field(default_factory=list)
+
+    def heading(self, text: str, level: int = 2) -> None:
+        self.blocks.append(("heading", (level, text)))
+
+    def text(self, text: str) -> None:
+        self.blocks.append(("text", text))
+
+    def table(self, df: pd.DataFrame, source: Path | None = None, caption: str = "") -> None:
+        self.blocks.append(("table", (df, source, caption)))
+
+    def figure(self, path: Path, caption: str) -> None:
+        self.blocks.append(("figure", (path, caption)))
+
+    def write(self, folder: Path) -> tuple[Path, Path]:
+        md = folder / "report.md"
+        page = folder / "report.html"
+        md.write_text(self.markdown(folder), encoding="utf-8")
+        page.write_text(self.html(folder), encoding="utf-8")
+        return md, page
+
+    # -- rendering ------------------------------------------------------------------------
+    def markdown(self, folder: Path) -> str:
+        out = [f"# {self.title}", ""]
+        for kind, payload in self.blocks:
+            if kind == "heading":
+                level, text = payload
+                out += ["#" * level + " " + text, ""]
+            elif kind == "text":
+                out += [str(payload), ""]
+            elif kind == "table":
+                df, source, caption = payload
+                if caption:
+                    out += [f"*{caption}*", ""]
+                out += [format_table(df).to_markdown(index=False), ""]
+                if source is not None:
+                    out += [f"<sub>source: `{_rel(source, folder)}`</sub>", ""]
+            elif kind == "figure":
+                path, caption = payload
+                out += [f"![{caption}]({_rel(path, folder)})", "", f"*{caption}*", ""]
+        return "\n".join(out).rstrip() + "\n"
+
+    def html(self, folder: Path) -> str:
+        parts = [
+            "<!doctype html><html><head><meta charset='utf-8'>",
+            f"<title>{html.escape(self.title)}</title>",
+            "<style>body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;"
+            "padding:0 1em;line-height:1.45;color:#222}table{border-collapse:collapse;margin:.5em 0;"
+            "font-size:.85em}th,td{border:1px solid #ccc;padding:.25em .5em;text-align:right}"
+            "th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}"
+            "img{max-width:100%;border:1px solid #eee}.src{color:#777;font-size:.8em}"
+            "figcaption{font-style:italic;color:#444}code{background:#f5f5f5;padding:0 .2em}</style>",
+            "</head><body>",
+            f"<h1>{html.escape(self.title)}</h1>",
+        ]
+        for kind, payload in self.blocks:
+            if kind == "heading":
+                level, text = payload
+                parts.append(f"<h{level}>{html.escape(text)}</h{level}>")
+            elif kind == "text":
+                parts.append(f"<p>{_inline(str(payload))}</p>")
+            elif kind == "table":
+                df, source, caption = payload
+                if caption:
+                    parts.append(f"<p><em>{html.escape(caption)}</em></p>")
+                parts.append(format_table(df).to_html(index=False, border=0, escape=True))
+                if source is not None:
+                    parts.append(f"<p class='src'>source: <code>{html.escape(_rel(source, folder))}</code></p>")
+            elif kind == "figure":
+                path, caption = payload
+                data = base64.b64encode(Path(path).read_bytes()).decode("ascii")
+                parts.append(
+                    f"<figure><img alt='{html.escape(caption)}' src='data:image/png;base64,{data}'>"
+                    f"<figcaption>{html.escape(caption)}</figcaption></figure>"
+                )
+        parts.append("</body></html>")
+        return "\n".join(parts) + "\n"
+
+
+def format_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Numbers as short strings: rates and effects with two decimals, p-values with three."""
+    out = df.copy()
+    for column in out.columns:
+        if pd.api.types.is_float_dtype(out[column]):
+            digits = 3 if column.endswith("_p") or column == "p" else 2
+            out[column] = [_num(v, digits) for v in out[column]]
+    return out
+
+
+def _num(value: float, digits: int) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return f"{value:.{digits}f}"
+
+
+def _rel(path: Path, folder: Path) -> str:
+    try:
+        return str(Path(path).resolve().relative_to(folder.resolve()))
+    except ValueError:
+        return str(path)
+
+
+def _inline(text: str) -> str:
+    """Escape, then render the two Markdown inlines the report uses: `code` and **bold**."""
+    escaped = html.escape(text)
+    escaped = re.sub(r"`([^`]+)`", r"<code>\1</code>", escaped)
+    return re.sub(r"\*\*([^*]+)\*\*", r"<strong>\1</strong>", escaped)

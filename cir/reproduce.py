@@ -1,0 +1,139 @@
+"""The whole study of the paper, end to end: tasks -> paired runs -> analysis -> CIR -> report.
+
+``reproduce(out)`` generates the tasks, runs every experiment config through the
+paired replayer (each cohort a resumable RUN_DIR under ``out/runs``), writes the
+analysis tables under ``out/tables`` and the figures under ``out/figures``, fits
+CIR on the training cohort, evaluates it with its baselines on the held-out cohort,
+and writes ``report.md`` / ``report.html``. A second call with the same settings
+resumes where the first stopped; different settings for the same ``out`` are refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from cir import __version__
+from cir.errors import CirError
+from cir.experiments import Experiment, load_experiments, task_slices
+
+
+@dataclass(frozen=True)
+class StudySettings:
+    """Everything that changes the study's results (recorded in ``study.json``)."""
+
+    quick: bool = False
+    agent: str = "builtin"
+    seed: int = 0
+    resamples: int = 10_000
+    base_url: str | None = None
+
+
+def _check_study(out: Path, identity: dict[str, Any]) -> None:
+    path = out / "study.json"
+    if not path.exists():
+        return
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))["settings"]
+    except (json.JSONDecodeError, KeyError):
+        raise CirError(f"{path}: unreadable study record; remove it or choose another --out") from None
+    for key in sorted(set(old) | set(identity)):
+        if old.get(key) != identity.get(key):
+            raise CirError(
+                f"{out}: written by other settings ({key}: {old.get(key)!r} there, {identity.get(key)!r} now); "
+                "use another --out or the same settings to resume"
+            )
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    tmp.replace(path)
+
+
+def _mixed_order(task_id: str) -> str:
+    """Cohort order: a hash of the id, so slices mix task types (ids sort by type)."""
+    return hashlib.sha256(task_id.encode("utf-8")).hexdigest()
+
+
+def cohort_tasks(out: Path, experiments: list[Experiment], quick: bool, seed: int,
+                 progress: bool) -> dict[str, list[Any]]:
+    """Generate each split once (as large as its cohorts need) and slice it into cohorts."""
+    from cir.envs.generate import generate_split
+    from cir.envs.tasks import load_tasks
+
+    slices = task_slices(experiments, quick)
+    need: dict[str, int] = {}
+    for split, _, stop in slices.values():
+        need[split] = max(need.get(split, 0), stop)
+    by_split = {}
+    for split, n in sorted(need.items()):
+        generate_split(out / "tasks", split, n, seed, progress=progress)
+        by_split[split] = sorted(load_tasks(out / "tasks" / split), key=lambda t: _mixed_order(t.task_id))
+    return {name: by_split[split][start:stop] for name, (split, start, stop) in slices.items()}
+
+
+def reproduce(
+    out: str | Path,
+    *,
+    quick: bool = False,
+    agent: str = "builtin",
+    jobs: int = 1,
+    seed: int = 0,
+    resamples: int = 10_000,
+    backend: str = "loky",
+    base_url: str | None = None,
+    experiments_dir: str | Path | None = None,
+    progress: bool = True,
+    echo: Callable[[str], None] = print,
+) -> Path:
+    """Run the study into ``out``; return the path of ``report.md``."""
+    from cir.replay import ReplaySettings, run_experiment
+
+    out = Path(out)
+    experiments = load_experiments(experiments_dir)
+    settings = StudySettings(quick=quick, agent=agent, seed=seed, resamples=resamples, base_url=base_url)
+    identity = {**asdict(settings), "experiments": [asdict(e) | {"source": Path(e.source).name}
+                                                    for e in experiments]}
+    out.mkdir(parents=True, exist_ok=True)
+    _check_study(out, identity)
+    study = {"cir_version": __version__, "settings": identity, "timings": {}}
+    _write_json(out / "study.json", study)
+    t_start = time.perf_counter()
+
+    echo(f"[1/4] tasks: generating {'quick' if quick else 'full'} cohorts under {out / 'tasks'}")
+    t0 = time.perf_counter()
+    cohorts = cohort_tasks(out, experiments, quick, seed, progress)
+    study["timings"]["tasks_seconds"] = round(time.perf_counter() - t0, 1)
+
+    runs: dict[str, dict[str, Any]] = {}
+    for i, exp in enumerate(experiments, 1):
+        echo(f"[2/4] run {i}/{len(experiments)}: {exp.name} ({len(cohorts[exp.name])} {exp.split} tasks, "
+             f"{', '.join(exp.conditions)} x delays {','.join(map(str, exp.delays))} x {', '.join(exp.operations)})")
+        t0 = time.perf_counter()
+        replay = ReplaySettings(conditions=exp.conditions, delays=exp.delays, operations=exp.operations)
+        record = run_experiment(
+            cohorts[exp.name], out / "runs" / exp.name, agent=agent, seed=seed, settings=replay,
+            jobs=jobs, backend=backend, base_url=base_url,
+            tasks_source=f"{exp.split}[{exp.name}]", progress=progress, echo=echo,
+        )
+        runs[exp.name] = record
+        study["timings"][f"run_{exp.name}_seconds"] = round(time.perf_counter() - t0, 1)
+        _write_json(out / "study.json", study)
+
+    echo("[3/4] analysis: tables, figures, CIR fit and held-out evaluation")
+    t0 = time.perf_counter()
+    from cir.study_report import write_study_report
+
+    report = write_study_report(out, experiments, runs, resamples=resamples, seed=seed, agent=agent, quick=quick)
+    study["timings"]["analysis_seconds"] = round(time.perf_counter() - t0, 1)
+    study["timings"]["total_seconds"] = round(time.perf_counter() - t_start, 1)
+    _write_json(out / "study.json", study)
+    echo(f"[4/4] report: {report} and {report.with_suffix('.html')} "
+         f"({study['timings']['total_seconds']:.0f} s in this call)")
+    return report

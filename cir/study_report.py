@@ -1,0 +1,210 @@
+"""The analysis of a reproduced study, written as tables, figures and a report.
+
+It walks through the paper's three questions in order: when does refresh help or
+harm (effects by condition and delay, in the factual-success and complete cohorts
+of every ``effects`` experiment), why (mechanism controls and the joint outcome
+table of full vs content-ablated refresh), and whether CIR learns when to recover
+(fit on the ``train`` cohort, held-out evaluation against the baselines and the
+oracle). Every table is written as CSV under ``tables/`` before it is put in the
+report, so each number can be traced to a file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+import pandas as pd
+
+from cir.experiments import Experiment
+from cir.paired import read_paired
+from cir.report import Report
+
+matplotlib.use("Agg")
+
+PRIMARY_STALE = "stale2"
+EFFECT_COLUMNS = ["n", "rescues", "harms", "stable_success", "stable_failure", "success_without",
+                  "success_with", "effect_pp", "ci_low_pp", "ci_high_pp", "sign_flip_p"]
+CONTRAST_COLUMNS = ["effect_a_pp", "effect_b_pp", "difference_pp", "ci_low_pp", "ci_high_pp", "sign_flip_p"]
+
+
+def _save(df: pd.DataFrame, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    df.to_csv(path, index=False, float_format="%.6g")
+    return path
+
+
+def _fig(fig: Any, folder: Path, name: str) -> Path:
+    import matplotlib.pyplot as plt
+
+    folder.mkdir(parents=True, exist_ok=True)
+    png = folder / f"{name}.png"
+    with matplotlib.rc_context({"svg.hashsalt": "cir"}):
+        fig.savefig(png, dpi=130, metadata={"Software": None})
+        fig.savefig(folder / f"{name}.svg", metadata={"Date": None})
+    plt.close(fig)
+    return png
+
+
+def _cols(df: pd.DataFrame, keys: list[str], wanted: list[str]) -> pd.DataFrame:
+    return df[[c for c in keys + wanted if c in df.columns]]
+
+
+def _setup_section(report: Report, out: Path, experiments: list[Experiment], runs: dict[str, dict[str, Any]],
+                   agent: str, quick: bool) -> None:
+    rows = []
+    for exp in experiments:
+        rec = runs[exp.name]
+        c, costs = rec["counts"], rec["costs"]
+        rows.append({
+            "experiment": exp.name, "role": exp.role, "split": exp.split, "tasks": c["tasks"],
+            "prefix_feasible": c["tasks_feasible"], "factual_success": c["factual_success"],
+            "pairs": c["pairs"], "agent_calls": costs.get("agent_calls", 0),
+            "cache_hits": costs.get("cache_hits", 0), "env_steps": costs.get("env_steps", 0),
+            "conditions": ",".join(exp.conditions), "delays": ",".join(map(str, exp.delays)),
+            "operations": ",".join(exp.operations),
+        })
+    table = pd.DataFrame(rows)
+    report.heading("Setup")
+    report.text(
+        f"Agent `{agent}`; {'quick' if quick else 'full'} cohorts of generated ALFWorld tasks on the real "
+        "engine; budgets 49 model turns and 64 env actions; the observation of the env action after 25% "
+        "of the factual run's env actions is modified (`stale2`: the observation from two env actions "
+        "earlier; `stale1`: one; `missing`: a fixed unavailable message). Recovery at delay d runs after d "
+        "more env actions. Cohorts never share tasks. Intervals: 95% task-level cluster bootstrap."
+    )
+    report.table(table, _save(table, out / "tables" / "cohorts.csv"), "Cohorts, their runs and their cost")
+
+
+def _effects_section(report: Report, out: Path, experiments: list[Experiment], resamples: int, seed: int) -> None:
+    from cir.decompose import decompose
+    from cir.plots import plot_effects, plot_partitions
+    from cir.stats import contrast_table, effect_table
+
+    report.heading("1. When does refresh help or harm?")
+    report.text(
+        "Effect of refresh = success with refresh minus success without, from the same state, in "
+        "percentage points; rescues turn a failure into a success, harms the reverse. In the "
+        "factual-success cohort the clean no-recovery run reproduces a success, so clean refresh can "
+        "only harm; the complete cohort keeps every prefix-feasible task."
+    )
+    for exp in (e for e in experiments if e.role == "effects"):
+        df = read_paired(out / "runs" / exp.name)
+        df = df[df["operation"] == "refresh"]
+        for cohort in ("factual-success", "all"):
+            tab = effect_table(df, by=["condition", "delay"], cohort=cohort, resamples=resamples, seed=seed)
+            tab = _cols(tab, ["condition", "delay"], EFFECT_COLUMNS)
+            name = f"effects_{exp.name}_{cohort.replace('-', '_')}"
+            report.table(tab, _save(tab, out / "tables" / f"{name}.csv"),
+                         f"{exp.name} cohort ({cohort}): refresh effect by condition and delay")
+            con = contrast_table(df, PRIMARY_STALE, "clean", on="condition", by=["delay"], cohort=cohort,
+                                 resamples=resamples, seed=seed)
+            con = _cols(con, ["delay"], ["n_paired", *CONTRAST_COLUMNS])
+            report.table(con, _save(con, out / "tables" / f"contrast_{exp.name}_{cohort.replace('-', '_')}.csv"),
+                         f"{exp.name} cohort ({cohort}): {PRIMARY_STALE} minus clean effect at each delay")
+        fig = plot_effects(df, cohort="factual-success", resamples=resamples, seed=seed)
+        report.figure(_fig(fig, out / "figures", f"effects_{exp.name}"),
+                      f"{exp.name}: refresh effects by delay and condition (factual-success cohort)")
+        d1 = df[df["delay"] == 1] if (df["delay"] == 1).any() else df
+        parts = decompose(d1, by=["condition", "delay"], cohort="factual-success")
+        _save(parts, out / "tables" / f"partitions_{exp.name}.csv")
+        report.figure(_fig(plot_partitions(d1, cohort="factual-success"), out / "figures", f"partitions_{exp.name}"),
+                      f"{exp.name}: paired outcomes at delay {int(d1['delay'].iloc[0])} (factual-success cohort)")
+
+
+def _mechanism_section(report: Report, out: Path, experiments: list[Experiment], resamples: int, seed: int) -> None:
+    from cir.plots import plot_joint, plot_mechanisms
+    from cir.stats import effect_table, joint_effects, joint_matrix, joint_outcomes
+
+    for exp in (e for e in experiments if e.role == "mechanism"):
+        report.heading("2. Why does refresh help?")
+        report.text(
+            "Mechanism controls on their own cohort: full refresh (`look`, result shown), content-ablated "
+            "refresh (same env query, content hidden), replan (no env query, the agent is asked to "
+            "reconsider) and rewind (context and env restored to before the modified observation, with a "
+            "short memory of the abandoned branch). Cells as in the paper: clean at delay 0 and "
+            f"{PRIMARY_STALE} at delay 4; the full grid is in the CSV."
+        )
+        df = read_paired(out / "runs" / exp.name)
+        full = effect_table(df, by=["condition", "delay", "operation"], cohort="all", resamples=resamples, seed=seed)
+        _save(full, out / "tables" / f"mechanism_{exp.name}_grid.csv")
+        cells = full[((full["condition"] == "clean") & (full["delay"] == 0))
+                     | ((full["condition"] == PRIMARY_STALE) & (full["delay"] == 4))]
+        cells = _cols(cells, ["condition", "delay", "operation"], EFFECT_COLUMNS)
+        report.table(cells, _save(cells, out / "tables" / f"mechanism_{exp.name}.csv"),
+                     f"{exp.name} cohort: effect of each operation vs no recovery")
+        ops = set(df["operation"])
+        if {"refresh", "refresh_ablated"} <= ops and (df["condition"] == PRIMARY_STALE).any():
+            delay = 4 if (df["delay"] == 4).any() else int(df["delay"].max())
+            counts = joint_outcomes(df, "refresh", "refresh_ablated", condition=PRIMARY_STALE, delay=delay, by=[])
+            matrix = joint_matrix(counts).reset_index().rename(columns={"outcome_a": "refresh \\ refresh_ablated"})
+            report.table(matrix, _save(matrix, out / "tables" / f"joint_{exp.name}.csv"),
+                         f"Joint outcomes at {PRIMARY_STALE}, delay {delay} (executed pairs; rows: full refresh, "
+                         "columns: content-ablated refresh)")
+            eff = joint_effects(df, "refresh", "refresh_ablated", condition=PRIMARY_STALE, delay=delay, by=[],
+                                resamples=resamples, seed=seed)
+            report.table(eff, _save(eff, out / "tables" / f"joint_effects_{exp.name}.csv"),
+                         "Paired effects on the tasks where both operations ran")
+            fig = plot_joint(df, "refresh", "refresh_ablated", condition=PRIMARY_STALE, delay=delay)
+            report.figure(_fig(fig, out / "figures", f"joint_{exp.name}"),
+                          f"Joint outcomes of full vs content-ablated refresh ({PRIMARY_STALE}, delay {delay})")
+        report.figure(_fig(plot_mechanisms(df, cohort="all", resamples=resamples, seed=seed), out / "figures",
+                           f"mechanism_{exp.name}"), f"{exp.name}: mechanism controls by operation")
+
+
+def _cir_section(report: Report, out: Path, experiments: list[Experiment], resamples: int, seed: int) -> None:
+    from cir.calibration import calibration_figure, calibration_table
+    from cir.policy import CIRPolicy, evaluate
+    from cir.router import Router
+
+    train = next(e for e in experiments if e.role == "train")
+    test = next(e for e in experiments if e.role == "eval")
+    report.heading("3. Does CIR learn when to recover?")
+    train_df = read_paired(out / "runs" / train.name, require_features=True)
+    test_df = read_paired(out / "runs" / test.name, require_features=True)
+    policy = CIRPolicy(seed=seed).fit(train_df)
+    router = Router.from_policy(policy, task_ids=sorted(set(train_df["task_id"])))
+    router.save(out / "router.json")
+    t, s = policy.thresholds_, policy.oof_summary_
+    fit = pd.DataFrame([{
+        "train_tasks": policy.n_tasks_, "lambda": policy.lam, "epsilon": policy.epsilon, "d_min": policy.d_min,
+        "delays": ",".join(map(str, policy.delays)), "alpha": t["alpha"], "beta": t["beta"], "gamma": t["gamma"],
+        "oof_net_gain_pp": 100 * s["net_gain"], "oof_clean_harm": s["clean_harm"],
+        "oof_intervention_rate": s["intervention_rate"],
+    }])
+    report.text(
+        f"CIR is fitted on the `{train.name}` cohort ({train.split}): three L2 logistic models (C=0.1) for "
+        "p_err, p0 and p1; thresholds chosen on 5-fold out-of-fold predictions grouped by task, under a "
+        "clean-harm limit epsilon; then refitted on all training tasks (`router.json`). It is evaluated, "
+        f"with every baseline chosen the same way, on the held-out `{test.name}` cohort ({test.split})."
+    )
+    report.table(fit, _save(fit, out / "tables" / "cir_fit.csv"), "CIR fit: thresholds and out-of-fold results")
+    result = evaluate(policy, test_df, resamples=resamples, seed=seed, source=str(out / "runs" / test.name))
+    summary, margins = result["summary"], result["margins"]
+    _save(result["episodes"], out / "tables" / "cir_eval_episodes.csv")
+    overall = summary[summary["condition"] == "all"]
+    report.table(overall, _save(summary, out / "tables" / "cir_eval.csv"),
+                 "Held-out evaluation, all conditions (per-condition rows in the CSV)")
+    by_cond = summary[(summary["policy"] == "cir")]
+    report.table(by_cond, None, "CIR by observation condition")
+    report.table(margins[margins["condition"] == "all"], _save(margins, out / "tables" / "cir_margins.csv"),
+                 "Margins of CIR over each policy (pp, paired by task)")
+    cal = calibration_table(policy, test_df)
+    _save(cal, out / "tables" / "cir_calibration.csv")
+    brier = cal.groupby("model", sort=False)["brier"].first().reset_index()
+    report.table(brier, None, "Brier scores of the three models on the held-out cohort")
+    report.figure(_fig(calibration_figure(policy, test_df), out / "figures", "cir_calibration"),
+                  "Reliability of p_err, p0 and p1 on the held-out cohort")
+
+
+def write_study_report(out: Path, experiments: list[Experiment], runs: dict[str, dict[str, Any]], *,
+                       resamples: int, seed: int, agent: str, quick: bool) -> Path:
+    """Write tables, figures, ``router.json`` and ``report.md`` / ``report.html`` into ``out``."""
+    report = Report(f"cir reproduction{' (quick)' if quick else ''}: when harnesses lose the signal")
+    _setup_section(report, out, experiments, runs, agent, quick)
+    _effects_section(report, out, experiments, resamples, seed)
+    _mechanism_section(report, out, experiments, resamples, seed)
+    _cir_section(report, out, experiments, resamples, seed)
+    md, _ = report.write(out)
+    return md
