@@ -534,7 +534,7 @@ class CIRPolicy(BaseEstimator):
             for i, d in zip(paired.index, paired["delay"], strict=True)
         ]
         out = s.copy()
-        out["blocked_by"] = blockers
+        out["blocked_by"] = pd.Series(blockers, index=out.index, dtype=object)  # None: refresh
         out["refresh"] = [b is None for b in blockers]
         return out
 

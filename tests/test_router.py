@@ -1,0 +1,237 @@
+"""Router: JSON round trip, live decision == offline decision, refusal of bad files."""
+
+from __future__ import annotations
+
+import json
+import pickle
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from cir.errors import CirError
+from cir.features import extract_features
+from cir.paired import read_paired
+from cir.policy import CIRPolicy, simulate
+from cir.router import FORMAT_VERSION, Decision, Router
+from cir.transcript import Step, Transcript
+
+TASK = ("You are in the middle of a room. Looking quickly around you, you see a cabinet 1, "
+        "a countertop 1, a desk 1, and a shelf 1.\nYour task is to: put a mug in shelf.")
+PLACES = ["cabinet 1", "countertop 1", "desk 1", "shelf 1"]
+
+
+@pytest.fixture(scope="module")
+def policy() -> CIRPolicy:
+    return CIRPolicy(grid_size=11).fit(simulate(120, seed=5))
+
+
+@pytest.fixture(scope="module")
+def router(policy: CIRPolicy) -> Router:
+    return Router.from_policy(policy, task_ids=["syn0000"])
+
+
+@pytest.fixture()
+def router_file(router: Router, tmp_path: Path) -> Path:
+    return router.save(tmp_path / "router.json")
+
+
+def random_transcript(rng: np.random.Generator, n: int, at: int, condition: str) -> Transcript:
+    """A made-up episode of n env actions whose env action ``at`` is perturbed."""
+    steps: list[Step] = []
+    truths: list[str] = []
+    holding = False
+    for i in range(1, n + 1):
+        if rng.random() < 0.15:
+            steps.append(Step("agent", "think: keep searching", None, None, "OK."))
+        r = rng.random()
+        if r < 0.5:
+            place = PLACES[rng.integers(len(PLACES))]
+            action, obs = f"go to {place}", f"You arrive at {place}. On the {place}, you see a mug 1."
+        elif r < 0.7 and not holding:
+            action, obs = "take mug 1 from desk 1", "You pick up the mug 1 from the desk 1."
+            holding = True
+        elif r < 0.8 and holding:
+            action, obs = "move mug 1 to shelf 1", "You move the mug 1 to the shelf 1."
+            holding = False
+        else:
+            action, obs = "open cabinet 1", "Nothing happens."
+        shown = obs
+        if i == at and condition == "stale2" and len(truths) >= 2:
+            shown = truths[-2]
+        elif i == at and condition == "missing":
+            shown = "[Observation unavailable.]"
+        truths.append(obs)
+        steps.append(Step("agent", action, action, obs, shown,
+                          events=[f"perturb:{condition}"] if i == at else []))
+    return Transcript("t", TASK, steps)
+
+
+def test_round_trip_is_exact(router: Router, router_file: Path) -> None:
+    loaded = Router.load(router_file)
+    assert loaded.to_dict() == router.to_dict()
+    assert json.loads(router_file.read_text())["format_version"] == FORMAT_VERSION
+    # saving the loaded router gives the same bytes
+    again = loaded.save(router_file.with_name("again.json"))
+    assert again.read_text() == router_file.read_text()
+    assert loaded.delays == (1, 2, 4)
+
+
+def test_live_decision_equals_offline_decision(policy: CIRPolicy, router_file: Path, tmp_path: Path) -> None:
+    """Features of transcripts -> a paired table (CSV round trip) -> the offline policy's
+    decision; the router on the same transcripts decides the same, with equal scores."""
+    router = Router.load(router_file)
+    rng = np.random.default_rng(0)
+    records, live = [], []
+    for k in range(60):
+        condition = ["clean", "stale2", "missing"][k % 3]
+        n = int(rng.integers(6, 14))
+        at = int(rng.integers(3, n - 1))
+        full = random_transcript(rng, n, at, condition)
+        for d in (0, 1, 2, 4):
+            if at + d > n:
+                continue
+            prefix = full.prefix(full.steps_until_env_action(at + d))
+            live.append(router.decide(prefix, d))
+            records.append({"task_id": f"t{k}", "condition": condition, "delay": d, "operation": "refresh",
+                            "y0": 0, "y1": 0, "executed": 1, "factual_success": 0, "prefix_match": 1,
+                            **extract_features(prefix, d)})
+    pd.DataFrame(records).to_csv(tmp_path / "paired.csv", index=False)
+    table = read_paired(tmp_path / "paired.csv")
+    offline = policy.decide(table)
+    assert [d.refresh for d in live] == offline["refresh"].tolist()
+    assert [d.blocked_by for d in live] == offline["blocked_by"].tolist()
+    assert [d.p_err for d in live] == offline["p_err"].tolist()
+    assert [d.utility for d in live] == offline["utility"].tolist()
+    blockers = {d.blocked_by for d in live}
+    assert len(blockers) >= 2  # the comparison covers more than one branch of the rule
+
+
+def test_decision_fields_and_rules(router: Router) -> None:
+    rng = np.random.default_rng(3)
+    t = random_transcript(rng, 8, 4, "stale2")
+    d = router.decide(t, 4)
+    assert isinstance(d, Decision) and d.delay == 4
+    assert 0 <= d.p_err <= 1 and 0 <= d.p0 <= 1 and 0 <= d.p1 <= 1
+    assert d.utility == pytest.approx((1 - d.p0) * d.p1 - 2.0 * d.p0 * (1 - d.p1))
+    assert router.decide(t, 3).blocked_by == "delay"  # not a candidate delay
+    assert router.decide(t, 0).blocked_by == "delay"  # below d_min
+    recovered = Transcript(t.task_id, t.task_text,
+                           [*t.steps, Step("harness", "refresh", "look", "x", "You are facing the desk 1.")])
+    assert router.decide(recovered, 1).refresh is False
+    assert router.decide(recovered, 1).blocked_by == "already_recovered"
+
+
+def test_true_observation_does_not_change_the_decision(router: Router) -> None:
+    t = random_transcript(np.random.default_rng(9), 10, 5, "stale2")
+    other = Transcript(t.task_id, t.task_text,
+                       [replace(s, observation="hidden truth", events=[]) for s in t.steps])
+    assert router.decide(t, 2) == router.decide(other, 2)
+
+
+def test_to_policy_reproduces_offline_decisions(policy: CIRPolicy, router: Router) -> None:
+    table = simulate(30, seed=11)
+    a = policy.decide(table)
+    b = router.to_policy().decide(table)
+    pd.testing.assert_frame_equal(a, b)
+
+
+# -- bad files ---------------------------------------------------------------------------------
+def _write(tmp_path: Path, data: object, raw: str | None = None) -> Path:
+    path = tmp_path / "bad.json"
+    path.write_text(raw if raw is not None else json.dumps(data))
+    return path
+
+
+def _data(router_file: Path) -> dict:
+    return json.loads(router_file.read_text())
+
+
+def test_truncated_file(router_file: Path, tmp_path: Path) -> None:
+    text = router_file.read_text()
+    with pytest.raises(CirError, match="not valid JSON"):
+        Router.load(_write(tmp_path, None, text[: len(text) // 2]))
+    with pytest.raises(CirError, match="not valid JSON"):
+        Router.load(_write(tmp_path, None, ""))
+
+
+def test_pickle_is_refused_without_running_it(tmp_path: Path) -> None:
+    path = tmp_path / "router.json"
+    path.write_bytes(pickle.dumps({"format": "cir-router"}))
+    with pytest.raises(CirError, match="router"):
+        Router.load(path)
+
+
+def test_missing_and_extra_keys(router_file: Path, tmp_path: Path) -> None:
+    data = _data(router_file)
+    del data["thresholds"]["beta"]
+    with pytest.raises(CirError, match="missing key 'thresholds.beta'"):
+        Router.load(_write(tmp_path, data))
+    data = _data(router_file)
+    data["exec"] = "import os"
+    with pytest.raises(CirError, match="unexpected key 'exec'"):
+        Router.load(_write(tmp_path, data))
+    data = _data(router_file)
+    data["models"]["p0"]["bias"] = 1.0
+    with pytest.raises(CirError, match="unexpected key 'models.p0.bias'"):
+        Router.load(_write(tmp_path, data))
+    data = _data(router_file)
+    del data["models"]["p1"]
+    with pytest.raises(CirError, match="missing key 'models.p1'"):
+        Router.load(_write(tmp_path, data))
+
+
+def test_wrong_types(router_file: Path, tmp_path: Path) -> None:
+    cases = [
+        (("models", "p_err", "intercept"), "0.5", "must be int or float"),
+        (("settings", "d_min"), True, "must be int"),
+        (("settings", "delays"), "1,2,4", "must be list"),
+        (("thresholds", "alpha"), [0.5], "must be int or float or null"),
+        (("features",), {"f_delay": 1}, "must be list"),
+    ]
+    for keys, value, message in cases:
+        data = _data(router_file)
+        node = data
+        for k in keys[:-1]:
+            node = node[k]
+        node[keys[-1]] = value
+        with pytest.raises(CirError, match=message):
+            Router.load(_write(tmp_path, data))
+    data = _data(router_file)
+    data["models"]["p0"]["coef"] = data["models"]["p0"]["coef"][:-1]
+    with pytest.raises(CirError, match="one per feature"):
+        Router.load(_write(tmp_path, data))
+    data = _data(router_file)
+    data["models"]["p0"]["scaler_scale"][0] = 0.0
+    with pytest.raises(CirError, match="positive"):
+        Router.load(_write(tmp_path, data))
+    with pytest.raises(CirError, match="must be a JSON object"):
+        Router.load(_write(tmp_path, [1, 2, 3]))
+    raw = router_file.read_text().replace('"intercept": ', '"intercept": NaN, "x": ', 1)
+    with pytest.raises(CirError, match="NaN is not allowed"):
+        Router.load(_write(tmp_path, None, raw))
+
+
+def test_future_version_and_foreign_format(router_file: Path, tmp_path: Path) -> None:
+    data = _data(router_file)
+    data["format_version"] = FORMAT_VERSION + 1
+    with pytest.raises(CirError, match="newer than this cir reads"):
+        Router.load(_write(tmp_path, data))
+    data["format_version"] = FORMAT_VERSION
+    data["format"] = "something-else"
+    with pytest.raises(CirError, match="not a cir router file"):
+        Router.load(_write(tmp_path, data))
+
+
+def test_unknown_feature(router_file: Path, tmp_path: Path) -> None:
+    data = _data(router_file)
+    data["features"][0] = "f_from_the_future"
+    with pytest.raises(CirError, match="unknown feature 'f_from_the_future'"):
+        Router.load(_write(tmp_path, data))
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(CirError, match="no such router file"):
+        Router.load(tmp_path / "nope.json")
