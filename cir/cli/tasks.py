@@ -1,0 +1,171 @@
+"""``cir tasks generate|list|play``: make, list and hand-play ALFWorld tasks."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from cir.errors import CirError
+
+SPLIT_CHOICES = ("train", "valid_seen", "valid_unseen")
+
+HELP_TEXT = """\
+Actions (ALFWorld 0.4 syntax; names as printed, e.g. "cabinet 1", "apple 2"):
+  look                               describe where you are
+  inventory                          what you are carrying
+  go to RECEPTACLE                   walk to a receptacle
+  open RECEPTACLE / close RECEPTACLE
+  take OBJECT from RECEPTACLE        pick something up
+  move OBJECT to RECEPTACLE          put what you hold in/on a receptacle
+  examine OBJECT / examine RECEPTACLE
+  use OBJECT                         switch a lamp on or off
+  heat OBJECT with microwave N / cool OBJECT with fridge N / clean OBJECT with sinkbasin N
+Player commands: help (this text), admissible (actions the engine accepts now), quit."""
+
+
+def register(subparsers: Any) -> None:
+    """Add ``cir tasks`` and its subcommands."""
+    p = subparsers.add_parser("tasks", help="generate, list and play ALFWorld tasks",
+                              description="Generate, list and play ALFWorld tasks.")
+    sub = p.add_subparsers(dest="tasks_command", metavar="SUBCOMMAND")
+    p.set_defaults(handler=lambda args: (p.print_help(), 2)[1])
+
+    g = sub.add_parser("generate", help="generate verified ALFWorld tasks of one split",
+                       description="Generate N procedurally drawn ALFWorld tasks, each verified "
+                                   "solvable by the engine's planner, in ALFWorld's folder layout "
+                                   "(OUT/SPLIT/<task>/trial_<id>/{traj_data.json,game.tw-pddl}) "
+                                   "with OUT/SPLIT/manifest.json.")
+    g.add_argument("--split", required=True,
+                   help=f"one of {', '.join(SPLIT_CHOICES)} (valid_unseen uses unseen layouts)")
+    g.add_argument("--n", type=int, required=True, help="number of tasks")
+    g.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    g.add_argument("--out", required=True, help="output folder (the split goes in OUT/SPLIT)")
+    g.add_argument("--types", default=None,
+                   help="comma-separated task types to restrict to (default: all six)")
+    g.add_argument("--layout-seed", type=int, default=0,
+                   help="seed of the room-layout pool (default 0; keep it equal across splits)")
+    g.add_argument("--jobs", type=int, default=1,
+                   help="worker processes verifying tasks (default 1; output is identical)")
+    g.add_argument("--quiet", action="store_true", help="no progress bar")
+    g.set_defaults(handler=_generate)
+
+    ls = sub.add_parser("list", help="list generated tasks (from manifest.json)",
+                        description="Print a table of the tasks in DIR (a split folder or a "
+                                    "folder of splits written by `cir tasks generate`).")
+    ls.add_argument("dir", help="folder written by `cir tasks generate`")
+    ls.set_defaults(handler=_list)
+
+    pl = sub.add_parser("play", help="play a task by hand in the terminal",
+                        description="Play a task by typing actions; `help` lists the syntax, "
+                                    "an empty line or EOF (Ctrl-D) ends the game.")
+    pl.add_argument("task", help="a game.tw-pddl file or the trial folder holding it")
+    pl.add_argument("--max-steps", type=int, default=200, help="stop after this many actions")
+    pl.set_defaults(handler=_play)
+
+
+def _generate(args: argparse.Namespace) -> int:
+    from cir.envs.generate import check_split, check_types, generate_split
+
+    check_split(args.split)
+    types = check_types(args.types.split(",")) if args.types is not None else None
+    if args.n <= 0:
+        raise CirError(f"--n must be a positive number of tasks, got {args.n}")
+    manifest = generate_split(args.out, args.split, args.n, args.seed, types=types,
+                              layout_seed=args.layout_seed, progress=not args.quiet,
+                              jobs=args.jobs)
+    stats = manifest.get("_stats")
+    where = Path(args.out) / args.split
+    if stats is None:
+        print(f"{where}: already holds these {manifest['n_tasks']} tasks; nothing to do")
+    else:
+        per = stats["seconds"] / max(1, manifest["n_tasks"])
+        print(f"wrote {manifest['n_tasks']} tasks to {where} in {stats['seconds']:.1f} s "
+              f"({per:.2f} s/task, {stats['draws']} draws)")
+    return 0
+
+
+def format_table(rows: list[dict[str, Any]]) -> str:
+    """Fixed-width table: id, type, room, receptacles, objects, plan length."""
+    header = ("id", "type", "room", "receptacles", "objects", "plan")
+    body = [(r["task_id"], r["task_type"], r["room"], str(r["n_receptacles"]),
+             str(r["n_objects"]), str(r["plan_length"])) for r in rows]
+    widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h)
+              for i, h in enumerate(header)]
+    numeric = {3, 4, 5}
+
+    def fmt(cells: tuple[str, ...]) -> str:
+        return "  ".join(c.rjust(w) if i in numeric else c.ljust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths, strict=True))).rstrip()
+
+    return "\n".join([fmt(header), *(fmt(b) for b in body)])
+
+
+def _list(args: argparse.Namespace) -> int:
+    from cir.envs.generate import read_manifest
+
+    for manifest in read_manifest(args.dir):
+        s = manifest.get("settings", {})
+        print(f"# {manifest['_path']}: split={s.get('split')} n={len(manifest['tasks'])} "
+              f"seed={s.get('seed')}")
+        print(format_table(manifest["tasks"]))
+    return 0
+
+
+def _play(args: argparse.Namespace) -> int:
+    return play(args.task, sys.stdin, sys.stdout, max_steps=args.max_steps)
+
+
+def play(task: str, stdin: TextIO, stdout: TextIO, *, max_steps: int = 200) -> int:
+    """Interactive loop: print observations, read actions until won, EOF or ``quit``."""
+    path = Path(task)
+    game = path / "game.tw-pddl" if path.is_dir() else path
+    if not game.is_file():
+        raise CirError(f"{task}: no game.tw-pddl here; give a game file or a trial folder")
+    try:
+        from cir.envs.alfworld import AlfworldEnv
+    except ImportError as err:  # pragma: no cover - while the adapter is missing
+        raise CirError(f"the ALFWorld adapter is not available ({err})") from None
+
+    env = AlfworldEnv(game)
+    obs = env.reset()
+    print(obs, file=stdout)
+    print("(type `help` for the action syntax, `quit` or Ctrl-D to stop)", file=stdout)
+    steps = 0
+    won = False
+    while steps < max_steps:
+        stdout.write("> ")
+        stdout.flush()
+        line = stdin.readline()
+        if not line:
+            print("", file=stdout)
+            break
+        action = line.strip()
+        if action in ("quit", "exit"):
+            break
+        if action == "":
+            continue
+        if action == "help":
+            print(HELP_TEXT, file=stdout)
+            continue
+        if action == "admissible":
+            cmds = _admissible(env)
+            print("\n".join(cmds) if cmds else "(not available)", file=stdout)
+            continue
+        obs, done, won = env.step(action)
+        steps += 1
+        print(obs, file=stdout)
+        if done:
+            break
+    print(f"-- {'won' if won else 'not won'} after {steps} actions", file=stdout)
+    return 0
+
+
+def _admissible(env: Any) -> list[str]:
+    getter = getattr(env, "admissible_commands", None)
+    if callable(getter):
+        return list(getter())
+    if isinstance(getter, list | tuple):
+        return list(getter)
+    return []
