@@ -165,11 +165,13 @@ class AlfworldEnv:
 
     @staticmethod
     def _find_pddl_env(env: Any) -> Any:
-        inner = env
-        while not hasattr(inner, "downward_lib"):
-            inner = getattr(inner, "_wrapped_env", None)
-            if inner is None:  # pragma: no cover - engine layout changed
-                raise CirError("cannot find textworld's PddlEnv inside the ALFWorld wrapper")
+        # Not hasattr(): textworld's Wrapper forwards attribute reads to the wrapped env,
+        # and attributes set on the wrapper would shadow the engine's own.
+        inner = getattr(env, "unwrapped", env)
+        if type(inner).__name__ != "PddlEnv" or "downward_lib" not in vars(inner):
+            raise CirError(  # pragma: no cover - engine layout changed
+                f"cannot find textworld's PddlEnv inside the ALFWorld wrapper (got {inner!r})"
+            )
         return inner
 
     def _bind_state_id_functions(self) -> bool:
@@ -250,9 +252,7 @@ class AlfworldEnv:
         if not isinstance(snapshot, AlfworldSnapshot):
             raise CirError(f"restore({type(snapshot).__name__}): expected an AlfworldSnapshot")
         if snapshot.game_file != str(self.game_file):
-            raise CirError(
-                f"{self.game_file}: cannot restore a snapshot of {snapshot.game_file}"
-            )
+            raise CirError(f"{self.game_file}: cannot restore a snapshot of {snapshot.game_file}")
         if self._fast_ok and self.fast_valid(snapshot):
             self._restore_fast(snapshot)
         else:

@@ -186,7 +186,9 @@ def _int_or_none(v: Any) -> int | None:
     return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
-def _ref_for(game: Path, split_root: Path, split: str, manifest: dict[str, dict[str, Any]]) -> TaskRef:
+def _ref_for(
+    game: Path, split_root: Path, split: str, manifest: dict[str, dict[str, Any]]
+) -> TaskRef:
     trial = game.parent
     task_id = trial.relative_to(split_root).as_posix()
     if task_id == ".":
@@ -196,7 +198,8 @@ def _ref_for(game: Path, split_root: Path, split: str, manifest: dict[str, dict[
     traj_file = traj if traj.is_file() else None
 
     task_type = row.get("task_type") if isinstance(row.get("task_type"), str) else None
-    scene = row.get("scene") if isinstance(row.get("scene"), str) else None
+    scene = row.get("scene")
+    scene = str(scene) if isinstance(scene, (str, int)) and not isinstance(scene, bool) else None
     if task_type is None:
         task_type = _type_from_folder(trial.parent.name) or _type_from_folder(trial.name)
     if task_type is None and traj_file is not None:
@@ -271,7 +274,9 @@ def _check_split_name(split: str, where: Path) -> None:
         )
 
 
-def load_tasks(path: str | os.PathLike[str] | None = None, split: str | None = None) -> list[TaskRef]:
+def load_tasks(
+    path: str | os.PathLike[str] | None = None, split: str | None = None
+) -> list[TaskRef]:
     """All tasks at ``path`` (or ``$ALFWORLD_DATA``), optionally one split, sorted by task id.
 
     ``path`` may be a single ``game.tw-pddl``; a folder of generated tasks (a split folder
@@ -299,7 +304,9 @@ def load_tasks(path: str | os.PathLike[str] | None = None, split: str | None = N
 
     if (root / "json_2.1.1").is_dir():
         root = root / "json_2.1.1"
-    split_dirs = {p.name: p for p in sorted(root.iterdir()) if p.is_dir() and p.name in KNOWN_SPLITS}
+    split_dirs = {
+        p.name: p for p in sorted(root.iterdir()) if p.is_dir() and p.name in KNOWN_SPLITS
+    }
 
     refs: list[TaskRef]
     if split_dirs:
