@@ -111,9 +111,10 @@ def sort_groups(table: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
     """Sort rows by the grouping keys in reading order (clean before stale2, 0 before 4)."""
     if not keys or table.empty:
         return table.reset_index(drop=True)
+    columns = [table[k].tolist() for k in keys]
     order = sorted(
         range(len(table)),
-        key=lambda i: tuple(_order_value(k, table[k].iloc[i]) for k in keys),
+        key=lambda i: tuple(_order_value(k, col[i]) for k, col in zip(keys, columns, strict=True)),
     )
     return table.iloc[order].reset_index(drop=True)
 
@@ -125,11 +126,14 @@ def group_index(df: pd.DataFrame, keys: Sequence[str]) -> tuple[np.ndarray, pd.D
     """
     if not keys:
         return np.zeros(len(df), dtype=np.int64), pd.DataFrame(index=[0])
-    groups = df[list(keys)].drop_duplicates()
-    groups = sort_groups(groups, keys)
-    groups["_g"] = np.arange(len(groups))
-    codes = df[list(keys)].merge(groups, on=list(keys), how="left")["_g"].to_numpy()
-    return codes.astype(np.int64), groups.drop(columns="_g")
+    keys = list(keys)
+    raw = df.groupby(keys, sort=False, dropna=False).ngroup().to_numpy()
+    first = df[keys].drop_duplicates().reset_index(drop=True)  # same order as ngroup(sort=False)
+    first["_raw"] = np.arange(len(first))
+    ordered = sort_groups(first, keys)
+    remap = np.empty(len(ordered), dtype=np.int64)
+    remap[ordered["_raw"].to_numpy()] = np.arange(len(ordered))
+    return remap[raw], ordered.drop(columns="_raw")
 
 
 def task_index(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
@@ -154,20 +158,27 @@ def _outcome_counts(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     y0 = df["y0"].to_numpy()
     y1 = df["y1"].to_numpy()
     n = np.bincount(codes, minlength=k)
-    out = groups.reset_index(drop=True).copy() if keys else pd.DataFrame(index=range(1))
-    out["n"] = n
-    tcodes, _ = task_index(df)
-    out["n_tasks"] = [len(np.unique(tcodes[codes == g])) for g in range(k)]
-    out["n_executed"] = np.bincount(codes, weights=df["executed"].to_numpy(), minlength=k).astype(int)
-    out["rescues"] = np.bincount(codes, weights=(y0 == 0) & (y1 == 1), minlength=k).astype(int)
-    out["harms"] = np.bincount(codes, weights=(y0 == 1) & (y1 == 0), minlength=k).astype(int)
-    out["stable_success"] = np.bincount(codes, weights=(y0 == 1) & (y1 == 1), minlength=k).astype(int)
-    out["stable_failure"] = np.bincount(codes, weights=(y0 == 0) & (y1 == 0), minlength=k).astype(int)
-    out["success_without"] = np.bincount(codes, weights=y0, minlength=k) / n
-    out["success_with"] = np.bincount(codes, weights=y1, minlength=k) / n
-    out["rescue_rate"] = out["rescues"] / n
-    out["harm_rate"] = out["harms"] / n
-    return out
+    tcodes, tasks = task_index(df)
+    task_cells = np.unique(codes * len(tasks) + tcodes) // max(len(tasks), 1)
+
+    def count(mask: np.ndarray) -> np.ndarray:
+        return np.bincount(codes, weights=mask, minlength=k).astype(int)
+
+    columns = {
+        "n": n,
+        "n_tasks": np.bincount(task_cells, minlength=k),
+        "n_executed": count(df["executed"].to_numpy()),
+        "rescues": count((y0 == 0) & (y1 == 1)),
+        "harms": count((y0 == 1) & (y1 == 0)),
+        "stable_success": count((y0 == 1) & (y1 == 1)),
+        "stable_failure": count((y0 == 0) & (y1 == 0)),
+        "success_without": np.bincount(codes, weights=y0, minlength=k) / n,
+        "success_with": np.bincount(codes, weights=y1, minlength=k) / n,
+    }
+    columns["rescue_rate"] = columns["rescues"] / n
+    columns["harm_rate"] = columns["harms"] / n
+    base = groups.reset_index(drop=True) if keys else pd.DataFrame(index=range(1))
+    return pd.concat([base, pd.DataFrame(columns, index=base.index)], axis=1)
 
 
 def decompose(

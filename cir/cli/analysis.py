@@ -1,0 +1,235 @@
+"""``cir table | contrast | joint | figures``: paired outcome analysis from the command line.
+
+PAIRED is a ``paired.csv`` / ``paired.parquet`` or a RUN_DIR holding one. Tables
+print as markdown (default), CSV or JSON (a list of objects, one per group); the
+markdown output ends with the settings that produced it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from cir.errors import CirError
+
+FORMATS = ("markdown", "csv", "json")
+
+
+def _keys(text: str) -> list[str]:
+    return [k.strip() for k in text.split(",") if k.strip()] if text else []
+
+
+def _common(parser: argparse.ArgumentParser, resamples: bool = True, fmt: bool = True) -> None:
+    parser.add_argument("paired", metavar="PAIRED", help="paired.csv / paired.parquet, or a RUN_DIR")
+    parser.add_argument("--cohort", choices=["all", "factual-success"], default="all",
+                        help="all prefix-feasible tasks (default) or only tasks whose factual run succeeded")
+    parser.add_argument("--keep-prefix-mismatch", action="store_true",
+                        help="keep rows whose two arms differ before the branch point (dropped by default)")
+    if resamples:
+        parser.add_argument("--resamples", type=int, default=10_000,
+                            help="task-level bootstrap resamples (default 10000)")
+        parser.add_argument("--seed", type=int, default=0, help="bootstrap / test seed (default 0)")
+        parser.add_argument("--level", type=float, default=0.95, help="confidence level (default 0.95)")
+    if fmt:
+        parser.add_argument("--format", choices=FORMATS, default="markdown", help="output format")
+        parser.add_argument("--out", metavar="FILE", help="write to FILE instead of standard output")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("table", help="paired outcomes and recovery effects with bootstrap CIs",
+                              description="Rescue/harm counts, effect of recovery (pp) with task-level "
+                                          "cluster-bootstrap CI, sign-flip and McNemar p, Tian-Pearl bounds.")
+    _common(p)
+    p.add_argument("--by", default="condition,delay,operation",
+                   help="comma-separated grouping columns (default condition,delay,operation)")
+    p.set_defaults(handler=_table)
+
+    p = subparsers.add_parser("contrast", help="difference of recovery effects between two conditions",
+                              description="Effect under --a minus effect under --b (e.g. stale2 - clean) per "
+                                          "group, on shared task resamples.")
+    _common(p)
+    p.add_argument("--a", required=True, help="first value (e.g. stale2)")
+    p.add_argument("--b", required=True, help="second value (e.g. clean)")
+    p.add_argument("--on", default="condition", help="column that holds a and b (default condition)")
+    p.add_argument("--by", default="operation,delay", help="grouping columns (default operation,delay)")
+    p.set_defaults(handler=_contrast)
+
+    p = subparsers.add_parser("joint", help="joint outcomes of two recovery operations on the same tasks",
+                              description="Joint outcome table (rows: outcome under --a, columns: under --b) "
+                                          "and paired effects, on tasks where both operations ran.")
+    _common(p)
+    p.add_argument("--a", default="refresh", help="first operation (default refresh)")
+    p.add_argument("--b", default="refresh_ablated", help="second operation (default refresh_ablated)")
+    p.add_argument("--on", default="operation", help="column that holds a and b (default operation)")
+    p.add_argument("--condition", help="only this condition (e.g. stale2)")
+    p.add_argument("--delay", type=int, help="only this delay (e.g. 4)")
+    p.add_argument("--by", default="condition,delay", help="grouping columns (default condition,delay)")
+    p.add_argument("--counts", action="store_true",
+                   help="with --format csv: write the tidy joint counts instead of the effects")
+    p.add_argument("--include-not-executed", action="store_true",
+                   help="also count pairs where a recovery did not run (excluded by default)")
+    p.set_defaults(handler=_joint)
+
+    p = subparsers.add_parser("figures", help="write the paper's figures (PNG and SVG)",
+                              description="Effects by delay and condition, mechanism controls, outcome "
+                                          "partitions and the joint outcome heatmap; figures the table "
+                                          "cannot support are skipped with a note.")
+    _common(p, fmt=False)
+    p.add_argument("--out", required=True, metavar="DIR", help="output folder")
+    p.set_defaults(handler=_figures)
+
+
+# --------------------------------------------------------------------------- output
+
+
+def _digits(column: str) -> int:
+    """Decimals shown in markdown: pp to 2, p-values to 4, rates to 3."""
+    if column.endswith("_pp"):
+        return 2
+    if column.endswith("_p"):
+        return 4
+    return 3
+
+
+def _markdown(df) -> str:  # noqa: ANN001 - pandas DataFrame
+    try:
+        import tabulate  # noqa: F401
+    except ImportError:
+        raise CirError("--format markdown needs the 'tabulate' package (pip install tabulate); "
+                       "or use --format csv or json") from None
+    shown = df.copy()
+    align = tuple("right" if shown[c].dtype.kind in "iufb" else "left" for c in shown.columns)
+    for column in shown.columns:
+        if shown[column].dtype.kind == "f":
+            digits = _digits(column)
+            shown[column] = shown[column].map(
+                lambda v, d=digits: "" if v != v else f"{v:.{d}f}"
+            )
+    return shown.to_markdown(index=False, disable_numparse=True, colalign=align)
+
+
+def _settings_line(attrs: dict) -> str:
+    skip = {"by", "kind"}
+    parts = [f"{k}={v}" for k, v in attrs.items() if k not in skip and v is not None]
+    return "_" + ", ".join(parts) + "_"
+
+
+def _records(df) -> list[dict]:  # noqa: ANN001
+    return json.loads(df.to_json(orient="records", double_precision=10))
+
+
+def _emit(text: str, out: str | None) -> None:
+    if out:
+        try:
+            Path(out).write_text(text)
+        except OSError as err:
+            raise CirError(f"{out}: cannot write ({err.strerror})") from None
+    else:
+        sys.stdout.write(text)
+
+
+def _render(df, fmt: str) -> str:  # noqa: ANN001
+    if fmt == "csv":
+        return df.to_csv(index=False, float_format="%.6g")
+    if fmt == "json":
+        return json.dumps(_records(df), indent=2) + "\n"
+    return _markdown(df) + "\n\n" + _settings_line(df.attrs) + "\n"
+
+
+def _load(args: argparse.Namespace):  # noqa: ANN202
+    from cir.paired import read_paired
+
+    df = read_paired(args.paired)
+    mismatched = int((df["prefix_match"] == 0).sum())
+    if mismatched and not args.keep_prefix_mismatch:
+        print(f"cir: note: {mismatched} row(s) with prefix_match false dropped "
+              "(the two arms differ before the branch point); --keep-prefix-mismatch keeps them",
+              file=sys.stderr)
+    return df
+
+
+# --------------------------------------------------------------------------- handlers
+
+
+def _table(args: argparse.Namespace) -> int:
+    from cir.stats import effect_table
+
+    df = _load(args)
+    table = effect_table(df, by=_keys(args.by), cohort=args.cohort, resamples=args.resamples,
+                         seed=args.seed, level=args.level,
+                         require_prefix_match=not args.keep_prefix_mismatch)
+    _emit(_render(table, args.format), args.out)
+    return 0
+
+
+def _contrast(args: argparse.Namespace) -> int:
+    from cir.stats import contrast_table
+
+    df = _load(args)
+    table = contrast_table(df, args.a, args.b, on=args.on, by=_keys(args.by), cohort=args.cohort,
+                           resamples=args.resamples, seed=args.seed, level=args.level,
+                           require_prefix_match=not args.keep_prefix_mismatch)
+    _emit(_render(table, args.format), args.out)
+    return 0
+
+
+def _joint(args: argparse.Namespace) -> int:
+    from cir.decompose import group_index
+    from cir.stats import joint_effects, joint_matrix, joint_outcomes
+
+    df = _load(args)
+    common = dict(a=args.a, b=args.b, on=args.on, by=_keys(args.by), condition=args.condition,
+                  delay=args.delay, cohort=args.cohort,
+                  require_prefix_match=not args.keep_prefix_mismatch,
+                  require_executed=not args.include_not_executed)
+    counts = joint_outcomes(df, **common)
+    effects = joint_effects(df, resamples=args.resamples, seed=args.seed, level=args.level, **common)
+    keys = list(counts.attrs["by"])
+    if args.format == "csv":
+        _emit(_render(counts if args.counts else effects, "csv"), args.out)
+        return 0
+    _, groups = group_index(counts, keys)
+    blocks, records = [], []
+    for _, group in groups.iterrows():
+        mask_c = (counts[keys] == group[keys].to_numpy()).all(axis=1) if keys else counts.index >= 0
+        mask_e = (effects[keys] == group[keys].to_numpy()).all(axis=1) if keys else effects.index >= 0
+        matrix = joint_matrix(counts[mask_c])
+        part = effects[mask_e]
+        label = ", ".join(f"{k}={group[k]}" for k in keys) or "all rows"
+        n = int(matrix.to_numpy().sum())
+        if args.format == "json":
+            records.append({**(_records(groups.loc[[group.name], keys])[0] if keys else {}),
+                            "a": args.a, "b": args.b, "n_tasks": n,
+                            "counts": {row: {col: int(matrix.loc[row, col]) for col in matrix.columns}
+                                       for row in matrix.index},
+                            "effects": _records(part.drop(columns=keys))})
+        else:
+            shown = matrix.copy()
+            shown.index = [f"{args.a}: {o}" for o in shown.index]
+            shown.columns = [f"{args.b}: {o}" for o in shown.columns]
+            blocks.append(f"### {label} ({n} tasks where both ran)\n\n"
+                          + shown.reset_index(names="").to_markdown(index=False) + "\n\n"
+                          + _markdown(part.drop(columns=keys)))
+    if args.format == "json":
+        _emit(json.dumps(records, indent=2) + "\n", args.out)
+    else:
+        _emit("\n\n".join(blocks) + "\n\n" + _settings_line(effects.attrs) + "\n", args.out)
+    return 0
+
+
+def _figures(args: argparse.Namespace) -> int:
+    from cir.plots import write_figures
+
+    df = _load(args)
+    if args.keep_prefix_mismatch:
+        df = df.assign(prefix_match=1)
+    result = write_figures(df, args.out, cohort=args.cohort, resamples=args.resamples, seed=args.seed,
+                           level=args.level)
+    for name, paths in result.items():
+        if isinstance(paths, str):
+            print(f"{name}: {paths}")
+        else:
+            print(f"{name}: " + ", ".join(str(p) for p in paths))
+    return 0

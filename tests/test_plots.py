@@ -1,0 +1,110 @@
+"""Figures: each is a DataFrame -> Figure function; write_figures saves PNG+SVG or skips with a reason."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from matplotlib.figure import Figure
+
+from cir.plots import (
+    FigureSkipped,
+    plot_effects,
+    plot_joint,
+    plot_mechanisms,
+    plot_partitions,
+    write_figures,
+)
+from cir.stats import simulate_paired
+
+
+@pytest.fixture(scope="module")
+def multi():
+    return simulate_paired(40, conditions=("clean", "stale2"), delays=(0, 1, 4),
+                           operations=("refresh", "refresh_ablated", "replan"), seed=3)
+
+
+@pytest.fixture(scope="module")
+def single():
+    return simulate_paired(30, conditions=("clean", "stale2"), delays=(0, 4), seed=4)
+
+
+def _texts(fig: Figure) -> str:
+    parts = [fig.get_suptitle()]
+    for ax in fig.axes:
+        parts += [ax.get_title(), ax.get_xlabel(), ax.get_ylabel()]
+    return " | ".join(parts)
+
+
+def test_effects_figure_says_what_is_shown(multi):
+    fig = plot_effects(multi, resamples=200)
+    text = _texts(fig)
+    assert isinstance(fig, Figure)
+    assert "Effect of recovery" in text and "cluster-bootstrap" in text and "40 tasks" in text
+    assert "recovery delay" in text and "pp" in text
+    assert sum(ax.get_visible() for ax in fig.axes) == 3  # one panel per operation
+
+
+def test_mechanism_figure_has_a_panel_per_condition(multi):
+    fig = plot_mechanisms(multi, resamples=200)
+    assert "Mechanism controls" in fig.get_suptitle()
+    titles = [ax.get_title() for ax in fig.axes if ax.get_visible()]
+    assert titles == ["condition: clean", "condition: stale2"]
+    labels = [t.get_text() for t in fig.axes[0].get_xticklabels()]
+    assert labels == ["refresh", "refresh_ablated", "replan"]
+
+
+def test_partition_bars_add_up_to_n(multi):
+    fig = plot_partitions(multi, cohort="factual-success")
+    assert "factual-success cohort" in fig.get_suptitle()
+    ax = fig.axes[0]
+    widths = {}
+    for patch in ax.patches:
+        y = round(patch.get_y(), 6)
+        widths[y] = widths.get(y, 0) + patch.get_width()
+    n = multi[multi["factual_success"] == 1]["task_id"].nunique()
+    assert set(widths.values()) == {n}
+
+
+def test_joint_heatmap_defaults_to_refresh_vs_ablated_at_stale2(multi):
+    fig = plot_joint(multi)
+    assert "refresh (rows) vs refresh_ablated (columns)" in fig.get_suptitle()
+    assert "condition stale2, delay 4" in fig.get_suptitle()
+
+
+def test_figures_needing_two_operations_are_skipped_not_crashed(single, tmp_path):
+    with pytest.raises(FigureSkipped, match="two operations"):
+        plot_joint(single)
+    with pytest.raises(FigureSkipped, match="at least two operations"):
+        plot_mechanisms(single, resamples=50)
+    result = write_figures(single, tmp_path, resamples=100)
+    assert result["joint_outcomes"].startswith("skipped:")
+    assert result["mechanism_controls"].startswith("skipped:")
+    assert (tmp_path / "effects_by_delay.png").stat().st_size > 10_000
+    assert (tmp_path / "outcome_partitions.svg").exists()
+    manifest = json.loads((tmp_path / "figures.json").read_text())
+    assert manifest["settings"]["resamples"] == 100
+    assert manifest["figures"]["effects_by_delay"] == ["effects_by_delay.png", "effects_by_delay.svg"]
+
+
+def test_svg_output_is_byte_identical_for_identical_input(multi):
+    import io
+
+    import matplotlib
+
+    outputs = []
+    for _ in range(2):
+        buffer = io.BytesIO()
+        with matplotlib.rc_context({"svg.hashsalt": "cir"}):
+            plot_joint(multi).savefig(buffer, format="svg", metadata={"Date": None})
+        outputs.append(buffer.getvalue())
+    assert outputs[0] == outputs[1]
+
+
+@pytest.mark.slow
+def test_written_figures_are_reproducible(multi, tmp_path):
+    write_figures(multi, tmp_path / "a", resamples=100)
+    write_figures(multi, tmp_path / "b", resamples=100)
+    for name in ["effects_by_delay", "mechanism_controls", "outcome_partitions", "joint_outcomes"]:
+        assert (tmp_path / "a" / f"{name}.svg").read_bytes() == (tmp_path / "b" / f"{name}.svg").read_bytes()
+        assert (tmp_path / "a" / f"{name}.png").read_bytes() == (tmp_path / "b" / f"{name}.png").read_bytes()
