@@ -51,7 +51,7 @@ def paired_tables(draw, max_tasks: int = 12):
     return pd.DataFrame(rows)
 
 
-PROPS = settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROPS = settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 # --------------------------------------------------------------------------- invariants
