@@ -1,0 +1,307 @@
+"""AlfworldEnv on the real engine: text, arbitrary actions, exact snapshots, bad input.
+
+Problems come from the project's own generator without the (slow) planner check; the
+slow test at the end verifies solvable generated tasks of all six types.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from cir.envs.alfworld import BANNER, NOTHING_HAPPENS, AlfworldEnv, AlfworldSnapshot
+from cir.envs.base import Env
+from cir.envs.tasks import TASK_TYPES
+from cir.errors import CirError
+
+pytest.importorskip("alfworld")
+
+
+def _no_plan(problem: str, sentence: str) -> list[str]:
+    return []
+
+
+def write_game(folder: Path, task_type: str, index: int, *, seed: int = 0) -> Path:
+    """A generated game file (unverified draw: the planner is skipped to keep tests fast)."""
+    from cir.envs.generate import generate_task
+
+    task = generate_task("train", seed, index, task_type, planner=_no_plan)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "game.tw-pddl"
+    path.write_text(task.game_text, encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def game(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_game(tmp_path_factory.mktemp("game"), "pick_heat_then_place_in_recep", 3)
+
+
+@pytest.fixture(scope="module")
+def game2(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_game(tmp_path_factory.mktemp("game2"), "pick_two_obj_and_place", 5)
+
+
+def random_walk(env: AlfworldEnv, n: int, rng: random.Random) -> list[str]:
+    """``n`` actions drawn from the admissible commands (plus some junk), not yet sent."""
+    actions = []
+    for _ in range(n):
+        if rng.random() < 0.1:
+            actions.append("xyzzy")
+        else:
+            actions.append(rng.choice(env.admissible_commands()))
+        env.step(actions[-1])
+    return actions
+
+
+def check_snapshots_equal_replay(
+    game_file: Path, seed: int, n_steps: int, n_restores: int, horizon: int
+) -> None:
+    """Fast and replay snapshots give the same obs/done/won as the original walk."""
+    rng = random.Random(seed)
+    fast, replay = AlfworldEnv(game_file, "fast"), AlfworldEnv(game_file, "replay")
+    assert fast.reset() == replay.reset()
+    snaps_f: list[AlfworldSnapshot] = []
+    snaps_r: list[AlfworldSnapshot] = []
+    record: list[tuple[str, tuple[str, bool, bool], list[str]]] = []
+    for _ in range(n_steps):
+        snaps_f.append(fast.snapshot())
+        snaps_r.append(replay.snapshot())
+        cmds = fast.admissible_commands()
+        assert cmds == replay.admissible_commands()
+        facts = fast.facts()
+        assert facts == replay.facts()
+        a = "look around" if rng.random() < 0.1 else rng.choice(cmds)
+        out = fast.step(a)
+        assert out == replay.step(a), a
+        record.append((a, out, facts))
+    for _ in range(n_restores):
+        j = rng.randrange(n_steps)
+        fast.restore(snaps_f[j])
+        replay.restore(snaps_r[j])
+        assert fast.fast_valid(snaps_f[j])
+        assert fast.actions == replay.actions == tuple(a for a, _, _ in record[:j])
+        for a, out, facts in record[j : j + horizon]:
+            assert fast.facts() == replay.facts() == facts
+            assert fast.step(a) == out == replay.step(a), a
+
+
+def test_env_protocol_and_reset_text(game: Path) -> None:
+    env = AlfworldEnv(game)
+    assert isinstance(env, Env)
+    obs = env.reset()
+    assert BANNER not in obs
+    assert obs.startswith("You are in the middle of a room.")
+    goal = json.loads(game.read_text())["grammar"]
+    assert re.search(r"Your task is to: [^\n]+\.$", obs)
+    assert obs.split("Your task is to: ")[1] in goal
+    # Nothing but the engine's text: no admissible commands, no facts.
+    assert "admissible" not in obs.lower() and "inreceptacle" not in obs.lower()
+    assert env.reset() == obs  # reset is repeatable
+
+
+def test_arbitrary_text_never_crashes(game: Path) -> None:
+    env = AlfworldEnv(game)
+    env.reset()
+    for junk in [
+        "",
+        "   ",
+        "xyzzy",
+        "go to nowhere 99",
+        "ünïcödé ✓",
+        "a" * 5000,
+        "look\nlook",
+        "take {r} from {o}",
+        "go to %s",
+        "\x00",
+    ]:
+        assert env.step(junk) == (NOTHING_HAPPENS, False, False)
+    # Surrounding whitespace is the engine's business: it strips commands.
+    cmd = env.admissible_commands()[0]
+    assert env.step(f"  {cmd}  ")[0] != NOTHING_HAPPENS
+    with pytest.raises(CirError, match="expected a string"):
+        env.step(3)  # type: ignore[arg-type]
+
+
+def test_step_or_snapshot_before_reset(game: Path) -> None:
+    env = AlfworldEnv(game)
+    with pytest.raises(CirError, match="reset"):
+        env.step("look")
+    with pytest.raises(CirError, match="reset"):
+        env.snapshot()
+
+
+def test_sorted_views_and_determinism(game: Path) -> None:
+    a, b = AlfworldEnv(game), AlfworldEnv(game, "replay")
+    assert a.reset() == b.reset()
+    rng = random.Random(3)
+    for _ in range(5):
+        cmds = a.admissible_commands()
+        assert cmds == sorted(cmds) == b.admissible_commands()
+        assert a.facts() == sorted(a.facts()) == b.facts()
+        act = rng.choice(cmds)
+        assert a.step(act) == b.step(act)
+
+
+def test_fast_snapshots_equal_replay(game: Path, game2: Path) -> None:
+    check_snapshots_equal_replay(game, seed=0, n_steps=12, n_restores=5, horizon=3)
+    check_snapshots_equal_replay(game2, seed=1, n_steps=10, n_restores=4, horizon=3)
+
+
+def test_fast_path_is_used_and_survives_reset(game: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    env = AlfworldEnv(game, "fast")
+    calls = []
+    real = env._engine_reset
+    monkeypatch.setattr(env, "_engine_reset", lambda: calls.append(1) or real())
+    env.reset()
+    rng = random.Random(7)
+    random_walk(env, 4, rng)
+    snap = env.snapshot()
+    cont = [env.step(a) for a in (rng.choice(env.admissible_commands()),)]
+    act = env.actions[-1]
+    for _ in range(3):
+        env.restore(snap)
+        assert env.step(act) == cont[0]
+    env.reset()  # later resets restore the initial state: snapshots stay valid
+    env.restore(snap)
+    assert env.step(act) == cont[0]
+    assert len(calls) == 1  # only the first reset touched the engine
+
+    rep = AlfworldEnv(game, "replay")
+    calls_r = []
+    real_r = rep._engine_reset
+    monkeypatch.setattr(rep, "_engine_reset", lambda: calls_r.append(1) or real_r())
+    rep.reset()
+    for a in snap.actions:
+        rep.step(a)
+    s = rep.snapshot()
+    assert s.fast is None
+    rep.step("look")
+    rep.restore(s)
+    assert len(calls_r) == 2
+    assert rep.step(act) == cont[0]
+
+
+def test_snapshot_across_instances_and_games(game: Path, game2: Path) -> None:
+    a, b = AlfworldEnv(game), AlfworldEnv(game)
+    a.reset()
+    b.reset()
+    rng = random.Random(11)
+    random_walk(a, 3, rng)
+    snap = a.snapshot()
+    nxt = rng.choice(a.admissible_commands())
+    expected = a.step(nxt)
+    assert not b.fast_valid(snap)  # another engine: falls back to replay
+    b.restore(snap)
+    assert b.step(nxt) == expected
+    c = AlfworldEnv(game2)
+    c.reset()
+    with pytest.raises(CirError, match="cannot restore a snapshot of"):
+        c.restore(snap)
+    with pytest.raises(CirError, match="expected an AlfworldSnapshot"):
+        c.restore("not a snapshot")
+
+
+def test_restore_keeps_done_and_won_flags(game: Path) -> None:
+    env = AlfworldEnv(game)
+    env.reset()
+    snap0 = env.snapshot()
+    assert (snap0.done, snap0.won, snap0.last_obs) == (False, False, env.reset())
+    env.step("look")
+    env.restore(snap0)
+    assert env.actions == ()
+
+
+def test_sys_argv_kept(game: Path) -> None:
+    before = list(sys.argv)
+    env = AlfworldEnv(game)
+    env.reset()
+    env.restore(env.snapshot())
+    assert sys.argv == before
+
+
+# -- bad input ----------------------------------------------------------------------------
+
+
+def test_bad_mode(game: Path) -> None:
+    with pytest.raises(CirError, match="snapshots='quick': expected 'fast' or 'replay'"):
+        AlfworldEnv(game, "quick")  # type: ignore[arg-type]
+
+
+def test_missing_game_file(tmp_path: Path) -> None:
+    missing = tmp_path / "nope" / "game.tw-pddl"
+    with pytest.raises(CirError, match=f"{re.escape(str(missing))}: game file not found"):
+        AlfworldEnv(missing)
+
+
+def test_corrupt_and_truncated_game_files(game: Path, tmp_path: Path) -> None:
+    text = game.read_text()
+    bad = tmp_path / "game.tw-pddl"
+    bad.write_text(text[: len(text) // 2])
+    with pytest.raises(CirError, match=rf"{re.escape(str(bad))}: invalid JSON at line \d+"):
+        AlfworldEnv(bad)
+    bad.write_text("not json at all")
+    with pytest.raises(CirError, match="invalid JSON"):
+        AlfworldEnv(bad)
+    bad.write_text("[1, 2]")
+    with pytest.raises(CirError, match="expected a JSON object"):
+        AlfworldEnv(bad)
+    data = json.loads(text)
+    del data["pddl_problem"]
+    bad.write_text(json.dumps(data))
+    with pytest.raises(CirError, match=r"missing key\(s\) pddl_problem"):
+        AlfworldEnv(bad)
+    data = json.loads(text)
+    data["grammar"] = 5
+    bad.write_text(json.dumps(data))
+    with pytest.raises(CirError, match="'grammar' must be a non-empty string"):
+        AlfworldEnv(bad)
+
+
+def test_problem_the_engine_cannot_load(game: Path, tmp_path: Path) -> None:
+    data = json.loads(game.read_text())
+    # No start location for the agent: the translator raises KeyError('val1').
+    data["pddl_problem"] = re.sub(r"\(atLocation agent1 [^)]*\)", "", data["pddl_problem"])
+    bad = tmp_path / "game.tw-pddl"
+    bad.write_text(json.dumps(data))
+    with pytest.raises(
+        CirError,
+        match=rf"{re.escape(str(bad))}: failed to load: .*goal is unreachable or a needed fact is missing",
+    ):
+        AlfworldEnv(bad)
+    data = json.loads(game.read_text())
+    data["pddl_problem"] = data["pddl_problem"].replace("(:init", "(:init (", 1)
+    bad.write_text(json.dumps(data))
+    with pytest.raises(
+        CirError, match=rf"{re.escape(str(bad))}: failed to load: the engine failed"
+    ):
+        AlfworldEnv(bad)
+
+
+# -- exhaustive --------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_random_walks_all_task_types_fast_equals_replay(tmp_path: Path) -> None:
+    """Verified generated tasks of all six types: walkthrough wins; fast == replay."""
+    from cir.envs.generate import generate_split
+    from cir.envs.tasks import load_tasks
+
+    generate_split(tmp_path, "train", 6, seed=0, progress=False)
+    refs = load_tasks(tmp_path / "train")
+    assert sorted(r.task_type for r in refs) == sorted(TASK_TYPES)
+    for i, ref in enumerate(refs):
+        env = AlfworldEnv(ref.game_file)
+        env.reset()
+        assert env.walkthrough and len(env.walkthrough) == ref.plan_length
+        outs = [env.step(a) for a in env.walkthrough]
+        assert outs[-1][1:] == (True, True), ref.task_id
+        assert not any(won for _, _, won in outs[:-1])
+        check_snapshots_equal_replay(
+            ref.game_file, seed=100 + i, n_steps=30, n_restores=10, horizon=6
+        )
