@@ -247,7 +247,8 @@ def effect_table(
     One row per group of ``by``. ``effect_pp`` = 100 * (mean y1 - mean y0) =
     100 * (rescue rate - harm rate). The interval resamples the tasks of the cohort
     (all groups on the same resamples). ``sign_flip_p`` tests the task-level sum of
-    y1 - y0; ``mcnemar_p`` is McNemar's exact test on rescues vs harms. Tian-Pearl
+    y1 - y0; ``mcnemar_p`` is McNemar's exact test on rescues vs harms (NaN when a task
+    has several rows in the group, as its pairs are then not independent). Tian-Pearl
     bounds on the rescue and harm probabilities (pp) sit beside the observed rates.
     """
     _check_resamples(resamples, level)
@@ -269,7 +270,11 @@ def effect_table(
         sign_flip_test(num[den[:, g] > 0, g], resamples, _group_seed(seed, _group_keys(groups, keys, g)))
         for g in range(n_groups)
     ]
-    table["mcnemar_p"] = [mcnemar_p(r, h) for r, h in zip(table["rescues"], table["harms"], strict=True)]
+    # McNemar treats pairs as independent: only sensible when each task gives one pair to the group.
+    table["mcnemar_p"] = [
+        mcnemar_p(r, h) if n == nt else np.nan
+        for r, h, n, nt in zip(table["rescues"], table["harms"], table["n"], table["n_tasks"], strict=True)
+    ]
     bounds = tian_pearl_bounds(table["success_with"].to_numpy(), table["success_without"].to_numpy())
     for name, values in bounds.items():
         table[f"{name.replace('_', '_bound_')}_pp"] = 100 * values

@@ -345,3 +345,12 @@ def test_unknown_values_are_named():
 def test_bad_resamples_are_named(resamples):
     with pytest.raises(CirError, match="resamples must be a positive integer"):
         effect_table(simulate_paired(5, seed=0), resamples=resamples)
+
+
+def test_mcnemar_only_where_pairs_are_independent():
+    df = simulate_paired(20, conditions=("clean", "stale2"), delays=(0, 4), seed=2)
+    per_cell = effect_table(df, by=["condition", "delay"], resamples=FAST)
+    pooled = effect_table(df, by=["condition"], resamples=FAST)
+    assert per_cell["mcnemar_p"].notna().all()
+    assert pooled["mcnemar_p"].isna().all()  # two delays per task: rows of a task are not independent
+    assert pooled["sign_flip_p"].notna().all()  # the task-level test still applies
