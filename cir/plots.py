@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from cir import __version__
 from cir.decompose import _select, prepare, sort_groups
@@ -204,6 +205,7 @@ def plot_partitions(df: pd.DataFrame, cohort: str = "all") -> Figure:
             left += values
         ax.set_title(f"operation: {op}", fontsize=10)
         ax.set_xlabel("task pairs (count)")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.tick_params(axis="y", labelsize=8)
     axes[0].set_ylabel("condition, delay")
     handles, labels = axes[0].get_legend_handles_labels()
