@@ -230,3 +230,28 @@ def test_rerun_does_nothing_and_other_settings_refused(tmp_path):
         _experiment(tmp_path / "x", backend="spark")
     with pytest.raises(CirError, match="no tasks"):
         run_experiment([], tmp_path / "y", progress=False)
+
+
+def test_branching_env_does_each_transition_once():
+    from cir.replay import BranchingEnv
+
+    task = fake_tasks(1)[0]
+    real = make_fake_env(task)
+    env = BranchingEnv(real)
+    intro = env.reset()
+    assert env.reset() == intro and real.resets == 1
+    a = env.step("go to drawer 1")
+    s1 = env.snapshot()
+    b = env.step("go to shelf 1")
+    env.restore(())
+    assert env.step("go to drawer 1") == a  # memo hit, real env not touched
+    assert real.steps == 2 and env.stats["env_memo_hits"] == 1
+    env.restore(s1)
+    assert env.step("go to shelf 1") == b
+    c = env.step("look")  # real env is already at this path: no restore needed
+    assert env.stats["env_restores"] == 0 and real.steps == 3 and "facing the shelf 1" in c[0]
+    env.restore(())
+    env.step("go to shelf 1")  # new transition from an old state: one restore
+    assert env.stats["env_restores"] == 1 and real.steps == 4
+    with pytest.raises(CirError, match="unknown state"):
+        env.restore(("fly",))
