@@ -62,6 +62,28 @@ EFFECT_COLUMNS = [
     "harm_bound_high_pp",
 ]
 
+CONTRAST_COLUMNS = [
+    "a",
+    "b",
+    "n_a",
+    "rescues_a",
+    "harms_a",
+    "n_b",
+    "rescues_b",
+    "harms_b",
+    "n_paired",
+    "effect_a_pp",
+    "effect_b_pp",
+    "difference_pp",
+    "ci_low_pp",
+    "ci_high_pp",
+    "sign_flip_p",
+]
+JOINT_EFFECT_COLUMNS = [
+    "comparison", "n", "n_tasks", "wins", "losses", "net",
+    "effect_pp", "ci_low_pp", "ci_high_pp", "sign_flip_p", "mcnemar_p",
+]
+
 
 # --------------------------------------------------------------------------- bootstrap
 
@@ -363,7 +385,7 @@ def contrast_table(
     table["n_paired"] = paired.sum(axis=0)
     table["effect_a_pp"] = effect_a
     table["effect_b_pp"] = effect_b
-    table["diff_pp"] = effect_a - effect_b
+    table["difference_pp"] = effect_a - effect_b
     table["ci_low_pp"] = 100 * low
     table["ci_high_pp"] = 100 * high
     table["sign_flip_p"] = [
@@ -374,6 +396,7 @@ def contrast_table(
         else np.nan
         for g in range(n_groups)
     ]
+    table = table[keys + CONTRAST_COLUMNS]
     table.attrs.update(
         _settings(
             kind="contrast", on=on_key, a=str(a), b=str(b), by=keys, cohort=cohort,

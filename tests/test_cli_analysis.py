@@ -76,7 +76,7 @@ def test_contrast(run_dir, capsys):
     rows = json.loads(out)
     assert [r["delay"] for r in rows] == [0, 4]
     for r in rows:
-        assert r["diff_pp"] == pytest.approx(r["effect_a_pp"] - r["effect_b_pp"])
+        assert r["difference_pp"] == pytest.approx(r["effect_a_pp"] - r["effect_b_pp"])
 
 
 def test_joint_formats(run_dir, capsys):

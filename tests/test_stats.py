@@ -240,8 +240,8 @@ def test_contrast_is_difference_of_effects_with_shared_resamples():
     for _, row in con.iterrows():
         a = eff[(eff["condition"] == "stale2") & (eff["delay"] == row["delay"])]["effect_pp"].item()
         b = eff[(eff["condition"] == "clean") & (eff["delay"] == row["delay"])]["effect_pp"].item()
-        assert row["diff_pp"] == pytest.approx(a - b)
-        assert row["ci_low_pp"] <= row["diff_pp"] <= row["ci_high_pp"]
+        assert row["difference_pp"] == pytest.approx(a - b)
+        assert row["ci_low_pp"] <= row["difference_pp"] <= row["ci_high_pp"]
         assert row["n_paired"] == 60
 
 
@@ -251,7 +251,7 @@ def test_contrast_keeps_task_correlation():
     df = simulate_paired(50, conditions=("clean",), delays=(0,), seed=6)
     both = pd.concat([df, df.assign(condition="copy")], ignore_index=True)
     con = contrast_table(both, "copy", "clean", by=[], resamples=1000)
-    assert con["diff_pp"].item() == 0 and con["ci_low_pp"].item() == 0 and con["ci_high_pp"].item() == 0
+    assert con["difference_pp"].item() == 0 and con["ci_low_pp"].item() == 0 and con["ci_high_pp"].item() == 0
 
 
 def test_joint_table_counts_and_paired_effects():
