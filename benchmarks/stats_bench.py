@@ -38,6 +38,14 @@ from cir.stats import (
 )
 
 
+def _rng(seed: int) -> dict:
+    """scipy >= 1.15 takes ``rng``; older releases ``random_state``."""
+    import inspect
+
+    key = "rng" if "rng" in inspect.signature(sps.bootstrap).parameters else "random_state"
+    return {key: np.random.default_rng(seed)}
+
+
 def _setup(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, int]:
     gcodes, groups = group_index(df, ["condition", "delay"])
     tcodes, tasks = task_index(df)
@@ -92,7 +100,7 @@ def agreement(seed: int) -> dict:
     table = effect_table(one, by=[], resamples=10_000, seed=seed)
     d = (one["y1"] - one["y0"]).to_numpy(dtype=float) * 100
     ref = sps.bootstrap((d,), np.mean, method="percentile", n_resamples=10_000,
-                        rng=np.random.default_rng(seed + 2), vectorized=True).confidence_interval
+                        **_rng(seed + 2), vectorized=True).confidence_interval
     out["bootstrap_vs_scipy"] = {
         "tasks": len(one), "effect_pp": float(table["effect_pp"].item()),
         "cir_ci_pp": [float(table["ci_low_pp"].item()), float(table["ci_high_pp"].item())],
@@ -112,7 +120,7 @@ def agreement(seed: int) -> dict:
     x = rng.choice([-1.0, 0.0, 1.0], p=[0.2, 0.55, 0.25], size=300)
     ours = sign_flip_test(x, resamples=100_000, seed=seed)
     theirs = sps.permutation_test((x,), lambda v, axis: np.mean(v, axis=axis), permutation_type="samples",
-                                  n_resamples=100_000, rng=np.random.default_rng(seed + 4)).pvalue
+                                  n_resamples=100_000, **_rng(seed + 4)).pvalue
     out["sign_flip_vs_scipy"] = {
         "exact_cases": len(exact_diffs), "exact_max_abs_diff": float(max(exact_diffs)),
         "monte_carlo_nonzero_tasks": int((x != 0).sum()), "monte_carlo_resamples": 100_000,

@@ -28,6 +28,14 @@ from cir.stats import (
     tian_pearl_bounds,
 )
 
+
+def _rng(seed: int) -> dict:
+    """scipy >= 1.15 takes ``rng``; older releases ``random_state``."""
+    import inspect
+
+    key = "rng" if "rng" in inspect.signature(sps.bootstrap).parameters else "random_state"
+    return {key: np.random.default_rng(seed)}
+
 FAST = 200  # resamples in property tests: the invariants hold for any number
 
 
@@ -172,7 +180,7 @@ def test_percentile_ci_ignores_empty_resamples():
 
 def _scipy_sign_flip(d: np.ndarray, n_resamples: float, seed: int = 0) -> float:
     res = sps.permutation_test((d,), lambda x, axis: np.mean(x, axis=axis), permutation_type="samples",
-                               alternative="two-sided", n_resamples=n_resamples, rng=np.random.default_rng(seed))
+                               alternative="two-sided", n_resamples=n_resamples, **_rng(seed))
     return float(res.pvalue)
 
 
@@ -218,7 +226,7 @@ def test_bootstrap_agrees_with_scipy_bootstrap_on_one_condition():
     table = effect_table(df, by=[], resamples=10_000, seed=0)
     diffs = (df["y1"] - df["y0"]).to_numpy(dtype=float) * 100
     res = sps.bootstrap((diffs,), np.mean, method="percentile", n_resamples=10_000,
-                        rng=np.random.default_rng(1), vectorized=True)
+                        **_rng(1), vectorized=True)
     step = 100 / len(df)  # the effect moves in steps of one task
     assert abs(table["ci_low_pp"].item() - res.confidence_interval.low) <= step + 0.5
     assert abs(table["ci_high_pp"].item() - res.confidence_interval.high) <= step + 0.5
