@@ -296,10 +296,13 @@ def write_figures(
     seed: int = DEFAULT_SEED,
     level: float = DEFAULT_LEVEL,
     formats: Sequence[str] = ("png", "svg"),
+    joint: dict | None = None,
 ) -> dict[str, list[Path] | str]:
     """Write every figure the table supports to ``out`` (PNG and SVG) with a ``figures.json`` manifest.
 
-    Returns {figure name: written paths, or the reason it was skipped}.
+    ``joint`` may set ``a``, ``b``, ``condition``, ``delay`` of the joint heatmap
+    (see :func:`plot_joint` for the defaults). Returns {figure name: written paths,
+    or the reason it was skipped}.
     """
     import matplotlib
 
@@ -313,7 +316,7 @@ def write_figures(
         "effects_by_delay": lambda: plot_effects(rows, "all", resamples, seed, level),
         "mechanism_controls": lambda: plot_mechanisms(rows, "all", resamples, seed, level),
         "outcome_partitions": lambda: plot_partitions(rows, "all"),
-        "joint_outcomes": lambda: plot_joint(rows, cohort="all"),
+        "joint_outcomes": lambda: plot_joint(rows, cohort="all", **(joint or {})),
     }
     settings = {"cir_version": __version__, "cohort": cohort, "resamples": int(resamples), "seed": int(seed),
                 "level": level, "tasks": int(rows["task_id"].nunique()), "rows": len(rows)}

@@ -141,3 +141,20 @@ def test_prefix_mismatch_rows_are_dropped_with_a_note(tmp_path, capsys):
     code, out, _ = _run(capsys, "table", tmp_path, "--by", "", "--format", "json", "--resamples", 50,
                         "--keep-prefix-mismatch")
     assert json.loads(out)[0]["n"] == len(df)
+
+
+def test_columns_option_selects_result_columns(run_dir, capsys):
+    code, out, _ = _run(capsys, "table", run_dir, "--by", "condition", "--columns", "rescues,effect_pp",
+                        "--format", "csv", "--resamples", 50)
+    assert code == 0 and out.splitlines()[0] == "condition,rescues,effect_pp"
+    code, _, err = _run(capsys, "contrast", run_dir, "--a", "stale2", "--b", "clean", "--columns", "bogus")
+    assert code == 2 and "--columns: 'bogus' not in the result" in err
+
+
+def test_figures_joint_options(run_dir, capsys, tmp_path):
+    code, _, _ = _run(capsys, "figures", run_dir, "--out", tmp_path, "--resamples", 50,
+                      "--a", "refresh_ablated", "--b", "refresh", "--condition", "clean", "--delay", 0)
+    assert code == 0 and (tmp_path / "joint_outcomes.svg").exists()
+    assert "refresh_ablated (rows) vs refresh (columns)" in (tmp_path / "joint_outcomes.svg").read_text()
+    code, _, err = _run(capsys, "figures", run_dir, "--out", tmp_path, "--condition", "stale7")
+    assert code == 2 and "condition 'stale7' is not in the paired table" in err

@@ -44,6 +44,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _common(p)
     p.add_argument("--by", default="condition,delay,operation",
                    help="comma-separated grouping columns (default condition,delay,operation)")
+    p.add_argument("--columns", help="only these result columns (comma list), after the grouping keys")
     p.set_defaults(handler=_table)
 
     p = subparsers.add_parser("contrast", help="difference of recovery effects between two conditions",
@@ -54,6 +55,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--b", required=True, help="second value (e.g. clean)")
     p.add_argument("--on", default="condition", help="column that holds a and b (default condition)")
     p.add_argument("--by", default="operation,delay", help="grouping columns (default operation,delay)")
+    p.add_argument("--columns", help="only these result columns (comma list), after the grouping keys")
     p.set_defaults(handler=_contrast)
 
     p = subparsers.add_parser("joint", help="joint outcomes of two recovery operations on the same tasks",
@@ -78,6 +80,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                           "cannot support are skipped with a note.")
     _common(p, fmt=False)
     p.add_argument("--out", required=True, metavar="DIR", help="output folder")
+    p.add_argument("--a", help="joint heatmap: first operation (default refresh, else the first one)")
+    p.add_argument("--b", help="joint heatmap: second operation (default refresh_ablated, else the second)")
+    p.add_argument("--condition", help="joint heatmap: condition (default stale2, else the first stale one)")
+    p.add_argument("--delay", type=int, help="joint heatmap: delay (default the largest)")
     p.set_defaults(handler=_figures)
 
 
@@ -138,6 +144,20 @@ def _render(df, fmt: str) -> str:  # noqa: ANN001
     return _markdown(df) + "\n\n" + _settings_line(df.attrs) + "\n"
 
 
+def _select_columns(table, keys: list[str], wanted: str | None):  # noqa: ANN001, ANN202
+    if not wanted:
+        return table
+    columns = _keys(wanted)
+    unknown = [c for c in columns if c not in table.columns]
+    if unknown:
+        available = [c for c in table.columns if c not in keys]
+        raise CirError(f"--columns: {', '.join(repr(c) for c in unknown)} not in the result; "
+                       f"available: {', '.join(available)}")
+    out = table[keys + [c for c in columns if c not in keys]]
+    out.attrs.update(table.attrs)
+    return out
+
+
 def _load(args: argparse.Namespace):  # noqa: ANN202
     from cir.paired import read_paired
 
@@ -160,6 +180,7 @@ def _table(args: argparse.Namespace) -> int:
     table = effect_table(df, by=_keys(args.by), cohort=args.cohort, resamples=args.resamples,
                          seed=args.seed, level=args.level,
                          require_prefix_match=not args.keep_prefix_mismatch)
+    table = _select_columns(table, list(table.attrs["by"]), args.columns)
     _emit(_render(table, args.format), args.out)
     return 0
 
@@ -171,6 +192,7 @@ def _contrast(args: argparse.Namespace) -> int:
     table = contrast_table(df, args.a, args.b, on=args.on, by=_keys(args.by), cohort=args.cohort,
                            resamples=args.resamples, seed=args.seed, level=args.level,
                            require_prefix_match=not args.keep_prefix_mismatch)
+    table = _select_columns(table, list(table.attrs["by"]), args.columns)
     _emit(_render(table, args.format), args.out)
     return 0
 
@@ -225,8 +247,9 @@ def _figures(args: argparse.Namespace) -> int:
     df = _load(args)
     if args.keep_prefix_mismatch:
         df = df.assign(prefix_match=1)
+    joint = {"a": args.a, "b": args.b, "condition": args.condition, "delay": args.delay}
     result = write_figures(df, args.out, cohort=args.cohort, resamples=args.resamples, seed=args.seed,
-                           level=args.level)
+                           level=args.level, joint=joint)
     for name, paths in result.items():
         if isinstance(paths, str):
             print(f"{name}: {paths}")
