@@ -225,6 +225,34 @@ def test_sys_argv_kept(game: Path) -> None:
     assert sys.argv == before
 
 
+def check_memo_identical(game_file: Path, seed: int, n_steps: int) -> None:
+    """The memoised text generator writes exactly what the unmodified engine writes."""
+    rng = random.Random(seed)
+    plain = AlfworldEnv(game_file, "fast", memo_text=False)
+    memo = AlfworldEnv(game_file, "fast", memo_text=True)
+    assert type(plain._pddl_env._logic.grammar).__name__ == "ContextSensitiveGrammar"
+    assert type(memo._pddl_env._logic.grammar).__name__ == "MemoGrammar"
+    assert plain.reset() == memo.reset()
+    snaps = []
+    for i in range(n_steps):
+        if i % 7 == 6:  # revisit earlier states too
+            j = rng.randrange(len(snaps))
+            plain.restore(snaps[j][0])
+            memo.restore(snaps[j][1])
+        snaps.append((plain.snapshot(), memo.snapshot()))
+        p_state, m_state = plain._pddl_env.state, memo._pddl_env.state
+        assert p_state["admissible_commands"] == m_state["admissible_commands"]
+        assert p_state["_valid_commands"] == m_state["_valid_commands"]
+        a = "inventory please" if rng.random() < 0.05 else rng.choice(plain.admissible_commands())
+        assert plain.step(a) == memo.step(a), a
+    assert plain.facts() == memo.facts()
+
+
+def test_memo_text_byte_identical(game: Path, game2: Path) -> None:
+    check_memo_identical(game, seed=5, n_steps=15)
+    check_memo_identical(game2, seed=6, n_steps=15)
+
+
 # -- bad input ----------------------------------------------------------------------------
 
 
@@ -305,3 +333,4 @@ def test_random_walks_all_task_types_fast_equals_replay(tmp_path: Path) -> None:
         check_snapshots_equal_replay(
             ref.game_file, seed=100 + i, n_steps=30, n_restores=10, horizon=6
         )
+        check_memo_identical(ref.game_file, seed=200 + i, n_steps=40)

@@ -108,8 +108,9 @@ class AlfworldEnv:
 
     ``game_file`` is a ``game.tw-pddl`` path (or a ``TaskRef``). ``snapshots="fast"`` uses
     engine state ids where they hold (and falls back to replay where they do not);
-    ``"replay"`` always resets and replays. ``memo_text=True`` caches the grammar's text
-    derivations per engine state (byte-identical text, fewer template parses).
+    ``"replay"`` always resets and replays. ``memo_text=True`` (default) writes the text
+    with ``cir.envs.textmemo`` (byte-identical, about 10x faster steps); ``False`` runs the
+    unmodified engine.
     """
 
     def __init__(
@@ -117,7 +118,7 @@ class AlfworldEnv:
         game_file: str | Path | TaskRef,
         snapshots: SnapshotMode = "fast",
         *,
-        memo_text: bool = False,
+        memo_text: bool = True,
     ) -> None:
         if snapshots not in ("fast", "replay"):
             raise CirError(f"snapshots={snapshots!r}: expected 'fast' or 'replay'")
@@ -131,6 +132,10 @@ class AlfworldEnv:
         self._env = self._load()
         self._pddl_env = self._find_pddl_env(self._env)
         self._lib = self._pddl_env.downward_lib
+        if memo_text:
+            from cir.envs.textmemo import install_memo
+
+            install_memo(self._pddl_env)
         self._fast_ok = snapshots == "fast" and self._bind_state_id_functions()
         self._initial: AlfworldSnapshot | None = None
         self._actions: list[str] = []
@@ -192,14 +197,7 @@ class AlfworldEnv:
                 state = self._env.reset()
         except Exception as exc:
             raise self._fail("failed to reset", exc) from None
-        if self.memo_text:
-            self._install_memo()
         return strip_banner(state.feedback)
-
-    def _install_memo(self) -> None:
-        from cir.envs.textmemo import install_memo
-
-        install_memo(self._pddl_env, self._lib if self._fast_ok else None)
 
     # -- the Env contract ------------------------------------------------------------
 
