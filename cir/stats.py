@@ -95,7 +95,7 @@ def _check_resamples(resamples: int, level: float) -> None:
         raise CirError(f"confidence level must be between 0 and 1; got {level!r}")
 
 
-def task_weights(n_tasks: int, resamples: int, seed: int) -> Iterator[np.ndarray]:
+def task_weights(n_tasks: int, resamples: int, seed: int | Sequence[int]) -> Iterator[np.ndarray]:
     """Chunks of bootstrap weights: row b holds how often each task is drawn in resample b.
 
     Drawing ``n_tasks`` task indices with replacement and counting them (bincount)
@@ -114,7 +114,9 @@ def task_weights(n_tasks: int, resamples: int, seed: int) -> Iterator[np.ndarray
         done += c
 
 
-def bootstrap_ratios(num: np.ndarray, den: np.ndarray, resamples: int, seed: int) -> np.ndarray:
+def bootstrap_ratios(
+    num: np.ndarray, den: np.ndarray, resamples: int, seed: int | Sequence[int]
+) -> np.ndarray:
     """Cluster-bootstrap replicates of ``sum(num) / sum(den)`` for every column.
 
     ``num`` and ``den`` are (tasks x columns) per-task sums (e.g. of y1 - y0 and of
@@ -178,7 +180,7 @@ def _signed_sums(values: np.ndarray) -> np.ndarray:
 def sign_flip_test(
     differences: Sequence[float] | np.ndarray,
     resamples: int = DEFAULT_RESAMPLES,
-    seed: int = DEFAULT_SEED,
+    seed: int | Sequence[int] = DEFAULT_SEED,
     max_exact: int = MAX_EXACT_SIGN_FLIP,
 ) -> float:
     """Two-sided task-level sign-flip test of ``mean(differences) == 0``.
