@@ -92,7 +92,12 @@ class LinearModel:
     def predict_proba(self, X: np.ndarray) -> np.ndarray:
         """P(label = 1) for each row of ``X`` (same arithmetic row by row, any batch size)."""
         X = np.atleast_2d(np.asarray(X, dtype=float))
-        z = np.sum(((X - self.mean) / self.scale) * self.coef, axis=1) + self.intercept
+        terms = ((X - self.mean) / self.scale) * self.coef
+        # Accumulate feature by feature in a fixed order: numpy's axis reductions may sum a
+        # batch in another order than a single row, and the router must match bit for bit.
+        z = np.full(len(X), float(self.intercept))
+        for j in range(terms.shape[1]):
+            z = z + terms[:, j]
         return 1.0 / (1.0 + np.exp(-z))
 
     def to_dict(self) -> dict[str, Any]:

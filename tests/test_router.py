@@ -235,3 +235,36 @@ def test_unknown_feature(router_file: Path, tmp_path: Path) -> None:
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(CirError, match="no such router file"):
         Router.load(tmp_path / "nope.json")
+
+
+def test_live_equals_offline_with_every_feature(tmp_path: Path) -> None:
+    """A router over all of FEATURES (as from a real run): batch and single-row scores agree
+    bit for bit, so decisions agree too."""
+    rng = np.random.default_rng(4)
+    records, prefixes = [], []
+    for k in range(40):
+        condition = ["clean", "stale2", "stale1", "missing"][k % 4]
+        n = int(rng.integers(7, 14))
+        at = int(rng.integers(3, n - 2))
+        full = random_transcript(rng, n, at, condition)
+        y0 = int(rng.random() < (0.8 if condition == "clean" else 0.4))
+        for d in (1, 2, 4):
+            if at + d > n:
+                continue
+            prefix = full.prefix(full.steps_until_env_action(at + d))
+            f = extract_features(prefix, d)
+            y1 = int(rng.random() < 0.3 + 0.4 * f["f_suspect_mismatch"])
+            prefixes.append((prefix, d))
+            records.append({"task_id": f"t{k // 4}", "condition": condition, "delay": d, "operation": "refresh",
+                            "y0": y0, "y1": y1, "executed": 1, "factual_success": 1, "prefix_match": 1, **f})
+    pd.DataFrame(records).to_csv(tmp_path / "paired.csv", index=False)
+    table = read_paired(tmp_path / "paired.csv")
+    policy = CIRPolicy(grid_size=7, epsilon=0.2).fit(table)
+    assert len(policy.features_) == len(extract_features(prefixes[0][0], 1))
+    router = Router.load(Router.from_policy(policy).save(tmp_path / "router.json"))
+    offline = policy.decide(table)
+    live = [router.decide(p, d) for p, d in prefixes]
+    assert [d.p_err for d in live] == offline["p_err"].tolist()
+    assert [d.p0 for d in live] == offline["p0"].tolist()
+    assert [d.p1 for d in live] == offline["p1"].tolist()
+    assert [d.refresh for d in live] == offline["refresh"].tolist()
