@@ -133,3 +133,26 @@ def test_real_episode_prints_transcript(real_tasks, tmp_path):
     assert proc.stdout.strip().splitlines()[-1].split(":")[0] in {"WON", "LOST", "LOST (budget)"}
     data = json.loads((tmp_path / "e.json").read_text())
     assert data["info"]["point"] >= 3
+
+
+def test_format_episode_marks_perturbation_and_recovery():
+    from test_replay_support import FakeAgent, fake_tasks, make_fake_env
+
+    from cir.cli.episode import Painter, format_episode
+    from cir.replay import run_episode
+
+    task = fake_tasks(1)[0]
+
+    class At2:
+        delays = (2,)
+
+        def decide(self, transcript, delay):
+            return type("D", (), {"refresh": True})()
+
+    _, ep, info = run_episode(task.task_id, FakeAgent(), make_fake_env(task), "stale2", router=At2())
+    plain = format_episode(ep, task, info, Painter(False))
+    assert "(true: " in plain and "perturb:stale2" in plain and "H refresh (look)" in plain
+    assert plain.splitlines()[-1].startswith(("WON", "LOST"))
+    assert "router d=2:refresh" in plain
+    coloured = format_episode(ep, task, info, Painter(True), full=True)
+    assert "\033[" in coloured and "Your task is to:" in coloured

@@ -135,7 +135,6 @@ def format_episode(episode: Any, task: Any, info: dict[str, Any], paint: Painter
             f"condition {info['condition']}")
     if info.get("point"):
         tail += f" at env action {info['point']}"
-    if episode is not None and info.get("condition") != "clean" or info.get("router_decisions") is not None:
         fact = "won" if info["factual_success"] else "lost"
         tail += f"; factual run {fact} in {info['factual_env_actions']} env actions"
     if info.get("router_decisions") is not None:
