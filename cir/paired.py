@@ -90,7 +90,8 @@ def _as_binary(df: pd.DataFrame, column: str, source: str) -> pd.Series:
     if values.dtype == bool:
         return values.astype(int)
     if values.dtype == object:
-        mapped = values.map({"True": 1, "False": 0, "true": 1, "false": 0, True: 1, False: 0, 1: 1, 0: 0})
+        # True == 1 in a dict, so the bool keys also cover the integers 1 and 0.
+        mapped = values.map({"True": 1, "False": 0, "true": 1, "false": 0, True: 1, False: 0})
         bad = values[mapped.isna()]
     else:
         mapped = values
@@ -99,9 +100,14 @@ def _as_binary(df: pd.DataFrame, column: str, source: str) -> pd.Series:
         row = bad.index[0]
         raise CirError(
             f"{source}: column {column!r} must hold 0/1 (or true/false); "
-            f"row {row} has {bad.iloc[0]!r}"
+            f"row {row} has {_plain(bad.iloc[0])!r}"
         )
     return mapped.astype(int)
+
+
+def _plain(value: object) -> object:
+    """A numpy scalar as the Python value (so messages say 3, not np.int64(3))."""
+    return value.item() if hasattr(value, "item") else value
 
 
 def validate_paired(df: pd.DataFrame, source: str = "paired table", require_features: bool = False) -> pd.DataFrame:
@@ -127,12 +133,12 @@ def validate_paired(df: pd.DataFrame, source: str = "paired table", require_feat
     out["operation"] = out["operation"].astype(str)
     delay = pd.to_numeric(out["delay"], errors="coerce")
     if delay.isna().any() or (delay < 0).any() or (delay != delay.round()).any():
-        bad = out["delay"][delay.isna() | (delay < 0) | (delay != delay.round())].iloc[0]
+        bad = _plain(out["delay"][delay.isna() | (delay < 0) | (delay != delay.round())].iloc[0])
         raise CirError(f"{source}: column 'delay' must hold integers >= 0; found {bad!r}")
     out["delay"] = delay.astype(int)
     dup = out.duplicated(KEY_COLUMNS, keep=False)
     if dup.any():
-        first = out.loc[dup, KEY_COLUMNS].iloc[0].to_dict()
+        first = {k: _plain(v) for k, v in out.loc[dup, KEY_COLUMNS].iloc[0].to_dict().items()}
         raise CirError(
             f"{source}: duplicate rows for task_id={first['task_id']!r}, condition={first['condition']!r}, "
             f"delay={first['delay']}, operation={first['operation']!r}: "
