@@ -216,7 +216,7 @@ class _Reader:
             step.mismatch = act[1]
             if act[1] in b.receptacles and act[1] not in b.searched and self.slip("mismatch_visited", f"{i}|{act[1]}"):
                 b.searched.add(act[1])
-                b.observed_at.setdefault(act[1], -1)
+                b.observed_at.setdefault(act[1], i)
         b.steps.append(step)
 
     # -- text -> beliefs ---------------------------------------------------------------
@@ -243,8 +243,19 @@ class _Reader:
         if " is closed." in text:
             m = RE_IS_CLOSED.search(text)
             if m:
-                b.opened[m.group(1)] = False
+                r = m.group(1)
+                b.opened[r] = False
                 found = True
+                # a closed place glanced at and taken as checked (forgetting to open it)
+                if (
+                    not harness
+                    and act is not None
+                    and act[0] == "go"
+                    and r not in b.searched
+                    and self.slip("forget_open", f"{i}|{r}")
+                ):
+                    b.searched.add(r)
+                    b.observed_at[r] = i
         if "On the " in text:
             m = RE_ON.search(text)
             if m:
@@ -343,7 +354,7 @@ class _Reader:
             b.opened[act[1]] = True
         elif verb == "examine" and act[1] in b.receptacles:
             b.searched.add(act[1])
-            b.observed_at.setdefault(act[1], -1)
+            b.observed_at.setdefault(act[1], 0)
 
     def _trust(self, act: tuple[str, ...] | None, i: int) -> None:
         """No readable text: assume the action did what it was meant to do."""
@@ -355,7 +366,7 @@ class _Reader:
             b.location = act[1]
             if act[1] not in b.searched and self.slip("gap_visited", f"{i}|{act[1]}"):
                 b.searched.add(act[1])
-                b.observed_at.setdefault(act[1], -1)
+                b.observed_at.setdefault(act[1], i)
         elif verb == "open":
             b.opened[act[1]] = True
             b.location = act[1]

@@ -28,7 +28,7 @@ import hashlib
 import json
 from typing import Any
 
-from cir.agents.beliefs import Beliefs, otype, read_context
+from cir.agents.beliefs import Beliefs, otype, parse_action, read_context
 from cir.agents.goals import LOOK, TWO, Goal
 from cir.agents.priors import prior
 from cir.errors import CirError
@@ -36,9 +36,9 @@ from cir.errors import CirError
 #: slip probabilities per skill profile (see module docstring and PARAMETERS)
 PROFILES: dict[str, dict[str, float]] = {
     "weak": {
-        "prior_noise": 2.5,
-        "overlook": 0.22,
-        "forget_open": 0.35,
+        "prior_noise": 3.0,
+        "overlook": 0.25,
+        "forget_open": 0.3,
         "repeat": 0.08,
         "think": 0.5,
         "loop": 0.55,
@@ -54,9 +54,9 @@ PROFILES: dict[str, dict[str, float]] = {
         "harness_react": 0.2,
     },
     "default": {
-        "prior_noise": 1.6,
-        "overlook": 0.1,
-        "forget_open": 0.15,
+        "prior_noise": 1.8,
+        "overlook": 0.12,
+        "forget_open": 0.12,
         "repeat": 0.04,
         "think": 0.45,
         "loop": 0.3,
@@ -74,7 +74,7 @@ PROFILES: dict[str, dict[str, float]] = {
     "strong": {
         "prior_noise": 0.8,
         "overlook": 0.03,
-        "forget_open": 0.04,
+        "forget_open": 0.03,
         "repeat": 0.01,
         "think": 0.35,
         "loop": 0.08,
@@ -95,7 +95,7 @@ PROFILES: dict[str, dict[str, float]] = {
 PARAMETERS: dict[str, str] = {
     "prior_noise": "noise on the common-sense search prior (higher: poorer search order)",
     "overlook": "chance to overlook a wanted item in a list of 3+ items (grows with length)",
-    "forget_open": "chance to leave a closed receptacle unopened while searching",
+    "forget_open": "chance to take a closed receptacle for checked on arrival (never opening it)",
     "repeat": "per-turn chance to repeat the previous action",
     "think": "chance to think aloud at a milestone (costs a model turn)",
     "loop": "chance to retry an action that just gave 'Nothing happens.'",
@@ -105,13 +105,13 @@ PARAMETERS: dict[str, str] = {
     "gap_visited": "chance to count a place as searched when its arrival text was unreadable",
     "gap_check": "chance to check (examine/inventory) after an unreadable observation",
     "misread_refresh": "chance to read 'You are facing X. Next to it, you see nothing.' as X empty",
-    "give_up": "per-turn chance to idle instead of searching again once all places are seen",
+    "give_up": "per-episode chance to stop searching systematically once all places are seen",
     "forget_transform": "per-episode chance to forget the heat/cool/clean step at first",
     "close_after": "chance to close a receptacle after finding nothing useful in it",
     "harness_react": "chance to re-ground with 'look' after a harness message it cannot read",
 }
 
-_REGROUND_VERBS = ("take", "open", "close", "move", "heat", "cool", "clean", "use", "examine")
+_REGROUND_VERBS = ("go", "take", "open", "close", "move", "heat", "cool", "clean", "use", "examine")
 
 
 class BuiltinAgent:
@@ -214,9 +214,27 @@ class _Decider:
         ):
             return prev
         reply = self.plan()
-        if reply == prev and last.kind == "nothing" and self.u("loop_plan") >= self.p["loop"]:
-            return self.reground(last.action) or reply
+        if reply in self.recent_failures():
+            # the plan says to do again what just failed: an agent that is not looping
+            # checks its picture of the world instead
+            if self.u("loop_plan") >= self.p["loop"]:
+                alt = self.reground(parse_action(reply))
+                return alt if alt and alt != reply else "look"
         return reply
+
+    def recent_failures(self, window: int = 3) -> set[str]:
+        """Replies that got ``Nothing happens.`` among the last few env actions."""
+        out: set[str] = set()
+        seen = 0
+        for s in reversed(self.b.steps):
+            if s.kind == "think":
+                continue
+            if s.kind in ("nothing", "bad") and s.reply:
+                out.add(s.reply.strip())
+            seen += 1
+            if seen >= window:
+                break
+        return out
 
     def _just_thought(self) -> bool:
         last = self.b.last
@@ -253,6 +271,11 @@ class _Decider:
             return None
         place = act[2] if verb in ("take", "move", "heat", "cool", "clean") else act[1]
         x = self.u("reground_how")
+        if verb == "go":
+            # "go to X" fails when I am already at X: look, or check X itself
+            if x < 0.5 and place in self.b.receptacles:
+                return f"examine {place}"
+            return "look"
         if verb in ("take", "move", "heat", "cool", "clean") and x < 0.3:
             return "inventory"
         if x < 0.6 and place in self.b.receptacles:
@@ -289,7 +312,7 @@ class _Decider:
         elif g.recep:
             steps.append(f"put it in/on the {g.recep}")
             if g.count == 2:
-                steps.append(f"then find and put a second {g.obj} there")
+                steps.append(f"find and put a second {g.obj} there")
         return (
             f"think: To solve the task, I need to {', then '.join(steps)}. "
             f"A {g.obj} is more likely to appear in {where}. I can check one by one."
@@ -472,11 +495,11 @@ class _Decider:
         if not recs:
             return "look"
         here = b.location
-        if target is not None and here is not None and here not in b.searched:
+        if target is not None and here is not None and here in recs and here not in b.searched:
+            # at a place whose contents I have not read (closed, or the text was lost)
             if b.opened.get(here) is False:
-                if not self.chance("forget_open"):
-                    return f"open {here}"
-            elif here in recs and b.opened.get(here) is None and self._arrived_here_unseen():
+                return f"open {here}"
+            elif f"examine {here}" not in self.recent_failures():
                 return f"examine {here}"
         # close what I just opened and found useless (some agents tidy up)
         last = b.last
@@ -498,19 +521,17 @@ class _Decider:
         if unsearched:
             best = max(unsearched, key=lambda r: self.score(target, r))
             return f"go to {best}"
-        # everything seen once: search again (oldest observation first) or give up
-        if self.chance("give_up"):
-            x = self.u("idle")
-            return "look" if x < 0.5 else "inventory"
+        # everything seen once: search again, oldest observation first; or give up on a
+        # systematic search and keep going back to the few likeliest places
         again = [r for r in recs if r != here]
         if not again:
             return "look"
+        if _unit(self.task_key, "give_up") < self.p["give_up"]:
+            if self.u("idle") < 0.25:
+                return "look" if self.u("idle_how") < 0.5 else "inventory"
+            again = sorted(again, key=lambda r: -self.score(target, r))[:3]
         best = min(again, key=lambda r: (b.observed_at.get(r, -1), -self.score(target, r)))
         return f"go to {best}"
-
-    def _arrived_here_unseen(self) -> bool:
-        """At a place whose contents I never read (arrival text lost): check it."""
-        return True
 
 
 def _num(name: str) -> int:
