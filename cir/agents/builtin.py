@@ -52,6 +52,8 @@ PROFILES: dict[str, dict[str, float]] = {
         "forget_transform": 0.35,
         "close_after": 0.2,
         "harness_react": 0.2,
+        "confuse": 0.35,
+        "old_syntax": 0.3,
     },
     "default": {
         "prior_noise": 1.8,
@@ -70,6 +72,8 @@ PROFILES: dict[str, dict[str, float]] = {
         "forget_transform": 0.15,
         "close_after": 0.15,
         "harness_react": 0.4,
+        "confuse": 0.14,
+        "old_syntax": 0.1,
     },
     "strong": {
         "prior_noise": 0.8,
@@ -88,6 +92,8 @@ PROFILES: dict[str, dict[str, float]] = {
         "forget_transform": 0.04,
         "close_after": 0.1,
         "harness_react": 0.6,
+        "confuse": 0.02,
+        "old_syntax": 0.0,
     },
 }
 
@@ -109,6 +115,29 @@ PARAMETERS: dict[str, str] = {
     "forget_transform": "per-episode chance to forget the heat/cool/clean step at first",
     "close_after": "chance to close a receptacle after finding nothing useful in it",
     "harness_react": "chance to re-ground with 'look' after a harness message it cannot read",
+    "confuse": "per-episode chance to take a look-alike type for the goal's object or receptacle",
+    "old_syntax": "chance to say 'put X in/on Y' (older ALFWorld) instead of 'move X to Y'",
+}
+
+#: types an agent may take for one another (reading fast, or from a vague goal)
+LOOKALIKES: dict[str, tuple[str, ...]] = {
+    "spraybottle": ("soapbottle",), "soapbottle": ("spraybottle", "soapbar"), "soapbar": ("soapbottle",),
+    "pen": ("pencil",), "pencil": ("pen",), "knife": ("butterknife",), "butterknife": ("knife",),
+    "cup": ("mug",), "mug": ("cup",), "saltshaker": ("peppershaker",), "peppershaker": ("saltshaker",),
+    "plate": ("bowl",), "bowl": ("plate",), "pot": ("pan",), "pan": ("pot",), "spoon": ("ladle", "fork"),
+    "fork": ("spoon",), "ladle": ("spoon",), "creditcard": ("cellphone", "keychain"),
+    "cellphone": ("creditcard", "remotecontrol"), "keychain": ("creditcard",), "cd": ("creditcard",),
+    "glassbottle": ("winebottle",), "winebottle": ("glassbottle",), "tomato": ("apple",),
+    "apple": ("tomato",), "potato": ("apple",), "watch": ("alarmclock",), "alarmclock": ("watch",),
+    "remotecontrol": ("cellphone",), "newspaper": ("book",), "book": ("newspaper",),
+    "cloth": ("handtowel", "dishsponge"), "handtowel": ("cloth",), "dishsponge": ("cloth",),
+    "toiletpaper": ("papertowel",), "vase": ("statue",), "statue": ("vase",),
+    "drawer": ("dresser", "cabinet"), "dresser": ("drawer",), "sidetable": ("desk", "coffeetable"),
+    "desk": ("sidetable",), "countertop": ("diningtable",), "diningtable": ("countertop",),
+    "cabinet": ("shelf", "drawer"), "shelf": ("cabinet",), "sofa": ("armchair",), "armchair": ("sofa",),
+    "coffeetable": ("sidetable", "diningtable"), "bathtubbasin": ("sinkbasin",),
+    "sinkbasin": ("bathtubbasin",), "garbagecan": ("cart",), "cart": ("garbagecan",),
+    "bed": ("sofa",), "toilet": ("garbagecan",),
 }
 
 _REGROUND_VERBS = ("go", "take", "open", "close", "move", "heat", "cool", "clean", "use", "examine")
@@ -176,6 +205,20 @@ class _Decider:
         self.digest = digest
         self.task_key = task_key
         self.goal: Goal | None = b.goal
+        # the types I accept as the goal's object and receptacle (a look-alike when confused)
+        self.objs: tuple[str, ...] = ()
+        self.receps: tuple[str, ...] = ()
+        g = self.goal
+        if g is not None:
+            self.objs = (g.obj,)
+            self.receps = (g.recep,) if g.recep else ()
+            if _unit(task_key, "confuse") < p["confuse"]:
+                present = {otype(r) for r in b.receptacles}
+                alt_r = [t for t in LOOKALIKES.get(g.recep or "", ()) if t in present]
+                if alt_r and _unit(task_key, "confuse_what") < 0.5:
+                    self.receps = (alt_r[0], g.recep or alt_r[0])
+                elif g.obj in LOOKALIKES:
+                    self.objs = (g.obj, LOOKALIKES[g.obj][0])
 
     def u(self, salt: str) -> float:
         return _unit(self.digest, salt)
@@ -334,7 +377,7 @@ class _Decider:
         held = b.holding
         transform_needed = self.transform_needed()
         if held is not None:
-            if otype(held) != g.obj or held in self.done_objects():
+            if otype(held) not in self.objs or held in self.done_objects():
                 if b.location is None:
                     return self.explore(g.obj)
                 return f"move {held} to {b.location}"
@@ -381,7 +424,7 @@ class _Decider:
         need_state = g.transform if self.transform_needed() else None
         done = []
         for o, r in self.b.placed:
-            if otype(o) != g.obj or otype(r) != g.recep:
+            if otype(o) not in self.objs or otype(r) not in self.receps:
                 continue
             if o not in self.b.contents.get(r, ()):
                 continue
@@ -399,10 +442,10 @@ class _Decider:
         done = set(self.done_objects())
         placed = {o for o, _ in b.placed}
         out = []
-        for o, r in b.where_is(g.obj):
+        for o, r in [x for t in self.objs for x in b.where_is(t)]:
             if o in done:
                 continue
-            if g.recep and otype(r) == g.recep and (g.task_type == TWO or o in placed):
+            if g.recep and otype(r) in self.receps and (g.task_type == TWO or o in placed):
                 if not (self.transform_needed() and g.transform not in b.states.get(o, set())):
                     continue
             out.append((o, r))
@@ -428,7 +471,7 @@ class _Decider:
         g = self.goal
         assert g is not None and g.recep
         b = self.b
-        targets = b.of_type(g.recep)
+        targets = [r for t in self.receps for r in b.of_type(t)]
         if not targets:
             return self.explore(g.recep)
         tgt = b.location if b.location in targets else targets[0]
@@ -437,6 +480,8 @@ class _Decider:
             return self.milestone(f"go to {tgt}", f"{note}. Next, I need to put it in/on the {tgt}.")
         if b.opened.get(tgt) is False:
             return f"open {tgt}"
+        if self.u("old_syntax") < self.p["old_syntax"]:
+            return f"put {held} in/on {tgt}"
         return f"move {held} to {tgt}"
 
     def light(self, held: str) -> str:
