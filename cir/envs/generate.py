@@ -99,7 +99,24 @@ class DrawnTask:
         return f"{self.folder}/{self.trial}"
 
     def problem(self) -> str:
+        """The game's PDDL problem (every object of the scene)."""
         return problem_text(f"plan_{self.trial}", self.layout, self.objects, self.goal)
+
+    def planning_problem(self) -> str:
+        """The same problem with only the goal's object classes (targets and lamps).
+
+        Why: the engine's planner (Fast Downward's lazy search ordered by plan cost alone,
+        as textworld calls it) explores every way of moving every object, which explodes
+        in realistic rooms (minutes for some two-object tasks). Objects of other classes
+        never enable or block the goal in the ALFRED domain (no capacities; the plan never
+        holds them), and instance numbers are counted per class, so a plan for this problem
+        is, command for command, a plan of the same length for the full game, as ALFRED's
+        own planner problems keep only goal-relevant objects. ``generate_task`` replays it
+        on the full game to check.
+        """
+        keep = {self.goal.object_target, self.goal.toggle_target} - {""}
+        objects = tuple(o for o in self.objects if o.otype in keep)
+        return problem_text(f"plan_{self.trial}", self.layout, objects, self.goal)
 
 
 # ---------------------------------------------------------------------------------------
@@ -335,6 +352,36 @@ def plan_problem(problem: str, sentence: str, *, replay: bool = False) -> list[s
     return plan
 
 
+def replay_on_game(problem: str, sentence: str, plan: Sequence[str]) -> None:
+    """Play ``plan`` on the full game from its initial state; ``CirError`` unless it wins.
+
+    Each command must be one of the engine's admissible commands at that point (derived from
+    the grammar as ``PddlEnv.step`` does) and the goal must hold exactly at the end.
+    """
+    env = _load_engine(problem, sentence)
+    engine = env.unwrapped
+    state = engine._pddl_state
+    mapping = {k: info.name for k, info in engine._entity_infos.items()}
+    for i, command in enumerate(plan):
+        if state.check_goal():
+            raise CirError(f"the game is won before plan step {i + 1} of {len(plan)}")
+        chosen = None
+        for action in state.all_applicable_actions():
+            context = {"state": state, "facts": list(state.facts),
+                       "variables": {ph.name: engine._entity_infos[var.name]
+                                     for ph, var in action.mapping.items()},
+                       "mapping": action.mapping, "entity_infos": engine._entity_infos}
+            action.command_template = engine._logic.grammar.derive(action.command_template, context)
+            if action.format_command(mapping) == command:
+                chosen = action
+                break
+        if chosen is None:
+            raise CirError(f"plan step {i + 1} {command!r} is not admissible in the game")
+        state.apply(chosen)
+    if not state.check_goal():
+        raise CirError("the plan does not win the game")
+
+
 def replay_plan(env: Any, plan: Sequence[str]) -> None:
     """Reset ``env`` and play ``plan``; ``CirError`` unless every step applies and it wins."""
     env.reset()
@@ -353,7 +400,9 @@ def replay_plan(env: Any, plan: Sequence[str]) -> None:
 def verify_game_file(path: str | os.PathLike[str]) -> list[str]:
     """Verify a ``game.tw-pddl`` (or a folder holding one) is solvable; return the plan.
 
-    API hook for checking hand-written or edited problems with the same rules as generation.
+    API hook for checking hand-written or edited games: a stored walkthrough must win when
+    replayed on the game; without one, the engine's planner must find a plan (which can take
+    long on big two-object games, see ``DrawnTask.planning_problem``).
     """
     p = Path(path)
     if p.is_dir():
@@ -368,7 +417,11 @@ def verify_game_file(path: str | os.PathLike[str]) -> list[str]:
         if not isinstance(data, dict) or not isinstance(data.get(key), str):
             raise CirError(f"{p}: field {key!r} missing or not text")
     sentence = _goal_sentence_of(data["grammar"])
+    walkthrough = data.get("walkthrough")
     try:
+        if isinstance(walkthrough, list) and walkthrough:
+            replay_on_game(data["pddl_problem"], sentence, [str(c) for c in walkthrough])
+            return [str(c) for c in walkthrough]
         return plan_problem(data["pddl_problem"], sentence, replay=True)
     except CirError as err:
         raise CirError(f"{p}: {err}") from None
@@ -431,8 +484,13 @@ class GeneratedTask:
 
 def generate_task(split: str, seed: int, index: int, task_type: str, *, layout_seed: int = 0,
                   max_attempts: int = MAX_ATTEMPTS,
-                  planner: Callable[[str, str], list[str]] = plan_problem) -> GeneratedTask:
-    """Draw task ``index`` and verify it on the engine, redrawing unsolvable draws."""
+                  planner: Callable[[str, str], list[str]] = plan_problem,
+                  replay: bool = True) -> GeneratedTask:
+    """Draw task ``index`` and verify it on the engine, redrawing unsolvable draws.
+
+    The engine's planner plans on ``planning_problem()``; with ``replay`` (default) the plan
+    is then played on the full game and must win there. Unsolvable draws are redrawn.
+    """
     reasons: list[str] = []
     for attempt in range(max_attempts):
         try:
@@ -442,7 +500,9 @@ def generate_task(split: str, seed: int, index: int, task_type: str, *, layout_s
             continue
         problem = drawn.problem()
         try:
-            plan = planner(problem, drawn.sentence)
+            plan = planner(drawn.planning_problem(), drawn.sentence)
+            if replay:
+                replay_on_game(problem, drawn.sentence, plan)
         except CirError as err:
             reasons.append(str(err))
             continue
