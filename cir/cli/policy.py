@@ -82,6 +82,8 @@ def _fmt(v: Any) -> str:
     if isinstance(v, float):
         if math.isnan(v):
             return "-"
+        if v != 0 and abs(v) < 0.001:
+            return f"{v:.1e}"
         return f"{v:.3f}" if abs(v) < 10 else f"{v:.2f}"
     return str(v)
 
