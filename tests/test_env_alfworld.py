@@ -1,7 +1,7 @@
 """AlfworldEnv on the real engine: text, arbitrary actions, exact snapshots, bad input.
 
-Problems come from the project's own generator without the (slow) planner check; the
-slow test at the end verifies solvable generated tasks of all six types.
+The default tests use two small hand-written ALFRED problems (no generator, no planner);
+the slow test at the end uses verified generated tasks of all six types.
 """
 
 from __future__ import annotations
@@ -22,29 +22,137 @@ from cir.errors import CirError
 pytest.importorskip("alfworld")
 
 
-def _no_plan(problem: str, sentence: str) -> list[str]:
-    return []
+def _aid(kind: str, i: int, suffix: str = "") -> str:
+    """An ALFRED-style id (``Mug_bar__plus_01_dot_20_bar_...``) so names print as ``mug 1``."""
+    x = f"_plus_0{i}_dot_{10 + i}"
+    return f"{kind}_bar__{x}_bar__plus_00_dot_90_bar__minus_01_dot_{20 + i}" + suffix
 
 
-def write_game(folder: Path, task_type: str, index: int, *, seed: int = 0) -> Path:
-    """A generated game file (unverified draw: the planner is skipped to keep tests fast)."""
-    from cir.envs.generate import generate_task
+# A small kitchen: (receptacle type, openable), objects (type, receptacle index).
+_RECEPTACLES = [
+    ("Cabinet", True),
+    ("Cabinet", True),
+    ("CounterTop", False),
+    ("Fridge", True),
+    ("Microwave", True),
+    ("SinkBasin", False),
+    ("DiningTable", False),
+    ("Drawer", True),
+]
+_OBJECTS = [
+    ("Mug", 2),
+    ("Mug", 1),
+    ("Apple", 3),
+    ("Apple", 6),
+    ("Plate", 0),
+    ("Knife", 7),
+    ("Bread", 6),
+    ("Apple", 5),
+]
+_FITS = {
+    "Mug": "Cabinet CounterTop Fridge Microwave SinkBasin DiningTable",
+    "Apple": "CounterTop Fridge Microwave SinkBasin DiningTable",
+    "Plate": "Cabinet CounterTop Fridge Microwave SinkBasin DiningTable",
+    "Knife": "CounterTop SinkBasin DiningTable Drawer",
+    "Bread": "CounterTop Fridge Microwave DiningTable",
+}
+_PROPS = {
+    "Mug": ["isReceptacleObject", "cleanable", "heatable", "coolable"],
+    "Apple": ["heatable", "coolable", "sliceable"],
+    "Plate": ["cleanable", "coolable"],
+    "Knife": ["cleanable"],
+    "Bread": ["heatable", "coolable", "sliceable"],
+}
+_GOALS = {
+    "heat": (
+        "heat some mug and put it in cabinet",
+        "(exists (?r - receptacle) (exists (?o - object) (and (heatable ?o) "
+        "(objectType ?o MugType) (receptacleType ?r CabinetType) (isHot ?o) "
+        "(inReceptacle ?o ?r))))",
+    ),
+    "two": (
+        "put two apple in diningtable",
+        "(exists (?r - receptacle) (exists (?o1 - object) (exists (?o2 - object) (and "
+        "(not (= ?o1 ?o2)) (objectType ?o1 AppleType) (objectType ?o2 AppleType) "
+        "(receptacleType ?r DiningTableType) (inReceptacle ?o1 ?r) (inReceptacle ?o2 ?r)))))",
+    ),
+}
 
-    task = generate_task("train", seed, index, task_type, planner=_no_plan)
+
+def tiny_problem(goal: str) -> tuple[str, str]:
+    """A hand-written ALFRED problem (no generator involved) and its goal sentence."""
+    rids, objs, init = [], [], ["(atLocation agent1 loc_bar_0_bar_0_bar_0_bar_0)"]
+    for i, (kind, openable) in enumerate(_RECEPTACLES):
+        rid = _aid("Sink", i, "_bar_SinkBasin") if kind == "SinkBasin" else _aid(kind, i)
+        rids.append(rid)
+        init += [
+            f"(receptacleType {rid} {kind}Type)",
+            f"(receptacleAtLocation {rid} loc_bar_{i + 1}_bar_2_bar_0_bar_30)",
+        ]
+        if openable:
+            init.append(f"(openable {rid})")
+    for j, (kind, where) in enumerate(_OBJECTS):
+        oid = _aid(kind, j)
+        objs.append(oid)
+        init += [
+            f"(objectType {oid} {kind}Type)",
+            f"(pickupable {oid})",
+            f"(inReceptacle {oid} {rids[where]})",
+            f"(objectAtLocation {oid} loc_bar_{where + 1}_bar_2_bar_0_bar_30)",
+        ]
+        init += [f"({prop} {oid})" for prop in _PROPS[kind]]
+    for kind, fits in _FITS.items():
+        init += [f"(canContain {r}Type {kind}Type)" for r in fits.split()]
+    otypes = sorted({k for k, _ in _OBJECTS})
+    rtypes = sorted({k for k, _ in _RECEPTACLES})
+    locs = ["loc_bar_0_bar_0_bar_0_bar_0"] + [
+        f"loc_bar_{i + 1}_bar_2_bar_0_bar_30" for i in range(len(rids))
+    ]
+    sentence, goal_pddl = _GOALS[goal]
+    objects = (
+        ["agent1 - agent"]
+        + [f"{t}Type - otype" for t in otypes]
+        + [f"{t}Type - rtype" for t in rtypes]
+        + [f"{o} - object" for o in objs]
+        + [f"{r} - receptacle" for r in rids]
+        + [f"{loc} - location" for loc in locs]
+    )
+    problem = (
+        "(define (problem tiny)\n(:domain alfred)\n(:objects\n  "
+        + "\n  ".join(objects)
+        + "\n)\n(:init\n  "
+        + "\n  ".join(init)
+        + f"\n)\n(:goal (and {goal_pddl}))\n)\n"
+    )
+    return problem, sentence
+
+
+def write_game(folder: Path, goal: str) -> Path:
+    """``game.tw-pddl`` for a tiny problem, with ALFWorld's own domain and grammar."""
+    import alfworld.info
+
+    problem, sentence = tiny_problem(goal)
+    grammar = Path(alfworld.info.ALFRED_TWL2_PATH).read_text().replace("UNKNOWN GOAL", sentence)
+    data = {
+        "pddl_domain": Path(alfworld.info.ALFRED_PDDL_PATH).read_text(),
+        "grammar": grammar,
+        "pddl_problem": problem,
+        "solvable": True,
+    }
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "game.tw-pddl"
-    path.write_text(task.game_text, encoding="utf-8")
+    path.write_text(json.dumps(data), encoding="utf-8")
     return path
 
 
 @pytest.fixture(scope="module")
 def game(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_game(tmp_path_factory.mktemp("game"), "pick_heat_then_place_in_recep", 3)
+    return write_game(tmp_path_factory.mktemp("game"), "heat")
 
 
 @pytest.fixture(scope="module")
 def game2(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_game(tmp_path_factory.mktemp("game2"), "pick_two_obj_and_place", 5)
+    return write_game(tmp_path_factory.mktemp("game2"), "two")
 
 
 def random_walk(env: AlfworldEnv, n: int, rng: random.Random) -> list[str]:
@@ -103,6 +211,35 @@ def test_env_protocol_and_reset_text(game: Path) -> None:
     # Nothing but the engine's text: no admissible commands, no facts.
     assert "admissible" not in obs.lower() and "inreceptacle" not in obs.lower()
     assert env.reset() == obs  # reset is repeatable
+
+
+HEAT_SOLUTION = [
+    "go to countertop 1",
+    "take mug 2 from countertop 1",
+    "go to microwave 1",
+    "heat mug 2 with microwave 1",
+    "go to cabinet 1",
+    "open cabinet 1",
+    "move mug 2 to cabinet 1",
+]
+
+
+@pytest.mark.parametrize("mode", ["fast", "replay"])
+def test_win_and_restore_across_the_win(game: Path, mode: str) -> None:
+    env = AlfworldEnv(game, mode)  # type: ignore[arg-type]
+    env.reset()
+    outs = [env.step(a) for a in HEAT_SOLUTION[:-1]]
+    assert not any(done or won for _, done, won in outs)
+    assert outs[3][0] == "You heat the mug 2 using the microwave 1."
+    before = env.snapshot()
+    assert env.step(HEAT_SOLUTION[-1]) == ("You move the mug 2 to the cabinet 1.", True, True)
+    after = env.snapshot()
+    assert (after.done, after.won) == (True, True) and env.won()
+    env.restore(before)
+    assert not env.won()
+    assert env.step("close cabinet 1")[1:] == (False, False)
+    env.restore(after)
+    assert env.won() and env.step("look")[1:] == (True, True)
 
 
 def test_arbitrary_text_never_crashes(game: Path) -> None:
@@ -205,6 +342,24 @@ def test_snapshot_across_instances_and_games(game: Path, game2: Path) -> None:
         c.restore(snap)
     with pytest.raises(CirError, match="expected an AlfworldSnapshot"):
         c.restore("not a snapshot")
+
+
+def test_snapshot_pickles_to_a_replay_snapshot(game: Path) -> None:
+    import copy
+    import pickle
+
+    env = AlfworldEnv(game)
+    env.reset()
+    rng = random.Random(2)
+    random_walk(env, 3, rng)
+    snap = env.snapshot()
+    assert copy.deepcopy(snap) is snap and copy.copy(snap) is snap
+    moved = pickle.loads(pickle.dumps(snap))
+    assert moved.fast is None and moved.actions == snap.actions
+    nxt = rng.choice(env.admissible_commands())
+    expected = env.step(nxt)
+    env.restore(moved)  # replay path
+    assert env.step(nxt) == expected
 
 
 def test_restore_keeps_done_and_won_flags(game: Path) -> None:

@@ -102,6 +102,20 @@ class AlfworldSnapshot:
     won: bool
     fast: _FastState | None = None
 
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        # The engine part cannot leave this process: a pickled snapshot keeps its actions
+        # and restores by replay (in any process that has the same game file).
+        return (
+            AlfworldSnapshot,
+            (-1, self.game_file, self.actions, self.last_obs, self.done, self.won, None),
+        )
+
+    def __copy__(self) -> AlfworldSnapshot:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> AlfworldSnapshot:
+        return self  # immutable: restoring never changes a snapshot
+
 
 class AlfworldEnv:
     """One ALFWorld game on the real engine: ``reset``, ``step``, ``snapshot``, ``restore``.
@@ -124,6 +138,7 @@ class AlfworldEnv:
             raise CirError(f"snapshots={snapshots!r}: expected 'fast' or 'replay'")
         path = getattr(game_file, "game_file", game_file)
         self.game_file = Path(path)
+        self._game_key = str(self.game_file.resolve())
         self.snapshots: SnapshotMode = snapshots
         self.memo_text = memo_text
         self._id = next(_ENV_IDS)
@@ -158,7 +173,8 @@ class AlfworldEnv:
             raise CirError(
                 f"cannot import the ALFWorld engine ({exc}); expected `pip install alfworld`"
             ) from None
-        infos = textworld.EnvInfos(admissible_commands=True, won=True, facts=True)
+        # No facts in the game state: the engine would convert all of them on every step.
+        infos = textworld.EnvInfos(admissible_commands=True, won=True)
         env = AlfredDemangler(shuffle=False)(PddlEnv(infos))
         data = {k: self._data[k] for k in ("pddl_domain", "grammar", "pddl_problem")}
         try:
@@ -237,7 +253,7 @@ class AlfworldEnv:
         fast = self._capture_fast() if self._fast_ok else None
         return AlfworldSnapshot(
             env_id=self._id,
-            game_file=str(self.game_file),
+            game_file=self._game_key,
             actions=tuple(self._actions),
             last_obs=self._last_obs,
             done=self._done,
@@ -249,7 +265,7 @@ class AlfworldEnv:
         """Return to ``snapshot``: later steps give exactly what the original run gave."""
         if not isinstance(snapshot, AlfworldSnapshot):
             raise CirError(f"restore({type(snapshot).__name__}): expected an AlfworldSnapshot")
-        if snapshot.game_file != str(self.game_file):
+        if snapshot.game_file != self._game_key:
             raise CirError(f"{self.game_file}: cannot restore a snapshot of {snapshot.game_file}")
         if self._fast_ok and self.fast_valid(snapshot):
             self._restore_fast(snapshot)
