@@ -352,6 +352,16 @@ def plan_problem(problem: str, sentence: str, *, replay: bool = False) -> list[s
     return plan
 
 
+# First word of a command -> the ALFRED domain operators that print it (alfred.twl2).
+_VERB_OPERATORS = {
+    "go": ("gotolocation",), "open": ("openobject",), "close": ("closeobject",),
+    "take": ("pickupobject",), "move": ("putobject",), "heat": ("heatobject",),
+    "cool": ("coolobject",), "clean": ("cleanobject",), "use": ("toggleobject",),
+    "slice": ("sliceobject",), "examine": ("examinereceptacle", "examineobject"),
+    "look": ("look",), "inventory": ("inventory",), "help": ("help",),
+}
+
+
 def replay_on_game(problem: str, sentence: str, plan: Sequence[str]) -> None:
     """Play ``plan`` on the full game from its initial state; ``CirError`` unless it wins.
 
@@ -366,7 +376,15 @@ def replay_on_game(problem: str, sentence: str, plan: Sequence[str]) -> None:
         if state.check_goal():
             raise CirError(f"the game is won before plan step {i + 1} of {len(plan)}")
         chosen = None
+        verb_ops = _VERB_OPERATORS.get(command.split(" ", 1)[0], ())
         for action in state.all_applicable_actions():
+            # Deriving a command's text is the slow part: only derive plausible candidates.
+            if action.name not in verb_ops:
+                continue
+            names = [mapping[var.name] for ph, var in action.mapping.items()
+                     if var.type in ("object", "receptacle")]
+            if not all(f" {n}" in f" {command}" for n in names):
+                continue
             context = {"state": state, "facts": list(state.facts),
                        "variables": {ph.name: engine._entity_infos[var.name]
                                      for ph, var in action.mapping.items()},
