@@ -48,7 +48,7 @@ def main() -> int:
     env = AlfworldEnv(task.game_file)
     cache = work / "cache"
 
-    def agent(url: str, cache_dir: Path = cache, **kw) -> LLMAgent:
+    def agent(url: str, cache_dir: Path | None = cache, **kw) -> LLMAgent:
         kw.setdefault("max_retries", 2)
         kw.setdefault("backoff", 0.2)
         return LLMAgent(MODEL_NAME, url, cache_dir=cache_dir, mode="completion", max_tokens=48, **kw)
@@ -103,7 +103,7 @@ def main() -> int:
     report["server_stopped"] = {"error": stopped, "partial_env_actions": partial.env_actions,
                                 "partial_model_turns": partial.model_turns,
                                 "cached_answers_kept": len(victim.cache)}
-    unreachable = agent(f"http://127.0.0.1:{free_port()}/v1", max_retries=1, backoff=0.0)
+    unreachable = agent(f"http://127.0.0.1:{free_port()}/v1", None, max_retries=1, backoff=0.0)
     try:
         unreachable.act([{"role": "user", "content": first.task_text}])
         report["unreachable"] = "no error"

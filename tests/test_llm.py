@@ -64,7 +64,7 @@ def test_completion_request_shape_and_key_header() -> None:
     assert body["model"] == "fake-model"
     assert body["temperature"] == 0.0 and body["seed"] == 0 and body["stop"] == ["\n"]
     prompt = body["prompt"]
-    assert prompt.endswith("You arrive at fridge 1. The fridge 1 is closed.\n> ")
+    assert prompt.endswith("You arrive at fridge 1. The fridge 1 is closed.\n>")
     assert "> go to fridge 1\n" in prompt
     assert EXAMPLES["pick_heat_then_place_in_recep"] in prompt  # example chosen by task type
     assert "sk-test" not in json.dumps(agent.settings())
@@ -333,7 +333,7 @@ def test_every_task_type_has_an_example_in_alfworld_0_4_syntax() -> None:
             parsed = parse_action(command)
             assert parsed.ok and parsed.action == command, command
         assert not any(c.startswith("put ") for c in commands)
-    assert completion_prompt([{"role": "user", "content": "no goal here"}]).endswith("no goal here\n> ")
+    assert completion_prompt([{"role": "user", "content": "no goal here"}]).endswith("no goal here\n>")
 
 
 def test_task_type_matches_every_alfworld_goal_template() -> None:

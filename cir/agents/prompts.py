@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-PROMPT_VERSION = "cir-react-1"
+PROMPT_VERSION = "cir-react-2"
 
 TASK_TYPES = (
     "pick_and_place_simple",
@@ -196,7 +196,7 @@ def _merge_same_role(messages: list[dict[str, str]]) -> list[dict[str, str]]:
 
 
 def completion_prompt(context: list[dict[str, str]]) -> str:
-    """A plain-completion ReAct prompt ending in ``> `` (the model writes the next command).
+    """A plain-completion ReAct prompt ending in ``>`` (the model writes the next command).
 
     The episode is rendered as the examples are: the agent's replies as ``> reply`` lines,
     everything the agent was shown as plain lines.
@@ -209,7 +209,9 @@ def completion_prompt(context: list[dict[str, str]]) -> str:
             lines.append(f"> {msg['content'].strip()}")
         else:
             lines.append(msg["content"].strip())
-    return "\n".join(lines) + "\n> "
+    # No space after ">": the model's tokenizer joins it with the first word (" go", " think"),
+    # and a prompt ending in a bare space made SmolLM2 answer with a newline (an empty reply).
+    return "\n".join(lines) + "\n>"
 
 
 def chat_messages(context: list[dict[str, str]]) -> list[dict[str, str]]:
