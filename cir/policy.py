@@ -414,7 +414,9 @@ class CIRPolicy(BaseEstimator):
         self.models_ = self._fit_models(cells)
         self.n_tasks_ = int(n_tasks)
         self.training_ = {**grid.meta, "decision_cells": int(len(cells)),
-                          "task_ids": sorted(str(t) for t in set(df["task_id"]))}
+                          "task_ids": sorted(str(t) for t in set(df["task_id"])),
+                          "agents": sorted(str(a) for a in set(df["agent"]))
+                          if "agent" in df.columns else []}
         return self
 
     def _fire(self, grid: Grid, g: dict[str, np.ndarray], t: dict[str, float | None]) -> np.ndarray:

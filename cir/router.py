@@ -28,7 +28,8 @@ File layout (format version 1)::
                    "always": {"delay": 1, "train_net_gain": ..., "train_clean_harm": ...,
                               "meets_epsilon": true}},
      "training": {"n_tasks": ..., "decision_cells": ..., "oof_net_gain": ...,
-                  "oof_clean_harm": ..., "oof_intervention_rate": ..., "task_ids": [...]}}
+                  "oof_clean_harm": ..., "oof_intervention_rate": ..., "task_ids": [...],
+                  "agents": ["builtin:default@d5a7ae80"]}}
 """
 
 from __future__ import annotations
@@ -71,7 +72,8 @@ _SPEC: dict[str, Any] = {
                   "always": {"delay": int, "train_net_gain": _NUM, "train_clean_harm": _NUM,
                              "meets_epsilon": bool}},
     "training": {"n_tasks": int, "decision_cells": int, "oof_net_gain": _NUM,
-                 "oof_clean_harm": _NUM, "oof_intervention_rate": _NUM, "task_ids": list},
+                 "oof_clean_harm": _NUM, "oof_intervention_rate": _NUM, "task_ids": list,
+                 "agents": list},
 }
 
 
@@ -169,7 +171,8 @@ class Router:
                     "oof_net_gain": float(s["net_gain"]), "oof_clean_harm": float(s["clean_harm"]),
                     "oof_intervention_rate": float(s["intervention_rate"]),
                     "task_ids": [str(t) for t in (task_ids if task_ids is not None
-                                                  else policy.training_.get("task_ids", []))]}
+                                                  else policy.training_.get("task_ids", []))],
+                    "agents": [str(a) for a in policy.training_.get("agents", [])]}
         return cls(policy.features_, dict(policy.models_), policy.thresholds_, settings,
                    policy.baselines_, training)
 
@@ -270,8 +273,9 @@ class Router:
             raise CirError(f"{source}: settings.delays must be increasing integers >= 0, got {delays!r}")
         if settings["lam"] <= 0 or not 0 <= settings["epsilon"] <= 1:
             raise CirError(f"{source}: settings.lam must be > 0 and settings.epsilon in [0, 1]")
-        if any(not isinstance(t, str) for t in data["training"]["task_ids"]):
-            raise CirError(f"{source}: training.task_ids must hold task ids (strings)")
+        for key in ("task_ids", "agents"):
+            if any(not isinstance(t, str) for t in data["training"][key]):
+                raise CirError(f"{source}: training.{key} must hold strings")
         if data["baselines"]["always"]["delay"] not in delays:
             raise CirError(f"{source}: baselines.always.delay is not one of settings.delays")
         return cls(features, models, data["thresholds"], settings, data["baselines"], data["training"],

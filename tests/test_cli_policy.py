@@ -98,3 +98,12 @@ def test_bad_inputs_give_one_line_errors(router_path: Path, tables: tuple[Path, 
     assert "not valid JSON" in err and err.count("\n") == 1
     with pytest.raises(SystemExit):
         main(["fit", str(tables[0]), "--out", str(tmp_path / "r.json"), "--delays", "a,b"])
+
+
+def test_evaluate_warns_when_the_agent_differs(router_path: Path, tables: tuple[Path, Path], tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    other = pd.read_csv(tables[1]).assign(agent="builtin:weak@0000")
+    other.to_csv(tmp_path / "other.csv", index=False)
+    assert main(["evaluate", str(router_path), str(tmp_path / "other.csv"), "--resamples", "50"]) == 0
+    err = capsys.readouterr().err
+    assert "warning" in err and "builtin:weak@0000" in err and "synthetic" in err

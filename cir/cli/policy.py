@@ -162,6 +162,11 @@ def _evaluate(args: argparse.Namespace) -> int:
         raise CirError(f"{args.paired}: {len(overlap)} task(s) of the test table were used to fit "
                        f"{args.router} (e.g. {overlap[0]!r}); evaluate on held-out tasks "
                        "(or pass --allow-overlap)")
+    agents = set(router.training.get("agents", []))
+    test_agents = set(df["agent"].astype(str)) if "agent" in df.columns else set()
+    if agents and test_agents and test_agents != agents:
+        print(f"cir: warning: the test table's agent(s) {', '.join(sorted(test_agents))} differ from the "
+              f"router's training agent(s) {', '.join(sorted(agents))}", file=sys.stderr)
     if args.resamples < 1:
         raise CirError(f"--resamples must be >= 1, got {args.resamples}")
     policy = router.to_policy()
