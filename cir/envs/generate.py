@@ -381,8 +381,9 @@ def replay_on_game(problem: str, sentence: str, plan: Sequence[str]) -> None:
             # Deriving a command's text is the slow part: only derive plausible candidates.
             if action.name not in verb_ops:
                 continue
+            template = engine._logic.actions[action.name].template
             names = [mapping[var.name] for ph, var in action.mapping.items()
-                     if var.type in ("object", "receptacle")]
+                     if "{" + ph.name in template]
             if not all(f" {n}" in f" {command}" for n in names):
                 continue
             context = {"state": state, "facts": list(state.facts),
