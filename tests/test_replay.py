@@ -210,6 +210,12 @@ def test_loky_and_dask_give_identical_tables(tmp_path):
 
     rec = json.loads((tmp_path / "dask" / "run.json").read_text())
     assert rec["complete"] and rec["timings"]["sessions"][-1]["backend"] == "dask"
+    # an existing scheduler, by address
+    from dask.distributed import LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        _experiment(tmp_path / "sched", jobs=2, backend="dask", scheduler=cluster.scheduler_address)
+    assert a == (tmp_path / "sched" / "paired.csv").read_bytes()
 
 
 def test_rerun_does_nothing_and_other_settings_refused(tmp_path):
