@@ -5,7 +5,7 @@ Everything is measured in the same run, so the ratios hold on any machine:
 - step with the memoised text generator / step on the unmodified engine, with the
   observations checked byte-identical on the way.
 
-    python benchmarks/env_bench.py                 # 3 generated tasks in a temp folder
+    python benchmarks/env_bench.py                 # 3 verified generated tasks (temp folder)
     python benchmarks/env_bench.py --tasks DIR --n-tasks 6 --json out.json
 """
 
@@ -25,7 +25,11 @@ from pathlib import Path
 
 def _args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--tasks", help="a game file or task folder (default: generate 3 tasks)")
+    p.add_argument(
+        "--tasks",
+        help="a game file or task folder (default: generate verified "
+        "tasks of --n-tasks types into a temporary folder)",
+    )
     p.add_argument("--n-tasks", type=int, default=3, help="tasks to use (default 3)")
     p.add_argument("--walk", type=int, default=30, help="random-walk length per task (30)")
     p.add_argument("--restores", type=int, default=20, help="fast restores per task (20)")
@@ -51,19 +55,18 @@ def _game_files(args: argparse.Namespace, tmp: Path) -> list[Path]:
     if args.tasks:
         refs = load_tasks(args.tasks)
         return [r.game_file for r in refs[: args.n_tasks]]
-    from cir.envs.generate import generate_task
-    from cir.envs.tasks import TASK_TYPES
+    from cir.envs.generate import generate_split
 
-    files = []
-    order = [3, 5, 1, 0, 2, 4]  # heat, two objects, look, simple, clean, cool
-    for k in range(args.n_tasks):
-        i = order[k % len(order)] + 6 * (k // len(order))
-        task = generate_task("train", args.seed, i, TASK_TYPES[i % 6], planner=lambda p, s: [])
-        path = tmp / f"task{k}" / "game.tw-pddl"
-        path.parent.mkdir(parents=True)
-        path.write_text(task.game_text, encoding="utf-8")
-        files.append(path)
-    return files
+    types = [
+        "pick_heat_then_place_in_recep",
+        "pick_two_obj_and_place",
+        "look_at_obj_in_light",
+        "pick_and_place_simple",
+        "pick_clean_then_place_in_recep",
+        "pick_cool_then_place_in_recep",
+    ]
+    generate_split(tmp, "train", args.n_tasks, args.seed, types=types, progress=False)
+    return [r.game_file for r in load_tasks(tmp / "train")]
 
 
 def bench_task(game: Path, args: argparse.Namespace, rng: random.Random) -> dict[str, list[float]]:
@@ -162,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     ratios["reset_fast / reset_engine"] = med["reset_fast"] / med["reset_engine"]
     print()
     for k, v in ratios.items():
-        print(f"{k:48s} {v:10.5f}  ({1 / v:,.0f}x)")
+        print(f"{k:48s} {v:10.3g}  ({1 / v:,.0f}x faster)")
     print("memoised observations byte-identical to the unmodified engine: yes")
     if args.json:
         Path(args.json).write_text(
