@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     for i, task in enumerate(tasks):
         env = task.make_env()
         row: dict[str, Any] = {"task_id": task.task_id, "task_type": task.task_type,
-                               "plan_length": task.plan_length}
+                               "plan_length": task.plan_length or _walkthrough_length(task.game_file)}
         for prof in profiles:
             agent = _Timed(BuiltinAgent(prof, seed=args.agent_seed))
             timers.append(agent)
@@ -165,6 +165,15 @@ def run_reference(agent: Any, env: Any, task_id: str, conditions: list[str],
                           "executed": executed, "outcome": outcome})
     out["pairs"] = pairs
     return out
+
+
+def _walkthrough_length(game_file: Path) -> int | None:
+    """Length of the optimal plan stored in the game file (when no manifest says it)."""
+    try:
+        walk = json.loads(Path(game_file).read_text()).get("walkthrough")
+    except (OSError, ValueError):
+        return None
+    return len(walk) if isinstance(walk, list) else None
 
 
 class _Timed:

@@ -91,6 +91,7 @@ class Beliefs:
     location: str | None = None
     contents: dict[str, list[str]] = field(default_factory=dict)
     searched: set[str] = field(default_factory=set)
+    assumed: set[str] = field(default_factory=set)  # taken as searched without seeing inside
     observed_at: dict[str, int] = field(default_factory=dict)
     opened: dict[str, bool] = field(default_factory=dict)
     holding: str | None = None
@@ -188,6 +189,7 @@ class _Reader:
             objs = kept
         b.contents[recep] = objs
         b.searched.add(recep)
+        b.assumed.discard(recep)
         b.observed_at[recep] = i
 
     def observe(self, reply: str | None, text: str, i: int) -> None:
@@ -216,6 +218,7 @@ class _Reader:
             step.mismatch = act[1]
             if act[1] in b.receptacles and act[1] not in b.searched and self.slip("mismatch_visited", f"{i}|{act[1]}"):
                 b.searched.add(act[1])
+                b.assumed.add(act[1])
                 b.observed_at.setdefault(act[1], i)
         b.steps.append(step)
 
@@ -223,6 +226,8 @@ class _Reader:
     def _events(self, text: str, i: int, act: tuple[str, ...] | None, harness: bool) -> bool:
         b = self.b
         found = False
+        if act is not None and act[0] == "examine" and act[1] in b.receptacles and act[1] in text:
+            b.location = act[1]  # only what is here can be examined
         if "You arrive at" in text:
             m = RE_ARRIVE.search(text)
             if m:
@@ -255,6 +260,7 @@ class _Reader:
                     and self.slip("forget_open", f"{i}|{r}")
                 ):
                     b.searched.add(r)
+                    b.assumed.add(r)
                     b.observed_at[r] = i
         if "On the " in text:
             m = RE_ON.search(text)
@@ -306,6 +312,10 @@ class _Reader:
             m = RE_FACING.search(text)
             if m:
                 r = m.group(1)
+                if harness and b.location != r and r in b.assumed:
+                    # told where I really am: I never saw inside this place after all
+                    b.searched.discard(r)
+                    b.assumed.discard(r)
                 b.location = r
                 found = True
                 # The look text lists what lies next to the receptacle, not its contents;
@@ -366,6 +376,7 @@ class _Reader:
             b.location = act[1]
             if act[1] not in b.searched and self.slip("gap_visited", f"{i}|{act[1]}"):
                 b.searched.add(act[1])
+                b.assumed.add(act[1])
                 b.observed_at.setdefault(act[1], i)
         elif verb == "open":
             b.opened[act[1]] = True

@@ -57,7 +57,7 @@ PROFILES: dict[str, dict[str, float]] = {
     },
     "default": {
         "prior_noise": 1.8,
-        "overlook": 0.12,
+        "overlook": 0.16,
         "forget_open": 0.12,
         "repeat": 0.04,
         "think": 0.45,
@@ -67,12 +67,12 @@ PROFILES: dict[str, dict[str, float]] = {
         "mismatch_visited": 0.7,
         "gap_visited": 0.4,
         "gap_check": 0.35,
-        "misread_refresh": 0.35,
-        "give_up": 0.4,
+        "misread_refresh": 0.2,
+        "give_up": 0.5,
         "forget_transform": 0.15,
         "close_after": 0.15,
         "harness_react": 0.4,
-        "confuse": 0.14,
+        "confuse": 0.22,
         "old_syntax": 0.1,
     },
     "strong": {
@@ -140,6 +140,9 @@ LOOKALIKES: dict[str, tuple[str, ...]] = {
     "bed": ("sofa",), "toilet": ("garbagecan",),
 }
 
+#: how many recent messages key the per-turn slips
+RECENT = 6
+
 _REGROUND_VERBS = ("go", "take", "open", "close", "move", "heat", "cool", "clean", "use", "examine")
 
 
@@ -167,8 +170,12 @@ class BuiltinAgent:
         """The next reply: one ALFWorld action or a ``think: ...`` thought."""
         if not context:
             return "look"
-        h = hashlib.blake2b(self._key, digest_size=16)
-        for msg in context:
+        # Per-turn slips are drawn from the task, the recent messages and the turn count:
+        # like an LLM attending mostly to the last few exchanges. A changed message then
+        # changes the draws while it is in view, and changes the beliefs for good.
+        turns = sum(1 for msg in context if msg.get("role") == "assistant")
+        h = hashlib.blake2b(self._key + str(turns).encode(), digest_size=16)
+        for msg in (context[0], *context[max(1, len(context) - RECENT) :]):
             h.update(msg.get("role", "").encode())
             h.update(b"\x1f")
             h.update((msg.get("content") or "").encode())
@@ -363,7 +370,7 @@ class _Decider:
 
     def milestone(self, action: str, thought: str) -> str:
         """Return ``thought`` instead of ``action`` sometimes (thinking aloud at a milestone)."""
-        if self._just_thought():
+        if self._just_thought() or any(s.reply == "think: " + thought for s in self.b.steps):
             return action
         if self.u("think|" + action) < self.p["think"]:
             return "think: " + thought
