@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cir.envs.tasks import TASK_TYPES, TaskRef, load_tasks, room_of_scene
+from cir.envs.tasks import TASK_TYPES, TaskRef, load_tasks, room_of_scene, task_type_of_problem
 from cir.errors import CirError
 
 GAME = {
@@ -164,6 +164,22 @@ def test_single_game_file(alfworld_data: Path, tmp_path: Path) -> None:
     loose = make_trial(tmp_path, "x", "look_at_obj_in_light-Book-None-DeskLamp-301")
     (ref2,) = load_tasks(loose)
     assert ref2.task_type == "look_at_obj_in_light" and ref2.split == "custom"
+
+
+def test_lone_game_file_type_from_goal(tmp_path: Path) -> None:
+    goal = "(:goal (and (exists (?o - object) (and (isHot ?o) (inReceptacle ?o ?r)))))"
+    game = make_trial(
+        tmp_path, "mine", "t1", game={**GAME, "pddl_problem": "(define " + goal + ")"}
+    )
+    (ref,) = load_tasks(game)
+    assert ref.task_type == "pick_heat_then_place_in_recep" and ref.task_id == "t1"
+    assert task_type_of_problem("(:goal (and (inReceptacle ?o1 ?r) (inReceptacle ?o2 ?r)))") == (
+        "pick_two_obj_and_place"
+    )
+    assert task_type_of_problem("(:goal (and (isToggled ?l) (holds ?a ?o)))") == (
+        "look_at_obj_in_light"
+    )
+    assert task_type_of_problem("(define (problem x))") is None
 
 
 def test_room_of_scene() -> None:

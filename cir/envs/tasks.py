@@ -117,6 +117,30 @@ def room_of_scene(scene: str | int | None) -> str | None:
     return _ROOM_BY_HUNDREDS.get(int(m.group(1)) // 100)
 
 
+def task_type_of_problem(pddl_problem: str) -> str | None:
+    """The task type an ALFRED goal asks for, read from the problem's ``(:goal ...)``.
+
+    Used only for a lone game file without ``traj_data.json`` or a telling folder name.
+    """
+    i = pddl_problem.find("(:goal")
+    if i < 0:
+        return None
+    goal = pddl_problem[i:].lower()
+    if "istoggled" in goal:
+        return "look_at_obj_in_light"
+    if "ishot" in goal:
+        return "pick_heat_then_place_in_recep"
+    if "iscool" in goal:
+        return "pick_cool_then_place_in_recep"
+    if "isclean" in goal:
+        return "pick_clean_then_place_in_recep"
+    if re.search(r"\?o2\b", goal):
+        return "pick_two_obj_and_place"
+    if "inreceptacle" in goal:
+        return "pick_and_place_simple"
+    return None
+
+
 def _type_from_folder(name: str) -> str | None:
     head = name.split("-", 1)[0]
     return head if head in TASK_TYPES else None
@@ -261,7 +285,14 @@ def _single_file(path: Path, split: str | None) -> list[TaskRef]:
         if file_split is not None and split != file_split:
             raise CirError(f"{path}: belongs to split {file_split!r}, not {split!r}")
     root = trial.parent.parent if file_split else trial.parent
-    ref = _ref_for(path, root, file_split or split or "custom", {})
+    manifest: dict[str, dict[str, Any]] = {}
+    named = _type_from_folder(trial.name) or _type_from_folder(trial.parent.name)
+    if named is None and not (trial / TRAJ_FILE).is_file():
+        guessed = task_type_of_problem(data["pddl_problem"])
+        if guessed is not None:
+            key = trial.relative_to(root).as_posix()
+            manifest = {key if key != "." else trial.name: {"task_type": guessed}}
+    ref = _ref_for(path, root, file_split or split or "custom", manifest)
     if ref.plan_length is None and isinstance(data.get("walkthrough"), list):
         ref = TaskRef(**{**ref.__dict__, "plan_length": len(data["walkthrough"])})
     return [ref]
@@ -300,7 +331,7 @@ def load_tasks(
     if split is not None:
         _check_split_name(split, root)
     if root.is_file():
-        return _single_file(root, split)
+        return _single_file(root.resolve(), split)
 
     if (root / "json_2.1.1").is_dir():
         root = root / "json_2.1.1"
