@@ -88,7 +88,7 @@ def calibration_figure(policy: CIRPolicy, paired: pd.DataFrame | None = None, n_
         ax.plot(part["mean_predicted"], part["fraction_positive"], marker="o", label=name)
         if len(part):
             r = part.iloc[0]
-            ax.set_title(f"{name}: Brier {r['brier']:.3f} (base rate {r['brier_baseline']:.3f})\n"
+            ax.set_title(f"{name}: Brier {r['brier']:.3f} (base-rate predictor {r['brier_baseline']:.3f})\n"
                          f"{LABELS[name]}", fontsize=9)
         ax.set_xlabel("mean predicted probability")
         ax.set_xlim(0, 1)
