@@ -146,14 +146,32 @@ def test_unsolvable_draws_are_redrawn_then_reported():
             raise CirError("the ALFWorld planner found no plan: the problem is unsolvable")
         return ["go to desk 1"]
 
-    task = generate_task("train", 0, 0, TASK_TYPES[0], planner=planner)
+    task = generate_task("train", 0, 0, TASK_TYPES[0], planner=planner, replay=False)
     assert task.attempts == 3 and len(set(calls)) == 3, "each redraw is a new draw"
 
     def never(problem, sentence):
         raise CirError("the ALFWorld planner found no plan: the problem is unsolvable")
 
     with pytest.raises(CirError, match="unsolvable after 4 draws; last reason: the ALFWorld planner"):
-        generate_task("train", 0, 0, TASK_TYPES[0], planner=never, max_attempts=4)
+        generate_task("train", 0, 0, TASK_TYPES[0], planner=never, max_attempts=4, replay=False)
+
+
+def test_plan_of_the_planning_problem_wins_the_full_game(split_dir):
+    """The planner sees only goal classes; its plan must be admissible and win in the game."""
+    from cir.envs.generate import draw_task, replay_on_game
+
+    for i, ttype in enumerate(TASK_TYPES):
+        drawn = draw_task("train", 0, i, ttype)
+        small, full = drawn.planning_problem(), drawn.problem()
+        assert len(small) < len(full)
+        plan = plan_problem(small, drawn.sentence)
+        replay_on_game(full, drawn.sentence, plan)
+        with pytest.raises(CirError, match="does not win"):
+            replay_on_game(full, drawn.sentence, plan[:-1])
+        with pytest.raises(CirError, match="not admissible"):
+            replay_on_game(full, drawn.sentence, ["take unicorn 1 from desk 1", *plan])
+        if i == 1:
+            break  # two types suffice here; every generated task is replayed at generation
 
 
 def test_corrupt_or_missing_game_file(tmp_path):
