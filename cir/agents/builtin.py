@@ -18,8 +18,10 @@ to the context can change what follows, as with an LLM under greedy decoding, an
 the same context always gives the same reply in any process.
 
 ``PROFILES`` holds named skill levels (``weak``, ``default``, ``strong``); the
-numbers are slip probabilities and were calibrated with
-``benchmarks/agent_calibration.py``.
+numbers are slip probabilities, calibrated with ``benchmarks/agent_calibration.py``
+(34 generated valid_unseen tasks: clean success weak 67.6%, default 88.2%, strong
+100%; default under stale2 73.5%, under missing 76.5%; default 21.2 env actions per
+clean episode against a mean optimal plan of 6.5).
 """
 
 from __future__ import annotations
@@ -140,9 +142,6 @@ LOOKALIKES: dict[str, tuple[str, ...]] = {
     "bed": ("sofa",), "toilet": ("garbagecan",),
 }
 
-#: how many recent messages key the per-turn slips
-RECENT = 6
-
 _REGROUND_VERBS = ("go", "take", "open", "close", "move", "heat", "cool", "clean", "use", "examine")
 
 
@@ -170,12 +169,8 @@ class BuiltinAgent:
         """The next reply: one ALFWorld action or a ``think: ...`` thought."""
         if not context:
             return "look"
-        # Per-turn slips are drawn from the task, the recent messages and the turn count:
-        # like an LLM attending mostly to the last few exchanges. A changed message then
-        # changes the draws while it is in view, and changes the beliefs for good.
-        turns = sum(1 for msg in context if msg.get("role") == "assistant")
-        h = hashlib.blake2b(self._key + str(turns).encode(), digest_size=16)
-        for msg in (context[0], *context[max(1, len(context) - RECENT) :]):
+        h = hashlib.blake2b(self._key, digest_size=16)
+        for msg in context:
             h.update(msg.get("role", "").encode())
             h.update(b"\x1f")
             h.update((msg.get("content") or "").encode())
