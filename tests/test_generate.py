@@ -93,12 +93,15 @@ def test_foreign_folder_is_an_error(tmp_path):
 
 
 def test_byte_identical_across_processes_and_hash_seeds(split_dir, tmp_path):
+    """Another process with another PYTHONHASHSEED writes the same bytes (first 2 tasks)."""
     hashseed = "4242" if os.environ.get("PYTHONHASHSEED") != "4242" else "99"
     env = dict(os.environ, PYTHONHASHSEED=hashseed)
     code = ("import sys; from cir.envs.generate import generate_split; "
-            f"generate_split(sys.argv[1], 'train', {N}, 0, progress=False)")
+            "generate_split(sys.argv[1], 'train', 2, 0, progress=False)")
     subprocess.run([sys.executable, "-c", code, str(tmp_path)], check=True, env=env)
-    assert _files(tmp_path / "train") == _files(split_dir / "train")
+    theirs = {k: v for k, v in _files(tmp_path / "train").items() if k != "manifest.json"}
+    ours = _files(split_dir / "train")
+    assert len(theirs) == 4 and all(ours[k] == v for k, v in theirs.items())
 
 
 def test_prefix_property(split_dir):
@@ -160,18 +163,16 @@ def test_plan_of_the_planning_problem_wins_the_full_game(split_dir):
     """The planner sees only goal classes; its plan must be admissible and win in the game."""
     from cir.envs.generate import draw_task, replay_on_game
 
-    for i, ttype in enumerate(TASK_TYPES):
-        drawn = draw_task("train", 0, i, ttype)
-        small, full = drawn.planning_problem(), drawn.problem()
-        assert len(small) < len(full)
-        plan = plan_problem(small, drawn.sentence)
-        replay_on_game(full, drawn.sentence, plan)
-        with pytest.raises(CirError, match="does not win"):
-            replay_on_game(full, drawn.sentence, plan[:-1])
-        with pytest.raises(CirError, match="not admissible"):
-            replay_on_game(full, drawn.sentence, ["take unicorn 1 from desk 1", *plan])
-        if i == 1:
-            break  # two types suffice here; every generated task is replayed at generation
+    # One type suffices here: every generated task is replayed on its game at generation.
+    drawn = draw_task("train", 0, 1, "look_at_obj_in_light")
+    small, full = drawn.planning_problem(), drawn.problem()
+    assert len(small) < len(full)
+    plan = plan_problem(small, drawn.sentence)
+    replay_on_game(full, drawn.sentence, plan)
+    with pytest.raises(CirError, match="does not win"):
+        replay_on_game(full, drawn.sentence, plan[:-1])
+    with pytest.raises(CirError, match="not admissible"):
+        replay_on_game(full, drawn.sentence, ["take unicorn 1 from desk 1", *plan])
 
 
 def test_corrupt_or_missing_game_file(tmp_path):
