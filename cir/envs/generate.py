@@ -227,14 +227,14 @@ class _Placer:
         self.goal = goal
         self.rng = rng
         self.coords = scenes._Coords(rng)
-        self.room = {r.rid: (1 if r.rtype in scenes.SINGLE_SLOT else scenes.MAX_PER_RECEPTACLE)
+        self.free = {r.rid: (1 if r.rtype in scenes.SINGLE_SLOT else scenes.MAX_PER_RECEPTACLE)
                      for r in layout.receptacles}
         self.placed: list[PlacedObject] = []
 
     def candidates(self, otype: str, among: Sequence[str] | None = None) -> list[scenes.Receptacle]:
         g = self.goal
         return [r for r in self.layout.receptacles
-                if self.room[r.rid] > 0
+                if self.free[r.rid] > 0
                 and (among is None or r.rtype in among)
                 and _may_start_in(g.task_type, g.object_target, g.parent_target, otype, r.rtype)]
 
@@ -246,7 +246,7 @@ class _Placer:
         if closed and self.rng.random() < hidden:
             cands = closed
         r = self.rng.choice(cands)
-        self.room[r.rid] -= 1
+        self.free[r.rid] -= 1
         self.placed.append(PlacedObject(otype, scenes.alfred_object_id(otype, self.coords.xyz()), r.rid))
         return True
 
