@@ -27,7 +27,7 @@ import importlib.util
 import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from cir.errors import CirError
@@ -608,12 +608,17 @@ def run_experiment(
     if len(set(ids)) != len(ids):
         dup = next(i for i in ids if ids.count(i) > 1)
         raise CirError(f"{tasks_source or 'tasks'}: task id {dup!r} appears twice")
+    cfg = WorkerConfig(agent=agent, seed=seed, settings=settings, snapshots=snapshots,
+                       base_url=base_url, cache_dir=None, agent_factory=agent_factory,
+                       env_factory=env_factory)
     identity = {
         "tasks": tasks_source,
         "task_set": task_set_digest(ids),
         "n_tasks": len(ids),
         "limit": limit,
         "agent": agent,
+        # name@digest of the agent's settings: a changed agent never resumes another's run
+        "agent_label": agent_label(_make_agent(cfg)),
         "seed": seed,
         **settings.as_dict(),
     }
@@ -627,9 +632,7 @@ def run_experiment(
         if old.get("complete"):
             echo(f"{store.dir}: run already complete ({len(ids)} tasks, {n_pairs} pairs); nothing to do")
             return old
-    cfg = WorkerConfig(agent=agent, seed=seed, settings=settings, snapshots=snapshots,
-                       base_url=base_url, cache_dir=str(store.dir / "agent_cache"),
-                       agent_factory=agent_factory, env_factory=env_factory)
+    cfg = replace(cfg, cache_dir=str(store.dir / "agent_cache"))
     session = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "jobs": jobs,
                "backend": backend, "snapshots": snapshots, "resumed_tasks": len(done),
                "tasks_run": 0}
