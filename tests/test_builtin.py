@@ -346,3 +346,15 @@ def test_every_profile_finishes_a_scripted_world():
             assert reply.startswith("think:") or parse_action(reply) is not None, reply
             shown = "OK." if reply.startswith("think:") else "Nothing happens."
             c += [{"role": "assistant", "content": reply}, {"role": "user", "content": shown}]
+
+
+def test_harness_message_can_reopen_places_only_assumed_searched():
+    pairs = (
+        ("go to cabinet 1", "You arrive at cabinet 1. The cabinet 1 is closed."),
+        ("go to drawer 1", "You arrive at cabinet 1. The cabinet 1 is closed."),  # stale: drawer 1 unseen
+    )
+    always = lambda name, key: True  # noqa: E731
+    b = read_context(ctx(GOAL, *pairs), slip=always)
+    assert "drawer 1" in b.searched and "drawer 1" in b.assumed
+    b = read_context(ctx(GOAL, *pairs, (None, "[Replan] Reconsider your plan.")), slip=always)
+    assert "drawer 1" not in b.searched

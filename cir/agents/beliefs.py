@@ -195,6 +195,11 @@ class _Reader:
     def observe(self, reply: str | None, text: str, i: int) -> None:
         b = self.b
         if reply is None:
+            if b.assumed and self.slip("harness_react", f"{i}|doubt"):
+                # a harness message makes me doubt what I only assumed: places I never
+                # saw inside go back on the list
+                b.searched -= b.assumed
+                b.assumed.clear()
             kind = self._events(text, i, None, harness=True)
             b.steps.append(StepView(None, None, "harness" if kind else "harness_gap", text))
             return

@@ -116,7 +116,7 @@ PARAMETERS: dict[str, str] = {
     "give_up": "per-episode chance to stop searching systematically once all places are seen",
     "forget_transform": "per-episode chance to forget the heat/cool/clean step at first",
     "close_after": "chance to close a receptacle after finding nothing useful in it",
-    "harness_react": "chance to re-ground with 'look' after a harness message it cannot read",
+    "harness_react": "chance to re-ground with 'look' after a harness message it cannot read, and to re-open places only assumed searched after any harness message",
     "confuse": "per-episode chance to take a look-alike type for the goal's object or receptacle",
     "old_syntax": "chance to say 'put X in/on Y' (older ALFWorld) instead of 'move X to Y'",
 }
