@@ -175,6 +175,17 @@ def test_plan_of_the_planning_problem_wins_the_full_game(split_dir):
         replay_on_game(full, drawn.sentence, ["take unicorn 1 from desk 1", *plan])
 
 
+def test_max_plan_length_redraws_long_plans():
+    plans = [["go to desk 1"] * 12, ["go to desk 1"] * 5]
+
+    def planner(problem, sentence):
+        return plans.pop(0)
+
+    task = generate_task("train", 0, 0, TASK_TYPES[0], planner=planner, replay=False,
+                         max_plan_length=9)
+    assert task.attempts == 2 and len(task.walkthrough) == 5
+
+
 def test_corrupt_or_missing_game_file(tmp_path):
     with pytest.raises(CirError, match="no such game file"):
         verify_game_file(tmp_path / "missing.tw-pddl")

@@ -48,6 +48,9 @@ def register(subparsers: Any) -> None:
                    help="seed of the room-layout pool (default 0; keep it equal across splits)")
     g.add_argument("--jobs", type=int, default=1,
                    help="worker processes verifying tasks (default 1; output is identical)")
+    g.add_argument("--max-plan-length", type=int, default=None,
+                   help="redraw tasks whose optimal plan is longer (e.g. 9 keeps ALFWorld's "
+                        "planner expert fast on two-object tasks); default: no limit")
     g.add_argument("--quiet", action="store_true", help="no progress bar")
     g.set_defaults(handler=_generate)
 
@@ -74,7 +77,7 @@ def _generate(args: argparse.Namespace) -> int:
         raise CirError(f"--n must be a positive number of tasks, got {args.n}")
     manifest = generate_split(args.out, args.split, args.n, args.seed, types=types,
                               layout_seed=args.layout_seed, progress=not args.quiet,
-                              jobs=args.jobs)
+                              jobs=args.jobs, max_plan_length=args.max_plan_length)
     stats = manifest.get("_stats")
     where = Path(args.out) / args.split
     if stats is None:

@@ -504,11 +504,14 @@ class GeneratedTask:
 def generate_task(split: str, seed: int, index: int, task_type: str, *, layout_seed: int = 0,
                   max_attempts: int = MAX_ATTEMPTS,
                   planner: Callable[[str, str], list[str]] = plan_problem,
-                  replay: bool = True) -> GeneratedTask:
+                  replay: bool = True, max_plan_length: int | None = None) -> GeneratedTask:
     """Draw task ``index`` and verify it on the engine, redrawing unsolvable draws.
 
     The engine's planner plans on ``planning_problem()``; with ``replay`` (default) the plan
-    is then played on the full game and must win there. Unsolvable draws are redrawn.
+    is then played on the full game and must win there. Unsolvable draws are redrawn, and so
+    are draws whose plan is longer than ``max_plan_length``: ALFWorld's planner expert
+    (``policy_commands``) searches the *full* game by plan cost alone, and on two-object tasks
+    with plans of 10+ steps in big rooms it can take many minutes per step.
     """
     reasons: list[str] = []
     for attempt in range(max_attempts):
@@ -520,6 +523,8 @@ def generate_task(split: str, seed: int, index: int, task_type: str, *, layout_s
         problem = drawn.problem()
         try:
             plan = planner(drawn.planning_problem(), drawn.sentence)
+            if max_plan_length is not None and len(plan) > max_plan_length:
+                raise CirError(f"plan of {len(plan)} steps is longer than {max_plan_length}")
             if replay:
                 replay_on_game(problem, drawn.sentence, plan)
         except CirError as err:
@@ -532,9 +537,13 @@ def generate_task(split: str, seed: int, index: int, task_type: str, *, layout_s
                    f"unsolvable after {max_attempts} draws; last reason: {last}")
 
 
-def _settings(split: str, n: int, seed: int, types: tuple[str, ...], layout_seed: int) -> dict[str, Any]:
-    return {"split": split, "n": n, "seed": seed, "types": list(types),
-            "layout_seed": layout_seed, "generator_version": GENERATOR_VERSION}
+def _settings(split: str, n: int, seed: int, types: tuple[str, ...], layout_seed: int,
+              max_plan_length: int | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"split": split, "n": n, "seed": seed, "types": list(types),
+                           "layout_seed": layout_seed, "generator_version": GENERATOR_VERSION}
+    if max_plan_length is not None:  # only when set, so older manifests stay comparable
+        out["max_plan_length"] = max_plan_length
+    return out
 
 
 def _versions() -> dict[str, str]:
@@ -547,7 +556,8 @@ def _versions() -> dict[str, str]:
 
 def generate_split(out: str | os.PathLike[str], split: str, n: int, seed: int, *,
                    types: Sequence[str] | None = None, layout_seed: int = 0,
-                   progress: bool = True, jobs: int = 1) -> dict[str, Any]:
+                   progress: bool = True, jobs: int = 1,
+                   max_plan_length: int | None = None) -> dict[str, Any]:
     """Generate ``n`` verified tasks of ``split`` into ``out/<split>``; return the manifest.
 
     Task types cycle in the given order (``n = 6k`` gives ``k`` of each). An existing
@@ -555,6 +565,7 @@ def generate_split(out: str | os.PathLike[str], split: str, n: int, seed: int, *
     error. The split is written to a temporary folder and moved into place at the end, so an
     interrupted run leaves no half-written split. ``jobs > 1`` verifies tasks in that many
     worker processes (joblib); the output is the same bytes as with ``jobs=1``.
+    ``max_plan_length`` redraws tasks with longer plans (see ``generate_task``).
     """
     check_split(split)
     types_t = check_types(types)
@@ -564,11 +575,13 @@ def generate_split(out: str | os.PathLike[str], split: str, n: int, seed: int, *
         raise CirError(f"seed must be a non-negative integer, got {seed!r}")
     if not isinstance(jobs, int) or jobs < 1:
         raise CirError(f"jobs must be a positive integer, got {jobs!r}")
+    if max_plan_length is not None and (not isinstance(max_plan_length, int) or max_plan_length < 1):
+        raise CirError(f"max_plan_length must be a positive integer, got {max_plan_length!r}")
     out_dir = Path(out)
     if out_dir.exists() and not out_dir.is_dir():
         raise CirError(f"{out_dir}: output path exists and is not a folder")
     split_dir = out_dir / split
-    settings = _settings(split, n, seed, types_t, layout_seed)
+    settings = _settings(split, n, seed, types_t, layout_seed, max_plan_length)
     existing = _existing_manifest(split_dir, settings)
     if existing is not None:
         return existing
@@ -584,12 +597,14 @@ def generate_split(out: str | os.PathLike[str], split: str, n: int, seed: int, *
 
     kinds = [types_t[i % len(types_t)] for i in range(n)]
     if jobs == 1:
-        tasks = (generate_task(split, seed, i, kinds[i], layout_seed=layout_seed) for i in range(n))
+        tasks = (generate_task(split, seed, i, kinds[i], layout_seed=layout_seed,
+                               max_plan_length=max_plan_length) for i in range(n))
     else:
         from joblib import Parallel, delayed
 
         tasks = Parallel(n_jobs=jobs, return_as="generator")(
-            delayed(generate_task)(split, seed, i, kinds[i], layout_seed=layout_seed)
+            delayed(generate_task)(split, seed, i, kinds[i], layout_seed=layout_seed,
+                                   max_plan_length=max_plan_length)
             for i in range(n))
     try:
         bar = tqdm(tasks, total=n, desc=f"generate {split}", unit="task", disable=not progress)
