@@ -62,7 +62,7 @@ def _mixed_order(task_id: str) -> str:
 
 
 def cohort_tasks(out: Path, experiments: list[Experiment], quick: bool, seed: int,
-                 progress: bool) -> dict[str, list[Any]]:
+                 progress: bool, jobs: int = 1) -> dict[str, list[Any]]:
     """Generate each split once (as large as its cohorts need) and slice it into cohorts."""
     from cir.envs.generate import generate_split
     from cir.envs.tasks import load_tasks
@@ -73,7 +73,7 @@ def cohort_tasks(out: Path, experiments: list[Experiment], quick: bool, seed: in
         need[split] = max(need.get(split, 0), stop)
     by_split = {}
     for split, n in sorted(need.items()):
-        generate_split(out / "tasks", split, n, seed, progress=progress)
+        generate_split(out / "tasks", split, n, seed, progress=progress, jobs=jobs)
         by_split[split] = sorted(load_tasks(out / "tasks" / split), key=lambda t: _mixed_order(t.task_id))
     return {name: by_split[split][start:stop] for name, (split, start, stop) in slices.items()}
 
@@ -108,7 +108,7 @@ def reproduce(
 
     echo(f"[1/4] tasks: generating {'quick' if quick else 'full'} cohorts under {out / 'tasks'}")
     t0 = time.perf_counter()
-    cohorts = cohort_tasks(out, experiments, quick, seed, progress)
+    cohorts = cohort_tasks(out, experiments, quick, seed, progress, jobs)
     study["timings"]["tasks_seconds"] = round(time.perf_counter() - t0, 1)
 
     runs: dict[str, dict[str, Any]] = {}
