@@ -57,7 +57,7 @@ class Report:
                 df, source, caption = payload
                 if caption:
                     out += [f"*{caption}*", ""]
-                out += [format_table(df).to_markdown(index=False), ""]
+                out += [markdown_table(df), ""]
                 if source is not None:
                     out += [f"<sub>source: `{_rel(source, folder)}`</sub>", ""]
             elif kind == "figure":
@@ -102,19 +102,36 @@ class Report:
         return "\n".join(parts) + "\n"
 
 
+def _digits(column: str) -> int:
+    """Decimals shown: percentage points to 2, p-values to 4, rates and the rest to 3."""
+    if column.endswith("_pp"):
+        return 2
+    if column.endswith("_p") or column == "p":
+        return 4
+    return 3
+
+
 def format_table(df: pd.DataFrame) -> pd.DataFrame:
-    """Numbers as short strings: rates and effects with two decimals, p-values with three."""
+    """Floats as short strings (see :func:`_digits`); NaN as ``-``."""
     out = df.copy()
     for column in out.columns:
         if pd.api.types.is_float_dtype(out[column]):
-            digits = 3 if column.endswith("_p") or column == "p" else 2
+            digits = _digits(str(column))
             out[column] = [_num(v, digits) for v in out[column]]
     return out
+
+
+def markdown_table(df: pd.DataFrame) -> str:
+    """A DataFrame as a GitHub Markdown table: numbers right-aligned, floats rounded."""
+    align = tuple("right" if df[c].dtype.kind in "iufb" else "left" for c in df.columns)
+    return format_table(df).to_markdown(index=False, disable_numparse=True, colalign=align)
 
 
 def _num(value: float, digits: int) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
+    if value != 0 and abs(value) < 10 ** -digits:
+        return f"{value:.1e}"
     return f"{value:.{digits}f}"
 
 

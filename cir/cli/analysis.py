@@ -90,30 +90,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 # --------------------------------------------------------------------------- output
 
 
-def _digits(column: str) -> int:
-    """Decimals shown in markdown: pp to 2, p-values to 4, rates to 3."""
-    if column.endswith("_pp"):
-        return 2
-    if column.endswith("_p"):
-        return 4
-    return 3
-
-
 def _markdown(df) -> str:  # noqa: ANN001 - pandas DataFrame
-    try:
-        import tabulate  # noqa: F401
-    except ImportError:
-        raise CirError("--format markdown needs the 'tabulate' package (pip install tabulate); "
-                       "or use --format csv or json") from None
-    shown = df.copy()
-    align = tuple("right" if shown[c].dtype.kind in "iufb" else "left" for c in shown.columns)
-    for column in shown.columns:
-        if shown[column].dtype.kind == "f":
-            digits = _digits(column)
-            shown[column] = shown[column].map(
-                lambda v, d=digits: "" if v != v else f"{v:.{d}f}"
-            )
-    return shown.to_markdown(index=False, disable_numparse=True, colalign=align)
+    from cir.report import markdown_table
+
+    return markdown_table(df)
 
 
 def _settings_line(attrs: dict) -> str:

@@ -88,15 +88,6 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
-def markdown(df: Any) -> str:
-    """A pandas DataFrame as a GitHub markdown table (no extra dependency)."""
-    cols = list(df.columns)
-    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
-    for row in df.itertuples(index=False):
-        lines.append("| " + " | ".join(_fmt(v) for v in row) + " |")
-    return "\n".join(lines)
-
-
 def _fit(args: argparse.Namespace) -> int:
     from cir.paired import read_paired
     from cir.policy import CIRPolicy
@@ -187,8 +178,10 @@ def _evaluate(args: argparse.Namespace) -> int:
         head = (f"CIR on {s['tasks']} held-out tasks, {s['episodes']} episodes; thresholds "
                 f"alpha={_fmt(t['alpha'])} beta={_fmt(t['beta'])} gamma={_fmt(t['gamma'])}; "
                 f"{s['resamples']} task-level bootstrap resamples (seed {s['seed']})")
-        text = (head + "\n\n" + markdown(summary) + "\n\nMargins of CIR (pp, paired by task):\n\n"
-                + markdown(margins) + "\n")
+        from cir.report import markdown_table
+
+        text = (head + "\n\n" + markdown_table(summary) + "\n\nMargins of CIR (pp, paired by task):\n\n"
+                + markdown_table(margins) + "\n")
     if args.calibration:
         from cir.calibration import calibration_figure
 
