@@ -33,8 +33,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"cir {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
-        if importlib.util.find_spec(name) is None:  # pragma: no cover - during development only
-            continue
         importlib.import_module(name).register(subparsers)
     return parser
 
