@@ -183,17 +183,16 @@ def _cir_section(report: Report, out: Path, experiments: list[Experiment], resam
     result = evaluate(policy, test_df, resamples=resamples, seed=seed, source=str(out / "runs" / test.name))
     summary, margins = result["summary"], result["margins"]
     _save(result["episodes"], out / "tables" / "cir_eval_episodes.csv")
-    overall = summary[summary["condition"] == "all"]
-    report.table(overall, _save(summary, out / "tables" / "cir_eval.csv"),
+    eval_csv = _save(summary, out / "tables" / "cir_eval.csv")
+    report.table(summary[summary["condition"] == "all"], eval_csv,
                  "Held-out evaluation, all conditions (per-condition rows in the CSV)")
-    by_cond = summary[(summary["policy"] == "cir")]
-    report.table(by_cond, None, "CIR by observation condition")
+    report.table(summary[summary["policy"] == "cir"], eval_csv, "CIR by observation condition")
     report.table(margins[margins["condition"] == "all"], _save(margins, out / "tables" / "cir_margins.csv"),
                  "Margins of CIR over each policy (pp, paired by task)")
     cal = calibration_table(policy, test_df)
-    _save(cal, out / "tables" / "cir_calibration.csv")
+    cal_csv = _save(cal, out / "tables" / "cir_calibration.csv")
     brier = cal.groupby("model", sort=False)["brier"].first().reset_index()
-    report.table(brier, None, "Brier scores of the three models on the held-out cohort")
+    report.table(brier, cal_csv, "Brier scores of the three models on the held-out cohort")
     report.figure(_fig(calibration_figure(policy, test_df), out / "figures", "cir_calibration"),
                   "Reliability of p_err, p0 and p1 on the held-out cohort")
 
