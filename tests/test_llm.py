@@ -105,6 +105,12 @@ def test_make_agent_builds_llm_agent(monkeypatch: pytest.MonkeyPatch, tmp_path: 
     assert isinstance(agent, LLMAgent)
     assert agent.name == "openai:my-model" and agent.api_key == "sk-env"
     assert agent.settings()["seed"] == 3 and agent.cache.root == tmp_path
+    assert agent.mode == "chat"
+    completion = make_agent("openai-completion:qwen2.5:0.5b", base_url="http://127.0.0.1:9/v1")
+    assert completion.mode == "completion" and completion.model == "qwen2.5:0.5b"
+    assert completion.name == "openai-completion:qwen2.5:0.5b"
+    with pytest.raises(CirError, match="openai-completion:MODEL"):
+        make_agent("anthropic:claude", base_url="http://127.0.0.1:9/v1")
 
 
 # -- cache -------------------------------------------------------------------------------------

@@ -9,6 +9,8 @@ from cir.agents.base import Agent
 from cir.errors import CirError
 
 DEFAULT_AGENT = "builtin"
+# The agent specs make_agent understands, for command-line help.
+AGENT_SPECS = "builtin[:PROFILE], openai:MODEL or openai-completion:MODEL"
 
 
 def make_agent(
@@ -22,16 +24,18 @@ def make_agent(
     """The agent named by ``spec``.
 
     ``builtin[:PROFILE]`` is the model-free agent (profiles: see
-    :data:`cir.agents.builtin.PROFILES`). ``openai:MODEL`` talks to an
+    :data:`cir.agents.builtin.PROFILES`). ``openai:MODEL`` talks to the chat endpoint of an
     OpenAI-compatible server at ``base_url`` (or ``$OPENAI_BASE_URL``) with the key
-    from ``$OPENAI_API_KEY`` (or the variable named by ``api_key_env``).
+    from ``$OPENAI_API_KEY`` (or the variable named by ``api_key_env``);
+    ``openai-completion:MODEL`` sends the same ReAct prompt as one plain completion, which
+    small models follow better. The mode is part of the spec so it is recorded with the run.
     """
     kind, _, arg = spec.partition(":")
     if kind == "builtin":
         from cir.agents.builtin import BuiltinAgent
 
         return BuiltinAgent(profile=arg or "default", seed=seed)
-    if kind == "openai":
+    if kind in ("openai", "openai-completion"):
         if not arg:
             raise CirError(f"agent {spec!r}: name the model, e.g. openai:Qwen3-14B")
         from cir.agents.llm import LLMAgent
@@ -47,7 +51,8 @@ def make_agent(
             api_key=os.environ.get(api_key_env),
             cache_dir=Path(cache_dir) if cache_dir else None,
             seed=seed,
+            mode="chat" if kind == "openai" else "completion",
         )
     raise CirError(
-        f"unknown agent {spec!r}: expected builtin, builtin:PROFILE or openai:MODEL"
+        f"unknown agent {spec!r}: expected builtin, builtin:PROFILE, openai:MODEL or openai-completion:MODEL"
     )

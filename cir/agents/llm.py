@@ -16,7 +16,6 @@ request (4xx), :class:`~cir.errors.CirError` says which URL failed and how.
 from __future__ import annotations
 
 import email.utils
-import os
 import re
 import time
 from collections.abc import Callable
@@ -115,7 +114,7 @@ class LLMAgent:
     ) -> None:
         if not model or not isinstance(model, str):
             raise CirError(f"LLM model {model!r}: expected a model name, e.g. Qwen3-14B")
-        mode = mode or os.environ.get("CIR_LLM_MODE", "chat")
+        mode = mode or "chat"
         if mode not in MODES:
             raise CirError(f"LLM mode {mode!r}: expected one of {', '.join(MODES)}")
         for field, value, low in (("timeout", timeout, 0.0), ("max_tokens", max_tokens, 1)):
@@ -137,7 +136,7 @@ class LLMAgent:
         self.backoff = float(backoff)
         self.max_backoff = float(max_backoff)
         self.stop = ["\n"]
-        self.name = f"openai:{model}"
+        self.name = f"openai:{model}" if mode == "chat" else f"openai-{mode}:{model}"
         self.cache = ResponseCache(cache_dir)
         self.calls = 0
         self.cache_hits = 0

@@ -8,6 +8,7 @@ import sys
 import textwrap
 from typing import Any
 
+from cir.agents.factory import AGENT_SPECS
 from cir.errors import CirError
 
 _COLOURS = {"agent": "36", "harness": "35", "obs": "0", "perturbed": "33", "won": "32", "lost": "31",
@@ -37,8 +38,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument("task", metavar="TASK", help="a game.tw-pddl, or a trial folder holding one")
-    p.add_argument("--agent", default="builtin", help="builtin[:PROFILE] or openai:MODEL (default builtin)")
-    p.add_argument("--base-url", default=None, help="OpenAI-compatible server for openai:MODEL")
+    p.add_argument("--agent", default="builtin", help=f"{AGENT_SPECS} (default builtin)")
+    p.add_argument("--base-url", default=None, help="OpenAI-compatible server for openai[-completion]:MODEL")
     p.add_argument("--condition", default="clean", help="clean, staleK or missing (default clean)")
     p.add_argument("--router", default=None, metavar="ROUTER_JSON", help="a router file from `cir fit`")
     p.add_argument("--seed", type=int, default=0, help="agent seed (default 0)")

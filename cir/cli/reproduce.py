@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from cir.agents.factory import AGENT_SPECS
+
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
@@ -18,8 +20,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--quick", action="store_true",
                    help="small cohorts (the same pipeline; under 10 minutes on 2 cores)")
     p.add_argument("--out", default="cir-out", help="output folder (default cir-out)")
-    p.add_argument("--agent", default="builtin", help="builtin[:PROFILE] or openai:MODEL (default builtin)")
-    p.add_argument("--base-url", default=None, help="OpenAI-compatible server for openai:MODEL")
+    p.add_argument("--agent", default="builtin", help=f"{AGENT_SPECS} (default builtin)")
+    p.add_argument("--base-url", default=None, help="OpenAI-compatible server for openai[-completion]:MODEL")
     p.add_argument("--jobs", type=int, default=2, help="parallel worker processes (default 2)")
     p.add_argument("--backend", default="loky", help="joblib backend: loky, threading or dask")
     p.add_argument("--seed", type=int, default=0, help="seed of task generation and agent (default 0)")

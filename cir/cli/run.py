@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from cir.agents.factory import AGENT_SPECS
 from cir.errors import CirError
 
 
@@ -22,8 +23,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="a folder of tasks (generated or ALFWorld data) or one game.tw-pddl")
     p.add_argument("--out", required=True, metavar="RUN_DIR", help="run folder (created or resumed)")
     p.add_argument("--split", default=None, help="only this split of --tasks")
-    p.add_argument("--agent", default="builtin", help="builtin[:PROFILE] or openai:MODEL (default builtin)")
-    p.add_argument("--base-url", default=None, help="OpenAI-compatible server for openai:MODEL")
+    p.add_argument("--agent", default="builtin", help=f"{AGENT_SPECS} (default builtin)")
+    p.add_argument("--base-url", default=None, help="OpenAI-compatible server for openai[-completion]:MODEL")
     p.add_argument("--conditions", default="clean,stale2,stale1,missing",
                    help="comma list of clean, staleK (K>=1), missing (default clean,stale2,stale1,missing)")
     p.add_argument("--delays", default="0,1,2,4", help="comma list of delays >= 0 (default 0,1,2,4)")
