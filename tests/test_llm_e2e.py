@@ -37,23 +37,6 @@ MAX_TURNS = 12
 
 
 @pytest.fixture(scope="module")
-def task(tmp_path_factory: pytest.TempPathFactory):
-    """One generated pick-and-place task on the real engine."""
-    from cir.envs.generate import generate_split
-    from cir.envs.tasks import load_tasks
-
-    root = tmp_path_factory.mktemp("tasks")
-    generate_split(root, "valid_unseen", 1, 0, types=["pick_and_place_simple"], progress=False)
-    return load_tasks(root / "valid_unseen")[0]
-
-
-@pytest.fixture(scope="module")
-def env(task):
-    """The task's engine, shared by the tests (every episode starts with a reset)."""
-    return AlfworldEnv(task.game_file)
-
-
-@pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory):
     log = tmp_path_factory.mktemp("server") / "llama_server.log"
     with LlamaServer(log_path=log) as srv:
@@ -71,11 +54,11 @@ def harness(agent: LLMAgent) -> Harness:
 
 
 def test_episode_then_identical_rerun_costs_no_model_call(
-    server: LlamaServer, task, env: AlfworldEnv, tmp_path: Path
+    server: LlamaServer, pick_place_task, pick_place_env: AlfworldEnv, tmp_path: Path
 ) -> None:
     cache = tmp_path / "cache"
     agent = smollm2(server.base_url, cache)
-    first = harness(agent).episode(env, task.task_id)
+    first = harness(agent).episode(pick_place_env, pick_place_task.task_id)
     assert first.model_turns >= 1
     assert first.env_actions == MAX_ACTIONS or first.model_turns == MAX_TURNS or first.done
     assert agent.calls == first.model_turns and agent.cache_hits == 0
@@ -88,17 +71,17 @@ def test_episode_then_identical_rerun_costs_no_model_call(
     # Same settings, same cache, and a server address where nothing listens: any model
     # call would fail, so an identical transcript proves that the rerun made none.
     offline = smollm2(f"http://127.0.0.1:{free_port()}/v1", cache, max_retries=0)
-    second = harness(offline).episode(env, task.task_id)
+    second = harness(offline).episode(pick_place_env, pick_place_task.task_id)
     assert second.to_dict() == first.to_dict()
     assert (offline.calls, offline.http_requests) == (0, 0)
     assert offline.hit_rate == 1.0 and offline.cache_hits == first.model_turns
     print(f"second run: {offline.stats()}")
 
 
-def test_chat_mode_against_the_real_server(server: LlamaServer, env: AlfworldEnv, tmp_path: Path) -> None:
+def test_chat_mode_against_the_real_server(server: LlamaServer, pick_place_env: AlfworldEnv, tmp_path: Path) -> None:
     agent = LLMAgent(MODEL_NAME, server.base_url, cache_dir=tmp_path, mode="chat", max_tokens=16)
 
-    reply = agent.act([{"role": "user", "content": env.reset()}])
+    reply = agent.act([{"role": "user", "content": pick_place_env.reset()}])
     assert isinstance(reply, str) and reply and "\n" not in reply
     assert agent.calls == 1
 
@@ -115,16 +98,16 @@ class StopServerAfter:
 
 
 def test_server_stopped_mid_episode_gives_clear_error_and_keeps_partial_results(
-    task, env: AlfworldEnv, tmp_path: Path
+    pick_place_task, pick_place_env: AlfworldEnv, tmp_path: Path
 ) -> None:
     cache = tmp_path / "cache"
     doomed = LlamaServer(log_path=tmp_path / "doomed.log").start()
     try:
         agent = smollm2(doomed.base_url, cache, max_retries=2, backoff=0.1)
         h = harness(agent)
-        transcript = h.reset(env, task.task_id)
+        transcript = h.reset(pick_place_env, pick_place_task.task_id)
         with pytest.raises(CirError) as err:
-            h.run(env, transcript, hooks=[StopServerAfter(doomed, 2)])
+            h.run(pick_place_env, transcript, hooks=[StopServerAfter(doomed, 2)])
     finally:
         doomed.stop()
     message = str(err.value)
@@ -137,6 +120,6 @@ def test_server_stopped_mid_episode_gives_clear_error_and_keeps_partial_results(
     # A rerun starts from the cache: the answered prefix costs nothing, even with no server.
     offline = smollm2(f"http://127.0.0.1:{free_port()}/v1", cache, max_retries=0)
     h2 = harness(offline)
-    rerun = h2.run(env, h2.reset(env, task.task_id), until_env_actions=transcript.env_actions)
+    rerun = h2.run(pick_place_env, h2.reset(pick_place_env, pick_place_task.task_id), until_env_actions=transcript.env_actions)
     assert rerun.to_dict() == transcript.to_dict()
     assert (offline.calls, offline.http_requests, offline.cache_hits) == (0, 0, agent.calls)

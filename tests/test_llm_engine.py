@@ -19,34 +19,17 @@ from cir.errors import CirError  # noqa: E402
 from cir.harness import Harness  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def task(tmp_path_factory: pytest.TempPathFactory):
-    """One generated pick-and-place task on the real engine."""
-    from cir.envs.generate import generate_split
-    from cir.envs.tasks import load_tasks
-
-    root = tmp_path_factory.mktemp("tasks")
-    generate_split(root, "valid_unseen", 1, 0, types=["pick_and_place_simple"], progress=False)
-    return load_tasks(root / "valid_unseen")[0]
-
-
-@pytest.fixture(scope="module")
-def env(task):
-    """The task's engine, shared by the tests (every episode starts with a reset)."""
-    return AlfworldEnv(task.game_file)
-
-
-def test_unreachable_server_is_a_clear_error(task, env: AlfworldEnv) -> None:
+def test_unreachable_server_is_a_clear_error(pick_place_task, pick_place_env: AlfworldEnv) -> None:
     url = f"http://127.0.0.1:{free_port()}/v1"
     agent = LLMAgent("some-model", url, mode="completion", max_retries=1, backoff=0.0)
     with pytest.raises(CirError, match=rf"LLM server {url}/completions: cannot connect .*2 attempt\(s\)"):
-        Harness(agent, max_turns=4, max_actions=4).episode(env, task.task_id)
+        Harness(agent, max_turns=4, max_actions=4).episode(pick_place_env, pick_place_task.task_id)
 
 
-def test_reply_without_an_action_meets_nothing_happens(task, env: AlfworldEnv) -> None:
+def test_reply_without_an_action_meets_nothing_happens(pick_place_task, pick_place_env: AlfworldEnv) -> None:
     with FakeOpenAI([Reply(text="Hmm, I am not sure."), Reply(text=""), Reply(text="look")]) as fake:
         agent = LLMAgent("fake", fake.base_url, mode="completion")
-        t = Harness(agent, max_turns=3, max_actions=3).episode(env, task.task_id)
+        t = Harness(agent, max_turns=3, max_actions=3).episode(pick_place_env, pick_place_task.task_id)
     assert [s.action for s in t.steps] == ["hmm, i am not sure", "nothing", "look"]
     assert [s.observation for s in t.steps[:2]] == ["Nothing happens.", "Nothing happens."]
     assert agent.unparsable == ["Hmm, I am not sure.", ""]
