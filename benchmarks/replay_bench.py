@@ -34,17 +34,6 @@ from cir.replay import ReplaySettings, parse_delays, run_task_pairs
 from cir.transcript import Transcript, context_hash
 
 
-def env_path(t: Transcript, n: int) -> list[str]:
-    """Env actions applied to reach the state after the first n steps (rewinds applied)."""
-    path: list[str] = []
-    for step in t.steps[:n]:
-        if step.rewind_to is not None:
-            path = env_path(t, step.rewind_to)
-        if step.action is not None:
-            path.append(step.action)
-    return path
-
-
 def unique_and_naive(result: Any, settings: dict[str, Any]) -> dict[str, int]:
     contexts: set[str] = set()
     transitions: set[tuple[str, ...]] = set()
@@ -57,15 +46,11 @@ def unique_and_naive(result: Any, settings: dict[str, Any]) -> dict[str, int]:
         by_role[(ep["role"], ep["condition"], ep["delay"], ep["operation"])] = t
         naive_arm_calls += t.model_turns
         naive_arm_steps += t.env_actions
-        path: list[str] = []
         for i, step in enumerate(t.steps):
-            if step.rewind_to is not None:
-                path = env_path(t, step.rewind_to)
             if step.actor == "agent":
                 contexts.add(context_hash(t.prefix(i).context(), settings))
             if step.action is not None:
-                path = [*path, step.action]
-                transitions.add(tuple(path))
+                transitions.add(tuple(t.env_path(i + 1)))
     naive_pair_calls = naive_pair_steps = 0
     factual = by_role.get(("factual", "clean", None, None))
     for row in result.rows:

@@ -112,6 +112,17 @@ class Transcript:
             messages.append({"role": "user", "content": step.shown})
         return messages
 
+    def env_path(self, n_steps: int | None = None) -> list[str]:
+        """The env actions that reproduce, from a reset, the env state after the first
+        ``n_steps`` steps (all by default): a rewind restores the env to its earlier state."""
+        path: list[str] = []
+        for step in self.steps[:n_steps]:
+            if step.rewind_to is not None:
+                path = self.env_path(step.rewind_to)
+            if step.action is not None:
+                path.append(step.action)
+        return path
+
     def prefix(self, n_steps: int) -> Transcript:
         """A copy holding the first ``n_steps`` steps."""
         return Transcript(self.task_id, self.task_text, [Step(**asdict(s)) for s in self.steps[:n_steps]])

@@ -78,7 +78,12 @@ def test_rewind_restores_context_and_env():
     t2 = h2.reset(check, "t")
     h2.run(check, t2, until_env_actions=2)
     assert env.state == check.state
+    # the transcript's env path is the same history: two actions, then what follows the rewind
+    assert t.env_path() == t2.env_path() == [s.action for s in t2.steps if s.action]
+    assert t.env_path(anchor) == [s.action for s in t.steps[:anchor] if s.action]
+    resumed = len(t.steps)
     h.run(env, t)
+    assert t.env_path() == t2.env_path() + [s.action for s in t.steps[resumed:] if s.action]
     assert t.done or t.env_actions >= 64 or t.model_turns >= 49
 
 

@@ -113,29 +113,13 @@ def test_no_work_done_twice():
         if ep["transcript"] is None:
             continue
         t = Transcript.from_dict(ep["transcript"])
-        path: list[str] = []
         for i, step in enumerate(t.steps):
-            if step.rewind_to is not None:
-                path = [s.action for s in t.steps[: step.rewind_to] if s.action is not None]
-                path = _env_path(t, step.rewind_to)
             if step.actor == "agent":
                 contexts.add(context_hash(t.prefix(i).context(), agent.settings()))
             if step.action is not None:
-                path = [*path, step.action]
-                env_keys.add(tuple(path))
+                env_keys.add(tuple(t.env_path(i + 1)))
     assert r.costs["agent_calls"] == agent.calls == len(contexts)
     assert r.costs["env_steps"] == len(env_keys)
-
-
-def _env_path(t, n):
-    """Env actions applied to reach the state after the first n steps (rewinds applied)."""
-    path: list[str] = []
-    for step in t.steps[:n]:
-        if step.rewind_to is not None:
-            path = _env_path(t, step.rewind_to)
-        if step.action is not None:
-            path.append(step.action)
-    return path
 
 
 def test_prefix_mismatch_names_the_task():
