@@ -33,6 +33,7 @@ from typing import Any
 from cir.errors import CirError
 from cir.harness import DEFAULT_MAX_ACTIONS, DEFAULT_MAX_TURNS, Harness, RouterHook, SnapshotHook
 from cir.paired import PAIRED_COLUMNS, outcome_of
+from cir.parallel import BACKENDS, parallel_map
 from cir.perturb import (
     DEFAULT_CONDITIONS,
     DEFAULT_FRACTION,
@@ -478,7 +479,6 @@ def paired_columns(rows: list[dict[str, Any]]) -> list[str]:
 
 # -- runs: many tasks, in parallel, resumable --------------------------------------------------
 
-BACKENDS = ("loky", "threading", "dask")
 
 
 @dataclass(frozen=True)
@@ -521,44 +521,6 @@ def run_task_worker(task: Any, cfg: WorkerConfig) -> dict[str, Any]:
 
 def task_set_digest(task_ids: Sequence[str]) -> str:
     return hashlib.sha256("\n".join(task_ids).encode("utf-8")).hexdigest()[:16]
-
-
-def _parallel_results(tasks: list[Any], cfg: WorkerConfig, jobs: int, backend: str,
-                      scheduler: str | None):
-    """Yield worker results as tasks finish (any order)."""
-    import joblib
-
-    if jobs == 1 and backend != "dask":
-        for task in tasks:
-            yield run_task_worker(task, cfg)
-        return
-    calls = (joblib.delayed(run_task_worker)(task, cfg) for task in tasks)
-    if backend != "dask":
-        parallel = joblib.Parallel(n_jobs=jobs, backend=backend, return_as="generator_unordered")
-        yield from parallel(calls)
-        return
-    try:
-        from dask.distributed import Client, LocalCluster
-    except ImportError:  # pragma: no cover - depends on the installation
-        raise CirError("--backend dask needs dask[distributed]: pip install 'cir[dask]'") from None
-    cluster = None
-    try:
-        if scheduler:
-            client = Client(scheduler, timeout="20s")
-        else:
-            cluster = LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True,
-                                   dashboard_address=None)
-            client = Client(cluster)
-    except OSError as err:
-        raise CirError(f"--scheduler {scheduler!r}: cannot connect to the Dask scheduler ({err})") from None
-    try:
-        with joblib.parallel_config(backend="dask"):
-            parallel = joblib.Parallel(n_jobs=jobs, return_as="generator_unordered")
-            yield from parallel(calls)
-    finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
 
 
 def run_experiment(
@@ -680,7 +642,8 @@ def run_experiment(
     pairs = sum(len(done[i]["rows"]) for i in ids if i in done)
     bar.set_postfix(pairs=pairs)
     try:
-        for res in _parallel_results(todo, cfg, jobs, backend, scheduler):
+        for res in parallel_map(run_task_worker, todo, cfg, jobs=jobs, backend=backend,
+                                scheduler=scheduler, ordered=False):
             summary = res["summary"]
             if summary["task_id"] not in by_id:  # pragma: no cover - defensive
                 continue

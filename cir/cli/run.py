@@ -47,9 +47,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
+    from cir.parallel import BACKENDS
     from cir.perturb import parse_conditions
     from cir.recovery import parse_operations
-    from cir.replay import BACKENDS, ReplaySettings, parse_delays, run_experiment
+    from cir.replay import ReplaySettings, parse_delays, run_experiment
 
     # check every setting before touching the engine or the run folder
     conditions = parse_conditions(args.conditions)

@@ -32,6 +32,7 @@ from cir.envs import scenes
 from cir.envs.pddl import TASK_TYPES, Goal, game_json, problem_text, sha256_text
 from cir.envs.scenes import Layout, PlacedObject
 from cir.errors import CirError
+from cir.parallel import parallel_map
 
 SPLITS: tuple[str, ...] = ("train", "valid_seen", "valid_unseen")
 SPLIT_CODE = {"train": 1, "valid_seen": 2, "valid_unseen": 3}
@@ -554,6 +555,13 @@ def _versions() -> dict[str, str]:
             "textworld": textworld.__version__}
 
 
+def _generate_indexed(item: tuple[int, str], split: str, seed: int, layout_seed: int,
+                      max_plan_length: int | None) -> GeneratedTask:
+    index, task_type = item
+    return generate_task(split, seed, index, task_type, layout_seed=layout_seed,
+                         max_plan_length=max_plan_length)
+
+
 def generate_split(out: str | os.PathLike[str], split: str, n: int, seed: int, *,
                    types: Sequence[str] | None = None, layout_seed: int = 0,
                    progress: bool = True, jobs: int = 1,
@@ -596,16 +604,8 @@ def generate_split(out: str | os.PathLike[str], split: str, n: int, seed: int, *
     from tqdm import tqdm
 
     kinds = [types_t[i % len(types_t)] for i in range(n)]
-    if jobs == 1:
-        tasks = (generate_task(split, seed, i, kinds[i], layout_seed=layout_seed,
-                               max_plan_length=max_plan_length) for i in range(n))
-    else:
-        from joblib import Parallel, delayed
-
-        tasks = Parallel(n_jobs=jobs, return_as="generator")(
-            delayed(generate_task)(split, seed, i, kinds[i], layout_seed=layout_seed,
-                                   max_plan_length=max_plan_length)
-            for i in range(n))
+    tasks = parallel_map(_generate_indexed, enumerate(kinds), split, seed, layout_seed,
+                         max_plan_length, jobs=jobs)
     try:
         bar = tqdm(tasks, total=n, desc=f"generate {split}", unit="task", disable=not progress)
         for task in bar:

@@ -1,0 +1,45 @@
+"""parallel_map: order, in-process fallback, bad backends, and the silenced worker-restart warning."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+from cir.errors import CirError
+from cir.parallel import parallel_map
+
+
+def _scaled(x: int, factor: int) -> int:
+    return x * factor
+
+
+def _warns(message: str) -> str:
+    warnings.warn(message, UserWarning, stacklevel=1)
+    return message
+
+
+@pytest.mark.parametrize(("jobs", "backend"), [(1, "loky"), (2, "loky"), (2, "threading")])
+def test_ordered_results_match_a_plain_loop(jobs: int, backend: str) -> None:
+    got = list(parallel_map(_scaled, range(20), 3, jobs=jobs, backend=backend))
+    assert got == [3 * x for x in range(20)]
+
+
+def test_unordered_results_are_the_same_set() -> None:
+    got = list(parallel_map(_scaled, range(20), 2, jobs=2, backend="threading", ordered=False))
+    assert sorted(got) == [2 * x for x in range(20)]
+
+
+def test_unknown_backend_is_named() -> None:
+    with pytest.raises(CirError, match=r"unknown backend 'ray': expected one of loky, threading, dask"):
+        list(parallel_map(_scaled, [1], 1, backend="ray"))
+
+
+def test_only_the_worker_restart_warning_is_silenced() -> None:
+    restart = "A worker stopped while some jobs were given to the executor. This can be caused by a leak."
+    other = "something else worth seeing"
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        list(parallel_map(_warns, [restart, other], jobs=2, backend="threading"))
+    messages = [str(w.message) for w in seen]
+    assert other in messages and restart not in messages
