@@ -104,6 +104,14 @@ def test_byte_identical_across_processes_and_hash_seeds(split_dir, tmp_path):
     assert len(theirs) == 4 and all(ours[k] == v for k, v in theirs.items())
 
 
+def test_worker_processes_write_the_same_bytes(split_dir, tmp_path):
+    """``jobs=2`` (loky workers) writes the same task files as the in-process run."""
+    generate_split(tmp_path, "train", 3, 0, progress=False, jobs=2)
+    theirs = {k: v for k, v in _files(tmp_path / "train").items() if k != "manifest.json"}
+    ours = _files(split_dir / "train")
+    assert len(theirs) == 6 and all(ours[k] == v for k, v in theirs.items())
+
+
 def test_prefix_property(split_dir):
     first = generate_task("train", 0, 0, TASK_TYPES[0])
     row = next(r for r in read_manifest(split_dir / "train")[0]["tasks"]
