@@ -34,13 +34,15 @@ class StudySettings:
     base_url: str | None = None
 
 
-def _check_study(out: Path, identity: dict[str, Any]) -> None:
+def _check_study(out: Path, identity: dict[str, Any]) -> list[dict[str, Any]]:
+    """Refuse a folder written by other settings; return the timings of earlier calls."""
     path = out / "study.json"
     if not path.exists():
-        return
+        return []
     try:
-        old = json.loads(path.read_text(encoding="utf-8"))["settings"]
-    except (json.JSONDecodeError, KeyError):
+        record = json.loads(path.read_text(encoding="utf-8"))
+        old = record["settings"]
+    except (json.JSONDecodeError, KeyError, TypeError):
         raise CirError(f"{path}: unreadable study record; remove it or choose another --out") from None
     for key in sorted(set(old) | set(identity)):
         if old.get(key) != identity.get(key):
@@ -48,6 +50,8 @@ def _check_study(out: Path, identity: dict[str, Any]) -> None:
                 f"{out}: written by other settings ({key}: {old.get(key)!r} there, {identity.get(key)!r} now); "
                 "use another --out or the same settings to resume"
             )
+    earlier = record.get("earlier_calls", [])
+    return [*earlier, record["timings"]] if record.get("timings") else earlier
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
@@ -100,9 +104,11 @@ def reproduce(
     settings = StudySettings(quick=quick, agent=agent, seed=seed, resamples=resamples, base_url=base_url)
     identity = {**asdict(settings), "experiments": [asdict(e) | {"source": Path(e.source).name}
                                                     for e in experiments]}
+    identity = json.loads(json.dumps(identity))  # as study.json holds it (tuples become lists)
     out.mkdir(parents=True, exist_ok=True)
-    _check_study(out, identity)
-    study = {"cir_version": __version__, "settings": identity, "timings": {}}
+    earlier = _check_study(out, identity)
+    # a resumed study keeps what earlier calls took; "timings" is this call's
+    study = {"cir_version": __version__, "settings": identity, "timings": {}, "earlier_calls": earlier}
     _write_json(out / "study.json", study)
     t_start = time.perf_counter()
 

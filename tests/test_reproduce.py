@@ -1,0 +1,91 @@
+"""``cir reproduce`` end to end on a tiny study: outputs, resume, refusal of other settings.
+
+The configs below keep the shipped structure (effects, mechanism, train, eval) at a few
+tasks each, so the whole pipeline runs on the real engine in about a minute.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from cir.errors import CirError
+from cir.reproduce import reproduce
+
+TINY = {
+    "primary": ("effects", 1, "valid_unseen", 2, ["refresh"]),
+    "mechanism": ("mechanism", 2, "valid_unseen", 2, ["refresh", "refresh_ablated"]),
+    "cir_train": ("train", 3, "train", 8, ["refresh"]),
+    "cir_eval": ("eval", 4, "valid_seen", 3, ["refresh"]),
+}
+
+
+def _write_configs(folder: Path) -> Path:
+    folder.mkdir()
+    for name, (role, order, split, n, ops) in TINY.items():
+        (folder / f"{name}.toml").write_text(
+            f'name = "{name}"\nrole = "{role}"\norder = {order}\nsplit = "{split}"\n'
+            f"n_tasks = {n + 1}\nquick_n_tasks = {n}\n"
+            'conditions = ["clean", "stale2"]\ndelays = [1, 2]\n'
+            f"operations = {json.dumps(ops)}\n",
+            encoding="utf-8",
+        )
+    return folder
+
+
+def _digests(out: Path) -> dict[str, str]:
+    files = [*sorted((out / "tables").glob("*.csv")), out / "router.json", out / "report.md"]
+    return {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in files}
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, list[str]]:
+    root = tmp_path_factory.mktemp("study")
+    configs = _write_configs(root / "experiments")
+    lines: list[str] = []
+    reproduce(root / "out", quick=True, experiments_dir=configs, resamples=200, progress=False,
+              echo=lines.append)
+    return root / "out", configs, lines
+
+
+def test_writes_report_tables_figures_and_router(study) -> None:
+    out, _, lines = study
+    assert lines[-1].startswith("[4/4] report:")
+    report = (out / "report.md").read_text(encoding="utf-8")
+    for heading in ("## 1. When does refresh help or harm?", "## 2. Why does refresh help?",
+                    "## 3. Does CIR learn when to recover?"):
+        assert heading in report
+    # every table the report cites is written beside it
+    cited = {line.split("`")[1] for line in report.splitlines() if line.startswith("<sub>source:")}
+    assert cited and all((out / path).is_file() for path in cited)
+    cohorts = pd.read_csv(out / "tables" / "cohorts.csv").set_index("experiment")
+    assert cohorts["tasks"].to_dict() == {name: spec[3] for name, spec in TINY.items()}
+    assert (cohorts["pairs"] > 0).all()
+    assert json.loads((out / "router.json").read_text())["thresholds"]
+    assert list((out / "figures").glob("*.png"))
+    html = (out / "report.html").read_text(encoding="utf-8")
+    # self-contained: every figure is embedded, none is linked
+    assert html.count("data:image/png;base64,") == len(list((out / "figures").glob("*.png")))
+    assert "src='figures/" not in html and 'src="figures/' not in html
+
+
+def test_second_call_resumes_and_writes_identical_tables(study) -> None:
+    out, configs, _ = study
+    before = _digests(out)
+    lines: list[str] = []
+    reproduce(out, quick=True, experiments_dir=configs, resamples=200, progress=False, echo=lines.append)
+    assert sum("nothing to do" in line for line in lines) == len(TINY)
+    assert _digests(out) == before
+    record = json.loads((out / "study.json").read_text())
+    assert record["earlier_calls"][0]["total_seconds"] > record["timings"]["total_seconds"]
+
+
+def test_other_settings_are_refused_by_name(study) -> None:
+    out, configs, _ = study
+    with pytest.raises(CirError, match=r"written by other settings \(seed: 0 there, 1 now\)"):
+        reproduce(out, quick=True, experiments_dir=configs, seed=1, resamples=200, progress=False,
+                  echo=lambda line: None)
