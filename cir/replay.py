@@ -480,7 +480,6 @@ def paired_columns(rows: list[dict[str, Any]]) -> list[str]:
 # -- runs: many tasks, in parallel, resumable --------------------------------------------------
 
 
-
 @dataclass(frozen=True)
 class WorkerConfig:
     """What a worker needs to rebuild the agent and env for a task (plain, picklable)."""

@@ -44,14 +44,34 @@ def _check_study(out: Path, identity: dict[str, Any]) -> list[dict[str, Any]]:
         old = record["settings"]
     except (json.JSONDecodeError, KeyError, TypeError):
         raise CirError(f"{path}: unreadable study record; remove it or choose another --out") from None
-    for key in sorted(set(old) | set(identity)):
-        if old.get(key) != identity.get(key):
-            raise CirError(
-                f"{out}: written by other settings ({key}: {old.get(key)!r} there, {identity.get(key)!r} now); "
-                "use another --out or the same settings to resume"
-            )
+    for key, there, now in _differences(old, identity):
+        raise CirError(
+            f"{out}: written by other settings ({key}: {there!r} there, {now!r} now); "
+            "use another --out or the same settings to resume"
+        )
     earlier = record.get("earlier_calls", [])
     return [*earlier, record["timings"]] if record.get("timings") else earlier
+
+
+def _differences(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    """(setting, old value, new value) for each setting that differs; experiments by name
+    and field, so the message names the one field that changed."""
+    diffs = []
+    for key in sorted(set(old) | set(new)):
+        a, b = old.get(key), new.get(key)
+        if key == "experiments" and isinstance(a, list) and a != b:
+            by_name = {e.get("name"): e for e in a if isinstance(e, dict)}
+            for exp in b:
+                prev = by_name.pop(exp["name"], None)
+                if prev is None:
+                    diffs.append((f"experiment {exp['name']}", "absent", "present"))
+                    continue
+                diffs += [(f"experiment {exp['name']}, {field}", prev.get(field), exp.get(field))
+                          for field in sorted(set(prev) | set(exp)) if prev.get(field) != exp.get(field)]
+            diffs += [(f"experiment {name}", "present", "absent") for name in by_name]
+        elif a != b:
+            diffs.append((key, a, b))
+    return diffs
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:

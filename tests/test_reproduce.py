@@ -89,3 +89,17 @@ def test_other_settings_are_refused_by_name(study) -> None:
     with pytest.raises(CirError, match=r"written by other settings \(seed: 0 there, 1 now\)"):
         reproduce(out, quick=True, experiments_dir=configs, seed=1, resamples=200, progress=False,
                   echo=lambda line: None)
+
+
+def test_an_edited_config_is_refused_by_experiment_and_field(study, tmp_path: Path) -> None:
+    out, configs, _ = study
+    edited = tmp_path / "edited"
+    edited.mkdir()
+    for f in configs.glob("*.toml"):
+        text = f.read_text(encoding="utf-8")
+        if f.stem == "cir_eval":
+            text = text.replace("quick_n_tasks = 3", "quick_n_tasks = 4")
+        (edited / f.name).write_text(text, encoding="utf-8")
+    with pytest.raises(CirError, match=r"\(experiment cir_eval, quick_n_tasks: 3 there, 4 now\)"):
+        reproduce(out, quick=True, experiments_dir=edited, resamples=200, progress=False,
+                  echo=lambda line: None)
