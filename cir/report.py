@@ -117,7 +117,7 @@ def format_table(df: pd.DataFrame) -> pd.DataFrame:
     for column in out.columns:
         if pd.api.types.is_float_dtype(out[column]):
             digits = _digits(str(column))
-            out[column] = [_num(v, digits) for v in out[column]]
+            out[column] = [format_number(v, digits) for v in out[column]]
     return out
 
 
@@ -127,7 +127,8 @@ def markdown_table(df: pd.DataFrame) -> str:
     return format_table(df).to_markdown(index=False, disable_numparse=True, colalign=align)
 
 
-def _num(value: float, digits: int) -> str:
+def format_number(value: float | None, digits: int) -> str:
+    """``value`` with ``digits`` decimals; ``-`` for missing; scientific when it would round to 0."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
     if value != 0 and abs(value) < 10 ** -digits:

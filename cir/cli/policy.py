@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -76,16 +75,10 @@ def register(subparsers: Any) -> None:
     e.set_defaults(handler=_evaluate)
 
 
-def _fmt(v: Any) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, float):
-        if math.isnan(v):
-            return "-"
-        if v != 0 and abs(v) < 0.001:
-            return f"{v:.1e}"
-        return f"{v:.3f}" if abs(v) < 10 else f"{v:.2f}"
-    return str(v)
+def _fmt(threshold: float | None) -> str:
+    from cir.report import format_number
+
+    return format_number(threshold, 3)
 
 
 def _fit(args: argparse.Namespace) -> int:
