@@ -573,7 +573,8 @@ def joint_effects(
                     "mcnemar_p": mcnemar_p(int(wins[g]), int(losses[g])),
                 }
             )
-    table = sort_groups(pd.DataFrame.from_records(records), keys) if keys else pd.DataFrame.from_records(records)
+    table = pd.DataFrame.from_records(records, columns=keys + JOINT_EFFECT_COLUMNS)
+    table = sort_groups(table, keys) if keys else table
     table.attrs.update(_settings(kind="joint_effects", on=on, a=str(a), b=str(b), by=keys, cohort=cohort,
                                  condition=condition, delay=delay, resamples=int(resamples),
                                  seed=int(seed), level=level, **info))

@@ -24,9 +24,10 @@ from cir.report import Report
 matplotlib.use("Agg")
 
 PRIMARY_STALE = "stale2"
-EFFECT_COLUMNS = ["n", "rescues", "harms", "stable_success", "stable_failure", "success_without",
-                  "success_with", "effect_pp", "ci_low_pp", "ci_high_pp", "sign_flip_p"]
-CONTRAST_COLUMNS = ["effect_a_pp", "effect_b_pp", "difference_pp", "ci_low_pp", "ci_high_pp", "sign_flip_p"]
+# the columns of the stats tables that the report shows
+EFFECT_SHOWN = ["n", "rescues", "harms", "stable_success", "stable_failure", "success_without",
+                "success_with", "effect_pp", "ci_low_pp", "ci_high_pp", "sign_flip_p"]
+CONTRAST_SHOWN = ["effect_a_pp", "effect_b_pp", "difference_pp", "ci_low_pp", "ci_high_pp", "sign_flip_p"]
 
 
 def _save(df: pd.DataFrame, path: Path) -> Path:
@@ -94,13 +95,13 @@ def _effects_section(report: Report, out: Path, experiments: list[Experiment], r
         df = df[df["operation"] == "refresh"]
         for cohort in ("factual-success", "all"):
             tab = effect_table(df, by=["condition", "delay"], cohort=cohort, resamples=resamples, seed=seed)
-            tab = _cols(tab, ["condition", "delay"], EFFECT_COLUMNS)
+            tab = _cols(tab, ["condition", "delay"], EFFECT_SHOWN)
             name = f"effects_{exp.name}_{cohort.replace('-', '_')}"
             report.table(tab, _save(tab, out / "tables" / f"{name}.csv"),
                          f"{exp.name} cohort ({cohort}): refresh effect by condition and delay")
             con = contrast_table(df, PRIMARY_STALE, "clean", on="condition", by=["delay"], cohort=cohort,
                                  resamples=resamples, seed=seed)
-            con = _cols(con, ["delay"], ["n_paired", *CONTRAST_COLUMNS])
+            con = _cols(con, ["delay"], ["n_paired", *CONTRAST_SHOWN])
             report.table(con, _save(con, out / "tables" / f"contrast_{exp.name}_{cohort.replace('-', '_')}.csv"),
                          f"{exp.name} cohort ({cohort}): {PRIMARY_STALE} minus clean effect at each delay")
         fig = plot_effects(df, cohort="factual-success", resamples=resamples, seed=seed)
@@ -131,7 +132,7 @@ def _mechanism_section(report: Report, out: Path, experiments: list[Experiment],
         _save(full, out / "tables" / f"mechanism_{exp.name}_grid.csv")
         cells = full[((full["condition"] == "clean") & (full["delay"] == 0))
                      | ((full["condition"] == PRIMARY_STALE) & (full["delay"] == 4))]
-        cells = _cols(cells, ["condition", "delay", "operation"], EFFECT_COLUMNS)
+        cells = _cols(cells, ["condition", "delay", "operation"], EFFECT_SHOWN)
         report.table(cells, _save(cells, out / "tables" / f"mechanism_{exp.name}.csv"),
                      f"{exp.name} cohort: effect of each operation vs no recovery")
         ops = set(df["operation"])
