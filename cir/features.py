@@ -28,6 +28,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from cir.envs import alfworld_text as tx
 from cir.transcript import AGENT, THINK_PREFIX, Transcript
 
 NOOP = "Nothing happens."
@@ -87,6 +88,18 @@ FEATURES: dict[str, str] = {
     "f_holding": "1 if the agent was last shown picking something up and not putting it down",
     "f_since_progress": "env actions since the last subgoal text (all, if none yet)",
     "f_places_visited": "distinct receptacles the agent was shown arriving at",
+    # the state of the agent's knowledge (what the mechanisms of a recovery act on)
+    "f_doubts_open": "env actions whose shown text did not answer the command and that no later shown text settled",
+    "f_suspect_doubt_open": "1 if the suspect text did not answer its command and nothing shown since settled it",
+    "f_hands_unverified": "1 if the suspect command was a take or move and nothing shown since tells what the hands hold",
+    "f_location_unverified": "1 if the suspect command was a go-to, open or close and nothing shown since shows that place",
+    "f_subgoal_fetch": "1 if a goal object was shown in a listing and the hands are empty (seen, not taken)",
+    "f_subgoal_transform": "1 if holding (per the shown text) with the heat/cool/clean step not yet shown",
+    "f_subgoal_deliver": "1 if holding (per the shown text) with only carrying it to its target (or lamp) left",
+    "f_unvisited": "receptacles of the room listing never shown arrived at, opened or examined",
+    "f_subgoals_left": "sub-goals of the goal (take, transform, move) not yet shown done",
+    "f_progress_since_suspect": "sub-goal texts shown after the suspect observation (what a rewind would discard)",
+    "f_self_checks_since": "commands after the suspect that check the state (look, inventory, examine) or repeat it",
 }
 
 
@@ -423,8 +436,59 @@ def extract_features(
     f["f_holding"] = float(holding)
     f["f_since_progress"] = float(n_act - last_progress)
     f["f_places_visited"] = float(len(places))
+    f.update(_knowledge(goal, transcript.task_text, actions, shown_env, k, pickups, placements, transforms,
+                        holding, goal_seen))
     # Round so that values survive a CSV round trip bit-for-bit (router == offline).
     return {name: round(float(v), 6) for name, v in f.items()}
+
+
+def _knowledge(goal: Goal, task_text: str, actions: list[str], shown: list[str], k: int, pickups: int,
+               placements: int, transforms: int, holding: bool, goal_seen: bool) -> dict[str, float]:
+    """Doubts, verification, the sub-goal in progress and the work left (see FEATURES)."""
+    parsed_actions = [tx.parse_action(a) for a in actions]
+    doubts = [i for i, (a, s) in enumerate(zip(parsed_actions, shown, strict=True))
+              if a is not None and a[0] != "think" and s != NOOP and not tx.answers(a, s)]
+
+    def settled(i: int, after: int) -> bool:
+        a = parsed_actions[i]
+        assert a is not None
+        return any(tx.settles(a, shown[j]) for j in range(after, len(shown))
+                   if parsed_actions[j] is not None and tx.answers(parsed_actions[j], shown[j])
+                   and shown[j] != NOOP)
+
+    open_doubts = [i for i in doubts if not settled(i, i + 1)]
+    f: dict[str, float] = {"f_doubts_open": float(len(open_doubts))}
+    si = k - 1
+    suspect = parsed_actions[si] if k >= 1 else None
+    if suspect is not None and suspect[0] != "think":
+        f["f_suspect_doubt_open"] = float(si in open_doubts)
+        unverified = not settled(si, si + 1)
+        f["f_hands_unverified"] = float(suspect[0] in ("take", "move") and unverified)
+        f["f_location_unverified"] = float(suspect[0] in ("go", "open", "close") and unverified)
+        after = [parsed_actions[j] for j in range(k, len(actions))]
+        f["f_self_checks_since"] = float(sum(
+            1 for a in after if a is not None and (a[0] in ("look", "inventory", "examine") or a == suspect)))
+        f["f_progress_since_suspect"] = float(sum(1 for s in shown[k:] if _is_progress(s)))
+    need = goal.subgoals
+    done = min(pickups, need["take"]) + min(placements, need["move"]) + min(transforms, need["transform"])
+    f["f_subgoals_left"] = float(sum(need.values()) - done)
+    transform_left = transforms < need["transform"]
+    f["f_subgoal_fetch"] = float(goal_seen and not holding and pickups < need["take"] + placements)
+    f["f_subgoal_transform"] = float(holding and goal.transform and transform_left)
+    f["f_subgoal_deliver"] = float(holding and not (goal.transform and transform_left))
+    m = tx.RE_MIDDLE.search(task_text)
+    room = set(tx.names(m.group(1))) if m else set()
+    seen: set[str] = set()
+    for a, s in zip(parsed_actions, shown, strict=True):
+        if a is not None and a[0] in ("go", "open", "examine") and len(a) > 1 and tx.answers(a, s) and s != NOOP:
+            seen.add(a[1])
+    f["f_unvisited"] = float(len(room - seen))
+    return f
+
+
+def _is_progress(shown: str) -> bool:
+    return shown.startswith(("You pick up the ", "PickupObject", "You move the ", "PutObject", "You put the ",
+                             "You heat the ", "You cool the ", "You clean the ", "You turn on the "))
 
 
 def feature_names() -> list[str]:

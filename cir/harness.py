@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Protocol
 
-from cir.transcript import AGENT, THINK_ACK, THINK_PREFIX, Step, Transcript, context_hash
+from cir.transcript import AGENT, THINK_ACK, THINK_PREFIX, Step, TraceEvent, Transcript, context_hash
 
 if TYPE_CHECKING:  # pragma: no cover
     from cir.agents.base import Agent
@@ -78,7 +78,7 @@ class Harness:
         self.agent = agent
         self.max_turns = int(max_turns)
         self.max_actions = int(max_actions)
-        self.reply_cache: dict[str, str] = {} if reply_cache is None else reply_cache
+        self.reply_cache: dict[str, Any] = {} if reply_cache is None else reply_cache
         self.settings: dict[str, Any] = dict(agent.settings())
         self.costs = Costs()
 
@@ -107,18 +107,28 @@ class Harness:
     # -- the agent -----------------------------------------------------------------------
     def reply(self, transcript: Transcript) -> str:
         """The agent's next reply for the transcript's context (from the cache if seen)."""
+        return self._reply_traced(transcript)[0]
+
+    def _reply_traced(self, transcript: Transcript) -> tuple[str, tuple[Any, ...], tuple[Any, ...]]:
+        """The reply and, for an agent that explains itself (``act_traced``), the
+        mechanisms that fired reading the last message and deciding the reply."""
         context = transcript.context()
         key = context_hash(context, self.settings)
         cached = self.reply_cache.get(key)
         if cached is not None:
             self.costs.cache_hits += 1
-            return cached
-        reply = self.agent.act(context)
+            return cached if isinstance(cached, tuple) else (cached, (), ())
+        traced = getattr(self.agent, "act_traced", None)
+        if traced is not None:
+            reply, read, decided = traced(context)
+        else:
+            reply, read, decided = self.agent.act(context), (), ()
         if not isinstance(reply, str):
             reply = "" if reply is None else str(reply)
         self.costs.agent_calls += 1
-        self.reply_cache[key] = reply
-        return reply
+        result = (reply, tuple(read), tuple(decided))
+        self.reply_cache[key] = result
+        return result
 
     # -- budgets ---------------------------------------------------------------------------
     def can_continue(self, transcript: Transcript) -> bool:
@@ -132,7 +142,10 @@ class Harness:
     # -- one model turn -------------------------------------------------------------------
     def turn(self, env: Env, transcript: Transcript, perturbation: Perturbation | None = None) -> Step:
         """Ask the agent once and append the resulting step (a thought or an env action)."""
-        reply = self.reply(transcript)
+        reply, read, decided = self._reply_traced(transcript)
+        at = len(transcript.steps)
+        transcript.trace += [TraceEvent(at - 1, at, f.mechanism, f.about) for f in read]
+        transcript.trace += [TraceEvent(at, at, f.mechanism, f.about) for f in decided]
         text = reply.strip()
         if text.lower().startswith(THINK_PREFIX):
             step = Step(actor=AGENT, reply=reply, action=None, observation=None, shown=THINK_ACK)
@@ -172,6 +185,12 @@ class Harness:
             if step.action is not None:
                 for hook in hooks:
                     hook.after_env_action(self, env, transcript)
+        if not transcript.done and not self.can_continue(transcript):
+            spent = (f"model turns {transcript.model_turns}/{self.max_turns}"
+                     if transcript.model_turns >= self.max_turns
+                     else f"env actions {transcript.env_actions}/{self.max_actions}")
+            last = len(transcript.steps) - 1
+            transcript.trace.append(TraceEvent(last, last + 1, "budget", spent))
         return transcript
 
     def recover(
@@ -186,6 +205,10 @@ class Harness:
 
         op = get_operation(operation) if isinstance(operation, str) else operation
         step = op.apply(self, env, transcript, checkpoints or Checkpoints())
+        at = len(transcript.steps)
+        if step.rewind_to is not None:
+            lost = sum(1 for s in transcript.steps[step.rewind_to:] if s.action is not None)
+            transcript.trace.append(TraceEvent(at, at, "rewind", f"{lost} env actions discarded"))
         transcript.steps.append(step)
         return step
 

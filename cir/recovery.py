@@ -10,6 +10,8 @@ else: a refresh ``look`` is an env action; a rewind keeps everything already spe
 - ``refresh_ablated``: the same env query, the content hidden behind
   :data:`ABLATED_TEXT` (separates "the env was queried" from "the agent read the answer").
 - ``replan``: no env query; :data:`REPLAN_TEXT` asks the agent to reconsider.
+- ``placebo``: no env query, no content: :data:`PLACEBO_TEXT` only. The control that
+  isolates what an extra harness message alone does to the agent.
 - ``rewind`` (AgentRewind, ReTRAIL): restore the agent context and the env to the
   checkpoint before the perturbed observation, and add a short memory of the abandoned
   branch (:data:`REWIND_HEADER` + the actions it took).
@@ -37,6 +39,7 @@ REPLAN_TEXT = (
     "check which steps of the task are done and which remain, and choose your next actions."
 )
 REWIND_HEADER = "[Rewind] You are back at an earlier point of this task; the environment is restored to that state."
+PLACEBO_TEXT = "[harness] no new information"
 REWIND_MEMORY_ACTIONS = 8  # at most this many abandoned actions are listed
 
 
@@ -103,6 +106,14 @@ class Replan(Operation):
                     shown=REPLAN_TEXT, events=[f"recovery:{self.name}"])
 
 
+class Placebo(Operation):
+    name = "placebo"
+
+    def apply(self, harness: Harness, env: Env, transcript: Transcript, checkpoints: Checkpoints) -> Step:
+        return Step(actor=HARNESS, reply=self.name, action=None, observation=None,
+                    shown=PLACEBO_TEXT, events=[f"recovery:{self.name}"])
+
+
 class Rewind(Operation):
     name = "rewind"
 
@@ -135,7 +146,7 @@ def rewind_memory(abandoned: list[Step]) -> str:
 
 
 OPERATIONS: dict[str, type[Operation]] = {
-    cls.name: cls for cls in (Refresh, RefreshAblated, Replan, Rewind)
+    cls.name: cls for cls in (Refresh, RefreshAblated, Replan, Rewind, Placebo)
 }
 
 

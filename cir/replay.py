@@ -235,6 +235,7 @@ def _episode(task_id: str, role: str, condition: str, transcript: Transcript | N
         "env_actions": transcript.env_actions if transcript is not None else None,
         "model_turns": transcript.model_turns if transcript is not None else None,
         "transcript": _as_dict(transcript) if transcript is not None else None,
+        "trace": [e.to_dict() for e in transcript.trace] if transcript is not None else None,
     }
 
 
@@ -245,9 +246,7 @@ def _as_dict(t: Transcript) -> dict[str, Any]:
 
 
 def _copy_prefix(t: Transcript, n: int) -> Transcript:
-    """``t.prefix(n)`` without dataclasses.asdict's deep copies (the hot path)."""
-    return Transcript(t.task_id, t.task_text,
-                      [Step(**{**s.__dict__, "events": list(s.events)}) for s in t.steps[:n]])
+    return t.prefix(n)
 
 
 def _fingerprint(t: Transcript, n: int) -> str:

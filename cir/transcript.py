@@ -68,13 +68,43 @@ class Step:
         return cls(**data)
 
 
+@dataclass(frozen=True)
+class TraceEvent:
+    """A mechanism that fired in an episode (the explanation trace, see :class:`Transcript`).
+
+    step: the index of the step it is about (the message read, or the reply decided).
+    at: the index of the step whose decision recorded it (a prefix of ``n`` steps keeps
+        the events with ``at < n``: the decision of step ``n`` is not in it).
+    mechanism, about: the mechanism's name (``cir.agents.mechanisms.MECHANISMS``) and what
+        it was about.
+    """
+
+    step: int
+    at: int
+    mechanism: str
+    about: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"step": self.step, "at": self.at, "mechanism": self.mechanism, "about": self.about}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TraceEvent:
+        return cls(int(data["step"]), int(data["at"]), str(data["mechanism"]), str(data.get("about", "")))
+
+
 @dataclass
 class Transcript:
-    """An episode: the task text (first observation, with the goal) and the steps."""
+    """An episode: the task text (first observation, with the goal) and the steps.
+
+    ``trace`` is the explanation trace: which mechanisms of the agent and the harness fired
+    at which step. It is kept beside the steps, never in them: it is not part of the
+    context, the fingerprint or :meth:`to_dict`, and features never read it.
+    """
 
     task_id: str
     task_text: str
     steps: list[Step] = field(default_factory=list)
+    trace: list[TraceEvent] = field(default_factory=list, compare=False, repr=False)
 
     # -- derived counts -------------------------------------------------------------
     @property
@@ -124,8 +154,10 @@ class Transcript:
         return path
 
     def prefix(self, n_steps: int) -> Transcript:
-        """A copy holding the first ``n_steps`` steps."""
-        return Transcript(self.task_id, self.task_text, [Step(**asdict(s)) for s in self.steps[:n_steps]])
+        """A copy holding the first ``n_steps`` steps (and their part of the trace)."""
+        return Transcript(self.task_id, self.task_text,
+                          [Step(**{**s.__dict__, "events": list(s.events)}) for s in self.steps[:n_steps]],
+                          [e for e in self.trace if e.at < n_steps])
 
     def steps_until_env_action(self, k: int) -> int:
         """Number of steps up to and including the k-th env action (1-based); 0 for k=0."""

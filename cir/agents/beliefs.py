@@ -1,391 +1,287 @@
-"""What the built-in agent believes, rebuilt from its context on every call.
+"""What the built-in agent believes: a fold over its context, one message at a time.
 
-The agent keeps no state between calls (DESIGN.md: an agent is a pure function of
-its context), so :func:`read_context` replays the whole message list: the task text,
-the agent's own replies and the texts it was shown, and any harness messages. It
-believes the text: an arrival text names where it is, a contents list says what is
-in a receptacle. A stale text therefore plants a false belief and a missing one
-(any text it cannot parse) leaves a gap. A few beliefs are formed with a slip
-(overlooking an item in a long list, misreading a ``look`` text as "X holds
-nothing", assuming a place was searched); each slip is decided by a caller-supplied
-``slip(name, key)`` so the decision is a deterministic function of the text.
+The agent keeps no state between calls (DESIGN.md: an agent is a pure function of its
+context); :func:`fold` reads one message into a copy of the beliefs, so the beliefs after
+any prefix of a context can be memoised and extended (:mod:`cir.agents.builtin` does).
+
+It believes what it is shown. A text that answers its command updates the picture of
+the world; a text that does not answer it (a stale text) leaves a *doubt* about that
+command and, unless the agent notices at once, is believed too (the error mechanisms
+``stale_location``, ``hidden_pickup``, ``hidden_placement``); an unreadable text leaves a
+doubt and is taken to mean the command worked (``missing_text``). A doubt is settled by a
+later text that tells what the command did (:func:`cir.envs.alfworld_text.settles`).
+
+A harness message (a user message that follows no reply of the agent's) is read for what
+it says: a refreshed text may correct where the agent believes it is
+(``refresh_correction``) or be misread (``misread_refresh``); any harness message leaves
+``harness_pending`` so the next decision may react to it (:mod:`cir.agents.builtin`).
+Nothing else about beliefs changes with a harness message, so an extra message with
+nothing to say leaves the next reply as it was.
 """
 
 from __future__ import annotations
 
-import re
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from cir.agents.goals import Goal, parse_goal
+from cir.agents.mechanisms import Draws, Fired
+from cir.envs import alfworld_text as tx
+from cir.envs.alfworld_text import Action, otype
 
-NAME = r"[a-z]+ \d+"
-_LIST = r"(.*?)\.(?=\s|$)"
-
-RE_ARRIVE = re.compile(rf"You arrive at (?:the )?({NAME})\.")
-RE_OPENED = re.compile(rf"You open the ({NAME})\.")
-RE_IS_OPEN = re.compile(rf"The ({NAME}) is open\. In it, you see {_LIST}")
-RE_IS_CLOSED = re.compile(rf"The ({NAME}) is closed\.")
-RE_ON = re.compile(rf"On the ({NAME}), you see {_LIST}")
-RE_CLOSE = re.compile(rf"You close the ({NAME})\.")
-RE_PICK = re.compile(rf"You pick up the ({NAME}) from the ({NAME})\.")
-RE_MOVE = re.compile(rf"You move the ({NAME}) to the ({NAME})\.")
-RE_APPLY = re.compile(rf"You (heat|cool|clean) the ({NAME}) using the ({NAME})\.")
-RE_TOGGLE = re.compile(rf"You turn (on|off) the ({NAME})\.")
-RE_FACING = re.compile(rf"You are facing the ({NAME})\. Next to it, you see {_LIST}")
-RE_MIDDLE = re.compile(rf"You are in the middle of a room\. Looking quickly around you, you see {_LIST}")
-RE_CARRY = re.compile(rf"You are carrying: {_LIST}")
-RE_STATE = re.compile(rf"This is a ((?:hot|cool|cold|clean|and| )+?) (?:sliced )?({NAME})\.")
-RE_NAME = re.compile(NAME)
-NOTHING = "Nothing happens."
-NOT_CARRYING = "You are not carrying anything."
-
-RE_ACT = re.compile(
-    r"^(?:(go to) (.+)|(open) (.+)|(close) (.+)|(take) (.+?) from (.+)|(move) (.+?) to (.+)"
-    r"|(put) (.+?) (?:in|on|into|onto|in/on) (.+)|(heat|cool|clean) (.+?) with (.+)|(use) (.+)"
-    r"|(examine) (.+)|(look)|(inventory))$"
-)
-
-Slip = Callable[[str, str], bool]
+#: how strongly a harness message invites the agent to reconsider (scales its reactions)
+INVITATION = {"replan": 1.0, "refresh": 0.6, "query": 0.6, "rewind": 0.6, "message": 0.4}
 
 
-def otype(name: str) -> str:
-    """``apple 1`` -> ``apple``."""
-    return name.rsplit(" ", 1)[0]
+def harness_kind(text: str) -> str:
+    """What a harness message is, read from its words (any harness's message, not only ours).
+
+    ``refresh`` (it carries an engine text), ``replan`` (it asks to reconsider or plan),
+    ``rewind`` (it says the state was restored), ``query`` (it says the environment was
+    queried), else ``message``.
+    """
+    if _refreshed_body(text) is not None:
+        return "refresh"
+    low = text.lower()
+    if "reconsider" in low or "replan" in low or "re-plan" in low:
+        return "replan"
+    if "rewind" in low or "restored" in low or "earlier point" in low:
+        return "rewind"
+    if "queried" in low:
+        return "query"
+    return "message"
 
 
-def parse_action(reply: str) -> tuple[str, ...] | None:
-    """``("take", "apple 1", "countertop 1")``; ``("think",)``; None if not an action."""
-    r = reply.strip().lower().rstrip(".")
-    if r.startswith("think"):
-        return ("think",)
-    m = RE_ACT.match(r)
-    if not m:
-        return None
-    parts = [g for g in m.groups() if g is not None]
-    verb = parts[0]
-    if verb == "go to":
-        verb = "go"
-    elif verb == "put":
-        verb = "move"
-    return (verb, *parts[1:])
+def _refreshed_body(text: str) -> str | None:
+    """The engine text inside a harness message (after a leading ``[...]`` tag), if any."""
+    body = text.strip()
+    if body.startswith("["):
+        body = body.split("]", 1)[1].strip() if "]" in body else ""
+    return body if body and tx.is_engine_text(body) and body != tx.NOTHING_HAPPENS else None
 
 
-@dataclass
-class StepView:
-    """One message pair as the agent reads it back."""
+@dataclass(frozen=True)
+class Doubt:
+    """A command whose shown text did not answer it (``unreadable``: no text at all)."""
 
-    reply: str | None  # None for a harness message
-    action: tuple[str, ...] | None
-    kind: str  # ok, nothing, gap, think, harness, harness_gap, bad
-    text: str
-    mismatch: str | None = None  # go-to target when the arrival named another place
+    action: Action
+    reply: str  # the command as sent (lower case): with ``attempt`` it keys draws
+    attempt: int
+    unreadable: bool
+
+
+@dataclass(frozen=True)
+class LastStep:
+    """The agent's own last step: its reply, the parsed command and how it was answered.
+
+    ``kind``: ok, nothing (``Nothing happens.``), unanswered (another text), unreadable,
+    think, bad (not a command).
+    """
+
+    reply: str
+    action: Action | None
+    kind: str
 
 
 @dataclass
 class Beliefs:
-    """The agent's picture of the world after reading the context."""
+    """The agent's picture of the world after reading its context so far."""
 
     goal: Goal | None
     receptacles: list[str]
     location: str | None = None
     contents: dict[str, list[str]] = field(default_factory=dict)
     searched: set[str] = field(default_factory=set)
-    assumed: set[str] = field(default_factory=set)  # taken as searched without seeing inside
-    observed_at: dict[str, int] = field(default_factory=dict)
+    assumed: set[str] = field(default_factory=set)  # counted as searched without seeing inside
+    seen_at: dict[str, int] = field(default_factory=dict)  # clock of the last look inside
     opened: dict[str, bool] = field(default_factory=dict)
     holding: str | None = None
     states: dict[str, set[str]] = field(default_factory=dict)
     lamps_on: set[str] = field(default_factory=set)
     placed: list[tuple[str, str]] = field(default_factory=list)
-    steps: list[StepView] = field(default_factory=list)
-    env_actions: int = 0
-    turns: int = 0
-    failures: int = 0
-    thoughts: int = 0
+    visits: dict[str, int] = field(default_factory=dict)  # arrivals per receptacle
+    attempts: dict[str, int] = field(default_factory=dict)  # times each command was sent
+    failed: dict[str, int] = field(default_factory=dict)  # times it got "Nothing happens."
+    clock: int = 0  # the agent's own env commands read so far (harness steps do not count)
+    fail_streak: int = 0
+    doubts: list[Doubt] = field(default_factory=list)
+    thoughts: set[str] = field(default_factory=set)
+    last: LastStep | None = None
+    check: str | None = None  # a command to check a text it noticed was wrong (next reply)
+    harness_seen: dict[str, int] = field(default_factory=dict)
+    harness_pending: tuple[str, int] | None = None  # (kind, ordinal) of an unanswered harness message
+    pending_reply: str | None = None  # an assistant message waiting for its answer
 
     # -- queries ---------------------------------------------------------------------
     def where_is(self, obj_type: str) -> list[tuple[str, str]]:
-        """(object, receptacle) pairs of that type the agent believes it has seen."""
-        found = []
-        for r, objs in self.contents.items():
-            for o in objs:
-                if otype(o) == obj_type:
-                    found.append((o, r))
-        return found
+        """(object, receptacle) pairs of that type it believes it has seen."""
+        return [(o, r) for r, objs in self.contents.items() for o in objs if otype(o) == obj_type]
 
     def of_type(self, rtype: str) -> list[str]:
-        """The receptacles of a type, in the order the room description lists them reversed
-        (``cabinet 1`` before ``cabinet 2``, as people and LLMs pick them)."""
-        return sorted((r for r in self.receptacles if otype(r) == rtype), key=_num)
+        """The receptacles of a type, lowest number first (as people and LLMs pick them)."""
+        return sorted((r for r in self.receptacles if otype(r) == rtype), key=_number)
 
-    @property
-    def last(self) -> StepView | None:
-        return self.steps[-1] if self.steps else None
+    def copy(self) -> Beliefs:
+        """An independent copy (the containers copied, the immutable values shared)."""
+        new = copy.copy(self)
+        new.contents = {r: list(v) for r, v in self.contents.items()}
+        new.searched, new.assumed = set(self.searched), set(self.assumed)
+        new.seen_at, new.opened = dict(self.seen_at), dict(self.opened)
+        new.states = {o: set(v) for o, v in self.states.items()}
+        new.lamps_on, new.placed = set(self.lamps_on), list(self.placed)
+        new.visits, new.attempts, new.failed = dict(self.visits), dict(self.attempts), dict(self.failed)
+        new.doubts, new.thoughts = list(self.doubts), set(self.thoughts)
+        new.harness_seen = dict(self.harness_seen)
+        return new
 
-    def last_env_reply(self) -> str | None:
-        for s in reversed(self.steps):
-            if s.action is not None and s.action[0] != "think":
-                return s.reply
-        return None
 
-
-def _num(name: str) -> tuple[str, int]:
+def _number(name: str) -> tuple[str, int]:
     t, _, n = name.rpartition(" ")
     return (t, int(n) if n.isdigit() else 0)
 
 
-def _names(listing: str) -> list[str]:
-    return RE_NAME.findall(listing)
+Params = dict[str, float]
 
 
-def read_context(
-    context: list[dict[str, str]],
-    slip: Slip | None = None,
-    interesting: Callable[[str], bool] | None = None,
-) -> Beliefs:
-    """Rebuild the beliefs from the whole message list (see module docstring).
+def initial_beliefs(task_text: str) -> Beliefs:
+    """The beliefs after reading the task text (room listing and goal)."""
+    m = tx.RE_MIDDLE.search(task_text)
+    return Beliefs(goal=parse_goal(task_text), receptacles=tx.names(m.group(1)) if m else [])
 
-    ``interesting(obj_type)`` marks the types the agent looks for; only those can be
-    overlooked in a contents list (the ``overlook`` slip).
-    """
-    slip = slip or (lambda name, key: False)
-    task_text = context[0]["content"] if context else ""
-    goal = parse_goal(task_text)
-    m = RE_MIDDLE.search(task_text)
-    receptacles = _names(m.group(1)) if m else []
-    b = Beliefs(goal=goal, receptacles=receptacles)
-    if interesting is None and goal is not None:
-        wanted = {goal.obj, goal.toggle}
-        interesting = wanted.__contains__
-    reader = _Reader(b, slip, interesting or (lambda t: False))
-    pending: str | None = None
+
+def fold(b: Beliefs, role: str, content: str, draws: Draws, p: Params) -> tuple[Beliefs, list[Fired]]:
+    """The beliefs after reading one more message (``b`` is not changed) and what fired."""
+    b = b.copy()
+    fired: list[Fired] = []
+    if role == "assistant":
+        b.pending_reply = content
+        b.check = None  # the reply answered any pending check or harness message
+        b.harness_pending = None
+        return b, fired
+    reply, b.pending_reply = b.pending_reply, None
+    if reply is None:
+        _Reader(b, draws, p, fired).harness(content)
+    else:
+        _Reader(b, draws, p, fired).agent_step(reply, content)
+    return b, fired
+
+
+def read_context(context: list[dict[str, str]], draws: Draws, p: Params,
+                 on_fired: Callable[[int, list[Fired]], None] | None = None) -> Beliefs:
+    """The beliefs after the whole context (without memo; ``on_fired(i, fired)`` per message)."""
+    b = initial_beliefs(context[0].get("content") or "" if context else "")
     for i in range(1, len(context)):
-        msg = context[i]
-        if msg.get("role") == "assistant":
-            pending = msg.get("content") or ""
-            b.turns += 1
-            continue
-        reader.observe(pending, msg.get("content") or "", i)
-        pending = None
+        b, fired = fold(b, context[i].get("role", ""), context[i].get("content") or "", draws, p)
+        if on_fired is not None and fired:
+            on_fired(i, fired)
     return b
 
 
 class _Reader:
-    def __init__(self, b: Beliefs, slip: Slip, interesting: Callable[[str], bool]) -> None:
-        self.b = b
-        self.slip = slip
-        self.interesting = interesting
+    """Reads one answered step or one harness message into ``b`` (in place)."""
 
-    def _see(self, recep: str, listing: str, i: int) -> None:
-        b = self.b
-        objs = _names(listing)
-        if objs and len(objs) >= 3:
-            kept = []
-            for o in objs:
-                if self.interesting(otype(o)) and self.slip("overlook", f"{i}|{o}|{len(objs)}"):
-                    continue
-                kept.append(o)
-            objs = kept
-        b.contents[recep] = objs
-        b.searched.add(recep)
-        b.assumed.discard(recep)
-        b.observed_at[recep] = i
+    def __init__(self, b: Beliefs, draws: Draws, p: Params, fired: list[Fired]) -> None:
+        self.b, self.draws, self.p, self.fired = b, draws, p, fired
 
-    def observe(self, reply: str | None, text: str, i: int) -> None:
+    def chance(self, name: str, prob: float, *about: object) -> bool:
+        if self.draws.chance(name, prob, *about):
+            self.fired.append(Fired(name, " | ".join(str(a) for a in about)))
+            return True
+        return False
+
+    # -- the agent's own steps -----------------------------------------------------------
+    def agent_step(self, reply: str, text: str) -> None:
         b = self.b
-        if reply is None:
-            if b.assumed and self.slip("harness_react", f"{i}|doubt"):
-                # a harness message makes me doubt what I only assumed: places I never
-                # saw inside go back on the list
-                b.searched -= b.assumed
-                b.assumed.clear()
-            kind = self._events(text, i, None, harness=True)
-            b.steps.append(StepView(None, None, "harness" if kind else "harness_gap", text))
-            return
-        act = parse_action(reply)
+        act = tx.parse_action(reply)
         if act is not None and act[0] == "think":
-            b.thoughts += 1
-            b.steps.append(StepView(reply, act, "think", text))
+            b.thoughts.add(reply.strip())
+            b.last = LastStep(reply, act, "think")
             return
-        b.env_actions += 1
-        if text.strip() == NOTHING or (NOTHING in text and len(text) < 40):
-            b.failures += 1
+        key = reply.strip().lower()
+        b.attempts[key] = attempt = b.attempts.get(key, 0) + 1
+        b.clock += 1
+        if text.strip() == tx.NOTHING_HAPPENS or (tx.NOTHING_HAPPENS in text and len(text) < 40):
+            b.fail_streak += 1
+            # both wordings of a placement count as one command
+            said = f"move {act[1]} to {act[2]}" if act is not None and act[0] == "move" else key
+            b.failed[said] = b.failed.get(said, 0) + 1
             self._failed(act)
-            b.steps.append(StepView(reply, act, "nothing" if act else "bad", text))
+            b.last = LastStep(reply, act, "nothing" if act else "bad")
             return
-        step = StepView(reply, act, "ok", text)
-        found = self._events(text, i, act, harness=False)
-        if not found:
-            step.kind = "gap"
-            self._trust(act, i)
-        elif act and act[0] == "go" and (m := RE_ARRIVE.search(text)) and m.group(1) != act[1]:
-            step.mismatch = act[1]
-            if act[1] in b.receptacles and act[1] not in b.searched and self.slip("mismatch_visited", f"{i}|{act[1]}"):
-                b.searched.add(act[1])
-                b.assumed.add(act[1])
-                b.observed_at.setdefault(act[1], i)
-        b.steps.append(step)
+        b.fail_streak = 0
+        if act is None:
+            self.see(text, None)
+            b.last = LastStep(reply, None, "bad")
+        elif tx.answers(act, text):
+            self.see(text, act)
+            self._settle(text)
+            b.last = LastStep(reply, act, "ok")
+        elif tx.is_engine_text(text):
+            self._stale(act, key, attempt, text)
+            b.last = LastStep(reply, act, "unanswered")
+        else:
+            self._unreadable(act, key, attempt)
+            b.last = LastStep(reply, act, "unreadable")
 
-    # -- text -> beliefs ---------------------------------------------------------------
-    def _events(self, text: str, i: int, act: tuple[str, ...] | None, harness: bool) -> bool:
+    def _stale(self, act: Action, key: str, attempt: int, text: str) -> None:
+        """Another text than the command's answer: believed, unless noticed at once."""
         b = self.b
-        found = False
-        if act is not None and act[0] == "examine" and act[1] in b.receptacles and act[1] in text:
-            b.location = act[1]  # only what is here can be examined
-        if "You arrive at" in text:
-            m = RE_ARRIVE.search(text)
-            if m:
-                b.location = m.group(1)
-                found = True
-        if "You open the" in text:
-            m = RE_OPENED.search(text)
-            if m:
-                b.location = m.group(1)
-                b.opened[m.group(1)] = True
-                found = True
-        if " is open. In it" in text:
-            m = RE_IS_OPEN.search(text)
-            if m:
-                b.opened[m.group(1)] = True
-                self._see(m.group(1), m.group(2), i)
-                found = True
-        if " is closed." in text:
-            m = RE_IS_CLOSED.search(text)
-            if m:
-                r = m.group(1)
-                b.opened[r] = False
-                found = True
-                # a closed place glanced at and taken as checked (forgetting to open it)
-                if (
-                    not harness
-                    and act is not None
-                    and act[0] == "go"
-                    and r not in b.searched
-                    and self.slip("forget_open", f"{i}|{r}")
-                ):
-                    b.searched.add(r)
-                    b.assumed.add(r)
-                    b.observed_at[r] = i
-        if "On the " in text:
-            m = RE_ON.search(text)
-            if m:
-                self._see(m.group(1), m.group(2), i)
-                found = True
-        if "You close the" in text:
-            m = RE_CLOSE.search(text)
-            if m:
-                b.opened[m.group(1)] = False
-                b.location = m.group(1)
-                found = True
-        if "You pick up the" in text:
-            m = RE_PICK.search(text)
-            if m:
-                o, r = m.group(1), m.group(2)
-                b.holding = o
-                b.location = r
-                if o in b.contents.get(r, ()):
-                    b.contents[r] = [x for x in b.contents[r] if x != o]
-                found = True
-        if "You move the" in text:
-            m = RE_MOVE.search(text)
-            if m:
-                o, r = m.group(1), m.group(2)
-                b.holding = None
-                b.location = r
-                b.contents.setdefault(r, [])
-                if o not in b.contents[r]:
-                    b.contents[r] = [*b.contents[r], o]
-                b.placed.append((o, r))
-                found = True
-        if " using the " in text:
-            m = RE_APPLY.search(text)
-            if m:
-                verb, o, r = m.groups()
-                b.states.setdefault(o, set()).add(verb)
-                b.location = r
-                found = True
-        if "You turn " in text:
-            m = RE_TOGGLE.search(text)
-            if m:
-                if m.group(1) == "on":
-                    b.lamps_on.add(m.group(2))
-                else:
-                    b.lamps_on.discard(m.group(2))
-                found = True
-        if "You are facing the" in text:
-            m = RE_FACING.search(text)
-            if m:
-                r = m.group(1)
-                if harness and b.location != r and r in b.assumed:
-                    # told where I really am: I never saw inside this place after all
-                    b.searched.discard(r)
-                    b.assumed.discard(r)
-                b.location = r
-                found = True
-                # The look text lists what lies next to the receptacle, not its contents;
-                # read hastily, "you see nothing" sounds like "it holds nothing".
-                if m.group(2).strip() == "nothing" and self.slip("misread_refresh", f"{i}|{r}"):
-                    b.contents[r] = []
-                    b.searched.add(r)
-                    b.observed_at[r] = i
-        if "You are in the middle of a room" in text:
-            b.location = None
-            found = True
-        if "You are carrying:" in text:
-            m = RE_CARRY.search(text)
-            if m:
-                names = _names(m.group(1))
-                b.holding = names[0] if names else None
-                found = True
-        if NOT_CARRYING in text:
-            b.holding = None
-            found = True
-        if "This is a " in text:
-            m = RE_STATE.search(text)
-            if m:
-                words = m.group(1).replace("cold", "cool").split()
-                for w in words:
-                    if w in ("hot", "cool", "clean"):
-                        b.states.setdefault(m.group(2), set()).add(
-                            {"hot": "heat", "cool": "cool", "clean": "clean"}[w]
-                        )
-                found = True
-        if " is on." in text or " is off." in text:
-            found = True
-        return found
+        b.doubts.append(Doubt(act, key, attempt, unreadable=False))
+        mech = {"take": "hidden_pickup", "move": "hidden_placement"}.get(act[0], "stale_location")
+        if not self.chance(mech, self.p[mech], key, attempt):
+            b.check = _check_command(act, b, doubted_now=True)
+            return
+        self.see(text, act)
+        target = act[1] if act[0] == "go" else None
+        if target in b.receptacles and target != b.location and target not in b.searched:
+            # "I went there, so I must have seen it": counted searched without looking inside
+            b.searched.add(target)
+            b.assumed.add(target)
+            b.seen_at[target] = b.clock
 
-    def _failed(self, act: tuple[str, ...] | None) -> None:
-        """``Nothing happens.``: the belief behind the action was wrong somewhere."""
+    def _unreadable(self, act: Action, key: str, attempt: int) -> None:
+        b = self.b
+        b.doubts.append(Doubt(act, key, attempt, unreadable=True))
+        if not self.chance("missing_text", self.p["missing_text"], key, attempt):
+            b.check = _check_command(act, b, doubted_now=True, unreadable=True)
+            return
+        self._assume_worked(act)
+
+    def _settle(self, text: str) -> None:
+        self.b.doubts = [d for d in self.b.doubts if not tx.settles(d.action, text)]
+
+    def _failed(self, act: Action | None) -> None:
+        """``Nothing happens.``: the belief behind the command was wrong somewhere."""
         b = self.b
         if not act:
             return
         verb = act[0]
-        if verb == "take":
-            o, r = act[1], act[2]
-            if o in b.contents.get(r, ()):
-                b.contents[r] = [x for x in b.contents[r] if x != o]
+        if verb == "take" and act[1] in b.contents.get(act[2], ()):
+            b.contents[act[2]] = [x for x in b.contents[act[2]] if x != act[1]]
         elif verb == "open":
             b.opened[act[1]] = True
         elif verb == "examine" and act[1] in b.receptacles:
             b.searched.add(act[1])
-            b.observed_at.setdefault(act[1], 0)
+            b.seen_at.setdefault(act[1], 0)
 
-    def _trust(self, act: tuple[str, ...] | None, i: int) -> None:
-        """No readable text: assume the action did what it was meant to do."""
+    def _assume_worked(self, act: Action) -> None:
+        """No readable text: assume the command did what it was meant to do."""
         b = self.b
-        if not act:
-            return
         verb = act[0]
         if verb == "go" and act[1] in b.receptacles:
             b.location = act[1]
-            if act[1] not in b.searched and self.slip("gap_visited", f"{i}|{act[1]}"):
+            if act[1] not in b.searched:
                 b.searched.add(act[1])
                 b.assumed.add(act[1])
-                b.observed_at.setdefault(act[1], i)
+                b.seen_at[act[1]] = b.clock
         elif verb == "open":
             b.opened[act[1]] = True
             b.location = act[1]
+            if act[1] not in b.searched:  # opened it to look inside: nothing caught the eye
+                b.searched.add(act[1])
+                b.assumed.add(act[1])
+                b.seen_at[act[1]] = b.clock
         elif verb == "take":
             b.holding = act[1]
             r = act[2]
@@ -399,3 +295,146 @@ class _Reader:
             b.states.setdefault(act[1], set()).add(verb)
         elif verb == "use":
             b.lamps_on.add(act[1])
+
+    # -- harness messages ------------------------------------------------------------------
+    def harness(self, text: str) -> None:
+        b = self.b
+        kind = harness_kind(text)
+        b.harness_seen[kind] = n = b.harness_seen.get(kind, 0) + 1
+        b.harness_pending = (kind, n)
+        body = _refreshed_body(text)
+        if body is None:
+            return
+        facing = tx.RE_FACING.search(body)
+        if facing:
+            place, listing = facing.group(1), facing.group(2).strip()
+            if b.location != place:
+                if self.chance("refresh_correction", self.p["refresh_correction"], place, b.location, n):
+                    b.location = place
+                    if place in b.assumed:  # I never saw inside it after all
+                        b.searched.discard(place)
+                        b.assumed.discard(place)
+                    self._settle(body)
+            elif listing == "nothing" and b.contents.get(place):
+                # "Next to it, you see nothing" read hastily as "it holds nothing"
+                if self.chance("misread_refresh", self.p["misread_refresh"], place, n):
+                    b.contents[place] = []
+        elif tx.RE_MIDDLE.search(body) and b.location is not None:
+            if self.chance("refresh_correction", self.p["refresh_correction"], "middle", b.location, n):
+                b.location = None
+
+    # -- text -> beliefs -------------------------------------------------------------------
+    def see(self, text: str, act: Action | None) -> None:
+        """Update the picture of the world from an engine text the agent believes."""
+        b = self.b
+        if act is not None and act[0] == "examine" and act[1] in b.receptacles and act[1] in text:
+            b.location = act[1]  # only what is here can be examined
+        if m := tx.RE_ARRIVE.search(text):
+            b.location = m.group(1)
+            b.visits[m.group(1)] = b.visits.get(m.group(1), 0) + 1
+        if m := tx.RE_OPENED.search(text):
+            b.location = m.group(1)
+            b.opened[m.group(1)] = True
+        if m := tx.RE_IS_OPEN.search(text):
+            b.opened[m.group(1)] = True
+            self._look_inside(m.group(1), m.group(2))
+        if m := tx.RE_IS_CLOSED.search(text):
+            self._closed(m.group(1), act)
+        if m := tx.RE_ON.search(text):
+            self._look_inside(m.group(1), m.group(2))
+        if m := tx.RE_CLOSE.search(text):
+            b.opened[m.group(1)] = False
+            b.location = m.group(1)
+        if m := tx.RE_PICK.search(text):
+            o, r = m.group(1), m.group(2)
+            b.holding, b.location = o, r
+            if o in b.contents.get(r, ()):
+                b.contents[r] = [x for x in b.contents[r] if x != o]
+        if m := tx.RE_MOVE.search(text):
+            o, r = m.group(1), m.group(2)
+            b.holding, b.location = None, r
+            if o not in b.contents.setdefault(r, []):
+                b.contents[r] = [*b.contents[r], o]
+            b.placed.append((o, r))
+        if m := tx.RE_APPLY.search(text):
+            verb, o, r = m.groups()
+            b.states.setdefault(o, set()).add(verb)
+            b.location = r
+        if m := tx.RE_TOGGLE.search(text):
+            (b.lamps_on.add if m.group(1) == "on" else b.lamps_on.discard)(m.group(2))
+        if m := tx.RE_FACING.search(text):
+            place = m.group(1)
+            if b.location != place and place in b.assumed:
+                # my own look says I am here: I never saw inside this place after all
+                b.searched.discard(place)
+                b.assumed.discard(place)
+            b.location = place
+        if tx.RE_MIDDLE.search(text):
+            b.location = None
+        if m := tx.RE_CARRY.search(text):
+            held = tx.names(m.group(1))
+            b.holding = held[0] if held else None
+        if tx.NOT_CARRYING in text:
+            b.holding = None
+        if m := tx.RE_STATE.search(text):
+            for w in m.group(1).replace("cold", "cool").split():
+                if w in ("hot", "cool", "clean"):
+                    b.states.setdefault(m.group(2), set()).add({"hot": "heat", "cool": "cool"}.get(w, "clean"))
+
+    def _look_inside(self, recep: str, listing: str) -> None:
+        b = self.b
+        objs = tx.names(listing)
+        visit = b.visits.get(recep, 0)
+        wanted = _wanted(b.goal)
+        if len(objs) >= 3:
+            prob = min(0.9, self.p["overlook"] * len(objs) / 4.0)
+            objs = [o for o in objs
+                    if not (otype(o) in wanted and self.chance("overlook", prob, recep, o, visit))]
+        b.contents[recep] = objs
+        b.searched.add(recep)
+        b.assumed.discard(recep)
+        b.seen_at[recep] = b.clock
+
+    def _closed(self, recep: str, act: Action | None) -> None:
+        b = self.b
+        b.opened[recep] = False
+        if act is None or act[0] != "go" or (recep in b.searched and recep not in b.assumed):
+            return
+        # a closed place glanced at on arrival: taken as searched (never opened), or not
+        if self.chance("forget_open", self.p["forget_open"], recep, b.visits.get(recep, 0)):
+            b.searched.add(recep)
+            b.assumed.add(recep)
+            b.seen_at[recep] = b.clock
+        else:
+            b.searched.discard(recep)
+            b.assumed.discard(recep)
+
+
+def _wanted(goal: Goal | None) -> set[str]:
+    return {t for t in (goal.obj, goal.toggle) if t} if goal is not None else set()
+
+
+def _check_command(act: Action, b: Beliefs, *, doubted_now: bool, unreadable: bool = False) -> str:
+    """The command that checks what ``act`` did (answered, it settles the doubt)."""
+    verb = act[0]
+    if verb == "go" and unreadable:
+        # I took it that I arrived: see what is inside, or go there again
+        return f"examine {act[1]}" if b.location == act[1] else f"go to {act[1]}"
+    if verb == "go":
+        # still where the odd text left me: look; since moved on: go there again
+        return "look" if doubted_now else f"go to {act[1]}"
+    if verb in ("take", "move"):
+        return "inventory"
+    if verb in ("heat", "cool", "clean"):
+        return f"examine {act[1]}"
+    if verb in ("open", "close") and b.location == act[1]:
+        return f"examine {act[1]}"
+    return "look"
+
+
+def recheck_command(doubt: Doubt, b: Beliefs) -> str:
+    """How the agent re-checks a doubted step later (e.g. prompted by a harness message)."""
+    last = b.last
+    doubted_now = last is not None and last.reply.strip().lower() == doubt.reply and b.attempts.get(
+        doubt.reply) == doubt.attempt
+    return _check_command(doubt.action, b, doubted_now=doubted_now, unreadable=doubt.unreadable)

@@ -1,0 +1,118 @@
+"""The named mechanisms by which the built-in agent fails, is rescued or is harmed, and
+the content-keyed draws that decide them.
+
+Every random choice of the built-in agent is a :class:`Draws` call keyed by the task and
+by *content*: the mechanism's name and what it is about (a receptacle, an object, a visit
+number, the sub-goal in progress, the attempt count of a command, the ordinal of a
+harness message of one kind). Never by a message's position or by the whole message
+list. So an extra harness message changes an episode only through what it says and
+through the mechanisms whose role is ``rescue``, ``harm`` or ``harness`` below: those
+are the ones that can explain why two arms of a pair diverge
+(:data:`DIVERGENCE_MECHANISMS`).
+
+A fired mechanism is recorded as a :class:`Fired` (name and what it was about); the
+harness stores them in the episode's explanation trace, beside the transcript and never
+in it, so no feature and no router can read them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Mechanism:
+    """One named mechanism: its role, the profile parameter that sets its chance (None when
+    the harness, not the agent, decides it) and what it does, in one line."""
+
+    name: str
+    role: str  # slip | self_correction | error | rescue | harm | harness
+    parameter: str | None
+    meaning: str
+
+
+_ALL = (
+    # slips of a plain run (any arm, any condition)
+    Mechanism("overlook", "slip", "overlook",
+              "overlooks a wanted item in a list of 3+ items (chance grows with the list's length)"),
+    Mechanism("forget_open", "slip", "forget_open",
+              "takes a closed receptacle for searched on arrival, never opening it"),
+    Mechanism("repeat", "slip", "repeat", "repeats its previous command"),
+    Mechanism("think", "slip", "think", "thinks aloud at a milestone (a model turn, no env action)"),
+    Mechanism("loop", "slip", "loop", "retries a command that just gave 'Nothing happens.'"),
+    Mechanism("give_up", "slip", "give_up",
+              "once every place is seen, stops searching systematically and idles around the likeliest few"),
+    Mechanism("forget_transform", "slip", "forget_transform",
+              "forgets the heat/cool/clean step until a placement fails to finish the task"),
+    Mechanism("close_after", "slip", "close_after", "closes a receptacle it found useless"),
+    Mechanism("confuse", "slip", "confuse", "takes a look-alike type for the goal's object or receptacle"),
+    Mechanism("old_syntax", "slip", "old_syntax", "says 'put X in/on Y' (older ALFWorld) instead of 'move X to Y'"),
+    # how it corrects itself without help
+    Mechanism("reground", "self_correction", "reground",
+              "after a failed command, checks where it is or what it holds (look, examine, inventory, go again)"),
+    Mechanism("self_check", "self_correction", "self_check",
+              "checks its hands (inventory); the chance grows with consecutive failed commands"),
+    # what a stale or missing text does to it
+    Mechanism("stale_location", "error", "stale_location",
+              "believes a text that does not answer its command (e.g. an arrival elsewhere) and counts the "
+              "intended place as searched without seeing inside, until contradicted"),
+    Mechanism("hidden_pickup", "error", "hidden_pickup",
+              "a 'take' answered by another text: believes its hands are still empty"),
+    Mechanism("hidden_placement", "error", "hidden_placement",
+              "a 'move' answered by another text: believes it still holds the object"),
+    Mechanism("missing_text", "error", "missing_text",
+              "an unreadable text: assumes the command worked (a place gone to counts as searched)"),
+    # what a harness message does to it
+    Mechanism("harness_recheck", "rescue", "harness_recheck",
+              "a harness message makes it re-check the step it is least sure of (one whose text did not "
+              "answer the command)"),
+    Mechanism("refresh_correction", "rescue", "refresh_correction",
+              "a refreshed text contradicts where it believes it is: it corrects the belief and puts back "
+              "a place it only assumed searched"),
+    Mechanism("interruption", "harm", "interruption",
+              "a harness message during a sub-goal (object seen, transform pending, carrying to the "
+              "target) makes it re-plan and redo or drop that sub-goal"),
+    Mechanism("misread_refresh", "harm", "misread_refresh",
+              "reads 'Next to it, you see nothing.' as 'this place holds nothing' where it knew the contents"),
+    # what the harness does
+    Mechanism("budget", "harness", None,
+              "the episode stopped on the model-turn or env-action budget, which recovery steps also spend"),
+    Mechanism("rewind", "harness", None,
+              "a rewind restored the state before the suspect observation: the progress since is discarded "
+              "and redone (the redone step shows the true text)"),
+)
+
+MECHANISMS: dict[str, Mechanism] = {m.name: m for m in _ALL}
+
+#: the mechanisms through which a recovery operation can change an episode
+DIVERGENCE_MECHANISMS: frozenset[str] = frozenset(
+    m.name for m in _ALL if m.role in ("rescue", "harm", "harness"))
+
+
+@dataclass(frozen=True)
+class Fired:
+    """A mechanism that fired, and what it was about (``"fridge 1"``, ``"take apple 1 ..."``)."""
+
+    mechanism: str
+    about: str
+
+    def __post_init__(self) -> None:
+        if self.mechanism not in MECHANISMS:
+            raise ValueError(f"unknown mechanism {self.mechanism!r}")
+
+
+class Draws:
+    """Numbers in [0, 1) keyed by a task key, a mechanism name and what it is about."""
+
+    def __init__(self, key: bytes) -> None:
+        self.key = key
+
+    def u(self, name: str, *about: object) -> float:
+        salt = "\x1f".join([name, *(str(a) for a in about)]).encode("utf-8")
+        d = hashlib.blake2b(self.key + b"\x1e" + salt, digest_size=8).digest()
+        return int.from_bytes(d, "big") / 2**64
+
+    def chance(self, name: str, prob: float, *about: object) -> bool:
+        """True with probability ``prob`` (clipped to [0, 1]); always False at 0."""
+        return prob > 0 and self.u(name, *about) < min(prob, 1.0)
