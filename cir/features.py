@@ -28,9 +28,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from cir.transcript import AGENT, THINK_PREFIX, Transcript
-
-NOOP = "Nothing happens."
+from cir.protocol import (
+    DEFAULT_MAX_ACTIONS,
+    DEFAULT_MAX_TURNS,
+    GOAL_PREFIX,
+    NOTHING_HAPPENS,
+    THINK_PREFIX,
+)
+from cir.transcript import AGENT, Transcript
 
 # name -> one-line meaning. Order is the column order of the paired table.
 FEATURES: dict[str, str] = {
@@ -131,9 +136,9 @@ _OBS_TEMPLATES = (
     "PutEmptyReceptacleObjectinReceptacle:",
     "PutFullReceptacleObjectInReceptacle:",
     "Available commands:",
-    NOOP,
+    NOTHING_HAPPENS,
 )
-_GOAL = re.compile(r"Your task is to: (.+?)\.?\s*$", re.MULTILINE)
+_GOAL = re.compile(rf"{re.escape(GOAL_PREFIX)} (.+?)\.?\s*$", re.MULTILINE)
 _GOAL_OBJ = (
     re.compile(r"^look at (\w+) under"),
     re.compile(r"^examine the (\w+) with"),
@@ -172,7 +177,7 @@ def answers(action: str, shown: str) -> bool:
     """
     a = action.strip().lower()
     s = shown.strip()
-    if s == NOOP:
+    if s == NOTHING_HAPPENS:
         return True
     low = s.lower()
     if m := _GO.match(a):
@@ -266,7 +271,8 @@ def _streak(values: list[bool]) -> int:
 
 
 def extract_features(
-    transcript: Transcript, delay: int, *, max_turns: int = 49, max_actions: int = 64
+    transcript: Transcript, delay: int, *, max_turns: int = DEFAULT_MAX_TURNS,
+    max_actions: int = DEFAULT_MAX_ACTIONS,
 ) -> dict[str, float]:
     """Features of the decision at the end of ``transcript`` (see module docstring).
 
@@ -310,7 +316,7 @@ def extract_features(
     for s in shown_env:
         obs_repeat.append(s in seen_obs)
         seen_obs.add(s)
-    noop = [s == NOOP for s in shown_env]
+    noop = [s == NOTHING_HAPPENS for s in shown_env]
     fits = [answers(a, s) for a, s in zip(actions, shown_env, strict=True)]
     streak = 0
     if actions:

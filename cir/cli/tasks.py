@@ -8,8 +8,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from cir.errors import CirError
-
-SPLIT_CHOICES = ("train", "valid_seen", "valid_unseen")
+from cir.protocol import SPLITS
 
 HELP_TEXT = """\
 Actions (ALFWorld 0.4 syntax; names as printed, e.g. "cabinet 1", "apple 2"):
@@ -38,7 +37,7 @@ def register(subparsers: Any) -> None:
                                    "(OUT/SPLIT/<task>/trial_<id>/{traj_data.json,game.tw-pddl}) "
                                    "with OUT/SPLIT/manifest.json.")
     g.add_argument("--split", required=True,
-                   help=f"one of {', '.join(SPLIT_CHOICES)} (valid_unseen uses unseen layouts)")
+                   help=f"one of {', '.join(SPLITS)} (valid_unseen uses unseen layouts)")
     g.add_argument("--n", type=int, required=True, help="number of tasks")
     g.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     g.add_argument("--out", required=True, help="output folder (the split goes in OUT/SPLIT)")
