@@ -101,3 +101,11 @@ def test_operation_names():
         get_operation("nap")
     with pytest.raises(CirError, match="twice"):
         parse_operations("refresh,refresh")
+
+
+def test_registry_matches_the_vocabulary():
+    """Every operation the harness can apply is named once in cir.protocol (display order)."""
+    from cir import protocol
+    from cir.recovery import OPERATIONS
+
+    assert tuple(OPERATIONS) == protocol.OPERATIONS
