@@ -270,74 +270,44 @@ def _streak(values: list[bool]) -> int:
     return n
 
 
-def extract_features(
-    transcript: Transcript, delay: int, *, max_turns: int = DEFAULT_MAX_TURNS,
-    max_actions: int = DEFAULT_MAX_ACTIONS,
-) -> dict[str, float]:
-    """Features of the decision at the end of ``transcript`` (see module docstring).
+def _repeats(values: list[str]) -> list[bool]:
+    """For each value, whether it occurred earlier in the list."""
+    seen: set[str] = set()
+    out = []
+    for v in values:
+        out.append(v in seen)
+        seen.add(v)
+    return out
 
-    ``delay`` is the number of env actions since the suspect observation. The result
-    has exactly the keys of :data:`FEATURES`, in that order, all finite floats.
-    """
-    if delay < 0:
-        raise ValueError(f"delay must be >= 0, got {delay}")
-    goal = parse_goal(transcript.task_text)
 
-    # One pass over the steps, reading only actor, reply, action and shown.
-    actions: list[str] = []  # env actions (lowercased), in order
-    shown_env: list[str] = []  # shown text answering each env action
-    action_turn: list[int] = []  # index of the model turn / step of each env action
-    thoughts: list[tuple[int, str]] = []  # (number of env actions before it, text)
-    model_turns = 0
-    context_chars = len(transcript.task_text)
+@dataclass
+class _Shown:
+    """What a prefix showed the agent, read in one pass over the steps."""
+
+    actions: list[str]  # env actions (lowercased), in order
+    shown: list[str]  # shown text answering each env action
+    thoughts: list[tuple[int, str]]  # (number of env actions before it, text)
+    model_turns: int
+    context_chars: int
+
+
+def _read(transcript: Transcript) -> _Shown:
+    """One pass over the steps, reading only actor, reply, action and shown."""
+    out = _Shown([], [], [], 0, len(transcript.task_text))
     for step in transcript.steps:
-        context_chars += len(step.shown) + (len(step.reply) if step.actor == AGENT else 0)
+        out.context_chars += len(step.shown) + (len(step.reply) if step.actor == AGENT else 0)
         if step.actor == AGENT:
-            model_turns += 1
+            out.model_turns += 1
             if step.action is None and step.reply.strip().lower().startswith(THINK_PREFIX):
-                thoughts.append((len(actions), step.reply.strip()))
+                out.thoughts.append((len(out.actions), step.reply.strip()))
         if step.action is not None:
-            actions.append(step.action.strip().lower())
-            shown_env.append(step.shown.strip())
-            action_turn.append(model_turns)
-    n_act = len(actions)
-    k = n_act - delay  # 1-based number of the suspect env action
-    has_suspect = k >= 1
-    si = k - 1  # its 0-based index
+            out.actions.append(step.action.strip().lower())
+            out.shown.append(step.shown.strip())
+    return out
 
-    # Repetition of actions, and of observations.
-    seen_actions: set[str] = set()
-    action_repeat: list[bool] = []
-    for a in actions:
-        action_repeat.append(a in seen_actions)
-        seen_actions.add(a)
-    seen_obs: set[str] = set()
-    obs_repeat: list[bool] = []
-    for s in shown_env:
-        obs_repeat.append(s in seen_obs)
-        seen_obs.add(s)
-    noop = [s == NOTHING_HAPPENS for s in shown_env]
-    fits = [answers(a, s) for a, s in zip(actions, shown_env, strict=True)]
-    streak = 0
-    if actions:
-        streak = 1
-        for i in range(n_act - 2, -1, -1):
-            if actions[i] != actions[-1]:
-                break
-            streak += 1
-    cycle = (
-        n_act >= 4
-        and actions[-1] == actions[-3]
-        and actions[-2] == actions[-4]
-        and actions[-1] != actions[-2]
-    )
-    seen_thoughts: set[str] = set()
-    think_repeat = 0
-    for _, t in thoughts:
-        think_repeat += t in seen_thoughts
-        seen_thoughts.add(t)
 
-    # Task progress, from the shown text only.
+def _progress(goal: Goal, shown_env: list[str]) -> dict[str, float]:
+    """Task progress, from the shown text only."""
     pickups = placements = transforms = 0
     holding = False
     goal_seen = False
@@ -367,68 +337,103 @@ def extract_features(
     done = (
         min(pickups, need["take"]) + min(placements, need["move"]) + min(transforms, need["transform"])
     )
-    progress_frac = done / max(1, sum(need.values()))
+    return {
+        "f_task_pick_two": float(goal.pick_two),
+        "f_task_transform": float(goal.transform),
+        "f_task_look": float(goal.look),
+        "f_progress": done / max(1, sum(need.values())),
+        "f_pickups": float(pickups),
+        "f_placements": float(placements),
+        "f_transforms": float(transforms),
+        "f_goal_obj_seen": float(goal_seen),
+        "f_holding": float(holding),
+        "f_since_progress": float(len(shown_env) - last_progress),
+        "f_places_visited": float(len(places)),
+    }
 
-    # The suspect observation and what came after it.
+
+def _suspect(seen: _Shown, delay: int, action_repeat: list[bool], obs_repeat: list[bool],
+             noop: list[bool], fits: list[bool]) -> dict[str, float]:
+    """The suspect observation and what came after it (the prefix holds the suspect)."""
+    actions, shown_env, n_act = seen.actions, seen.shown, len(seen.actions)
+    k = n_act - delay  # 1-based number of the suspect env action
+    si = k - 1  # its 0-based index
+    s = shown_env[si]
+    a = actions[si]
+    kind = action_kind(a)
+    post = range(k, n_act)  # 0-based indices after the suspect
+    arrive = _ARRIVE.match(s)
+    go = _GO.match(a)
+    return {
+        "f_post_think": float(sum(1 for n_before, _ in seen.thoughts if n_before >= k)),
+        "f_post_action_repeats": float(sum(action_repeat[i] for i in post)),
+        "f_post_suspect_action_redo": float(any(actions[i] == a for i in post)),
+        "f_post_noops": float(sum(noop[i] for i in post)),
+        "f_suspect_noop": float(noop[si]),
+        "f_suspect_seen_before": float(obs_repeat[si]),
+        "f_suspect_repeat_lag1": float(si >= 1 and shown_env[si - 1] == s),
+        "f_suspect_repeat_lag2": float(si >= 2 and shown_env[si - 2] == s),
+        "f_suspect_words": float(len(s.split())),
+        "f_post_novel_frac": sum(not obs_repeat[i] for i in post) / delay if delay else 1.0,
+        "f_suspect_mismatch": float(not fits[si]),
+        "f_suspect_arrival_mismatch": float(bool(go and arrive and arrive.group(1).lower() != go.group(1))),
+        "f_suspect_unparsed": float(not parsed(s)),
+        "f_post_mismatches": float(sum(not fits[i] for i in post)),
+        "f_pre_mismatches": float(sum(not fits[i] for i in range(si))),
+        "f_suspect_go": float(kind == "go"),
+        "f_suspect_take_or_move": float(kind in {"take", "move"}),
+        "f_suspect_open": float(kind in {"open", "close"}),
+    }
+
+
+def extract_features(
+    transcript: Transcript, delay: int, *, max_turns: int = DEFAULT_MAX_TURNS,
+    max_actions: int = DEFAULT_MAX_ACTIONS,
+) -> dict[str, float]:
+    """Features of the decision at the end of ``transcript`` (see module docstring).
+
+    ``delay`` is the number of env actions since the suspect observation. The result
+    has exactly the keys of :data:`FEATURES`, in that order, all finite floats.
+    """
+    if delay < 0:
+        raise ValueError(f"delay must be >= 0, got {delay}")
+    seen = _read(transcript)
+    actions, shown_env, model_turns = seen.actions, seen.shown, seen.model_turns
+    n_act = len(actions)
+    action_repeat = _repeats(actions)
+    obs_repeat = _repeats(shown_env)
+    noop = [s == NOTHING_HAPPENS for s in shown_env]
+    fits = [answers(a, s) for a, s in zip(actions, shown_env, strict=True)]
+    cycle = (
+        n_act >= 4
+        and actions[-1] == actions[-3]
+        and actions[-2] == actions[-4]
+        and actions[-1] != actions[-2]
+    )
+
     f: dict[str, float] = dict.fromkeys(FEATURES, 0.0)
     f["f_delay"] = float(delay)
-    f["f_has_suspect"] = float(has_suspect)
+    f["f_has_suspect"] = float(n_act - delay >= 1)
     f["f_model_turns"] = float(model_turns)
     f["f_env_actions"] = float(n_act)
     f["f_turns_left"] = float(max_turns - model_turns)
     f["f_actions_left"] = float(max_actions - n_act)
     f["f_budget_used"] = max(model_turns / max_turns, n_act / max_actions)
-    f["f_context_kchars"] = context_chars / 1000.0
+    f["f_context_kchars"] = seen.context_chars / 1000.0
     f["f_action_repeat_frac"] = sum(action_repeat) / n_act if n_act else 0.0
     f["f_recent_action_repeats"] = float(sum(action_repeat[-4:]))
-    f["f_action_streak"] = float(streak)
+    f["f_action_streak"] = float(_streak([a == actions[-1] for a in actions]))
     f["f_action_cycle"] = float(cycle)
-    f["f_think_frac"] = len(thoughts) / model_turns if model_turns else 0.0
-    f["f_think_repeat"] = float(think_repeat)
+    f["f_think_frac"] = len(seen.thoughts) / model_turns if model_turns else 0.0
+    f["f_think_repeat"] = float(sum(_repeats([t for _, t in seen.thoughts])))
     f["f_noop_frac"] = sum(noop) / n_act if n_act else 0.0
     f["f_noop_streak"] = float(_streak(noop))
     f["f_obs_repeat_frac"] = sum(obs_repeat) / n_act if n_act else 0.0
     f["f_mismatch_count"] = float(sum(not x for x in fits))
     f["f_post_novel_frac"] = 1.0
-    if has_suspect:
-        s = shown_env[si]
-        a = actions[si]
-        kind = action_kind(a)
-        post = range(k, n_act)  # 0-based indices after the suspect
-        f["f_post_think"] = float(sum(1 for n_before, _ in thoughts if n_before >= k))
-        f["f_post_action_repeats"] = float(sum(action_repeat[i] for i in post))
-        f["f_post_suspect_action_redo"] = float(any(actions[i] == a for i in post))
-        f["f_post_noops"] = float(sum(noop[i] for i in post))
-        f["f_suspect_noop"] = float(noop[si])
-        f["f_suspect_seen_before"] = float(obs_repeat[si])
-        f["f_suspect_repeat_lag1"] = float(si >= 1 and shown_env[si - 1] == s)
-        f["f_suspect_repeat_lag2"] = float(si >= 2 and shown_env[si - 2] == s)
-        f["f_suspect_words"] = float(len(s.split()))
-        if delay:
-            f["f_post_novel_frac"] = sum(not obs_repeat[i] for i in post) / delay
-        f["f_suspect_mismatch"] = float(not fits[si])
-        arrive = _ARRIVE.match(s)
-        go = _GO.match(a)
-        f["f_suspect_arrival_mismatch"] = float(
-            bool(go and arrive and arrive.group(1).lower() != go.group(1))
-        )
-        f["f_suspect_unparsed"] = float(not parsed(s))
-        f["f_post_mismatches"] = float(sum(not fits[i] for i in post))
-        f["f_pre_mismatches"] = float(sum(not fits[i] for i in range(si)))
-        f["f_suspect_go"] = float(kind == "go")
-        f["f_suspect_take_or_move"] = float(kind in {"take", "move"})
-        f["f_suspect_open"] = float(kind in {"open", "close"})
-    f["f_task_pick_two"] = float(goal.pick_two)
-    f["f_task_transform"] = float(goal.transform)
-    f["f_task_look"] = float(goal.look)
-    f["f_progress"] = progress_frac
-    f["f_pickups"] = float(pickups)
-    f["f_placements"] = float(placements)
-    f["f_transforms"] = float(transforms)
-    f["f_goal_obj_seen"] = float(goal_seen)
-    f["f_holding"] = float(holding)
-    f["f_since_progress"] = float(n_act - last_progress)
-    f["f_places_visited"] = float(len(places))
+    if n_act - delay >= 1:  # the prefix holds the suspect env action
+        f.update(_suspect(seen, delay, action_repeat, obs_repeat, noop, fits))
+    f.update(_progress(parse_goal(transcript.task_text), shown_env))
     # Round so that values survive a CSV round trip bit-for-bit (router == offline).
     return {name: round(float(v), 6) for name, v in f.items()}
 

@@ -115,8 +115,8 @@ def joint_outcomes(
     table["n"] = table["n"].fillna(0).astype(int)
     table.insert(len(keys), "a", str(a))
     table.insert(len(keys) + 1, "b", str(b))
-    table.attrs.update(dict(cir_version=__version__, kind="joint_counts", on=on, a=str(a), b=str(b), by=keys, cohort=cohort,
-                                 condition=condition, delay=delay, **info))
+    table.attrs.update(cir_version=__version__, kind="joint_counts", on=on, a=str(a), b=str(b), by=keys,
+                       cohort=cohort, condition=condition, delay=delay, **info)
     return table
 
 
@@ -197,7 +197,7 @@ def joint_effects(
             )
     table = pd.DataFrame.from_records(records, columns=keys + JOINT_EFFECT_COLUMNS)
     table = sort_groups(table, keys) if keys else table
-    table.attrs.update(dict(cir_version=__version__, kind="joint_effects", on=on, a=str(a), b=str(b), by=keys, cohort=cohort,
-                                 condition=condition, delay=delay, resamples=int(resamples),
-                                 seed=int(seed), level=level, **info))
+    table.attrs.update(cir_version=__version__, kind="joint_effects", on=on, a=str(a), b=str(b), by=keys,
+                       cohort=cohort, condition=condition, delay=delay, resamples=int(resamples),
+                       seed=int(seed), level=level, **info)
     return table

@@ -50,7 +50,7 @@ from cir.protocol import (
     DEFAULT_MAX_TURNS,
     DEFAULT_OPERATIONS,
 )
-from cir.recovery import Checkpoints, get_operation, parse_operations
+from cir.recovery import Checkpoints, Operation, get_operation, parse_operations
 from cir.transcript import Step, Transcript
 
 
@@ -223,102 +223,116 @@ def run_task_pairs(
     task_id = str(task.task_id)
     harness = Harness(agent, max_turns=settings.max_turns, max_actions=settings.max_actions,
                       reply_cache=reply_cache)
-    label = agent_label(agent)
     branching = env if isinstance(env, BranchingEnv) else BranchingEnv(env)
-    env = CountingEnv(branching)
+    counted = CountingEnv(branching)
 
     # 1. the factual run, snapshots after every env action (and after reset)
-    factual = harness.reset(env, task_id)
-    factual_snaps = SnapshotHook()
-    factual_snaps.snapshots[0] = env.snapshot()
-    harness.run(env, factual, hooks=[factual_snaps])
+    factual = harness.reset(counted, task_id)
+    snapshots = SnapshotHook()
+    snapshots.snapshots[0] = counted.snapshot()
+    harness.run(counted, factual, hooks=[snapshots])
     n = factual.env_actions
     result = TaskResult(
         task_id=task_id, split=str(getattr(task, "split", "") or ""),
-        task_type=str(getattr(task, "task_type", "") or ""), agent=label, feasible=False,
+        task_type=str(getattr(task, "task_type", "") or ""), agent=agent_label(agent), feasible=False,
         reason="", factual_env_actions=n, factual_success=bool(factual.won), point=None,
     )
     result.episodes.append(_episode(task_id, "factual", "clean", factual))
 
-    # 2. the perturbation point
-    ok, reason = feasibility(n, conditions, settings.perturb_fraction)
-    result.feasible, result.reason = ok, reason
-    if not ok:
-        result.costs = _costs(harness, env, branching)
-        result.seconds = round(time.perf_counter() - started, 3)
-        return result
-    p = perturbation_point(n, settings.perturb_fraction)
-    result.point = p
-    k_before = factual.steps_until_env_action(p - 1)
-    k_at = factual.steps_until_env_action(p)
-    rewind_checkpoint = {k_before: factual_snaps.snapshots[k_before]}
-    wanted = {p + d for d in settings.delays}
+    # 2. the perturbation point; 3. and 4. per condition
+    result.feasible, result.reason = feasibility(n, conditions, settings.perturb_fraction)
+    if result.feasible:
+        result.point = perturbation_point(n, settings.perturb_fraction)
+        fork = _Fork(harness, counted, settings, result, factual, snapshots.snapshots, result.point)
+        for cond in conditions:
+            arm, arm_snaps = fork.no_recovery_arm(cond)
+            fork.recovery_pairs(cond, arm, arm_snaps)
+    result.costs = _costs(harness, counted, branching)
+    result.seconds = round(time.perf_counter() - started, 3)
+    return result
 
-    operations = [get_operation(m) for m in settings.operations]
-    for cond in conditions:
-        # 3. the no-recovery arm of this condition
+
+class _Fork:
+    """One feasible task after its factual run: the state every arm and branch starts from.
+
+    ``snapshots`` are the factual run's env snapshots by step count; ``point`` is the
+    perturbation point. Arms, branches, episodes and rows go into ``result``.
+    """
+
+    def __init__(self, harness: Harness, env: CountingEnv, settings: ReplaySettings, result: TaskResult,
+                 factual: Transcript, snapshots: dict[int, Any], point: int) -> None:
+        self.harness, self.env, self.settings, self.result = harness, env, settings, result
+        self.factual, self.snapshots, self.point = factual, snapshots, point
+        self.k_at = factual.steps_until_env_action(point)  # steps up to the perturbed env action
+        k_before = factual.steps_until_env_action(point - 1)
+        self.rewind = Checkpoints(snapshots={k_before: snapshots[k_before]}, anchor=self.k_at - 1)
+        self.operations = [get_operation(m) for m in settings.operations]
+
+    def no_recovery_arm(self, cond: Condition) -> tuple[Transcript, dict[int, Any]]:
+        """3. The condition's arm and its snapshots from the perturbed step on."""
+        task_id, factual, k_at = self.result.task_id, self.factual, self.k_at
         if cond.kind == "clean":
-            arm = factual
-            arm_snaps = {k: s for k, s in factual_snaps.snapshots.items() if k >= k_at}
-            result.episodes.append(_episode(task_id, "no_recovery", cond.name, None,
-                                            same_as="factual", won=factual.won))
-        else:
-            arm = _copy_prefix(factual, k_at)
-            perturbation = Perturbation(cond, p)
-            arm.steps[-1] = perturbation.apply(_copy_prefix(factual, k_at - 1), arm.steps[-1])
-            env.restore(factual_snaps.snapshots[k_at])
-            hook = SnapshotHook(at=wanted)
-            harness.run(env, arm, hooks=[hook])
-            arm_snaps = {k_at: factual_snaps.snapshots[k_at], **hook.snapshots}
-            check_arm(task_id, cond.name, factual, arm, k_at)
-            result.episodes.append(_episode(task_id, "no_recovery", cond.name, arm))
-        y0 = int(arm.won)
+            self.result.episodes.append(_episode(task_id, "no_recovery", cond.name, None,
+                                                 same_as="factual", won=factual.won))
+            return factual, {k: s for k, s in self.snapshots.items() if k >= k_at}
+        arm = _copy_prefix(factual, k_at)
+        perturbation = Perturbation(cond, self.point)
+        arm.steps[-1] = perturbation.apply(_copy_prefix(factual, k_at - 1), arm.steps[-1])
+        self.env.restore(self.snapshots[k_at])
+        hook = SnapshotHook(at={self.point + d for d in self.settings.delays})
+        self.harness.run(self.env, arm, hooks=[hook])
+        check_arm(task_id, cond.name, factual, arm, k_at)
+        self.result.episodes.append(_episode(task_id, "no_recovery", cond.name, arm))
+        return arm, {k_at: self.snapshots[k_at], **hook.snapshots}
 
-        # 4. branches per delay and operation
+    def recovery_pairs(self, cond: Condition, arm: Transcript, arm_snaps: dict[int, Any]) -> None:
+        """4. A branch per delay and operation, and its paired row."""
+        task_id, settings, result = self.result.task_id, self.settings, self.result
+        y0 = int(arm.won)
         for d in settings.delays:
-            j = p + d
+            j = self.point + d
             k = arm.steps_until_env_action(j) if arm.env_actions >= j else None
             executed = k is not None and k < len(arm.steps)
             if executed:
-                decision = _copy_prefix(arm, k)
-                features = _features(decision, d, settings)
-            else:
+                features = _features(_copy_prefix(arm, k), d, settings)
+            else:  # the arm ended before the delay: the features where it ended
                 reached = min(j, arm.env_actions)
                 decision = _copy_prefix(arm, arm.steps_until_env_action(reached))
-                features = _features(decision, reached - p, settings)
-            for op in operations:
-                if not executed:
-                    y1, prefix_match = y0, True
-                    result.episodes.append(_episode(task_id, "recovery", cond.name, None, delay=d,
-                                                    operation=op.name, executed=False, won=bool(y0)))
-                else:
-                    assert k is not None
-                    branch = _copy_prefix(arm, k)
-                    env.restore(arm_snaps[k])
-                    checkpoints = Checkpoints(snapshots=rewind_checkpoint, anchor=k_at - 1)
-                    harness.recover(env, branch, op, checkpoints)
-                    harness.run(env, branch)
-                    prefix_match = _same(branch, arm, k)
-                    if not prefix_match:
-                        raise ReplayError(
-                            f"task {task_id}: the {op.name} branch at delay {d} under {cond.name} "
-                            f"differs from its no-recovery arm before the branch point (step {k})"
-                        )
+                features = _features(decision, reached - self.point, settings)
+            for op in self.operations:
+                if k is not None and executed:
+                    branch = self._branch(cond, arm, arm_snaps, d, op, k)
                     y1 = int(branch.won)
                     result.episodes.append(_episode(task_id, "recovery", cond.name, branch, delay=d,
                                                     operation=op.name, branch_step=k))
+                else:
+                    y1 = y0
+                    result.episodes.append(_episode(task_id, "recovery", cond.name, None, delay=d,
+                                                    operation=op.name, executed=False, won=bool(y0)))
                 row = {
                     "task_id": task_id, "split": result.split, "task_type": result.task_type,
-                    "agent": label, "condition": cond.name, "delay": d, "operation": op.name,
+                    "agent": result.agent, "condition": cond.name, "delay": d, "operation": op.name,
                     "y0": y0, "y1": y1, "executed": bool(executed),
-                    "factual_success": bool(factual.won), "prefix_match": bool(prefix_match),
+                    # a branch that differs from its arm before the branch point raised above
+                    "factual_success": bool(self.factual.won), "prefix_match": True,
                     "outcome": outcome_of(y0, y1),
                 }
                 row.update(features)
                 result.rows.append(row)
-    result.costs = _costs(harness, env, branching)
-    result.seconds = round(time.perf_counter() - started, 3)
-    return result
+
+    def _branch(self, cond: Condition, arm: Transcript, arm_snaps: dict[int, Any], d: int,
+                op: Operation, k: int) -> Transcript:
+        """The arm's first ``k`` steps, the recovery, then the agent to the end; prefix checked."""
+        branch = _copy_prefix(arm, k)
+        self.env.restore(arm_snaps[k])
+        self.harness.recover(self.env, branch, op, self.rewind)
+        self.harness.run(self.env, branch)
+        if not _same(branch, arm, k):
+            raise ReplayError(
+                f"task {self.result.task_id}: the {op.name} branch at delay {d} under {cond.name} "
+                f"differs from its no-recovery arm before the branch point (step {k})"
+            )
+        return branch
 
 
 def _costs(harness: Harness, env: CountingEnv, branching: BranchingEnv) -> dict[str, int]:

@@ -137,18 +137,9 @@ def effect_table(
         table[f"{name.replace('_', '_bound_')}_pp"] = 100 * values
     table = table[keys + EFFECT_COLUMNS]
     table.attrs.update(
-        dict(
-            cir_version=__version__,
-            kind="effects",
-            by=keys,
-            cohort=cohort,
-            resamples=int(resamples),
-            seed=int(seed),
-            level=level,
-            require_prefix_match=require_prefix_match,
-            dropped_prefix_mismatch=rows.attrs.get("dropped_prefix_mismatch", 0),
-            tasks=n_tasks,
-        )
+        cir_version=__version__, kind="effects", by=keys, cohort=cohort, resamples=int(resamples),
+        seed=int(seed), level=level, require_prefix_match=require_prefix_match,
+        dropped_prefix_mismatch=rows.attrs.get("dropped_prefix_mismatch", 0), tasks=n_tasks,
     )
     return table
 
@@ -226,11 +217,8 @@ def contrast_table(
     ]
     table = table[keys + CONTRAST_COLUMNS]
     table.attrs.update(
-        dict(
-            cir_version=__version__,
-            kind="contrast", on=on_key, a=str(a), b=str(b), by=keys, cohort=cohort,
-            resamples=int(resamples), seed=int(seed), level=level,
-            require_prefix_match=require_prefix_match, tasks=n_tasks,
-        )
+        cir_version=__version__, kind="contrast", on=on_key, a=str(a), b=str(b), by=keys, cohort=cohort,
+        resamples=int(resamples), seed=int(seed), level=level,
+        require_prefix_match=require_prefix_match, tasks=n_tasks,
     )
     return table

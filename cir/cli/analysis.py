@@ -2,7 +2,8 @@
 
 PAIRED is a ``paired.csv`` / ``paired.parquet`` or a RUN_DIR holding one. Tables
 print as markdown (default), CSV or JSON (a list of objects, one per group); the
-markdown output ends with the settings that produced it.
+markdown output ends with the settings that produced it. The analysis modules (pandas,
+scipy, matplotlib) are imported inside the handlers, so that ``cir --help`` stays fast.
 """
 
 from __future__ import annotations

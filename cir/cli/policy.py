@@ -96,7 +96,8 @@ def register(subparsers: Any) -> None:
 
 
 def _fmt(threshold: float | None) -> str:
-    from cir.report import format_number  # pandas: imported when a handler runs, not for --help
+    # pandas: imported when a handler runs, not for `cir --help`
+    from cir.report import format_number
 
     return format_number(threshold, 3)
 

@@ -1,4 +1,8 @@
-"""``cir tasks generate|list|play``: make, list and hand-play ALFWorld tasks."""
+"""``cir tasks generate|list|play``: make, list and hand-play ALFWorld tasks.
+
+The task generator and the engine adapter are imported inside the handlers, so that
+``cir --help`` does not load them.
+"""
 
 from __future__ import annotations
 
@@ -125,10 +129,7 @@ def play(task: str, stdin: TextIO, stdout: TextIO, *, max_steps: int = 200) -> i
     game = path / "game.tw-pddl" if path.is_dir() else path
     if not game.is_file():
         raise CirError(f"{task}: no game.tw-pddl here; give a game file or a trial folder")
-    try:
-        from cir.envs.alfworld import AlfworldEnv
-    except ImportError as err:  # pragma: no cover - while the adapter is missing
-        raise CirError(f"the ALFWorld adapter is not available ({err})") from None
+    from cir.envs.alfworld import AlfworldEnv
 
     env = AlfworldEnv(game)
     obs = env.reset()
