@@ -164,14 +164,19 @@ def outcome_counts(df: pd.DataFrame, by: Sequence[str] = DEFAULT_BY) -> pd.DataF
     ``stable_success``, ``stable_failure``, ``success_without`` (mean y0),
     ``success_with`` (mean y1), ``rescue_rate``, ``harm_rate`` (rates in [0, 1]).
     """
-    keys = check_keys(df, by)
-    df = prepare(df)
-    codes, groups = group_index(df, keys)
+    return count_outcomes(prepare(df), check_keys(df, by))
+
+
+def count_outcomes(rows: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """:func:`outcome_counts` of rows already validated (e.g. by :func:`select_cohort`) by
+    keys already checked (:func:`check_keys`): the statistics count many groupings of one
+    cohort, and validating it once is enough."""
+    codes, groups = group_index(rows, keys)
     k = len(groups)
-    y0 = df["y0"].to_numpy()
-    y1 = df["y1"].to_numpy()
+    y0 = rows["y0"].to_numpy()
+    y1 = rows["y1"].to_numpy()
     n = np.bincount(codes, minlength=k)
-    tcodes, tasks = task_index(df)
+    tcodes, tasks = task_index(rows)
     task_cells = np.unique(codes * len(tasks) + tcodes) // max(len(tasks), 1)
 
     def count(mask: np.ndarray) -> np.ndarray:
@@ -180,7 +185,7 @@ def outcome_counts(df: pd.DataFrame, by: Sequence[str] = DEFAULT_BY) -> pd.DataF
     columns = {
         "n": n,
         "n_tasks": np.bincount(task_cells, minlength=k),
-        "n_executed": count(df["executed"].to_numpy()),
+        "n_executed": count(rows["executed"].to_numpy()),
         "rescues": count((y0 == 0) & (y1 == 1)),
         "harms": count((y0 == 1) & (y1 == 0)),
         "stable_success": count((y0 == 1) & (y1 == 1)),
@@ -202,6 +207,6 @@ def decompose(
 ) -> pd.DataFrame:
     """Outcome counts and rates of a cohort by any grouping (see :func:`outcome_counts`)."""
     rows = select_cohort(df, cohort, require_prefix_match)
-    out = outcome_counts(rows, by)
+    out = count_outcomes(rows, check_keys(rows, by))
     out.attrs.update({"cohort": cohort, "by": list(by)})
     return out

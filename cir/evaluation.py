@@ -6,12 +6,12 @@ table), the anomaly detector (at its OOF threshold and at the threshold whose ra
 matches CIR's), CIR, and the oracle (refresh exactly where it rescues). Everything a
 walk needs is in the :class:`~cir.router.Router` (its models, thresholds and the
 baselines' parameters), so a router file and a test table are enough; a fitted
-:class:`~cir.policy.CIRPolicy` is accepted too, through its ``to_router()``.
+:class:`~cir.policy.CIRPolicy` (anything with ``to_router()``) is accepted too.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
@@ -25,9 +25,6 @@ from cir.rule import blocked_by, passes, predict
 from cir.significance import sign_flip_test
 from cir.walk import build_grid, check_features, walk
 
-if TYPE_CHECKING:  # pragma: no cover
-    from cir.policy import CIRPolicy
-
 POLICIES = ("never", "always", "anomaly", "anomaly_rate_matched", "cir", "oracle")
 GROUP_ALL = "all"
 SUMMARY_COLUMNS = [
@@ -38,12 +35,18 @@ SUMMARY_COLUMNS = [
 MARGIN_COLUMNS = ["policy", "versus", "condition", "n", "margin_pp", "ci_low_pp", "ci_high_pp", "sign_flip_p"]
 
 
-def as_router(model: Router | CIRPolicy) -> Router:
+class Fitted(Protocol):
+    """A fitted policy: it can become a :class:`~cir.router.Router`."""
+
+    def to_router(self) -> Router: ...
+
+
+def as_router(model: Router | Fitted) -> Router:
     """A router as is; a fitted policy as its router."""
     return model if isinstance(model, Router) else model.to_router()
 
 
-def score_rows(model: Router | CIRPolicy, paired: pd.DataFrame, source: str = "paired table") -> pd.DataFrame:
+def score_rows(model: Router | Fitted, paired: pd.DataFrame, source: str = "paired table") -> pd.DataFrame:
     """p_err, p0, p1, p_fail, s_R, s_H and utility for every row of ``paired``."""
     router = as_router(model)
     check_features(paired, source, router.features)
@@ -51,7 +54,7 @@ def score_rows(model: Router | CIRPolicy, paired: pd.DataFrame, source: str = "p
     return pd.DataFrame(predict(router.models, X, router.settings["lam"]), index=paired.index)
 
 
-def decide_rows(model: Router | CIRPolicy, paired: pd.DataFrame, source: str = "paired table") -> pd.DataFrame:
+def decide_rows(model: Router | Fitted, paired: pd.DataFrame, source: str = "paired table") -> pd.DataFrame:
     """Per row: the CIR rule's decision if the walk reaches that row, with scores and blocker."""
     router = as_router(model)
     s = score_rows(router, paired, source)
@@ -67,7 +70,7 @@ def decide_rows(model: Router | CIRPolicy, paired: pd.DataFrame, source: str = "
     return out
 
 
-def walk_policies(model: Router | CIRPolicy, paired: pd.DataFrame, source: str = "paired table") -> pd.DataFrame:
+def walk_policies(model: Router | Fitted, paired: pd.DataFrame, source: str = "paired table") -> pd.DataFrame:
     """Every policy's sequential walk on ``paired``: one row per episode (task, condition).
 
     Columns ``y_<policy>``, ``int_<policy>`` (intervened) and ``delay_<policy>`` for
@@ -117,7 +120,7 @@ def _task_sums(episodes: pd.DataFrame, values: dict[str, np.ndarray], groups: li
     return np.column_stack(nums), np.column_stack(dens), cols
 
 
-def evaluate(model: Router | CIRPolicy, paired: pd.DataFrame, *, resamples: int = DEFAULT_RESAMPLES,
+def evaluate(model: Router | Fitted, paired: pd.DataFrame, *, resamples: int = DEFAULT_RESAMPLES,
              seed: int = DEFAULT_SEED, level: float = DEFAULT_LEVEL,
              source: str = "test table") -> dict[str, Any]:
     """Held-out evaluation of CIR and its baselines on ``paired`` (tasks never used in fitting).

@@ -20,7 +20,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from cir import __version__
-from cir.decompose import outcome_counts, select_cohort, sort_groups
+from cir.decompose import count_outcomes, select_cohort, sort_groups
 from cir.errors import CirError
 from cir.files import write_atomic
 from cir.joint import joint_matrix, joint_outcomes
@@ -171,7 +171,7 @@ def plot_partitions(df: pd.DataFrame, cohort: str = "all") -> Figure:
     One panel per operation, one bar per condition and delay, segment width = count.
     """
     rows = select_cohort(df, cohort, True)
-    table = outcome_counts(rows, ["operation", "condition", "delay"])
+    table = count_outcomes(rows, ["operation", "condition", "delay"])
     operations = list(dict.fromkeys(table["operation"]))
     n_bars = int(table.groupby("operation").size().max())
     cols = min(len(operations), 4)

@@ -156,15 +156,18 @@ class TaskResult:
         """Everything but the episodes (the per-task line of the store)."""
         return {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "episodes"}
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TaskResult:
-        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
-
 
 def _episode(task_id: str, role: str, condition: str, transcript: Transcript | None, *,
              delay: int | None = None, operation: str | None = None, executed: bool = True,
              branch_step: int | None = None, same_as: str | None = None,
              won: bool | None = None) -> dict[str, Any]:
+    """One episode record of the store: which arm or branch it is, its outcome, its transcript.
+
+    Roles: ``factual``; ``no_recovery`` per condition (for clean, ``same_as`` the factual
+    run); ``recovery`` per condition, delay and operation (not ``executed`` when the arm
+    ended before the delay). Whatever else is recorded per episode goes here, beside the
+    transcript; features never read these records.
+    """
     return {
         "task_id": task_id,
         "role": role,

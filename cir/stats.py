@@ -22,9 +22,9 @@ from cir.decompose import (
     DEFAULT_BY,
     check_keys,
     check_value,
+    count_outcomes,
     group_index,
     group_key,
-    outcome_counts,
     select_cohort,
     task_index,
 )
@@ -111,7 +111,7 @@ def effect_table(
     check_resamples(resamples, level)
     rows = select_cohort(df, cohort, require_prefix_match)
     keys = check_keys(rows, by)
-    table = outcome_counts(rows, keys)
+    table = count_outcomes(rows, keys)
     gcodes, groups = group_index(rows, keys)
     tcodes, tasks = task_index(rows)
     n_tasks, n_groups = len(tasks), len(groups)
@@ -186,8 +186,8 @@ def contrast_table(
     den_b = task_group_sums(tcodes, gcodes, ones * ~is_a, n_tasks, n_groups)
     reps = bootstrap_ratios(np.hstack([num_a, num_b]), np.hstack([den_a, den_b]), resamples, seed)
     low, high = percentile_ci(reps[:, :n_groups] - reps[:, n_groups:], level)
-    counts_a = outcome_counts(rows.loc[is_a], keys)
-    counts_b = outcome_counts(rows.loc[~is_a], keys)
+    counts_a = count_outcomes(rows.loc[is_a], keys)
+    counts_b = count_outcomes(rows.loc[~is_a], keys)
     table = groups.reset_index(drop=True).copy() if keys else pd.DataFrame(index=range(1))
     table["a"] = str(a)
     table["b"] = str(b)
