@@ -150,8 +150,7 @@ def run_experiment(
                            limit=limit, agent=agent, agent_label=agent_label(_make_agent(cfg)),
                            seed=seed, replay=settings)
     store = RunStore(out)
-    old_data = store.check_settings(identity.to_dict())
-    old = None if old_data is None else RunRecord.from_dict(old_data, source=str(store.run_json_path))
+    old = store.resume(identity)
     done = store.open()
     todo = [t for t in tasks if str(t.task_id) not in done]
     if not todo and old is not None and old.complete:

@@ -28,7 +28,7 @@ import pandas as pd
 
 from cir.errors import CirError
 from cir.files import read_json, write_atomic
-from cir.record import RunRecord
+from cir.record import RunRecord, RunSettings
 
 EPISODES = "episodes.jsonl.gz"
 PAIRED = "paired.csv"
@@ -131,6 +131,12 @@ class RunStore:
                     "or use a new --out folder"
                 )
         return old
+
+    def resume(self, settings: RunSettings) -> RunRecord | None:
+        """The record of an earlier run in this folder with these settings (None if the
+        folder is new); a folder written with other settings is refused."""
+        old = self.check_settings(settings.to_dict())
+        return None if old is None else RunRecord.from_dict(old, source=str(self.run_json_path))
 
     # -- episodes -----------------------------------------------------------------------
     def open(self) -> dict[str, dict[str, Any]]:
