@@ -13,7 +13,7 @@ from typing import Any
 from cir.envs.base import Env
 from cir.envs.counting import CountingEnv
 from cir.errors import CirError
-from cir.harness import Harness, SnapshotHook
+from cir.harness import Harness
 from cir.perturb import Perturbation, feasibility, parse_conditions, perturbation_point
 from cir.protocol import DEFAULT_FRACTION, DEFAULT_MAX_ACTIONS, DEFAULT_MAX_TURNS
 from cir.router import Advisor, RouterHook
@@ -40,10 +40,7 @@ def run_episode(
     cond = parse_conditions([condition])[0]
     harness = Harness(agent, max_turns=max_turns, max_actions=max_actions)
     env = CountingEnv(env)
-    factual = harness.reset(env, task_id)
-    snaps = SnapshotHook()
-    snaps.snapshots[0] = env.snapshot()
-    harness.run(env, factual, hooks=[snaps])
+    factual, snapshots = harness.episode_with_snapshots(env, task_id)
     n = factual.env_actions
     info: dict[str, Any] = {"factual_env_actions": n, "factual_success": factual.won,
                             "condition": cond.name, "point": None, "feasible": True, "reason": "ok"}
@@ -59,7 +56,7 @@ def run_episode(
     k_at = factual.steps_until_env_action(p)
     episode = factual.prefix(k_at)
     episode.steps[-1] = Perturbation(cond, p).apply(factual.prefix(k_at - 1), episode.steps[-1])
-    env.restore(snaps.snapshots[k_at])
+    env.restore(snapshots[k_at])
     hook = RouterHook(router, at=p, operation=operation) if router is not None else None
     if hook is not None and 0 in hook.delays:
         hook.after_env_action(harness, env, episode)

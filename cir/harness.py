@@ -181,6 +181,15 @@ class Harness:
         transcript = self.reset(env, task_id)
         return self.run(env, transcript, perturbation=perturbation, hooks=hooks)
 
+    def episode_with_snapshots(self, env: Env, task_id: str) -> tuple[Transcript, dict[int, Any]]:
+        """A whole episode from reset, and an env snapshot after the reset and after every env
+        action, keyed by the step count (so any prefix can be continued or branched)."""
+        transcript = self.reset(env, task_id)
+        hook = SnapshotHook()
+        hook.snapshots[0] = env.snapshot()
+        self.run(env, transcript, hooks=[hook])
+        return transcript, hook.snapshots
+
 
 def _send(env: Env, action: str) -> tuple[str, bool, bool]:
     """Send one action (empty text gets ``Nothing happens.`` without an env call)."""

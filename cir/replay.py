@@ -230,10 +230,7 @@ def run_task_pairs(
     counted = CountingEnv(branching)
 
     # 1. the factual run, snapshots after every env action (and after reset)
-    factual = harness.reset(counted, task_id)
-    snapshots = SnapshotHook()
-    snapshots.snapshots[0] = counted.snapshot()
-    harness.run(counted, factual, hooks=[snapshots])
+    factual, snapshots = harness.episode_with_snapshots(counted, task_id)
     n = factual.env_actions
     result = TaskResult(
         task_id=task_id, split=str(getattr(task, "split", "") or ""),
@@ -246,7 +243,7 @@ def run_task_pairs(
     result.feasible, result.reason = feasibility(n, conditions, settings.perturb_fraction)
     if result.feasible:
         result.point = perturbation_point(n, settings.perturb_fraction)
-        fork = _Fork(harness, counted, settings, result, factual, snapshots.snapshots, result.point)
+        fork = _Fork(harness, counted, settings, result, factual, snapshots, result.point)
         for cond in conditions:
             arm, arm_snaps = fork.no_recovery_arm(cond)
             fork.recovery_pairs(cond, arm, arm_snaps)
