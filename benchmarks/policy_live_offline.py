@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from cir.evaluation import decide_rows
 from cir.features import extract_features
 from cir.paired import read_paired
 from cir.router import Router
@@ -28,10 +29,9 @@ from cir.transcript import Transcript
 
 def main(run_dir: str, router_path: str) -> int:
     router = Router.load(router_path)
-    policy = router.to_policy()
     path = Path(run_dir) / "episodes.jsonl.gz"
     table = read_paired(Path(run_dir) / "paired.csv")
-    table = table[table["operation"] == policy.operation]
+    table = table[table["operation"] == router.settings["operation"]]
     summaries = read_task_summaries(path)
     factual: dict[str, dict] = {}
     arms: list[tuple[str, str, dict]] = []
@@ -75,7 +75,7 @@ def main(run_dir: str, router_path: str) -> int:
         return 1
     offline_rows = pd.concat(rows)
     start = time.perf_counter()
-    offline = policy.decide(offline_rows)
+    offline = decide_rows(router, offline_rows)
     t_off = time.perf_counter() - start
     agree = sum(a.refresh == b and a.blocked_by == c for a, b, c in
                 zip(live, offline["refresh"], offline["blocked_by"], strict=True))

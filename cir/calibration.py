@@ -3,44 +3,48 @@
 CIR's thresholds compare predicted probabilities with fixed numbers, so the
 probabilities must mean what they say. Calibration is measured on predictions the
 models did not fit: the out-of-fold predictions of training (``policy.oof_``), or a
-fitted policy's predictions on a held-out paired table.
+router's (or fitted policy's) predictions on a held-out paired table.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 import pandas as pd
+from matplotlib.figure import Figure
+from sklearn.calibration import calibration_curve
+from sklearn.metrics import brier_score_loss
 
 from cir.errors import CirError
-
-if TYPE_CHECKING:  # pragma: no cover
-    from matplotlib.figure import Figure
-
-    from cir.policy import CIRPolicy
+from cir.evaluation import as_router, score_rows
+from cir.paired import validate_paired
+from cir.policy import CIRPolicy
+from cir.router import Router
+from cir.rule import MODEL_NAMES
+from cir.walk import build_grid, check_features
 
 LABELS = {"p_err": "observation erroneous (condition != clean)",
           "p0": "success without recovery (y0)",
           "p1": "success with refresh (y1)"}
 
 
-def predictions(policy: CIRPolicy, paired: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Long table ``model, p, label`` on the decision cells (OOF when ``paired`` is None)."""
-    from cir.paired import validate_paired
-    from cir.policy import MODEL_NAMES, build_grid, check_features
+def predictions(model: CIRPolicy | Router, paired: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Long table ``model, p, label`` on the decision cells.
 
+    Without ``paired``: a fitted policy's out-of-fold predictions. With ``paired``: the
+    predictions of a router (or of a fitted policy's router) on that table's cells.
+    """
     if paired is None:
-        if not hasattr(policy, "oof_"):
-            raise CirError("calibration: the policy has no out-of-fold predictions (fit it, or give a table)")
-        cells = policy.oof_
+        if not isinstance(model, CIRPolicy) or not hasattr(model, "oof_"):
+            raise CirError("calibration: out-of-fold predictions need a fitted CIRPolicy "
+                           "(fit one, or give a table)")
+        cells = model.oof_
         preds = {name: cells[name].to_numpy() for name in MODEL_NAMES}
     else:
+        router = as_router(model)
         df = validate_paired(paired, source="calibration table")
-        check_features(df, "calibration table", policy.features_)
-        cells = build_grid(df, tuple(int(d) for d in policy.delays), policy.operation,
-                           "calibration table").cells
-        s = policy.predict_scores(cells)
+        check_features(df, "calibration table", router.features)
+        cells = build_grid(df, router.delays, router.settings["operation"], "calibration table").cells
+        s = score_rows(router, cells)
         preds = {name: s[name].to_numpy() for name in MODEL_NAMES}
     labels = {"p_err": (cells["condition"] != "clean").to_numpy(dtype=int),
               "p0": cells["y0"].to_numpy(dtype=int), "p1": cells["y1"].to_numpy(dtype=int)}
@@ -48,7 +52,7 @@ def predictions(policy: CIRPolicy, paired: pd.DataFrame | None = None) -> pd.Dat
                       for name in MODEL_NAMES], ignore_index=True)
 
 
-def calibration_table(policy: CIRPolicy, paired: pd.DataFrame | None = None, n_bins: int = 10,
+def calibration_table(model: CIRPolicy | Router, paired: pd.DataFrame | None = None, n_bins: int = 10,
                       strategy: str = "quantile") -> pd.DataFrame:
     """Reliability-curve points and Brier score per model.
 
@@ -57,10 +61,7 @@ def calibration_table(policy: CIRPolicy, paired: pd.DataFrame | None = None, n_b
     ``sklearn.metrics.brier_score_loss``), ``brier_baseline`` (Brier of always
     predicting the base rate) and ``n``.
     """
-    from sklearn.calibration import calibration_curve
-    from sklearn.metrics import brier_score_loss
-
-    pred = predictions(policy, paired)
+    pred = predictions(model, paired)
     rows = []
     for name, part in pred.groupby("model", sort=False):
         y, p = part["label"].to_numpy(), part["p"].to_numpy()
@@ -74,13 +75,12 @@ def calibration_table(policy: CIRPolicy, paired: pd.DataFrame | None = None, n_b
     return pd.DataFrame(rows)
 
 
-def calibration_figure(policy: CIRPolicy, paired: pd.DataFrame | None = None, n_bins: int = 10,
+def calibration_figure(model: CIRPolicy | Router, paired: pd.DataFrame | None = None, n_bins: int = 10,
                        strategy: str = "quantile") -> Figure:
     """Reliability curves of p_err, p0 and p1 side by side, Brier scores in the titles."""
-    import matplotlib.pyplot as plt
-
-    table = calibration_table(policy, paired, n_bins=n_bins, strategy=strategy)
-    fig, axes = plt.subplots(1, 3, figsize=(11, 3.8), sharey=True)
+    table = calibration_table(model, paired, n_bins=n_bins, strategy=strategy)
+    fig = Figure(figsize=(11, 3.8))
+    axes = fig.subplots(1, 3, sharey=True)
     where = "out-of-fold (training)" if paired is None else "held-out table"
     for ax, name in zip(axes, ("p_err", "p0", "p1"), strict=True):
         part = table[table["model"] == name]

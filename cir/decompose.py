@@ -1,9 +1,12 @@
-"""Rescue/harm decomposition of a paired table (paper, section 3.3).
+"""Rescue/harm decomposition of a paired table (paper, section 3.3): cohorts, groups, counts.
 
 An average success rate hides whether recovery changed a trajectory; the paired
 outcome of each row (stable success, rescue, harm, stable failure) does not. This
-module selects the cohort, labels each pair and counts the outcomes by any
-grouping. The statistics on top of these counts live in :mod:`cir.stats`.
+module is the public home of what every analysis starts from: selecting the cohort
+(:func:`select_cohort`), checking and ordering the grouping keys, coding groups and
+tasks as integers, and counting the outcomes by any grouping (:func:`outcome_counts`).
+The statistics on top of these counts live in :mod:`cir.stats` and :mod:`cir.joint`,
+the figures in :mod:`cir.plots`.
 """
 
 from __future__ import annotations
@@ -15,18 +18,17 @@ import pandas as pd
 
 from cir.errors import CirError
 from cir.paired import OUTCOMES, validate_paired
+from cir.protocol import OPERATIONS
 
 COHORTS = ("all", "factual-success")
 DEFAULT_BY = ("condition", "delay", "operation")
 
 # Display order for known values; anything else sorts after these, alphabetically.
 _CONDITION_ORDER = ["clean", "stale1", "stale2", "stale3", "stale4", "missing"]
-_OPERATION_ORDER = ["refresh", "refresh_ablated", "replan", "rewind"]
-_OUTCOME_ORDER = list(OUTCOMES)
 _VALUE_ORDER = {
     "condition": _CONDITION_ORDER,
-    "operation": _OPERATION_ORDER,
-    "outcome": _OUTCOME_ORDER,
+    "operation": list(OPERATIONS),
+    "outcome": list(OUTCOMES),
 }
 # Columns that hold per-row results rather than labels: grouping by them is a mistake.
 _NOT_GROUPABLE = {"y0", "y1"}
@@ -55,11 +57,10 @@ def select_cohort(
     the paper's cohort in which any clean-observation failure after recovery is a harm.
     Rows whose two arms differ before the branch point (``prefix_match`` false) break
     the paired design and are dropped unless ``require_prefix_match`` is False.
+    The result is validated (:func:`prepare`) and records ``cohort`` and
+    ``dropped_prefix_mismatch`` in its ``attrs``.
     """
-    return _select(prepare(df), cohort, require_prefix_match)
-
-
-def _select(df: pd.DataFrame, cohort: str, require_prefix_match: bool) -> pd.DataFrame:
+    df = prepare(df)
     if cohort not in COHORTS:
         raise CirError(f"cohort {cohort!r} is unknown; expected one of {', '.join(COHORTS)}")
     keep = pd.Series(True, index=df.index)
@@ -96,6 +97,15 @@ def check_keys(df: pd.DataFrame, by: Sequence[str]) -> list[str]:
     if len(set(keys)) != len(keys):
         raise CirError(f"grouping keys repeat: {', '.join(keys)}")
     return keys
+
+
+def check_value(df: pd.DataFrame, column: str, value: object) -> None:
+    """A CirError unless ``column`` holds ``value`` (compared as text) in some row."""
+    present = df[column].astype(str).unique().tolist()
+    if str(value) not in present:
+        raise CirError(
+            f"{column} {value!r} is not in the paired table; present: {', '.join(sorted(present))}"
+        )
 
 
 def _order_value(column: str, value: object) -> tuple:
@@ -136,6 +146,11 @@ def group_index(df: pd.DataFrame, keys: Sequence[str]) -> tuple[np.ndarray, pd.D
     return remap[raw], ordered.drop(columns="_raw")
 
 
+def group_key(groups: pd.DataFrame, keys: Sequence[str], g: int) -> tuple:
+    """The key values of group number ``g`` of :func:`group_index`'s group table."""
+    return tuple(groups[k].iloc[g] for k in keys) if keys else ()
+
+
 def task_index(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """Integer code of each row's task (sorted task ids) and the task ids."""
     tasks, codes = np.unique(df["task_id"].to_numpy(dtype=str), return_inverse=True)
@@ -149,16 +164,19 @@ def outcome_counts(df: pd.DataFrame, by: Sequence[str] = DEFAULT_BY) -> pd.DataF
     ``stable_success``, ``stable_failure``, ``success_without`` (mean y0),
     ``success_with`` (mean y1), ``rescue_rate``, ``harm_rate`` (rates in [0, 1]).
     """
-    return _outcome_counts(prepare(df), check_keys(df, by))
+    return count_outcomes(prepare(df), check_keys(df, by))
 
 
-def _outcome_counts(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    codes, groups = group_index(df, keys)
+def count_outcomes(rows: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """:func:`outcome_counts` of rows already validated (e.g. by :func:`select_cohort`) by
+    keys already checked (:func:`check_keys`): the statistics count many groupings of one
+    cohort, and validating it once is enough."""
+    codes, groups = group_index(rows, keys)
     k = len(groups)
-    y0 = df["y0"].to_numpy()
-    y1 = df["y1"].to_numpy()
+    y0 = rows["y0"].to_numpy()
+    y1 = rows["y1"].to_numpy()
     n = np.bincount(codes, minlength=k)
-    tcodes, tasks = task_index(df)
+    tcodes, tasks = task_index(rows)
     task_cells = np.unique(codes * len(tasks) + tcodes) // max(len(tasks), 1)
 
     def count(mask: np.ndarray) -> np.ndarray:
@@ -167,7 +185,7 @@ def _outcome_counts(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     columns = {
         "n": n,
         "n_tasks": np.bincount(task_cells, minlength=k),
-        "n_executed": count(df["executed"].to_numpy()),
+        "n_executed": count(rows["executed"].to_numpy()),
         "rescues": count((y0 == 0) & (y1 == 1)),
         "harms": count((y0 == 1) & (y1 == 0)),
         "stable_success": count((y0 == 1) & (y1 == 1)),
@@ -188,7 +206,7 @@ def decompose(
     require_prefix_match: bool = True,
 ) -> pd.DataFrame:
     """Outcome counts and rates of a cohort by any grouping (see :func:`outcome_counts`)."""
-    rows = _select(prepare(df), cohort, require_prefix_match)
-    out = _outcome_counts(rows, check_keys(rows, by))
+    rows = select_cohort(df, cohort, require_prefix_match)
+    out = count_outcomes(rows, check_keys(rows, by))
     out.attrs.update({"cohort": cohort, "by": list(by)})
     return out

@@ -5,6 +5,10 @@ conditions, delays and operations, and its role in the study: ``effects`` (when 
 refresh help or harm), ``mechanism`` (why), ``train`` / ``eval`` (CIR fitting and
 held-out evaluation). Cohorts on the same split take consecutive, disjoint slices of
 one generated split in ``order``, so they never share tasks.
+
+The grid is a :class:`~cir.replay.ReplaySettings`, the same settings object ``cir run``
+builds from its options; the perturbation fraction and the budgets are the protocol's
+(:mod:`cir.protocol`).
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cir.errors import CirError
+from cir.protocol import SPLITS
+from cir.replay import ReplaySettings
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -21,7 +27,6 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 ROLES = ("effects", "mechanism", "train", "eval")
-SPLITS = ("train", "valid_seen", "valid_unseen")
 _FIELDS = {
     "name": str,
     "role": str,
@@ -45,13 +50,18 @@ class Experiment:
     split: str
     n_tasks: int
     quick_n_tasks: int
-    conditions: tuple[str, ...]
-    delays: tuple[int, ...]
-    operations: tuple[str, ...]
+    replay: ReplaySettings
     source: str = ""
 
     def size(self, quick: bool) -> int:
         return self.quick_n_tasks if quick else self.n_tasks
+
+    def identity(self) -> dict[str, object]:
+        """The config as the study record holds it (its fields, the file by name)."""
+        return {"name": self.name, "role": self.role, "order": self.order, "split": self.split,
+                "n_tasks": self.n_tasks, "quick_n_tasks": self.quick_n_tasks,
+                "conditions": list(self.replay.conditions), "delays": list(self.replay.delays),
+                "operations": list(self.replay.operations), "source": Path(self.source).name}
 
 
 def default_experiments_dir() -> Path:
@@ -85,6 +95,12 @@ def load_experiment(path: str | Path) -> Experiment:
             raise CirError(f"{path}: field {field!r} must be >= 1, got {data[field]}")
     if any(not isinstance(d, int) or d < 0 for d in data["delays"]):
         raise CirError(f"{path}: field 'delays' must hold integers >= 0, got {data['delays']!r}")
+    try:
+        replay = ReplaySettings(conditions=tuple(str(c) for c in data["conditions"]),
+                                delays=tuple(data["delays"]),
+                                operations=tuple(str(o) for o in data["operations"]))
+    except CirError as err:
+        raise CirError(f"{path}: {err}") from None
     return Experiment(
         name=data["name"],
         role=data["role"],
@@ -92,9 +108,7 @@ def load_experiment(path: str | Path) -> Experiment:
         split=data["split"],
         n_tasks=data["n_tasks"],
         quick_n_tasks=data["quick_n_tasks"],
-        conditions=tuple(str(c) for c in data["conditions"]),
-        delays=tuple(data["delays"]),
-        operations=tuple(str(o) for o in data["operations"]),
+        replay=replay,
         source=str(path),
     )
 

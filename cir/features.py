@@ -29,9 +29,15 @@ import re
 from dataclasses import dataclass
 
 from cir.envs import alfworld_text as tx
-from cir.transcript import AGENT, THINK_PREFIX, Transcript
-
-NOOP = "Nothing happens."
+from cir.envs.alfworld_text import answers
+from cir.protocol import (
+    DEFAULT_MAX_ACTIONS,
+    DEFAULT_MAX_TURNS,
+    GOAL_PREFIX,
+    NOTHING_HAPPENS,
+    THINK_PREFIX,
+)
+from cir.transcript import AGENT, Transcript
 
 # name -> one-line meaning. Order is the column order of the paired table.
 FEATURES: dict[str, str] = {
@@ -115,38 +121,7 @@ _EXAMINE = re.compile(r"^examine (.+)$")
 _SLICE = re.compile(r"^slice (.+?) with (.+)$")
 
 _ARRIVE = re.compile(r"^You arrive at (.+?)\.")
-_OBS_TEMPLATES = (
-    "You arrive at ",
-    "You open the ",
-    "You close the ",
-    "You pick up the ",
-    "You move the ",
-    "You put the ",
-    "You heat the ",
-    "You cool the ",
-    "You clean the ",
-    "You turn on the ",
-    "You turn off the ",
-    "You don't see any switch",
-    "You sliced the ",
-    "You are carrying",
-    "You are not carrying anything",
-    "You are facing the ",
-    "You are in the middle of a room",
-    "On the ",
-    "The ",
-    "This ",
-    "There's nothing special",
-    "PickupObjectFromReceptacleObject:",
-    "PickupEmptyReceptacleObject:",
-    "PickupFullReceptacleObject:",
-    "PutObjectInReceptacleObject:",
-    "PutEmptyReceptacleObjectinReceptacle:",
-    "PutFullReceptacleObjectInReceptacle:",
-    "Available commands:",
-    NOOP,
-)
-_GOAL = re.compile(r"Your task is to: (.+?)\.?\s*$", re.MULTILINE)
+_GOAL = re.compile(rf"{re.escape(GOAL_PREFIX)} (.+?)\.?\s*$", re.MULTILINE)
 _GOAL_OBJ = (
     re.compile(r"^look at (\w+) under"),
     re.compile(r"^examine the (\w+) with"),
@@ -173,65 +148,6 @@ def action_kind(action: str) -> str:
     if a in {"look", "inventory", "help"}:
         return a
     return "other"
-
-
-def answers(action: str, shown: str) -> bool:
-    """Whether ``shown`` is a plausible engine answer to ``action``.
-
-    ``Nothing happens.`` answers every action (the engine's reply to an action that
-    does not apply). Otherwise the text must be of the action's kind and name its
-    target: ``go to X`` is answered by ``You arrive at X.``, ``take o from r`` by
-    ``You pick up the o from the r.``, and so on.
-    """
-    a = action.strip().lower()
-    s = shown.strip()
-    if s == NOOP:
-        return True
-    low = s.lower()
-    if m := _GO.match(a):
-        return low.startswith(f"you arrive at {m.group(1)}.")
-    if m := _TAKE.match(a):
-        return low.startswith(f"you pick up the {m.group(1)}") or "pick up the " + m.group(1) in low
-    if m := _MOVE.match(a):
-        return low.startswith(f"you move the {m.group(1)} to the {m.group(2)}") or (
-            "put the " + m.group(1) in low
-        )
-    if m := _OPEN.match(a):
-        return low.startswith(f"you open the {m.group(1)}.")
-    if m := _CLOSE.match(a):
-        return low.startswith(f"you close the {m.group(1)}.")
-    if m := _TRANSFORM.match(a):
-        return low.startswith(f"you {m.group(1)} the {m.group(2)} using the {m.group(3)}")
-    if m := _USE.match(a):
-        return (
-            low.startswith(f"you turn on the {m.group(1)}")
-            or low.startswith(f"you turn off the {m.group(1)}")
-            or low.startswith("you don't see any switch")
-        )
-    if m := _EXAMINE.match(a):
-        target = m.group(1)
-        return (
-            low.startswith(f"on the {target},")
-            or low.startswith(f"the {target} is")
-            or low.startswith(f"this {target}")
-            or low.startswith("this is a")
-            or low.startswith(f"there's nothing special about {target}")
-        )
-    if m := _SLICE.match(a):
-        return low.startswith("you sliced the ")
-    if a == "look":
-        return low.startswith("you are facing the ") or low.startswith("you are in the middle of a room")
-    if a == "inventory":
-        return low.startswith("you are carrying") or low.startswith("you are not carrying anything")
-    if a == "help":
-        return "available commands" in low
-    return False  # an unknown command is answered by "Nothing happens." only
-
-
-def parsed(shown: str) -> bool:
-    """Whether ``shown`` starts like any text the engine produces."""
-    s = shown.strip()
-    return any(s.startswith(t) for t in _OBS_TEMPLATES)
 
 
 @dataclass(frozen=True)
@@ -278,73 +194,44 @@ def _streak(values: list[bool]) -> int:
     return n
 
 
-def extract_features(
-    transcript: Transcript, delay: int, *, max_turns: int = 49, max_actions: int = 64
-) -> dict[str, float]:
-    """Features of the decision at the end of ``transcript`` (see module docstring).
+def _repeats(values: list[str]) -> list[bool]:
+    """For each value, whether it occurred earlier in the list."""
+    seen: set[str] = set()
+    out = []
+    for v in values:
+        out.append(v in seen)
+        seen.add(v)
+    return out
 
-    ``delay`` is the number of env actions since the suspect observation. The result
-    has exactly the keys of :data:`FEATURES`, in that order, all finite floats.
-    """
-    if delay < 0:
-        raise ValueError(f"delay must be >= 0, got {delay}")
-    goal = parse_goal(transcript.task_text)
 
-    # One pass over the steps, reading only actor, reply, action and shown.
-    actions: list[str] = []  # env actions (lowercased), in order
-    shown_env: list[str] = []  # shown text answering each env action
-    action_turn: list[int] = []  # index of the model turn / step of each env action
-    thoughts: list[tuple[int, str]] = []  # (number of env actions before it, text)
-    model_turns = 0
-    context_chars = len(transcript.task_text)
+@dataclass
+class _Shown:
+    """What a prefix showed the agent, read in one pass over the steps."""
+
+    actions: list[str]  # env actions (lowercased), in order
+    shown: list[str]  # shown text answering each env action
+    thoughts: list[tuple[int, str]]  # (number of env actions before it, text)
+    model_turns: int
+    context_chars: int
+
+
+def _read(transcript: Transcript) -> _Shown:
+    """One pass over the steps, reading only actor, reply, action and shown."""
+    out = _Shown([], [], [], 0, len(transcript.task_text))
     for step in transcript.steps:
-        context_chars += len(step.shown) + (len(step.reply) if step.actor == AGENT else 0)
+        out.context_chars += len(step.shown) + (len(step.reply) if step.actor == AGENT else 0)
         if step.actor == AGENT:
-            model_turns += 1
+            out.model_turns += 1
             if step.action is None and step.reply.strip().lower().startswith(THINK_PREFIX):
-                thoughts.append((len(actions), step.reply.strip()))
+                out.thoughts.append((len(out.actions), step.reply.strip()))
         if step.action is not None:
-            actions.append(step.action.strip().lower())
-            shown_env.append(step.shown.strip())
-            action_turn.append(model_turns)
-    n_act = len(actions)
-    k = n_act - delay  # 1-based number of the suspect env action
-    has_suspect = k >= 1
-    si = k - 1  # its 0-based index
+            out.actions.append(step.action.strip().lower())
+            out.shown.append(step.shown.strip())
+    return out
 
-    # Repetition of actions, and of observations.
-    seen_actions: set[str] = set()
-    action_repeat: list[bool] = []
-    for a in actions:
-        action_repeat.append(a in seen_actions)
-        seen_actions.add(a)
-    seen_obs: set[str] = set()
-    obs_repeat: list[bool] = []
-    for s in shown_env:
-        obs_repeat.append(s in seen_obs)
-        seen_obs.add(s)
-    noop = [s == NOOP for s in shown_env]
-    fits = [answers(a, s) for a, s in zip(actions, shown_env, strict=True)]
-    streak = 0
-    if actions:
-        streak = 1
-        for i in range(n_act - 2, -1, -1):
-            if actions[i] != actions[-1]:
-                break
-            streak += 1
-    cycle = (
-        n_act >= 4
-        and actions[-1] == actions[-3]
-        and actions[-2] == actions[-4]
-        and actions[-1] != actions[-2]
-    )
-    seen_thoughts: set[str] = set()
-    think_repeat = 0
-    for _, t in thoughts:
-        think_repeat += t in seen_thoughts
-        seen_thoughts.add(t)
 
-    # Task progress, from the shown text only.
+def _progress(goal: Goal, shown_env: list[str]) -> dict[str, float]:
+    """Task progress, from the shown text only."""
     pickups = placements = transforms = 0
     holding = False
     goal_seen = False
@@ -374,87 +261,131 @@ def extract_features(
     done = (
         min(pickups, need["take"]) + min(placements, need["move"]) + min(transforms, need["transform"])
     )
-    progress_frac = done / max(1, sum(need.values()))
+    return {
+        "f_task_pick_two": float(goal.pick_two),
+        "f_task_transform": float(goal.transform),
+        "f_task_look": float(goal.look),
+        "f_progress": done / max(1, sum(need.values())),
+        "f_pickups": float(pickups),
+        "f_placements": float(placements),
+        "f_transforms": float(transforms),
+        "f_goal_obj_seen": float(goal_seen),
+        "f_holding": float(holding),
+        "f_since_progress": float(len(shown_env) - last_progress),
+        "f_places_visited": float(len(places)),
+    }
 
-    # The suspect observation and what came after it.
+
+def _suspect(seen: _Shown, delay: int, action_repeat: list[bool], obs_repeat: list[bool],
+             noop: list[bool], fits: list[bool]) -> dict[str, float]:
+    """The suspect observation and what came after it (the prefix holds the suspect)."""
+    actions, shown_env, n_act = seen.actions, seen.shown, len(seen.actions)
+    k = n_act - delay  # 1-based number of the suspect env action
+    si = k - 1  # its 0-based index
+    s = shown_env[si]
+    a = actions[si]
+    kind = action_kind(a)
+    post = range(k, n_act)  # 0-based indices after the suspect
+    arrive = _ARRIVE.match(s)
+    go = _GO.match(a)
+    return {
+        "f_post_think": float(sum(1 for n_before, _ in seen.thoughts if n_before >= k)),
+        "f_post_action_repeats": float(sum(action_repeat[i] for i in post)),
+        "f_post_suspect_action_redo": float(any(actions[i] == a for i in post)),
+        "f_post_noops": float(sum(noop[i] for i in post)),
+        "f_suspect_noop": float(noop[si]),
+        "f_suspect_seen_before": float(obs_repeat[si]),
+        "f_suspect_repeat_lag1": float(si >= 1 and shown_env[si - 1] == s),
+        "f_suspect_repeat_lag2": float(si >= 2 and shown_env[si - 2] == s),
+        "f_suspect_words": float(len(s.split())),
+        "f_post_novel_frac": sum(not obs_repeat[i] for i in post) / delay if delay else 1.0,
+        "f_suspect_mismatch": float(not fits[si]),
+        "f_suspect_arrival_mismatch": float(bool(go and arrive and arrive.group(1).lower() != go.group(1))),
+        "f_suspect_unparsed": float(not tx.is_engine_text(s)),
+        "f_post_mismatches": float(sum(not fits[i] for i in post)),
+        "f_pre_mismatches": float(sum(not fits[i] for i in range(si))),
+        "f_suspect_go": float(kind == "go"),
+        "f_suspect_take_or_move": float(kind in {"take", "move"}),
+        "f_suspect_open": float(kind in {"open", "close"}),
+    }
+
+
+def extract_features(
+    transcript: Transcript, delay: int, *, max_turns: int = DEFAULT_MAX_TURNS,
+    max_actions: int = DEFAULT_MAX_ACTIONS,
+) -> dict[str, float]:
+    """Features of the decision at the end of ``transcript`` (see module docstring).
+
+    ``delay`` is the number of env actions since the suspect observation. The result
+    has exactly the keys of :data:`FEATURES`, in that order, all finite floats.
+    """
+    if delay < 0:
+        raise ValueError(f"delay must be >= 0, got {delay}")
+    seen = _read(transcript)
+    actions, shown_env, model_turns = seen.actions, seen.shown, seen.model_turns
+    n_act = len(actions)
+    action_repeat = _repeats(actions)
+    obs_repeat = _repeats(shown_env)
+    noop = [s == NOTHING_HAPPENS for s in shown_env]
+    fits = [answers(a, s) for a, s in zip(actions, shown_env, strict=True)]
+    cycle = (
+        n_act >= 4
+        and actions[-1] == actions[-3]
+        and actions[-2] == actions[-4]
+        and actions[-1] != actions[-2]
+    )
+
     f: dict[str, float] = dict.fromkeys(FEATURES, 0.0)
     f["f_delay"] = float(delay)
-    f["f_has_suspect"] = float(has_suspect)
+    f["f_has_suspect"] = float(n_act - delay >= 1)
     f["f_model_turns"] = float(model_turns)
     f["f_env_actions"] = float(n_act)
     f["f_turns_left"] = float(max_turns - model_turns)
     f["f_actions_left"] = float(max_actions - n_act)
     f["f_budget_used"] = max(model_turns / max_turns, n_act / max_actions)
-    f["f_context_kchars"] = context_chars / 1000.0
+    f["f_context_kchars"] = seen.context_chars / 1000.0
     f["f_action_repeat_frac"] = sum(action_repeat) / n_act if n_act else 0.0
     f["f_recent_action_repeats"] = float(sum(action_repeat[-4:]))
-    f["f_action_streak"] = float(streak)
+    f["f_action_streak"] = float(_streak([a == actions[-1] for a in actions]))
     f["f_action_cycle"] = float(cycle)
-    f["f_think_frac"] = len(thoughts) / model_turns if model_turns else 0.0
-    f["f_think_repeat"] = float(think_repeat)
+    f["f_think_frac"] = len(seen.thoughts) / model_turns if model_turns else 0.0
+    f["f_think_repeat"] = float(sum(_repeats([t for _, t in seen.thoughts])))
     f["f_noop_frac"] = sum(noop) / n_act if n_act else 0.0
     f["f_noop_streak"] = float(_streak(noop))
     f["f_obs_repeat_frac"] = sum(obs_repeat) / n_act if n_act else 0.0
     f["f_mismatch_count"] = float(sum(not x for x in fits))
     f["f_post_novel_frac"] = 1.0
-    if has_suspect:
-        s = shown_env[si]
-        a = actions[si]
-        kind = action_kind(a)
-        post = range(k, n_act)  # 0-based indices after the suspect
-        f["f_post_think"] = float(sum(1 for n_before, _ in thoughts if n_before >= k))
-        f["f_post_action_repeats"] = float(sum(action_repeat[i] for i in post))
-        f["f_post_suspect_action_redo"] = float(any(actions[i] == a for i in post))
-        f["f_post_noops"] = float(sum(noop[i] for i in post))
-        f["f_suspect_noop"] = float(noop[si])
-        f["f_suspect_seen_before"] = float(obs_repeat[si])
-        f["f_suspect_repeat_lag1"] = float(si >= 1 and shown_env[si - 1] == s)
-        f["f_suspect_repeat_lag2"] = float(si >= 2 and shown_env[si - 2] == s)
-        f["f_suspect_words"] = float(len(s.split()))
-        if delay:
-            f["f_post_novel_frac"] = sum(not obs_repeat[i] for i in post) / delay
-        f["f_suspect_mismatch"] = float(not fits[si])
-        arrive = _ARRIVE.match(s)
-        go = _GO.match(a)
-        f["f_suspect_arrival_mismatch"] = float(
-            bool(go and arrive and arrive.group(1).lower() != go.group(1))
-        )
-        f["f_suspect_unparsed"] = float(not parsed(s))
-        f["f_post_mismatches"] = float(sum(not fits[i] for i in post))
-        f["f_pre_mismatches"] = float(sum(not fits[i] for i in range(si)))
-        f["f_suspect_go"] = float(kind == "go")
-        f["f_suspect_take_or_move"] = float(kind in {"take", "move"})
-        f["f_suspect_open"] = float(kind in {"open", "close"})
-    f["f_task_pick_two"] = float(goal.pick_two)
-    f["f_task_transform"] = float(goal.transform)
-    f["f_task_look"] = float(goal.look)
-    f["f_progress"] = progress_frac
-    f["f_pickups"] = float(pickups)
-    f["f_placements"] = float(placements)
-    f["f_transforms"] = float(transforms)
-    f["f_goal_obj_seen"] = float(goal_seen)
-    f["f_holding"] = float(holding)
-    f["f_since_progress"] = float(n_act - last_progress)
-    f["f_places_visited"] = float(len(places))
-    f.update(_knowledge(goal, transcript.task_text, actions, shown_env, k, pickups, placements, transforms,
-                        holding, goal_seen))
+    if n_act - delay >= 1:  # the prefix holds the suspect env action
+        f.update(_suspect(seen, delay, action_repeat, obs_repeat, noop, fits))
+    goal = parse_goal(transcript.task_text)
+    progress = _progress(goal, shown_env)
+    f.update(progress)
+    f.update(_knowledge(goal, transcript.task_text, seen, n_act - delay, progress))
     # Round so that values survive a CSV round trip bit-for-bit (router == offline).
     return {name: round(float(v), 6) for name, v in f.items()}
 
 
-def _knowledge(goal: Goal, task_text: str, actions: list[str], shown: list[str], k: int, pickups: int,
-               placements: int, transforms: int, holding: bool, goal_seen: bool) -> dict[str, float]:
-    """Doubts, verification, the sub-goal in progress and the work left (see FEATURES)."""
+def _knowledge(goal: Goal, task_text: str, seen: _Shown, k: int, progress: dict[str, float]) -> dict[str, float]:
+    """Doubts, verification, the sub-goal in progress and the work left (see FEATURES).
+
+    A doubt is an env action whose shown text does not answer it; a later answered text
+    that tells what it did settles it (:func:`cir.envs.alfworld_text.settles`): the same
+    reading as the built-in agent's, so a feature counts exactly its open doubts.
+    """
+    actions, shown = seen.actions, seen.shown
+    pickups, placements = int(progress["f_pickups"]), int(progress["f_placements"])
+    transforms, holding, goal_seen = int(progress["f_transforms"]), bool(progress["f_holding"]), bool(
+        progress["f_goal_obj_seen"])
     parsed_actions = [tx.parse_action(a) for a in actions]
     doubts = [i for i, (a, s) in enumerate(zip(parsed_actions, shown, strict=True))
-              if a is not None and a[0] != "think" and s != NOOP and not tx.answers(a, s)]
+              if a is not None and a[0] != "think" and s != NOTHING_HAPPENS and not tx.answers(a, s)]
 
     def settled(i: int, after: int) -> bool:
         a = parsed_actions[i]
         assert a is not None
         return any(tx.settles(a, shown[j]) for j in range(after, len(shown))
                    if parsed_actions[j] is not None and tx.answers(parsed_actions[j], shown[j])
-                   and shown[j] != NOOP)
+                   and shown[j] != NOTHING_HAPPENS)
 
     open_doubts = [i for i in doubts if not settled(i, i + 1)]
     f: dict[str, float] = {"f_doubts_open": float(len(open_doubts))}
@@ -480,7 +411,7 @@ def _knowledge(goal: Goal, task_text: str, actions: list[str], shown: list[str],
     room = set(tx.names(m.group(1))) if m else set()
     seen: set[str] = set()
     for a, s in zip(parsed_actions, shown, strict=True):
-        if a is not None and a[0] in ("go", "open", "examine") and len(a) > 1 and tx.answers(a, s) and s != NOOP:
+        if a is not None and a[0] in ("go", "open", "examine") and len(a) > 1 and tx.answers(a, s) and s != NOTHING_HAPPENS:
             seen.add(a[1])
     f["f_unvisited"] = float(len(room - seen))
     return f

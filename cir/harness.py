@@ -12,43 +12,43 @@ number of env actions. The replayer uses that to branch from snapshots.
 
 Budgets: at most ``max_turns`` model turns (agent replies, thoughts included) and
 ``max_actions`` env actions (harness queries such as a refresh ``look`` included).
+
+The harness uses the env it is given and counts only the agent's work (:class:`Costs`);
+to count env work, give it a :class:`~cir.envs.counting.CountingEnv`, which the
+recovery operations then use too. Hooks (:class:`Hook`) are how other layers act
+during a run: :class:`SnapshotHook` here, the router's hook in :mod:`cir.router`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from cir.transcript import AGENT, THINK_ACK, THINK_PREFIX, Step, TraceEvent, Transcript, context_hash
+from cir.protocol import (
+    DEFAULT_MAX_ACTIONS,
+    DEFAULT_MAX_TURNS,
+    NOTHING_HAPPENS,
+    THINK_ACK,
+    THINK_PREFIX,
+)
+from cir.recovery import Checkpoints, Operation, get_operation
+from cir.transcript import AGENT, Step, TraceEvent, Transcript, context_hash
 
 if TYPE_CHECKING:  # pragma: no cover
     from cir.agents.base import Agent
     from cir.envs.base import Env
     from cir.perturb import Perturbation
-    from cir.recovery import Checkpoints, Operation
-
-DEFAULT_MAX_TURNS = 49
-DEFAULT_MAX_ACTIONS = 64
-NOTHING_HAPPENS = "Nothing happens."
 
 
 @dataclass
 class Costs:
-    """Work actually done: agent calls (cache misses), cache hits, env steps, restores."""
+    """The agent's work actually done: calls (cache misses) and cache hits."""
 
     agent_calls: int = 0
     cache_hits: int = 0
-    env_steps: int = 0
-    resets: int = 0
-    restores: int = 0
-    snapshots: int = 0
-
-    def add(self, other: Costs) -> None:
-        for f in fields(self):
-            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 
     def as_dict(self) -> dict[str, int]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return asdict(self)
 
 
 class Hook(Protocol):
@@ -82,27 +82,9 @@ class Harness:
         self.settings: dict[str, Any] = dict(agent.settings())
         self.costs = Costs()
 
-    # -- env access (counted) ------------------------------------------------------------
     def reset(self, env: Env, task_id: str) -> Transcript:
         """Reset ``env`` and start a transcript whose task text is the reset text."""
-        self.costs.resets += 1
         return Transcript(task_id=task_id, task_text=env.reset())
-
-    def env_step(self, env: Env, action: str) -> tuple[str, bool, bool]:
-        """Send one action (empty text gets ``Nothing happens.`` without an env call)."""
-        if not action.strip():
-            return NOTHING_HAPPENS, False, False
-        self.costs.env_steps += 1
-        obs, done, won = env.step(action)
-        return str(obs), bool(done), bool(won)
-
-    def snapshot(self, env: Env) -> Any:
-        self.costs.snapshots += 1
-        return env.snapshot()
-
-    def restore(self, env: Env, snap: Any) -> None:
-        self.costs.restores += 1
-        env.restore(snap)
 
     # -- the agent -----------------------------------------------------------------------
     def reply(self, transcript: Transcript) -> str:
@@ -152,7 +134,7 @@ class Harness:
         else:
             lines = [line.strip() for line in text.splitlines() if line.strip()]
             action = lines[0] if lines else ""
-            obs, done, won = self.env_step(env, action)
+            obs, done, won = _send(env, action)
             step = Step(actor=AGENT, reply=reply, action=action, observation=obs, shown=obs,
                         done=done, won=won)
             if perturbation is not None and transcript.env_actions + 1 == perturbation.at:
@@ -201,10 +183,8 @@ class Harness:
         checkpoints: Checkpoints | None = None,
     ) -> Step:
         """Apply a recovery operation now and append its harness step."""
-        from cir.recovery import Checkpoints, get_operation
-
         op = get_operation(operation) if isinstance(operation, str) else operation
-        step = op.apply(self, env, transcript, checkpoints or Checkpoints())
+        step = op.apply(env, transcript, checkpoints or Checkpoints())
         at = len(transcript.steps)
         if step.rewind_to is not None:
             lost = sum(1 for s in transcript.steps[step.rewind_to:] if s.action is not None)
@@ -224,6 +204,23 @@ class Harness:
         transcript = self.reset(env, task_id)
         return self.run(env, transcript, perturbation=perturbation, hooks=hooks)
 
+    def episode_with_snapshots(self, env: Env, task_id: str) -> tuple[Transcript, dict[int, Any]]:
+        """A whole episode from reset, and an env snapshot after the reset and after every env
+        action, keyed by the step count (so any prefix can be continued or branched)."""
+        transcript = self.reset(env, task_id)
+        hook = SnapshotHook()
+        hook.snapshots[0] = env.snapshot()
+        self.run(env, transcript, hooks=[hook])
+        return transcript, hook.snapshots
+
+
+def _send(env: Env, action: str) -> tuple[str, bool, bool]:
+    """Send one action (empty text gets ``Nothing happens.`` without an env call)."""
+    if not action.strip():
+        return NOTHING_HAPPENS, False, False
+    obs, done, won = env.step(action)
+    return str(obs), bool(done), bool(won)
+
 
 class SnapshotHook:
     """Take an env snapshot after chosen env actions (all when ``at`` is None).
@@ -238,47 +235,4 @@ class SnapshotHook:
 
     def after_env_action(self, harness: Harness, env: Env, transcript: Transcript) -> None:
         if self.at is None or transcript.env_actions in self.at:
-            self.snapshots[len(transcript.steps)] = harness.snapshot(env)
-
-
-class RouterHook:
-    """Ask a router whether to recover at candidate delays after the perturbation point.
-
-    ``router.decide(transcript, delay)`` returns an object with a ``refresh`` flag.
-    At most ``max_interventions`` recoveries (the CIR protocol: refresh at most once);
-    the delays are checked in order. Each decision is recorded as an event on the
-    transcript's last step, e.g. ``router:d=1:skip`` or ``router:d=2:refresh``.
-    """
-
-    def __init__(
-        self,
-        router: Any,
-        at: int,
-        *,
-        delays: tuple[int, ...] | None = None,
-        operation: str = "refresh",
-        max_interventions: int = 1,
-    ) -> None:
-        self.router = router
-        self.at = int(at)
-        self.delays = tuple(delays if delays is not None else getattr(router, "delays", (1, 2, 4)))
-        self.operation = operation
-        self.max_interventions = max_interventions
-        self.interventions = 0
-        self.decisions: list[tuple[int, bool]] = []
-
-    def after_env_action(self, harness: Harness, env: Env, transcript: Transcript) -> None:
-        if self.interventions >= self.max_interventions or not harness.can_continue(transcript):
-            return
-        delay = transcript.env_actions - self.at
-        if delay not in self.delays:
-            return
-        decision = self.router.decide(transcript, delay)
-        refresh = bool(getattr(decision, "refresh", decision))
-        self.decisions.append((delay, refresh))
-        transcript.steps[-1].events.append(
-            f"router:d={delay}:{self.operation if refresh else 'skip'}"
-        )
-        if refresh:
-            self.interventions += 1
-            harness.recover(env, transcript, self.operation)
+            self.snapshots[len(transcript.steps)] = env.snapshot()

@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import joblib
+
 from cir.errors import CirError
 
 BACKENDS = ("loky", "threading", "dask")
@@ -36,8 +38,6 @@ def parallel_map(fn: Callable[..., Any], items: Iterable[Any], *args: Any, jobs:
         for item in items:
             yield fn(item, *args)
         return
-    import joblib
-
     calls = (joblib.delayed(fn)(item, *args) for item in items)
     return_as = "generator" if ordered else "generator_unordered"
     with warnings.catch_warnings():
@@ -52,7 +52,7 @@ def parallel_map(fn: Callable[..., Any], items: Iterable[Any], *args: Any, jobs:
 @contextmanager
 def _dask_client(jobs: int, scheduler: str | None) -> Iterator[Any]:
     """A Dask client on ``scheduler``, or on a local cluster of ``jobs`` processes."""
-    try:
+    try:  # an optional extra
         from dask.distributed import Client, LocalCluster
     except ImportError:  # pragma: no cover - depends on the installation
         raise CirError("--backend dask needs dask[distributed]: pip install 'cir[dask]'") from None

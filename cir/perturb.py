@@ -21,11 +21,10 @@ import re
 from dataclasses import dataclass
 
 from cir.errors import CirError
+from cir.protocol import DEFAULT_FRACTION
 from cir.transcript import Step, Transcript
 
 MISSING_TEXT = "[Observation unavailable.]"
-DEFAULT_FRACTION = 0.25
-DEFAULT_CONDITIONS = ("clean", "stale2", "stale1", "missing")
 
 _STALE = re.compile(r"^stale(\d+)$")
 

@@ -13,23 +13,20 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+import matplotlib
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from cir import __version__
-from cir.decompose import _select, prepare, sort_groups
+from cir.decompose import count_outcomes, select_cohort, sort_groups
 from cir.errors import CirError
+from cir.files import write_atomic
+from cir.joint import joint_matrix, joint_outcomes
 from cir.paired import OUTCOMES
-from cir.stats import (
-    DEFAULT_LEVEL,
-    DEFAULT_RESAMPLES,
-    DEFAULT_SEED,
-    effect_table,
-    joint_matrix,
-    joint_outcomes,
-)
+from cir.protocol import DEFAULT_LEVEL, DEFAULT_RESAMPLES, DEFAULT_SEED, PRIMARY_STALE
+from cir.stats import effect_table
 
 # Okabe-Ito colours: distinguishable with common colour-vision deficiencies.
 _PALETTE = ["#0072B2", "#E69F00", "#D55E00", "#CC79A7", "#009E73", "#56B4E9", "#F0E442", "#000000"]
@@ -106,7 +103,7 @@ def plot_effects(
 
     One panel per operation; x is the recovery delay, one colour per condition.
     """
-    rows = _select(prepare(df), cohort, True)
+    rows = select_cohort(df, cohort, True)
     table = effect_table(rows, by=["operation", "condition", "delay"], cohort="all",
                          resamples=resamples, seed=seed, level=level)
     operations = list(dict.fromkeys(table["operation"]))
@@ -139,7 +136,7 @@ def plot_mechanisms(
     One panel per condition; x is the operation (refresh, content-ablated refresh,
     replan, rewind), one colour per delay. Needs at least two operations.
     """
-    rows = _select(prepare(df), cohort, True)
+    rows = select_cohort(df, cohort, True)
     operations = rows["operation"].unique()
     if len(operations) < 2:
         raise FigureSkipped(
@@ -173,10 +170,8 @@ def plot_partitions(df: pd.DataFrame, cohort: str = "all") -> Figure:
 
     One panel per operation, one bar per condition and delay, segment width = count.
     """
-    from cir.decompose import _outcome_counts
-
-    rows = _select(prepare(df), cohort, True)
-    table = _outcome_counts(rows, ["operation", "condition", "delay"])
+    rows = select_cohort(df, cohort, True)
+    table = count_outcomes(rows, ["operation", "condition", "delay"])
     operations = list(dict.fromkeys(table["operation"]))
     n_bars = int(table.groupby("operation").size().max())
     cols = min(len(operations), 4)
@@ -229,8 +224,8 @@ def _default_pair(rows: pd.DataFrame) -> tuple[str, str]:
 def _default_cell(rows: pd.DataFrame) -> tuple[str, int]:
     conditions = list(rows["condition"].unique())
     stale = sorted(c for c in conditions if c.startswith("stale"))
-    if "stale2" in conditions:
-        condition = "stale2"
+    if PRIMARY_STALE in conditions:
+        condition = PRIMARY_STALE
     elif stale:
         condition = stale[0]
     else:
@@ -252,7 +247,7 @@ def plot_joint(
     no-recovery run. Defaults: refresh vs refresh_ablated (else the first two
     operations), condition stale2 (else the first stale/non-clean one), its largest delay.
     """
-    rows = _select(prepare(df), cohort, True)
+    rows = select_cohort(df, cohort, True)
     if a is None or b is None:
         a, b = _default_pair(rows)
     if condition is None or delay is None:
@@ -304,9 +299,7 @@ def write_figures(
     (see :func:`plot_joint` for the defaults). Returns {figure name: written paths,
     or the reason it was skipped}.
     """
-    import matplotlib
-
-    rows = _select(prepare(df), cohort, True)
+    rows = select_cohort(df, cohort, True)
     out = Path(out)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -341,5 +334,5 @@ def write_figures(
         result[name] = paths
     manifest = {"settings": settings,
                 "figures": {k: [p.name for p in v] if isinstance(v, list) else v for k, v in result.items()}}
-    (out / "figures.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    write_atomic(out / "figures.json", json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return result

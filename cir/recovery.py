@@ -1,9 +1,13 @@
 """Recovery operations: what the harness may do at a decision point.
 
 Each operation is a small object with a ``name`` and
-``apply(harness, env, transcript, checkpoints) -> Step`` returning one harness step
-(``actor="harness"``) that the harness appends. Operations spend budget like anything
-else: a refresh ``look`` is an env action; a rewind keeps everything already spent.
+``apply(env, transcript, checkpoints) -> Step`` returning one harness step
+(``actor="harness"``) that the harness appends (:meth:`cir.harness.Harness.recover`).
+An operation reaches the env directly (the harness's env, a
+:class:`~cir.envs.counting.CountingEnv` when the work is counted), never through the
+harness. Operations spend budget like anything else: a refresh ``look`` is an env
+action; a rewind keeps everything already spent. A new operation is a subclass here,
+registered in :data:`OPERATIONS` and named in :data:`cir.protocol.OPERATIONS`.
 
 - ``refresh``: run ``look`` (one env action) and show the result as a refreshed
   observation (:data:`REFRESH_PREFIX` + the engine's text).
@@ -29,7 +33,6 @@ from cir.transcript import HARNESS, Step, Transcript
 
 if TYPE_CHECKING:  # pragma: no cover
     from cir.envs.base import Env
-    from cir.harness import Harness
 
 REFRESH_ACTION = "look"
 REFRESH_PREFIX = "[Refreshed observation]"
@@ -70,7 +73,7 @@ class Operation:
     name: str = ""
     queries_env: bool = False
 
-    def apply(self, harness: Harness, env: Env, transcript: Transcript, checkpoints: Checkpoints) -> Step:
+    def apply(self, env: Env, transcript: Transcript, checkpoints: Checkpoints) -> Step:
         raise NotImplementedError
 
     def __repr__(self) -> str:
@@ -81,8 +84,8 @@ class Refresh(Operation):
     name = "refresh"
     queries_env = True
 
-    def apply(self, harness: Harness, env: Env, transcript: Transcript, checkpoints: Checkpoints) -> Step:
-        obs, done, won = harness.env_step(env, REFRESH_ACTION)
+    def apply(self, env: Env, transcript: Transcript, checkpoints: Checkpoints) -> Step:
+        obs, done, won = env.step(REFRESH_ACTION)
         return Step(actor=HARNESS, reply=self.name, action=REFRESH_ACTION, observation=obs,
                     shown=f"{REFRESH_PREFIX} {obs}", events=[f"recovery:{self.name}"],
                     done=done, won=won)
@@ -92,8 +95,8 @@ class RefreshAblated(Operation):
     name = "refresh_ablated"
     queries_env = True
 
-    def apply(self, harness: Harness, env: Env, transcript: Transcript, checkpoints: Checkpoints) -> Step:
-        obs, done, won = harness.env_step(env, REFRESH_ACTION)
+    def apply(self, env: Env, transcript: Transcript, checkpoints: Checkpoints) -> Step:
+        obs, done, won = env.step(REFRESH_ACTION)
         return Step(actor=HARNESS, reply=self.name, action=REFRESH_ACTION, observation=obs,
                     shown=ABLATED_TEXT, events=[f"recovery:{self.name}"], done=done, won=won)
 
@@ -101,7 +104,7 @@ class RefreshAblated(Operation):
 class Replan(Operation):
     name = "replan"
 
-    def apply(self, harness: Harness, env: Env, transcript: Transcript, checkpoints: Checkpoints) -> Step:
+    def apply(self, env: Env, transcript: Transcript, checkpoints: Checkpoints) -> Step:
         return Step(actor=HARNESS, reply=self.name, action=None, observation=None,
                     shown=REPLAN_TEXT, events=[f"recovery:{self.name}"])
 
@@ -109,7 +112,7 @@ class Replan(Operation):
 class Placebo(Operation):
     name = "placebo"
 
-    def apply(self, harness: Harness, env: Env, transcript: Transcript, checkpoints: Checkpoints) -> Step:
+    def apply(self, env: Env, transcript: Transcript, checkpoints: Checkpoints) -> Step:
         return Step(actor=HARNESS, reply=self.name, action=None, observation=None,
                     shown=PLACEBO_TEXT, events=[f"recovery:{self.name}"])
 
@@ -117,12 +120,12 @@ class Placebo(Operation):
 class Rewind(Operation):
     name = "rewind"
 
-    def apply(self, harness: Harness, env: Env, transcript: Transcript, checkpoints: Checkpoints) -> Step:
+    def apply(self, env: Env, transcript: Transcript, checkpoints: Checkpoints) -> Step:
         anchor = checkpoints.anchor
         if anchor is None:
             raise CirError(f"task {transcript.task_id}: rewind needs the perturbed step as anchor")
         target, snap = checkpoints.before(anchor)
-        harness.restore(env, snap)
+        env.restore(snap)
         abandoned = [s for s in transcript.steps[target:] if s.action is not None and s.actor != HARNESS]
         return Step(actor=HARNESS, reply=self.name, action=None, observation=None,
                     shown=rewind_memory(abandoned), events=[f"recovery:{self.name}"],

@@ -19,8 +19,17 @@ from pathlib import Path
 from typing import Any
 
 from cir import __version__
+from cir.envs.generate import generate_split
+from cir.envs.tasks import load_tasks
 from cir.errors import CirError
 from cir.experiments import Experiment, load_experiments, task_slices
+from cir.files import read_json, write_atomic
+from cir.protocol import DEFAULT_RESAMPLES, DEFAULT_SEED
+from cir.record import RunRecord
+from cir.run import run_experiment
+from cir.study_report import write_study_report
+
+STUDY_JSON = "study.json"
 
 
 @dataclass(frozen=True)
@@ -29,20 +38,20 @@ class StudySettings:
 
     quick: bool = False
     agent: str = "builtin"
-    seed: int = 0
-    resamples: int = 10_000
+    seed: int = DEFAULT_SEED
+    resamples: int = DEFAULT_RESAMPLES
     base_url: str | None = None
 
 
 def _check_study(out: Path, identity: dict[str, Any]) -> list[dict[str, Any]]:
     """Refuse a folder written by other settings; return the timings of earlier calls."""
-    path = out / "study.json"
-    if not path.exists():
+    path = out / STUDY_JSON
+    record = read_json(path, "study record", missing_ok=True)
+    if record is None:
         return []
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
         old = record["settings"]
-    except (json.JSONDecodeError, KeyError, TypeError):
+    except (KeyError, TypeError):
         raise CirError(f"{path}: unreadable study record; remove it or choose another --out") from None
     for key, there, now in _differences(old, identity):
         raise CirError(
@@ -74,10 +83,8 @@ def _differences(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, An
     return diffs
 
 
-def _write_json(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    tmp.replace(path)
+def _write_study(out: Path, study: dict[str, Any]) -> None:
+    write_atomic(out / STUDY_JSON, json.dumps(study, indent=2, sort_keys=True) + "\n")
 
 
 def _mixed_order(task_id: str) -> str:
@@ -88,9 +95,6 @@ def _mixed_order(task_id: str) -> str:
 def cohort_tasks(out: Path, experiments: list[Experiment], quick: bool, seed: int,
                  progress: bool, jobs: int = 1) -> dict[str, list[Any]]:
     """Generate each split once (as large as its cohorts need) and slice it into cohorts."""
-    from cir.envs.generate import generate_split
-    from cir.envs.tasks import load_tasks
-
     slices = task_slices(experiments, quick)
     need: dict[str, int] = {}
     for split, _, stop in slices.values():
@@ -109,7 +113,7 @@ def reproduce(
     agent: str = "builtin",
     jobs: int = 1,
     seed: int = 0,
-    resamples: int = 10_000,
+    resamples: int = DEFAULT_RESAMPLES,
     backend: str = "loky",
     base_url: str | None = None,
     experiments_dir: str | Path | None = None,
@@ -117,19 +121,15 @@ def reproduce(
     echo: Callable[[str], None] = print,
 ) -> Path:
     """Run the study into ``out``; return the path of ``report.md``."""
-    from cir.replay import ReplaySettings, run_experiment
-
     out = Path(out)
     experiments = load_experiments(experiments_dir)
     settings = StudySettings(quick=quick, agent=agent, seed=seed, resamples=resamples, base_url=base_url)
-    identity = {**asdict(settings), "experiments": [asdict(e) | {"source": Path(e.source).name}
-                                                    for e in experiments]}
-    identity = json.loads(json.dumps(identity))  # as study.json holds it (tuples become lists)
+    identity = {**asdict(settings), "experiments": [e.identity() for e in experiments]}
     out.mkdir(parents=True, exist_ok=True)
     earlier = _check_study(out, identity)
     # a resumed study keeps what earlier calls took; "timings" is this call's
     study = {"cir_version": __version__, "settings": identity, "timings": {}, "earlier_calls": earlier}
-    _write_json(out / "study.json", study)
+    _write_study(out, study)
     t_start = time.perf_counter()
 
     echo(f"[1/4] tasks: generating {'quick' if quick else 'full'} cohorts under {out / 'tasks'}")
@@ -137,29 +137,28 @@ def reproduce(
     cohorts = cohort_tasks(out, experiments, quick, seed, progress, jobs)
     study["timings"]["tasks_seconds"] = round(time.perf_counter() - t0, 1)
 
-    runs: dict[str, dict[str, Any]] = {}
+    runs: dict[str, RunRecord] = {}
     for i, exp in enumerate(experiments, 1):
+        grid = exp.replay
         echo(f"[2/4] run {i}/{len(experiments)}: {exp.name} ({len(cohorts[exp.name])} {exp.split} tasks, "
-             f"{', '.join(exp.conditions)} x delays {','.join(map(str, exp.delays))} x {', '.join(exp.operations)})")
+             f"{', '.join(grid.conditions)} x delays {','.join(map(str, grid.delays))} x "
+             f"{', '.join(grid.operations)})")
         t0 = time.perf_counter()
-        replay = ReplaySettings(conditions=exp.conditions, delays=exp.delays, operations=exp.operations)
         record = run_experiment(
-            cohorts[exp.name], out / "runs" / exp.name, agent=agent, seed=seed, settings=replay,
+            cohorts[exp.name], out / "runs" / exp.name, agent=agent, seed=seed, settings=grid,
             jobs=jobs, backend=backend, base_url=base_url,
             tasks_source=f"{exp.split}[{exp.name}]", progress=progress, echo=echo,
         )
         runs[exp.name] = record
         study["timings"][f"run_{exp.name}_seconds"] = round(time.perf_counter() - t0, 1)
-        _write_json(out / "study.json", study)
+        _write_study(out, study)
 
     echo("[3/4] analysis: tables, figures, CIR fit and held-out evaluation")
     t0 = time.perf_counter()
-    from cir.study_report import write_study_report
-
     report = write_study_report(out, experiments, runs, resamples=resamples, seed=seed, agent=agent, quick=quick)
     study["timings"]["analysis_seconds"] = round(time.perf_counter() - t0, 1)
     study["timings"]["total_seconds"] = round(time.perf_counter() - t_start, 1)
-    _write_json(out / "study.json", study)
+    _write_study(out, study)
     echo(f"[4/4] report: {report} and {report.with_suffix('.html')} "
          f"({study['timings']['total_seconds']:.0f} s in this call)")
     return report

@@ -9,8 +9,10 @@ version. Loading parses JSON and checks every key and type; it never executes co
 
 ``router.decide(transcript, delay)`` computes :func:`cir.features.extract_features`
 on the transcript (what the agent was shown up to now) and applies the CIR rule with
-the same arithmetic as :class:`cir.policy.CIRPolicy`, so the live decision equals the
-offline decision on the same features.
+the arithmetic of :mod:`cir.rule`, as the estimator (:class:`cir.policy.CIRPolicy`, whose
+``to_router()`` builds a router) and the offline evaluation do, so the live decision
+equals the offline decision on the same features. :class:`RouterHook` puts a router
+(or anything that decides like one) into a harness run.
 
 File layout (format version 1)::
 
@@ -38,15 +40,20 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from cir import __version__
 from cir.errors import CirError
 from cir.features import FEATURES, extract_features
-from cir.policy import MODEL_NAMES, CIRPolicy, LinearModel, blocked_by, scores
+from cir.files import read_json, write_atomic
+from cir.rule import MODEL_NAMES, LinearModel, blocked_by, predict
 from cir.transcript import HARNESS, Transcript
+
+if TYPE_CHECKING:  # pragma: no cover
+    from cir.envs.base import Env
+    from cir.harness import Harness
 
 FORMAT = "cir-router"
 FORMAT_VERSION = 1
@@ -153,40 +160,8 @@ class Router:
 
     @property
     def delays(self) -> tuple[int, ...]:
-        """Candidate delays, in the order the harness should ask (RouterHook reads this)."""
+        """Candidate delays, in the order the harness should ask (:class:`RouterHook` reads this)."""
         return tuple(int(d) for d in self.settings["delays"])
-
-    # -- building ---------------------------------------------------------------------------
-    @classmethod
-    def from_policy(cls, policy: CIRPolicy, *, max_turns: int = 49, max_actions: int = 64,
-                    task_ids: list[str] | None = None) -> Router:
-        """The router of a fitted :class:`CIRPolicy` (``task_ids``: its training tasks,
-        recorded so that ``cir evaluate`` can refuse a test table that overlaps them)."""
-        policy._check_fitted()
-        settings = {k: v for k, v in policy.get_params().items()}
-        settings["delays"] = [int(d) for d in settings["delays"]]
-        settings.update(max_turns=int(max_turns), max_actions=int(max_actions))
-        s = policy.oof_summary_
-        training = {"n_tasks": int(policy.n_tasks_), "decision_cells": int(policy.training_["decision_cells"]),
-                    "oof_net_gain": float(s["net_gain"]), "oof_clean_harm": float(s["clean_harm"]),
-                    "oof_intervention_rate": float(s["intervention_rate"]),
-                    "task_ids": [str(t) for t in (task_ids if task_ids is not None
-                                                  else policy.training_.get("task_ids", []))],
-                    "agents": [str(a) for a in policy.training_.get("agents", [])]}
-        return cls(policy.features_, dict(policy.models_), policy.thresholds_, settings,
-                   policy.baselines_, training)
-
-    def to_policy(self) -> CIRPolicy:
-        """A fitted :class:`CIRPolicy` with this router's parameters (for offline evaluation)."""
-        params = {k: v for k, v in self.settings.items() if k not in {"max_turns", "max_actions"}}
-        params["delays"] = tuple(params["delays"])
-        policy = CIRPolicy(**params)
-        policy.features_ = list(self.features)
-        policy.models_ = dict(self.models)
-        policy.thresholds_ = dict(self.thresholds)
-        policy.baselines_ = self.baselines
-        policy.n_tasks_ = self.training["n_tasks"]
-        return policy
 
     # -- deciding ---------------------------------------------------------------------------
     def decide_features(self, features: dict[str, float], delay: int) -> Decision:
@@ -195,8 +170,7 @@ class Router:
             x = np.array([[float(features[name]) for name in self.features]])
         except KeyError as err:
             raise CirError(f"router: feature {err.args[0]!r} missing from the features given") from None
-        p = {name: self.models[name].predict_proba(x) for name in MODEL_NAMES}
-        s = {k: float(v[0]) for k, v in scores(p["p_err"], p["p0"], p["p1"], self.settings["lam"]).items()}
+        s = {k: float(v[0]) for k, v in predict(self.models, x, self.settings["lam"]).items()}
         blocker = blocked_by(int(delay), s, self.thresholds, int(self.settings["d_min"]), self.delays)
         return Decision(blocker is None, s["p_err"], s["p0"], s["p1"], s["utility"], blocker, int(delay))
 
@@ -227,12 +201,7 @@ class Router:
 
     def save(self, path: str | Path) -> Path:
         """Write the router as JSON (strict: no NaN/Infinity), atomically."""
-        path = Path(path)
-        text = json.dumps(self.to_dict(), indent=2, allow_nan=False)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(text + "\n", encoding="utf-8")
-        tmp.replace(path)
-        return path
+        return write_atomic(path, json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n")
 
     @classmethod
     def from_dict(cls, data: Any, source: str = "router") -> Router:
@@ -284,20 +253,63 @@ class Router:
     @classmethod
     def load(cls, path: str | Path) -> Router:
         """Read and validate a router file; CirError naming the file and the problem."""
-        path = Path(path)
-        if not path.exists():
-            raise CirError(f"{path}: no such router file")
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as err:
-            raise CirError(f"{path}: cannot read the router file ({err})") from None
-
-        def no_constants(name: str) -> Any:
-            raise CirError(f"{path}: {name} is not allowed in a router file (strict JSON numbers only)")
-
-        try:
-            data = json.loads(text, parse_constant=no_constants)
-        except json.JSONDecodeError as err:
-            raise CirError(f"{path}: not valid JSON (truncated or corrupt?): {err.msg} at line "
-                           f"{err.lineno} column {err.colno}") from None
+        data = read_json(path, "router file", strict=True)
         return cls.from_dict(data, source=str(path))
+
+
+# -- in a harness run ------------------------------------------------------------------------
+class Advice(Protocol):
+    """What a harness hook needs from a decision."""
+
+    refresh: bool
+
+
+class Advisor(Protocol):
+    """Anything that decides like a :class:`Router`: candidate delays and ``decide``."""
+
+    @property
+    def delays(self) -> tuple[int, ...]: ...
+
+    def decide(self, transcript: Transcript, delay: int) -> Advice: ...
+
+
+class RouterHook:
+    """A harness hook (:class:`cir.harness.Hook`): ask an advisor whether to recover at
+    candidate delays after the perturbation point ``at``.
+
+    At most ``max_interventions`` recoveries (the CIR protocol: refresh at most once);
+    the delays are checked in order. Each decision is recorded as an event on the
+    transcript's last step, e.g. ``router:d=1:skip`` or ``router:d=2:refresh``.
+    """
+
+    def __init__(
+        self,
+        router: Advisor,
+        at: int,
+        *,
+        delays: tuple[int, ...] | None = None,
+        operation: str = "refresh",
+        max_interventions: int = 1,
+    ) -> None:
+        self.router = router
+        self.at = int(at)
+        self.delays = tuple(delays if delays is not None else router.delays)
+        self.operation = operation
+        self.max_interventions = max_interventions
+        self.interventions = 0
+        self.decisions: list[tuple[int, bool]] = []
+
+    def after_env_action(self, harness: Harness, env: Env, transcript: Transcript) -> None:
+        if self.interventions >= self.max_interventions or not harness.can_continue(transcript):
+            return
+        delay = transcript.env_actions - self.at
+        if delay not in self.delays:
+            return
+        refresh = bool(self.router.decide(transcript, delay).refresh)
+        self.decisions.append((delay, refresh))
+        transcript.steps[-1].events.append(
+            f"router:d={delay}:{self.operation if refresh else 'skip'}"
+        )
+        if refresh:
+            self.interventions += 1
+            harness.recover(env, transcript, self.operation)

@@ -9,8 +9,9 @@ simply run again.
 
 ``RUN_DIR/paired.csv`` is rewritten atomically (temp file + rename) from the task
 summaries, sorted deterministically: byte-identical whatever the completion order.
-``RUN_DIR/run.json`` holds the settings (checked on resume), version, counts,
-feasibility, costs and timings; also written atomically.
+``RUN_DIR/run.json`` holds the run record (:class:`~cir.record.RunRecord`: the settings,
+checked on resume, version, counts, feasibility, costs and timings); also written
+atomically, and read back only here (:meth:`RunStore.read_record`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from typing import Any
 import pandas as pd
 
 from cir.errors import CirError
+from cir.files import read_json, write_atomic
+from cir.record import RunRecord, RunSettings
 
 EPISODES = "episodes.jsonl.gz"
 PAIRED = "paired.csv"
@@ -78,15 +81,6 @@ def read_task_summaries(path: str | Path) -> dict[str, dict[str, Any]]:
     return {rec["task_id"]: rec for rec in read_records(path) if rec.get("kind") == "task"}
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", encoding="utf-8", newline="") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
 def paired_csv_text(rows: list[dict[str, Any]], columns: list[str]) -> str:
     """The CSV text of the paired rows (caller sorts rows and fixes the columns)."""
     df = pd.DataFrame(rows, columns=columns)
@@ -94,7 +88,11 @@ def paired_csv_text(rows: list[dict[str, Any]], columns: list[str]) -> str:
 
 
 class RunStore:
-    """One RUN_DIR: resume state, appends per task, atomic table and record."""
+    """One RUN_DIR: resume state, appends per task, atomic table and record.
+
+    A run folder lock, healing and completeness checks belong here too: this class is
+    the only code that touches the folder's files.
+    """
 
     def __init__(self, run_dir: str | Path) -> None:
         self.dir = Path(run_dir)
@@ -104,12 +102,13 @@ class RunStore:
 
     # -- settings ------------------------------------------------------------------------
     def read_run_json(self) -> dict[str, Any] | None:
-        if not self.run_json_path.exists():
-            return None
-        try:
-            return json.loads(self.run_json_path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as err:
-            raise CirError(f"{self.run_json_path}: not valid JSON ({err}); not a cir run folder?") from None
+        """run.json as plain data (None if absent)."""
+        return read_json(self.run_json_path, "run record", missing_ok=True)
+
+    def read_record(self) -> RunRecord | None:
+        """The run record (None if the folder has none yet)."""
+        data = self.read_run_json()
+        return None if data is None else RunRecord.from_dict(data, source=str(self.run_json_path))
 
     def check_settings(self, settings: dict[str, Any]) -> dict[str, Any] | None:
         """Refuse a RUN_DIR written with other settings; the earlier run.json, if any."""
@@ -132,6 +131,12 @@ class RunStore:
                     "or use a new --out folder"
                 )
         return old
+
+    def resume(self, settings: RunSettings) -> RunRecord | None:
+        """The record of an earlier run in this folder with these settings (None if the
+        folder is new); a folder written with other settings is refused."""
+        old = self.check_settings(settings.to_dict())
+        return None if old is None else RunRecord.from_dict(old, source=str(self.run_json_path))
 
     # -- episodes -----------------------------------------------------------------------
     def open(self) -> dict[str, dict[str, Any]]:
@@ -168,7 +173,10 @@ class RunStore:
 
     # -- table and record ---------------------------------------------------------------
     def write_paired(self, rows: list[dict[str, Any]], columns: list[str]) -> None:
-        _atomic_write(self.paired_path, paired_csv_text(rows, columns))
+        write_atomic(self.paired_path, paired_csv_text(rows, columns))
 
     def write_run_json(self, record: dict[str, Any]) -> None:
-        _atomic_write(self.run_json_path, json.dumps(record, indent=2, sort_keys=True) + "\n")
+        write_atomic(self.run_json_path, json.dumps(record, indent=2, sort_keys=True) + "\n")
+
+    def write_record(self, record: RunRecord) -> None:
+        self.write_run_json(record.to_dict())

@@ -12,18 +12,24 @@ report, so each number can be traced to a file.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import matplotlib
 import pandas as pd
+from matplotlib.figure import Figure
 
+from cir.calibration import calibration_figure, calibration_table
+from cir.decompose import decompose
+from cir.evaluation import evaluate
 from cir.experiments import Experiment
+from cir.joint import joint_effects, joint_matrix, joint_outcomes
 from cir.paired import read_paired
+from cir.plots import plot_effects, plot_joint, plot_mechanisms, plot_partitions
+from cir.policy import CIRPolicy
+from cir.protocol import DEFAULT_FRACTION, DEFAULT_MAX_ACTIONS, DEFAULT_MAX_TURNS, PRIMARY_STALE
+from cir.record import RunRecord
 from cir.report import Report
+from cir.stats import contrast_table, effect_table
 
-matplotlib.use("Agg")
-
-PRIMARY_STALE = "stale2"
 # the columns of the stats tables that the report shows
 EFFECT_SHOWN = ["n", "rescues", "harms", "stable_success", "stable_failure", "success_without",
                 "success_with", "effect_pp", "ci_low_pp", "ci_high_pp", "sign_flip_p"]
@@ -36,15 +42,12 @@ def _save(df: pd.DataFrame, path: Path) -> Path:
     return path
 
 
-def _fig(fig: Any, folder: Path, name: str) -> Path:
-    import matplotlib.pyplot as plt
-
+def _fig(fig: Figure, folder: Path, name: str) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     png = folder / f"{name}.png"
     with matplotlib.rc_context({"svg.hashsalt": "cir"}):
         fig.savefig(png, dpi=130, metadata={"Software": None})
         fig.savefig(folder / f"{name}.svg", metadata={"Date": None})
-    plt.close(fig)
     return png
 
 
@@ -52,37 +55,33 @@ def _cols(df: pd.DataFrame, keys: list[str], wanted: list[str]) -> pd.DataFrame:
     return df[[c for c in keys + wanted if c in df.columns]]
 
 
-def _setup_section(report: Report, out: Path, experiments: list[Experiment], runs: dict[str, dict[str, Any]],
+def _setup_section(report: Report, out: Path, experiments: list[Experiment], runs: dict[str, RunRecord],
                    agent: str, quick: bool) -> None:
     rows = []
     for exp in experiments:
         rec = runs[exp.name]
-        c, costs = rec["counts"], rec["costs"]
+        c, costs, grid = rec.counts, rec.costs, exp.replay
         rows.append({
-            "experiment": exp.name, "role": exp.role, "split": exp.split, "tasks": c["tasks"],
-            "prefix_feasible": c["tasks_feasible"], "factual_success": c["factual_success"],
-            "pairs": c["pairs"], "agent_calls": costs.get("agent_calls", 0),
-            "cache_hits": costs.get("cache_hits", 0), "env_steps": costs.get("env_steps", 0),
-            "conditions": ",".join(exp.conditions), "delays": ",".join(map(str, exp.delays)),
-            "operations": ",".join(exp.operations),
+            "experiment": exp.name, "role": exp.role, "split": exp.split, "tasks": c.tasks,
+            "prefix_feasible": c.tasks_feasible, "factual_success": c.factual_success,
+            "pairs": c.pairs, "agent_calls": costs.agent_calls,
+            "cache_hits": costs.cache_hits, "env_steps": costs.env_steps,
+            "conditions": ",".join(grid.conditions), "delays": ",".join(map(str, grid.delays)),
+            "operations": ",".join(grid.operations),
         })
     table = pd.DataFrame(rows)
     report.heading("Setup")
     report.text(
         f"Agent `{agent}`; {'quick' if quick else 'full'} cohorts of generated ALFWorld tasks on the real "
-        "engine; budgets 49 model turns and 64 env actions; the observation of the env action after 25% "
-        "of the factual run's env actions is modified (`stale2`: the observation from two env actions "
-        "earlier; `stale1`: one; `missing`: a fixed unavailable message). Recovery at delay d runs after d "
+        f"engine; budgets {DEFAULT_MAX_TURNS} model turns and {DEFAULT_MAX_ACTIONS} env actions; the "
+        f"observation of the env action after {DEFAULT_FRACTION:.0%} of the factual run's env actions is "
+        "modified (`stale2`: the observation from two env actions earlier; `stale1`: one; `missing`: a fixed unavailable message). Recovery at delay d runs after d "
         "more env actions. Cohorts never share tasks. Intervals: 95% task-level cluster bootstrap."
     )
     report.table(table, _save(table, out / "tables" / "cohorts.csv"), "Cohorts, their runs and their cost")
 
 
 def _effects_section(report: Report, out: Path, experiments: list[Experiment], resamples: int, seed: int) -> None:
-    from cir.decompose import decompose
-    from cir.plots import plot_effects, plot_partitions
-    from cir.stats import contrast_table, effect_table
-
     report.heading("1. When does refresh help or harm?")
     report.text(
         "Effect of refresh = success with refresh minus success without, from the same state, in "
@@ -115,9 +114,6 @@ def _effects_section(report: Report, out: Path, experiments: list[Experiment], r
 
 
 def _mechanism_section(report: Report, out: Path, experiments: list[Experiment], resamples: int, seed: int) -> None:
-    from cir.plots import plot_joint, plot_mechanisms
-    from cir.stats import effect_table, joint_effects, joint_matrix, joint_outcomes
-
     for exp in (e for e in experiments if e.role == "mechanism"):
         report.heading("2. Why does refresh help?")
         report.text(
@@ -155,17 +151,13 @@ def _mechanism_section(report: Report, out: Path, experiments: list[Experiment],
 
 
 def _cir_section(report: Report, out: Path, experiments: list[Experiment], resamples: int, seed: int) -> None:
-    from cir.calibration import calibration_figure, calibration_table
-    from cir.policy import CIRPolicy, evaluate
-    from cir.router import Router
-
     train = next(e for e in experiments if e.role == "train")
     test = next(e for e in experiments if e.role == "eval")
     report.heading("3. Does CIR learn when to recover?")
     train_df = read_paired(out / "runs" / train.name, require_features=True)
     test_df = read_paired(out / "runs" / test.name, require_features=True)
     policy = CIRPolicy(seed=seed).fit(train_df)
-    router = Router.from_policy(policy, task_ids=sorted(set(train_df["task_id"])))
+    router = policy.to_router(task_ids=sorted(set(train_df["task_id"])))
     router.save(out / "router.json")
     t, s = policy.thresholds_, policy.oof_summary_
     fit = pd.DataFrame([{
@@ -198,7 +190,7 @@ def _cir_section(report: Report, out: Path, experiments: list[Experiment], resam
                   "Reliability of p_err, p0 and p1 on the held-out cohort")
 
 
-def write_study_report(out: Path, experiments: list[Experiment], runs: dict[str, dict[str, Any]], *,
+def write_study_report(out: Path, experiments: list[Experiment], runs: dict[str, RunRecord], *,
                        resamples: int, seed: int, agent: str, quick: bool) -> Path:
     """Write tables, figures, ``router.json`` and ``report.md`` / ``report.html`` into ``out``."""
     report = Report(f"cir reproduction{' (quick)' if quick else ''}: when harnesses lose the signal")

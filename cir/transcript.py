@@ -27,9 +27,6 @@ from typing import Any
 AGENT = "agent"
 HARNESS = "harness"
 
-THINK_PREFIX = "think:"
-THINK_ACK = "OK."
-
 
 @dataclass
 class Step:

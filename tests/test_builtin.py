@@ -10,10 +10,10 @@ import sys
 import pytest
 
 from cir.agents.beliefs import harness_kind, read_context
-from cir.agents.mechanisms import MECHANISMS, Draws
-from cir.envs.alfworld_text import parse_action
 from cir.agents.builtin import PARAMETERS, PROFILES, BuiltinAgent
 from cir.agents.goals import CLEAN, COOL, HEAT, LOOK, SIMPLE, TWO, parse_goal
+from cir.agents.mechanisms import MECHANISMS, Draws
+from cir.envs.alfworld_text import parse_action
 from cir.errors import CirError
 
 ROOM = (

@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 
 from cir.cli import main
-from cir.stats import EFFECT_COLUMNS, simulate_paired
+from cir.stats import EFFECT_COLUMNS
+from cir.synthetic import simulate_paired
 
 
 @pytest.fixture(scope="module")

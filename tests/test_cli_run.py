@@ -139,7 +139,7 @@ def test_format_episode_marks_perturbation_and_recovery():
     from test_replay_support import FakeAgent, fake_tasks, make_fake_env
 
     from cir.cli.episode import Painter, format_episode
-    from cir.replay import run_episode
+    from cir.episode import run_episode
 
     task = fake_tasks(1)[0]
 

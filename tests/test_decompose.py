@@ -7,7 +7,7 @@ import pytest
 
 from cir.decompose import decompose, outcome_counts, select_cohort
 from cir.errors import CirError
-from cir.stats import simulate_paired
+from cir.synthetic import simulate_paired
 
 
 def _row(task, condition, y0, y1, delay=0, operation="refresh", factual=1, prefix=1, executed=1):

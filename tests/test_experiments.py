@@ -25,12 +25,12 @@ def test_shipped_configs_match_the_paper_cohorts():
     assert exps["primary"].n_tasks == 106 and exps["primary"].split == "valid_unseen"
     assert exps["independent"].n_tasks == 100
     assert exps["mechanism"].n_tasks == 74
-    assert set(exps["mechanism"].operations) == {"refresh", "refresh_ablated", "replan", "rewind"}
+    assert set(exps["mechanism"].replay.operations) == {"refresh", "refresh_ablated", "replan", "rewind"}
     assert exps["cir_eval"].n_tasks == 76 and exps["cir_eval"].split == "valid_seen"
     assert exps["cir_train"].role == "train" and exps["cir_eval"].role == "eval"
     for e in exps.values():
-        assert set(e.conditions) == {"clean", "stale2", "stale1", "missing"}
-        assert e.delays == (0, 1, 2, 4)
+        assert set(e.replay.conditions) == {"clean", "stale2", "stale1", "missing"}
+        assert e.replay.delays == (0, 1, 2, 4)
 
 
 @pytest.mark.parametrize("quick", [False, True])

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from test_replay_support import FakeAgent, FakeEnv
 
-from cir.harness import Harness, RouterHook, SnapshotHook
-from cir.transcript import THINK_ACK
+from cir.harness import Harness, SnapshotHook
+from cir.protocol import THINK_ACK
+from cir.router import RouterHook
 
 
 def world():

@@ -18,8 +18,9 @@ from fake_openai import FakeOpenAI, Reply  # noqa: E402
 from cir.agents.actions import EMPTY_REPLY_ACTION, parse_action  # noqa: E402
 from cir.agents.cache import ResponseCache, request_key  # noqa: E402
 from cir.agents.llm import LLMAgent  # noqa: E402
-from cir.agents.prompts import EXAMPLES, TASK_TYPES, completion_prompt, task_type  # noqa: E402
+from cir.agents.prompts import EXAMPLES, completion_prompt, task_type  # noqa: E402
 from cir.errors import CirError  # noqa: E402
+from cir.protocol import TASK_TYPES  # noqa: E402
 
 TASK = (
     "You are in the middle of a room. Looking quickly around you, you see a countertop 1, "

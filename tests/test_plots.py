@@ -15,7 +15,7 @@ from cir.plots import (
     plot_partitions,
     write_figures,
 )
-from cir.stats import simulate_paired
+from cir.synthetic import simulate_paired
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,10 @@ from sklearn.utils.estimator_checks import (
 from sklearn.utils.validation import check_is_fitted
 
 from cir.errors import CirError
-from cir.policy import POLICIES, CIRPolicy, build_grid, evaluate, simulate, walk
+from cir.evaluation import POLICIES, evaluate, walk_policies
+from cir.policy import CIRPolicy
+from cir.synthetic import simulate
+from cir.walk import build_grid, walk
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +61,7 @@ def test_planted_signal_cir_beats_never_and_respects_epsilon(fitted: CIRPolicy, 
 
 
 def test_oracle_is_the_ceiling_episode_by_episode(fitted: CIRPolicy, test_table: pd.DataFrame) -> None:
-    ep = fitted.walk_policies(test_table)
+    ep = walk_policies(fitted, test_table)
     for p in POLICIES:
         assert (ep["y_oracle"] >= ep[f"y_{p}"]).all(), p
     assert (ep["int_never"] == 0).all()
@@ -77,7 +80,7 @@ def test_epsilon_zero_means_no_oof_clean_harm(train: pd.DataFrame) -> None:
 
 def test_d_min_is_respected(train: pd.DataFrame, test_table: pd.DataFrame) -> None:
     p = CIRPolicy(d_min=2, grid_size=9).fit(train)
-    ep = p.walk_policies(test_table)
+    ep = walk_policies(p, test_table)
     for name in POLICIES:
         assert (ep.loc[ep[f"int_{name}"] == 1, f"delay_{name}"] >= 2).all()
 
@@ -193,4 +196,4 @@ def test_bad_settings_and_small_tables(train: pd.DataFrame) -> None:
 
 def test_evaluation_table_missing_a_router_feature(fitted: CIRPolicy, test_table: pd.DataFrame) -> None:
     with pytest.raises(CirError, match="missing feature column 'f_progress'"):
-        fitted.walk_policies(test_table.drop(columns=["f_progress"]))
+        walk_policies(fitted, test_table.drop(columns=["f_progress"]))

@@ -10,7 +10,8 @@ import pytest  # noqa: E402
 
 from cir.calibration import calibration_figure, calibration_table  # noqa: E402
 from cir.errors import CirError  # noqa: E402
-from cir.policy import CIRPolicy, simulate  # noqa: E402
+from cir.policy import CIRPolicy  # noqa: E402
+from cir.synthetic import simulate  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +37,6 @@ def test_held_out_calibration_and_figure(policy: CIRPolicy) -> None:
     fig = calibration_figure(policy, held)
     assert len(fig.axes) == 3
     assert "Brier" in fig.axes[0].get_title()
-    matplotlib.pyplot.close(fig)
 
 
 def test_unfitted_policy_has_no_oof() -> None:

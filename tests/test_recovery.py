@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from test_replay_support import FakeAgent, FakeEnv
 
+from cir.envs.counting import CountingEnv
 from cir.errors import CirError
 from cir.harness import Harness, SnapshotHook
 from cir.perturb import Perturbation, parse_condition
@@ -24,7 +25,7 @@ def world():
 
 
 def start(until=3):
-    env = world()
+    env = CountingEnv(world())
     h = Harness(FakeAgent())
     t = h.reset(env, "t")
     h.run(env, t, until_env_actions=until)
@@ -35,20 +36,20 @@ def test_refresh_and_ablated_query_env():
     for name, check in [("refresh", lambda s: s.shown == f"{REFRESH_PREFIX} {s.observation}"),
                         ("refresh_ablated", lambda s: s.shown == ABLATED_TEXT)]:
         h, env, t = start()
-        before = (t.env_actions, t.model_turns, h.costs.env_steps)
+        before = (t.env_actions, t.model_turns, env.counts.steps)
         step = h.recover(env, t, name)
         assert step.actor == "harness" and step.action == "look"
         assert step.observation.startswith("You are facing the")
         assert check(step) and step.events == [f"recovery:{name}"]
-        assert (t.env_actions, t.model_turns, h.costs.env_steps) == (before[0] + 1, before[1], before[2] + 1)
+        assert (t.env_actions, t.model_turns, env.counts.steps) == (before[0] + 1, before[1], before[2] + 1)
         assert t.context()[-1]["content"] == step.shown
 
 
 def test_replan_no_env_query():
     h, env, t = start()
-    steps = h.costs.env_steps
+    steps = env.counts.steps
     step = h.recover(env, t, "replan")
-    assert step.action is None and step.shown == REPLAN_TEXT and h.costs.env_steps == steps
+    assert step.action is None and step.shown == REPLAN_TEXT and env.counts.steps == steps
     h.run(env, t)
     assert t.done
 
@@ -100,3 +101,11 @@ def test_operation_names():
         get_operation("nap")
     with pytest.raises(CirError, match="twice"):
         parse_operations("refresh,refresh")
+
+
+def test_registry_matches_the_vocabulary():
+    """Every operation the harness can apply is named once in cir.protocol (display order)."""
+    from cir import protocol
+    from cir.recovery import OPERATIONS
+
+    assert tuple(OPERATIONS) == protocol.OPERATIONS

@@ -5,17 +5,17 @@ from __future__ import annotations
 import pytest
 from test_replay_support import FakeAgent, fake_tasks, make_fake_agent, make_fake_env
 
+from cir.episode import run_episode
 from cir.errors import CirError
 from cir.paired import PAIRED_COLUMNS, validate_paired
 from cir.replay import (
     ReplayError,
     ReplaySettings,
-    _check_arm,
+    check_arm,
     parse_delays,
-    run_episode,
-    run_experiment,
     run_task_pairs,
 )
+from cir.run import run_experiment
 from cir.transcript import Transcript
 
 ALL_OPS = ("refresh", "refresh_ablated", "replan", "rewind")
@@ -129,7 +129,7 @@ def test_prefix_mismatch_names_the_task():
     other = factual.prefix(len(factual.steps))
     other.steps[0].reply = "think: something else"
     with pytest.raises(ReplayError, match=task.task_id):
-        _check_arm(task.task_id, "stale2", factual, other, 4)
+        check_arm(task.task_id, "stale2", factual, other, 4)
 
 
 def test_settings_validation():
@@ -205,7 +205,7 @@ def test_loky_and_dask_give_identical_tables(tmp_path):
 def test_rerun_does_nothing_and_other_settings_refused(tmp_path):
     msgs = []
     rec = _experiment(tmp_path / "r")
-    assert rec["complete"] and rec["counts"]["tasks_done"] == 5
+    assert rec.complete and rec.counts.tasks_done == 5
     run_experiment(fake_tasks(5), tmp_path / "r", agent="fake",
                    settings=ReplaySettings(operations=("refresh", "rewind")),
                    agent_factory=make_fake_agent, env_factory=make_fake_env, tasks_source="fake",
@@ -223,7 +223,7 @@ def test_rerun_does_nothing_and_other_settings_refused(tmp_path):
 
 
 def test_branching_env_does_each_transition_once():
-    from cir.replay import BranchingEnv
+    from cir.envs.branching import BranchingEnv
 
     task = fake_tasks(1)[0]
     real = make_fake_env(task)

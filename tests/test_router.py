@@ -12,10 +12,12 @@ import pandas as pd
 import pytest
 
 from cir.errors import CirError
+from cir.evaluation import decide_rows
 from cir.features import extract_features
 from cir.paired import read_paired
-from cir.policy import CIRPolicy, simulate
+from cir.policy import CIRPolicy
 from cir.router import FORMAT_VERSION, Decision, Router
+from cir.synthetic import simulate
 from cir.transcript import Step, Transcript
 
 TASK = ("You are in the middle of a room. Looking quickly around you, you see a cabinet 1, "
@@ -30,7 +32,7 @@ def policy() -> CIRPolicy:
 
 @pytest.fixture(scope="module")
 def router(policy: CIRPolicy) -> Router:
-    return Router.from_policy(policy, task_ids=["syn0000"])
+    return policy.to_router(task_ids=["syn0000"])
 
 
 @pytest.fixture()
@@ -131,10 +133,10 @@ def test_true_observation_does_not_change_the_decision(router: Router) -> None:
     assert router.decide(t, 2) == router.decide(other, 2)
 
 
-def test_to_policy_reproduces_offline_decisions(policy: CIRPolicy, router: Router) -> None:
+def test_router_reproduces_offline_decisions(policy: CIRPolicy, router: Router) -> None:
     table = simulate(30, seed=11)
     a = policy.decide(table)
-    b = router.to_policy().decide(table)
+    b = decide_rows(router, table)
     pd.testing.assert_frame_equal(a, b)
 
 
@@ -261,7 +263,7 @@ def test_live_equals_offline_with_every_feature(tmp_path: Path) -> None:
     table = read_paired(tmp_path / "paired.csv")
     policy = CIRPolicy(grid_size=7, epsilon=0.2).fit(table)
     assert len(policy.features_) == len(extract_features(prefixes[0][0], 1))
-    router = Router.load(Router.from_policy(policy).save(tmp_path / "router.json"))
+    router = Router.load(policy.to_router().save(tmp_path / "router.json"))
     offline = policy.decide(table)
     live = [router.decide(p, d) for p, d in prefixes]
     assert [d.p_err for d in live] == offline["p_err"].tolist()

@@ -9,8 +9,9 @@ import pandas as pd
 import pytest
 
 from cir.features import extract_features
-from cir.policy import CIRPolicy, simulate
+from cir.policy import CIRPolicy
 from cir.router import Router
+from cir.synthetic import simulate
 
 pytestmark = pytest.mark.slow
 
@@ -21,11 +22,11 @@ def test_live_router_decisions_match_offline(tmp_path: Path, condition: str) -> 
     from cir.envs.alfworld import AlfworldEnv
     from cir.envs.generate import generate_split
     from cir.envs.tasks import load_tasks
-    from cir.replay import run_episode
+    from cir.episode import run_episode
 
     # A permissive router (epsilon=1) so that some decisions are refreshes.
     policy = CIRPolicy(grid_size=7, epsilon=1.0, lam=0.5).fit(simulate(80, seed=3))
-    router = Router.load(Router.from_policy(policy).save(tmp_path / "router.json"))
+    router = Router.load(policy.to_router().save(tmp_path / "router.json"))
     generate_split(tmp_path / "tasks", "valid_seen", 1, seed=5, progress=False)
     task = load_tasks(tmp_path / "tasks")[0]
     agent = make_agent("builtin", seed=0)

@@ -15,7 +15,9 @@ import pytest
 from test_replay_support import fake_tasks, make_fake_agent, make_fake_env
 
 from cir.errors import CirError
-from cir.replay import ReplaySettings, run_experiment
+from cir.record import RunRecord
+from cir.replay import ReplaySettings
+from cir.run import run_experiment
 from cir.store import RunStore, read_episodes, read_records, read_task_summaries
 
 HERE = Path(__file__).parent
@@ -66,7 +68,8 @@ SCRIPT = """
 import sys
 sys.path.insert(0, {tests!r})
 from test_replay_support import fake_tasks, make_fake_agent, make_fake_env
-from cir.replay import ReplaySettings, run_experiment
+from cir.replay import ReplaySettings
+from cir.run import run_experiment
 run_experiment(fake_tasks({n}), {out!r}, agent={agent!r},
                settings=ReplaySettings(operations=("refresh", "replan")),
                agent_factory=make_fake_agent, env_factory=make_fake_env, tasks_source="fake",
@@ -74,7 +77,7 @@ run_experiment(fake_tasks({n}), {out!r}, agent={agent!r},
 """
 
 
-def _run_inline(out: Path, n: int, agent: str) -> dict:
+def _run_inline(out: Path, n: int, agent: str) -> RunRecord:
     return run_experiment(
         fake_tasks(n), out, agent=agent, settings=ReplaySettings(operations=("refresh", "replan")),
         agent_factory=make_fake_agent, env_factory=make_fake_env, tasks_source="fake",
@@ -112,7 +115,7 @@ def test_ctrl_c_then_resume_in_process(tmp_path):
     assert 1 <= len(partial) < 6
     assert not json.loads((out / "run.json").read_text())["complete"]
     rec = _run_inline(out, 6, "fake")
-    assert rec["timings"]["sessions"][-1]["tasks_run"] == 6 - len(partial)
+    assert rec.sessions[-1].tasks_run == 6 - len(partial)
     _run_inline(tmp_path / "straight", 6, "fake")
     assert (out / "paired.csv").read_bytes() == (tmp_path / "straight" / "paired.csv").read_bytes()
 
@@ -139,8 +142,8 @@ def test_kill_and_resume_gives_the_uninterrupted_table(tmp_path):
     assert not rec["complete"]
     # resume: only the missing tasks run, table identical to an uninterrupted run
     rec = _run_inline(out, n, agent)
-    assert rec["complete"] and rec["timings"]["sessions"][-1]["resumed_tasks"] == len(partial)
-    assert rec["timings"]["sessions"][-1]["tasks_run"] == n - len(partial)
+    assert rec.complete and rec.sessions[-1].resumed_tasks == len(partial)
+    assert rec.sessions[-1].tasks_run == n - len(partial)
     _run_inline(tmp_path / "straight", n, agent)
     assert (out / "paired.csv").read_bytes() == (tmp_path / "straight" / "paired.csv").read_bytes()
     assert len(read_task_summaries(episodes)) == n

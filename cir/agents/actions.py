@@ -13,7 +13,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-THINK = "think:"
+from cir.protocol import THINK_PREFIX
+
 #: What an empty reply becomes: no ALFWorld command, so the engine says ``Nothing happens.``
 EMPTY_REPLY_ACTION = "nothing"
 
@@ -77,7 +78,7 @@ def parse_action(reply: str) -> ParsedAction:
     thought = _THOUGHT.match(line)
     if thought:
         text = thought.group(1).strip()
-        return ParsedAction(f"{THINK} {text}" if text else THINK, True, reply)
+        return ParsedAction(f"{THINK_PREFIX} {text}" if text else THINK_PREFIX, True, reply)
     # Lower-case, collapse spaces, drop a trailing full stop and the engine's "a/the".
     cmd = re.sub(r"\s+", " ", line.lower()).rstrip(".!;,").strip()
     cmd = _drop_articles(cmd)

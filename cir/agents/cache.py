@@ -2,22 +2,21 @@
 
 Paired branches share their prefix and reruns repeat whole episodes, so the same
 request reaches the model many times; with greedy decoding and a cache the answer is
-fixed the first time and costs nothing afterwards. One file per key (written to a
-temporary file in the same folder, then ``os.replace``) makes concurrent writers in
-many processes safe without locks: a reader sees either no file or a complete one,
-and two writers of one key write the same content.
+fixed the first time and costs nothing afterwards. One file per key, written atomically
+(:func:`cir.files.write_atomic`), makes concurrent writers in many processes safe
+without locks: a reader sees either no file or a complete one, and two writers of one
+key write the same content.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from cir.errors import CirError
+from cir.files import read_json, write_atomic
 
 
 def request_key(endpoint: str, body: dict[str, Any]) -> str:
@@ -56,11 +55,8 @@ class ResponseCache:
         if self.root is None:
             return None
         try:
-            with open(self._path(key), encoding="utf-8") as fh:
-                record = json.load(fh)
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError):
+            record = read_json(self._path(key), "cached reply", missing_ok=True)
+        except CirError:
             return None  # unreadable or truncated by hand: ask the model again and rewrite
         if not isinstance(record, dict) or "text" not in record:
             return None
@@ -74,19 +70,7 @@ class ResponseCache:
             return
         path = self._path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(record, fh, sort_keys=True, ensure_ascii=False, indent=1)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        write_atomic(path, json.dumps(record, sort_keys=True, ensure_ascii=False, indent=1))
 
     def __len__(self) -> int:
         if self.root is None:

@@ -31,6 +31,8 @@ def make_agent(
     small models follow better. The mode is part of the spec so it is recorded with the run.
     """
     kind, _, arg = spec.partition(":")
+    # Each agent's module is imported when it is asked for: `cir --help` imports this module
+    # (for AGENT_SPECS), and the LLM agent brings an HTTP client.
     if kind == "builtin":
         from cir.agents.builtin import BuiltinAgent
 

@@ -11,23 +11,16 @@ from __future__ import annotations
 
 import re
 
-PROMPT_VERSION = "cir-react-2"
+from cir.protocol import GOAL_PREFIX, NOTHING_HAPPENS, THINK_ACK, THINK_PREFIX
 
-TASK_TYPES = (
-    "pick_and_place_simple",
-    "look_at_obj_in_light",
-    "pick_clean_then_place_in_recep",
-    "pick_heat_then_place_in_recep",
-    "pick_cool_then_place_in_recep",
-    "pick_two_obj_and_place",
-)
+PROMPT_VERSION = "cir-react-2"
 
 INSTRUCTIONS = (
     "You are a household robot in a text game. Solve the task by typing one command per turn.\n"
     "Commands: go to X, open X, close X, take X from Y, move X to Y, heat X with Y, "
     "cool X with Y, clean X with Y, use X, examine X, look, inventory.\n"
-    "Write think: ... to plan; the game answers OK. "
-    "If the game says Nothing happens., the command did not work: try something else."
+    f"Write {THINK_PREFIX} ... to plan; the game answers {THINK_ACK} "
+    f"If the game says {NOTHING_HAPPENS}, the command did not work: try something else."
 )
 
 EXAMPLES: dict[str, str] = {
@@ -153,7 +146,7 @@ You arrive at bed 1. On the bed 1, you see a cellphone 1, and a pillow 1.
 You move the cellphone 2 to the bed 1.""",
 }
 
-_GOAL = re.compile(r"your task is to:\s*(.+)", re.IGNORECASE)
+_GOAL = re.compile(rf"{re.escape(GOAL_PREFIX)}\s*(.+)", re.IGNORECASE)
 
 
 def goal_sentence(task_text: str) -> str:

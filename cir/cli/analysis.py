@@ -2,7 +2,8 @@
 
 PAIRED is a ``paired.csv`` / ``paired.parquet`` or a RUN_DIR holding one. Tables
 print as markdown (default), CSV or JSON (a list of objects, one per group); the
-markdown output ends with the settings that produced it.
+markdown output ends with the settings that produced it. The analysis modules (pandas,
+scipy, matplotlib) are imported inside the handlers, so that ``cir --help`` stays fast.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import sys
 from pathlib import Path
 
 from cir.errors import CirError
+from cir.protocol import DEFAULT_LEVEL, DEFAULT_RESAMPLES, DEFAULT_SEED
 
 FORMATS = ("markdown", "csv", "json")
 
@@ -28,10 +30,12 @@ def _common(parser: argparse.ArgumentParser, resamples: bool = True, fmt: bool =
     parser.add_argument("--keep-prefix-mismatch", action="store_true",
                         help="keep rows whose two arms differ before the branch point (dropped by default)")
     if resamples:
-        parser.add_argument("--resamples", type=int, default=10_000,
-                            help="task-level bootstrap resamples (default 10000)")
-        parser.add_argument("--seed", type=int, default=0, help="bootstrap / test seed (default 0)")
-        parser.add_argument("--level", type=float, default=0.95, help="confidence level (default 0.95)")
+        parser.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES,
+                            help=f"task-level bootstrap resamples (default {DEFAULT_RESAMPLES})")
+        parser.add_argument("--seed", type=int, default=DEFAULT_SEED,
+                            help=f"bootstrap / test seed (default {DEFAULT_SEED})")
+        parser.add_argument("--level", type=float, default=DEFAULT_LEVEL,
+                            help=f"confidence level (default {DEFAULT_LEVEL})")
     if fmt:
         parser.add_argument("--format", choices=FORMATS, default="markdown", help="output format")
         parser.add_argument("--out", metavar="FILE", help="write to FILE instead of standard output")
@@ -179,7 +183,7 @@ def _contrast(args: argparse.Namespace) -> int:
 
 def _joint(args: argparse.Namespace) -> int:
     from cir.decompose import group_index
-    from cir.stats import joint_effects, joint_matrix, joint_outcomes
+    from cir.joint import joint_effects, joint_matrix, joint_outcomes
 
     df = _load(args)
     common = dict(a=args.a, b=args.b, on=args.on, by=_keys(args.by), condition=args.condition,

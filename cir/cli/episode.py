@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import textwrap
+from pathlib import Path
 from typing import Any
 
-from cir.agents.factory import AGENT_SPECS
+from cir.agents.factory import AGENT_SPECS, make_agent
 from cir.errors import CirError
+from cir.protocol import DEFAULT_FRACTION, DEFAULT_MAX_ACTIONS, DEFAULT_MAX_TURNS
 
 _COLOURS = {"agent": "36", "harness": "35", "obs": "0", "perturbed": "33", "won": "32", "lost": "31",
             "dim": "2", "bold": "1"}
@@ -43,9 +46,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--condition", default="clean", help="clean, staleK or missing (default clean)")
     p.add_argument("--router", default=None, metavar="ROUTER_JSON", help="a router file from `cir fit`")
     p.add_argument("--seed", type=int, default=0, help="agent seed (default 0)")
-    p.add_argument("--perturb-fraction", type=float, default=0.25)
-    p.add_argument("--max-turns", type=int, default=49)
-    p.add_argument("--max-actions", type=int, default=64)
+    p.add_argument("--perturb-fraction", type=float, default=DEFAULT_FRACTION)
+    p.add_argument("--max-turns", type=int, default=DEFAULT_MAX_TURNS)
+    p.add_argument("--max-actions", type=int, default=DEFAULT_MAX_ACTIONS)
     p.add_argument("--show", action="store_true",
                    help="print the full transcript (task text, every observation, events)")
     p.add_argument("--json", default=None, metavar="FILE", help="also write the transcript as JSON")
@@ -53,29 +56,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
+    # imported here, not at the top: `cir --help` must not load the engine and the models
+    from cir.envs.alfworld import AlfworldEnv
+    from cir.envs.tasks import load_tasks
+    from cir.episode import run_episode
     from cir.perturb import parse_condition
+    from cir.router import Router
 
     cond = parse_condition(args.condition)
-    from cir.agents.factory import make_agent
-    from cir.envs.tasks import load_tasks
-
     tasks = load_tasks(args.task)
     if len(tasks) != 1:
         raise CirError(
             f"{args.task}: holds {len(tasks)} tasks; give one game.tw-pddl or the trial folder of one task"
         )
     task = tasks[0]
-    router = None
-    if args.router:
-        try:
-            from cir.router import Router
-        except ImportError as err:
-            raise CirError(f"--router: the router module is not available ({err})") from None
-        router = Router.load(args.router)
+    router = Router.load(args.router) if args.router else None
     agent = make_agent(args.agent, base_url=args.base_url, seed=args.seed)
-    from cir.envs.alfworld import AlfworldEnv
-    from cir.replay import run_episode
-
     env = AlfworldEnv(task.game_file)
     factual, episode, info = run_episode(
         task.task_id, agent, env, cond.name, router=router,
@@ -85,9 +81,6 @@ def handle(args: argparse.Namespace) -> int:
     paint = Painter(sys.stdout.isatty() and not os.environ.get("NO_COLOR"))
     print(format_episode(episode, task, info, paint, full=args.show))
     if args.json:
-        import json
-        from pathlib import Path
-
         Path(args.json).write_text(json.dumps({"task_id": task.task_id, "info": info,
                                                "transcript": episode.to_dict(),
                                                "factual": factual.to_dict()}, indent=1) + "\n")

@@ -17,6 +17,18 @@ from pathlib import Path
 from typing import Any
 
 from cir.errors import CirError
+from cir.protocol import (
+    DEFAULT_C,
+    DEFAULT_CANDIDATE_DELAYS,
+    DEFAULT_D_MIN,
+    DEFAULT_EPSILON,
+    DEFAULT_FOLDS,
+    DEFAULT_LAMBDA,
+    DEFAULT_MAX_ACTIONS,
+    DEFAULT_MAX_TURNS,
+    DEFAULT_RESAMPLES,
+    DEFAULT_SEED,
+)
 
 FORMATS = ("markdown", "csv", "json")
 
@@ -40,19 +52,26 @@ def register(subparsers: Any) -> None:
                     "chosen the same way; write the router as JSON.")
     f.add_argument("paired", help="training paired.csv/.parquet or RUN_DIR (with f_* columns)")
     f.add_argument("--out", required=True, help="router file to write (JSON)")
-    f.add_argument("--epsilon", type=float, default=0.02, help="clean-harm limit (default 0.02)")
-    f.add_argument("--lam", type=float, default=2.0, help="harm penalty lambda (default 2)")
-    f.add_argument("--d-min", type=int, default=1, help="earliest delay to refresh at (default 1)")
-    f.add_argument("--delays", type=_delays, default=(1, 2, 4),
-                   help="candidate delays, checked in order (default 1,2,4)")
-    f.add_argument("--folds", type=int, default=5, help="out-of-fold groups of tasks (default 5)")
-    f.add_argument("--seed", type=int, default=0, help="seed of the fold assignment (default 0)")
-    f.add_argument("--C", type=float, default=0.1, help="inverse L2 strength (default 0.1)")
+    f.add_argument("--epsilon", type=float, default=DEFAULT_EPSILON,
+                   help=f"clean-harm limit (default {DEFAULT_EPSILON:g})")
+    f.add_argument("--lam", type=float, default=DEFAULT_LAMBDA,
+                   help=f"harm penalty lambda (default {DEFAULT_LAMBDA:g})")
+    f.add_argument("--d-min", type=int, default=DEFAULT_D_MIN,
+                   help=f"earliest delay to refresh at (default {DEFAULT_D_MIN})")
+    f.add_argument("--delays", type=_delays, default=DEFAULT_CANDIDATE_DELAYS,
+                   help=f"candidate delays, checked in order (default {','.join(map(str, DEFAULT_CANDIDATE_DELAYS))})")
+    f.add_argument("--folds", type=int, default=DEFAULT_FOLDS,
+                   help=f"out-of-fold groups of tasks (default {DEFAULT_FOLDS})")
+    f.add_argument("--seed", type=int, default=DEFAULT_SEED,
+                   help=f"seed of the fold assignment (default {DEFAULT_SEED})")
+    f.add_argument("--C", type=float, default=DEFAULT_C, help=f"inverse L2 strength (default {DEFAULT_C:g})")
     f.add_argument("--operation", default="refresh", help="recovery operation (default refresh)")
     f.add_argument("--grid-size", type=int, default=21,
                    help="quantiles per threshold in the search grid (default 21)")
-    f.add_argument("--max-turns", type=int, default=49, help="model-turn budget of the harness (49)")
-    f.add_argument("--max-actions", type=int, default=64, help="env-action budget of the harness (64)")
+    f.add_argument("--max-turns", type=int, default=DEFAULT_MAX_TURNS,
+                   help=f"model-turn budget of the harness ({DEFAULT_MAX_TURNS})")
+    f.add_argument("--max-actions", type=int, default=DEFAULT_MAX_ACTIONS,
+                   help=f"env-action budget of the harness ({DEFAULT_MAX_ACTIONS})")
     f.add_argument("--report", default=None,
                    help="folder for calibration.csv/.png, grid.csv and oof.csv of the fit")
     f.set_defaults(handler=_fit)
@@ -65,8 +84,9 @@ def register(subparsers: Any) -> None:
     e.add_argument("router", help="router file from `cir fit`")
     e.add_argument("paired", help="held-out paired.csv/.parquet or RUN_DIR")
     e.add_argument("--format", choices=FORMATS, default="markdown", help="output format")
-    e.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples (10000)")
-    e.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    e.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES,
+                   help=f"bootstrap resamples ({DEFAULT_RESAMPLES})")
+    e.add_argument("--seed", type=int, default=DEFAULT_SEED, help=f"bootstrap seed (default {DEFAULT_SEED})")
     e.add_argument("--out", default=None, help="write the output here instead of stdout")
     e.add_argument("--calibration", default=None,
                    help="also write the models' reliability curves on this table to this PNG/SVG")
@@ -76,15 +96,17 @@ def register(subparsers: Any) -> None:
 
 
 def _fmt(threshold: float | None) -> str:
+    # pandas: imported when a handler runs, not for `cir --help`
     from cir.report import format_number
 
     return format_number(threshold, 3)
 
 
 def _fit(args: argparse.Namespace) -> int:
+    # imported here, not at the top: `cir --help` must not load pandas and scikit-learn
+    from cir.calibration import calibration_figure, calibration_table
     from cir.paired import read_paired
     from cir.policy import CIRPolicy
-    from cir.router import Router
 
     df = read_paired(args.paired, require_features=True)
     if args.max_turns < 1 or args.max_actions < 1:
@@ -93,8 +115,8 @@ def _fit(args: argparse.Namespace) -> int:
                        C=args.C, folds=args.folds, operation=args.operation,
                        grid_size=args.grid_size, seed=args.seed)
     policy.fit(df)
-    router = Router.from_policy(policy, max_turns=args.max_turns, max_actions=args.max_actions,
-                                task_ids=sorted(set(df["task_id"])))
+    router = policy.to_router(max_turns=args.max_turns, max_actions=args.max_actions,
+                              task_ids=sorted(set(df["task_id"])))
     out = router.save(args.out)
     t = policy.thresholds_
     s = policy.oof_summary_
@@ -118,8 +140,6 @@ def _fit(args: argparse.Namespace) -> int:
           f"clean harm {100 * a['train_clean_harm']:.2f}%"
           + ("" if a["meets_epsilon"] else " (no delay meets the clean-harm limit)"))
     if args.report:
-        from cir.calibration import calibration_figure, calibration_table
-
         report = Path(args.report)
         report.mkdir(parents=True, exist_ok=True)
         calibration_table(policy).to_csv(report / "calibration.csv", index=False)
@@ -134,8 +154,13 @@ def _fit(args: argparse.Namespace) -> int:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
+    # imported here, not at the top: `cir --help` must not load pandas and scikit-learn
+    import pandas as pd
+
+    from cir.calibration import calibration_figure
+    from cir.evaluation import evaluate
     from cir.paired import read_paired
-    from cir.policy import evaluate
+    from cir.report import markdown_table
     from cir.router import Router
 
     router = Router.load(args.router)
@@ -153,16 +178,13 @@ def _evaluate(args: argparse.Namespace) -> int:
               f"router's training agent(s) {', '.join(sorted(agents))}", file=sys.stderr)
     if args.resamples < 1:
         raise CirError(f"--resamples must be >= 1, got {args.resamples}")
-    policy = router.to_policy()
-    result = evaluate(policy, df, resamples=args.resamples, seed=args.seed, source=str(args.paired))
+    result = evaluate(router, df, resamples=args.resamples, seed=args.seed, source=str(args.paired))
     summary, margins = result["summary"], result["margins"]
     if args.format == "json":
         text = json.dumps({"settings": result["settings"],
                            "summary": json.loads(summary.to_json(orient="records")),
                            "margins": json.loads(margins.to_json(orient="records"))}, indent=2)
     elif args.format == "csv":
-        import pandas as pd
-
         text = pd.concat([summary.assign(table="summary"),
                           margins.assign(table="margins")], ignore_index=True).to_csv(index=False)
     else:
@@ -171,14 +193,10 @@ def _evaluate(args: argparse.Namespace) -> int:
         head = (f"CIR on {s['tasks']} held-out tasks, {s['episodes']} episodes; thresholds "
                 f"alpha={_fmt(t['alpha'])} beta={_fmt(t['beta'])} gamma={_fmt(t['gamma'])}; "
                 f"{s['resamples']} task-level bootstrap resamples (seed {s['seed']})")
-        from cir.report import markdown_table
-
         text = (head + "\n\n" + markdown_table(summary) + "\n\nMargins of CIR (pp, paired by task):\n\n"
                 + markdown_table(margins) + "\n")
     if args.calibration:
-        from cir.calibration import calibration_figure
-
-        calibration_figure(policy, df).savefig(args.calibration, dpi=120)
+        calibration_figure(router, df).savefig(args.calibration, dpi=120)
     if args.out:
         Path(args.out).write_text(text, encoding="utf-8")
         print(f"wrote {args.out}", file=sys.stderr)

@@ -6,6 +6,8 @@ import argparse
 from typing import Any
 
 from cir.agents.factory import AGENT_SPECS
+from cir.errors import CirError
+from cir.protocol import DEFAULT_RESAMPLES, DEFAULT_SEED
 
 
 def register(subparsers: Any) -> None:
@@ -24,15 +26,17 @@ def register(subparsers: Any) -> None:
     p.add_argument("--base-url", default=None, help="OpenAI-compatible server for openai[-completion]:MODEL")
     p.add_argument("--jobs", type=int, default=2, help="parallel worker processes (default 2)")
     p.add_argument("--backend", default="loky", help="joblib backend: loky, threading or dask")
-    p.add_argument("--seed", type=int, default=0, help="seed of task generation and agent (default 0)")
-    p.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples (default 10000)")
+    p.add_argument("--seed", type=int, default=DEFAULT_SEED,
+                   help=f"seed of task generation and agent (default {DEFAULT_SEED})")
+    p.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES,
+                   help=f"bootstrap resamples (default {DEFAULT_RESAMPLES})")
     p.add_argument("--experiments", default=None, help="folder of experiment configs (default experiments/)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(handler=_reproduce)
 
 
 def _reproduce(args: argparse.Namespace) -> int:
-    from cir.errors import CirError
+    # the whole study: loaded when the command runs, not for `cir --help`
     from cir.reproduce import reproduce
 
     if args.jobs < 1:

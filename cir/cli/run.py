@@ -3,9 +3,23 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from cir.agents.factory import AGENT_SPECS
 from cir.errors import CirError
+from cir.protocol import (
+    DEFAULT_CONDITIONS,
+    DEFAULT_DELAYS,
+    DEFAULT_FRACTION,
+    DEFAULT_MAX_ACTIONS,
+    DEFAULT_MAX_TURNS,
+    DEFAULT_OPERATIONS,
+    OPERATIONS,
+)
+
+
+def _comma(values: tuple[object, ...]) -> str:
+    return ",".join(map(str, values))
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -25,21 +39,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--split", default=None, help="only this split of --tasks")
     p.add_argument("--agent", default="builtin", help=f"{AGENT_SPECS} (default builtin)")
     p.add_argument("--base-url", default=None, help="OpenAI-compatible server for openai[-completion]:MODEL")
-    p.add_argument("--conditions", default="clean,stale2,stale1,missing",
-                   help="comma list of clean, staleK (K>=1), missing (default clean,stale2,stale1,missing)")
-    p.add_argument("--delays", default="0,1,2,4", help="comma list of delays >= 0 (default 0,1,2,4)")
-    p.add_argument("--operations", default="refresh",
-                   help="comma list of refresh, refresh_ablated, replan, rewind (default refresh)")
+    p.add_argument("--conditions", default=_comma(DEFAULT_CONDITIONS),
+                   help=f"comma list of clean, staleK (K>=1), missing (default {_comma(DEFAULT_CONDITIONS)})")
+    p.add_argument("--delays", default=_comma(DEFAULT_DELAYS),
+                   help=f"comma list of delays >= 0 (default {_comma(DEFAULT_DELAYS)})")
+    p.add_argument("--operations", default=_comma(DEFAULT_OPERATIONS),
+                   help=f"comma list of {', '.join(OPERATIONS)} (default {_comma(DEFAULT_OPERATIONS)})")
     p.add_argument("--jobs", type=int, default=1, help="parallel tasks (default 1)")
     p.add_argument("--backend", default="loky", help="loky, threading or dask (default loky)")
     p.add_argument("--scheduler", default=None, metavar="ADDRESS",
                    help="Dask scheduler address (with --backend dask; default: a LocalCluster)")
     p.add_argument("--limit", type=int, default=None, help="only the first N tasks (sorted by id)")
     p.add_argument("--seed", type=int, default=0, help="agent seed (default 0)")
-    p.add_argument("--perturb-fraction", type=float, default=0.25,
-                   help="perturb the env action after this fraction of the factual run (default 0.25)")
-    p.add_argument("--max-turns", type=int, default=49, help="model-turn budget (default 49)")
-    p.add_argument("--max-actions", type=int, default=64, help="env-action budget (default 64)")
+    p.add_argument("--perturb-fraction", type=float, default=DEFAULT_FRACTION,
+                   help=f"perturb the env action after this fraction of the factual run (default {DEFAULT_FRACTION})")
+    p.add_argument("--max-turns", type=int, default=DEFAULT_MAX_TURNS,
+                   help=f"model-turn budget (default {DEFAULT_MAX_TURNS})")
+    p.add_argument("--max-actions", type=int, default=DEFAULT_MAX_ACTIONS,
+                   help=f"env-action budget (default {DEFAULT_MAX_ACTIONS})")
     p.add_argument("--snapshots", default="fast", choices=["fast", "replay"],
                    help="env snapshots: engine state ids (fast) or reset+replay (default fast)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -47,15 +64,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
+    # imported here, not at the top: `cir --help` must not load the engine and the models
+    from cir.envs.tasks import load_tasks
     from cir.parallel import BACKENDS
-    from cir.perturb import parse_conditions
-    from cir.recovery import parse_operations
-    from cir.replay import ReplaySettings, parse_delays, run_experiment
+    from cir.replay import ReplaySettings
+    from cir.run import run_experiment
 
     # check every setting before touching the engine or the run folder
-    conditions = parse_conditions(args.conditions)
-    operations = parse_operations(args.operations)
-    delays = parse_delays(args.delays)
+    settings = ReplaySettings.parse(args.conditions, args.delays, args.operations,
+                                    perturb_fraction=args.perturb_fraction, max_turns=args.max_turns,
+                                    max_actions=args.max_actions)
     if args.backend not in BACKENDS:
         raise CirError(f"--backend {args.backend!r}: expected one of {', '.join(BACKENDS)}")
     if args.jobs < 1:
@@ -64,18 +82,6 @@ def handle(args: argparse.Namespace) -> int:
         raise CirError(f"--limit {args.limit}: expected an integer >= 1")
     if args.scheduler and args.backend != "dask":
         raise CirError("--scheduler needs --backend dask")
-    settings = ReplaySettings(
-        conditions=tuple(c.name for c in conditions),
-        delays=delays,
-        operations=tuple(o.name for o in operations),
-        perturb_fraction=args.perturb_fraction,
-        max_turns=args.max_turns,
-        max_actions=args.max_actions,
-    )
-    from pathlib import Path
-
-    from cir.envs.tasks import load_tasks
-
     tasks = load_tasks(args.tasks, split=args.split)
     if args.limit is not None:
         tasks = tasks[: args.limit]

@@ -1,4 +1,8 @@
-"""``cir tasks generate|list|play``: make, list and hand-play ALFWorld tasks."""
+"""``cir tasks generate|list|play``: make, list and hand-play ALFWorld tasks.
+
+The task generator and the engine adapter are imported inside the handlers, so that
+``cir --help`` does not load them.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +12,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from cir.errors import CirError
-
-SPLIT_CHOICES = ("train", "valid_seen", "valid_unseen")
+from cir.protocol import SPLITS
 
 HELP_TEXT = """\
 Actions (ALFWorld 0.4 syntax; names as printed, e.g. "cabinet 1", "apple 2"):
@@ -38,7 +41,7 @@ def register(subparsers: Any) -> None:
                                    "(OUT/SPLIT/<task>/trial_<id>/{traj_data.json,game.tw-pddl}) "
                                    "with OUT/SPLIT/manifest.json.")
     g.add_argument("--split", required=True,
-                   help=f"one of {', '.join(SPLIT_CHOICES)} (valid_unseen uses unseen layouts)")
+                   help=f"one of {', '.join(SPLITS)} (valid_unseen uses unseen layouts)")
     g.add_argument("--n", type=int, required=True, help="number of tasks")
     g.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     g.add_argument("--out", required=True, help="output folder (the split goes in OUT/SPLIT)")
@@ -126,10 +129,7 @@ def play(task: str, stdin: TextIO, stdout: TextIO, *, max_steps: int = 200) -> i
     game = path / "game.tw-pddl" if path.is_dir() else path
     if not game.is_file():
         raise CirError(f"{task}: no game.tw-pddl here; give a game file or a trial folder")
-    try:
-        from cir.envs.alfworld import AlfworldEnv
-    except ImportError as err:  # pragma: no cover - while the adapter is missing
-        raise CirError(f"the ALFWorld adapter is not available ({err})") from None
+    from cir.envs.alfworld import AlfworldEnv
 
     env = AlfworldEnv(game)
     obs = env.reset()

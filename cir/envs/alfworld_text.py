@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import re
 
-NOTHING_HAPPENS = "Nothing happens."
+from cir.protocol import NOTHING_HAPPENS
+
 NOT_CARRYING = "You are not carrying anything."
 
 NAME = r"[a-z]+ \d+"

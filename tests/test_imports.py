@@ -1,0 +1,143 @@
+"""The package's import graph: no cycles, no private names across modules, a light router."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import cir
+
+PACKAGE = Path(cir.__file__).resolve().parent
+
+# The one known cycle, removed by the branch that reworks cir/envs (TaskRef.make_env imports
+# the engine adapter, which imports the task loader). Delete this entry when that merges.
+KNOWN_CYCLES = [{"cir.envs.alfworld", "cir.envs.tasks"}]
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _runtime_imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
+    """Every import statement, at any depth, except those under ``if TYPE_CHECKING:``."""
+    found: list[ast.Import | ast.ImportFrom] = []
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _is_type_checking(child):
+                for other in child.orelse:
+                    visit(other)
+                continue
+            if isinstance(child, ast.Import | ast.ImportFrom):
+                found.append(child)
+            visit(child)
+
+    visit(tree)
+    return found
+
+
+def _targets(module: str, node: ast.Import | ast.ImportFrom) -> list[tuple[str, list[str]]]:
+    """(imported cir module, names taken from it) for one import statement."""
+    if isinstance(node, ast.Import):
+        return [(a.name, []) for a in node.names if a.name.split(".")[0] == "cir"]
+    base = node.module or ""
+    if node.level:  # relative import
+        package = module.split(".") if MODULES[module].name == "__init__.py" else module.split(".")[:-1]
+        package = package[: len(package) - node.level + 1]
+        base = ".".join([*package, base] if base else package)
+    if base.split(".")[0] != "cir":
+        return []
+    out = []
+    for alias in node.names:
+        sub = f"{base}.{alias.name}"
+        out.append((sub, []) if sub in MODULES else (base, [alias.name]))
+    return out
+
+
+def import_graph() -> dict[str, dict[str, list[str]]]:
+    """module -> {imported module: names taken} over the runtime imports of every cir module."""
+    graph: dict[str, dict[str, list[str]]] = {}
+    for module, path in MODULES.items():
+        edges: dict[str, list[str]] = {}
+        for node in _runtime_imports(ast.parse(path.read_text(encoding="utf-8"))):
+            for target, names in _targets(module, node):
+                if target != module:
+                    edges.setdefault(target, []).extend(names)
+        graph[module] = edges
+    return graph
+
+
+def cycles(graph: dict[str, dict[str, list[str]]]) -> list[set[str]]:
+    """The strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[set[str]] = []
+
+    def connect(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, {}):
+            if w not in graph:
+                continue
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = set()
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.add(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(component)
+
+    for v in sorted(graph):
+        if v not in index:
+            connect(v)
+    return found
+
+
+def test_the_graph_sees_known_edges():
+    graph = import_graph()
+    assert "cir.transcript" in graph["cir.harness"]
+    assert "cir.recovery" in graph["cir.harness"]
+    assert "cir.harness" not in graph["cir.router"]  # typing-only import
+    assert cycles({"a": {"b": []}, "b": {"c": []}, "c": {"a": []}, "d": {"a": []}}) == [{"a", "b", "c"}]
+
+
+def test_no_import_cycles():
+    found = [c for c in cycles(import_graph()) if c not in KNOWN_CYCLES]
+    assert not found, f"import cycles among cir modules: {[sorted(c) for c in found]}"
+
+
+def test_no_private_names_imported_across_modules():
+    graph = import_graph()
+    private = [(module, target, name) for module, edges in graph.items()
+               for target, names in edges.items() for name in names
+               if name.startswith("_") and not name.startswith("__")]
+    assert not private, f"private names imported from other modules: {private}"
+
+
+def test_the_runtime_router_needs_neither_pandas_nor_scikit_learn():
+    code = "import sys, cir.router; print(sorted(m for m in ('pandas', 'sklearn') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
