@@ -58,7 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parse_args(argv)
     from cir.envs.tasks import load_tasks
     from cir.explain import explain_run, mechanism_counts
-    from cir.replay import ReplaySettings, parse_delays, run_experiment
+    from cir.replay import ReplaySettings, parse_delays
+    from cir.run import run_experiment
     from cir.store import read_episodes
 
     if args.generate:

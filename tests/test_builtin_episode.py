@@ -29,7 +29,7 @@ def test_strong_profile_wins_a_short_real_episode(simple_task):
     if simple_task.plan_length:
         assert tr.env_actions >= simple_task.plan_length
     # every reply was an action in ALFWorld syntax or a thought
-    from cir.agents.beliefs import parse_action
+    from cir.envs.alfworld_text import parse_action
 
     for s in tr.steps:
         assert s.reply.startswith("think:") or parse_action(s.reply) is not None

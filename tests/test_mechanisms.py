@@ -12,8 +12,9 @@ import pytest
 
 from cir.agents.builtin import PARAMETERS, BuiltinAgent
 from cir.agents.mechanisms import MECHANISMS
-from cir.harness import Harness
+from cir.harness import Harness, SnapshotHook
 from cir.perturb import Perturbation, parse_condition
+from cir.recovery import Checkpoints
 from cir.transcript import AGENT, Transcript
 
 QUIET = dict.fromkeys(PARAMETERS, 0.0)
@@ -49,8 +50,12 @@ def episode(env, a: BuiltinAgent, *, condition: str | None = None, at: int | Non
     t = h.reset(env, "task")
     pert = Perturbation(parse_condition(condition), at) if condition else None
     if recover is not None:
-        h.run(env, t, until_env_actions=recover_at, perturbation=pert)
-        h.recover(env, t, recover)
+        snaps = SnapshotHook()
+        snaps.snapshots[0] = env.snapshot()
+        h.run(env, t, until_env_actions=recover_at, perturbation=pert, hooks=[snaps])
+        # a rewind returns to the state before the perturbed (or, clean, the given) action
+        anchor = t.steps_until_env_action(at) - 1 if at else None
+        h.recover(env, t, recover, Checkpoints(snaps.snapshots, anchor))
     return h.run(env, t, perturbation=pert)
 
 
@@ -170,7 +175,8 @@ def test_hidden_placement_believes_it_still_holds_the_object(envs):
     assert fired(on, "hidden_placement") == [k] and not fired(off, "hidden_placement")
     assert replies(off, k + 1)[0] == "inventory"
     held = factual.steps[k].action.split()[1:3]
-    assert replies(on, k + 1)[0].split()[1:3] == held  # it tries to place it (again)
+    moves = [r for r in replies(on, k + 1) if r.startswith(("move ", "put ", "inventory"))]
+    assert moves[0].split()[1:3] == held  # it tries to place the same object again
 
 
 def test_interruption_redoes_or_drops_the_subgoal_in_progress(envs):
@@ -211,19 +217,21 @@ def test_budget_ends_a_branch_that_spent_more(envs):
 #: for each slip, what its reply looks like when it fires (None: it shows in beliefs later)
 SIGNATURES = {
     "repeat": "same", "loop": "same", "think": "think:", "old_syntax": "put ", "close_after": "close ",
-    "self_check": "inventory", "give_up": "look", "reground": None, "overlook": None,
+    "self_check": "inventory", "give_up": ("look", "go to "), "reground": None, "overlook": None,
     "forget_open": None, "forget_transform": None, "confuse": None,
 }
 
 
 @pytest.mark.parametrize("name", sorted(SIGNATURES))
 def test_every_slip_fires_when_on_and_never_when_off(name, envs):
-    # failures to react to come from the old 'put' wording where the slip needs them
+    # failures to react to come from the old 'put' wording where the slip needs them; a
+    # search that exhausts every place, from overlooking the object
     helper = {"old_syntax": 1.0} if name in ("loop", "reground", "self_check") else {}
+    helper = {"overlook": 1.0} if name == "give_up" else helper
     on, off = [], []
     for env in envs.values():
-        on.append(episode(env, agent(**{name: 1.0}, **helper), max_actions=30))
-        off.append(episode(env, agent(**{name: 0.0}, **helper), max_actions=30))
+        on.append(episode(env, agent(**{name: 1.0}, **helper), max_actions=40))
+        off.append(episode(env, agent(**{name: 0.0}, **helper), max_actions=40))
     assert not any(fired(t, name) for t in off)
     hits = [(t, k) for t in on for k in fired(t, name)]
     assert hits, f"{name} never fired on six task types"

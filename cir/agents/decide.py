@@ -59,7 +59,7 @@ class Decider:
         if g is not None:
             self.objs = (g.obj,)
             self.receps = (g.recep,) if g.recep else ()
-            if draws.u("confuse") < p["confuse"]:
+            if draws.chance("confuse", p["confuse"]):
                 present = {otype(r) for r in b.receptacles}
                 alt_r = [t for t in LOOKALIKES.get(g.recep or "", ()) if t in present]
                 if alt_r and draws.u("confuse", "what") < 0.5:
@@ -71,9 +71,13 @@ class Decider:
     def chance(self, name: str, prob: float, *about: object) -> bool:
         """Draw ``name`` about ``about``; record it when it fires."""
         if self.draws.chance(name, prob, *about):
-            self.fired.append(Fired(name, " | ".join(str(a) for a in about)))
+            self.note(name, *about)
             return True
         return False
+
+    def note(self, name: str, *about: object) -> None:
+        """Record that a slip drawn once per episode shapes this reply."""
+        self.fired.append(Fired(name, " | ".join(str(a) for a in about)))
 
     def attempts(self, command: str) -> int:
         return self.b.attempts.get(command.strip().lower(), 0)
@@ -103,10 +107,12 @@ class Decider:
         if last.kind not in ("think", "bad") and self.chance(
                 "repeat", self.p["repeat"], last.reply, self.attempts(last.reply)):
             return last.reply
+        planned = len(self.fired)
         reply = self.plan()
         if reply in self.recent_failures():
             # the plan says to do again what just failed: an agent that is not looping
-            # checks its picture of the world instead
+            # checks its picture of the world instead (the plan's own slips did not act)
+            del self.fired[planned:]
             if not self.chance("loop", self.p["loop"], reply, self.attempts(reply), "plan"):
                 alt = self.reground(reply, parse_action(reply))
                 return alt if alt and alt != reply else "look"
@@ -247,8 +253,10 @@ class Decider:
                 return f"move {held} to {b.location}"
             if g.task_type == LOOK:
                 return self.light(held)
-            if self.transform_needed() and g.transform not in b.states.get(held, set()):
-                return self.transform(held)
+            if g.transform and g.transform not in b.states.get(held, set()):
+                if self.transform_needed():
+                    return self.transform(held)
+                self.note("forget_transform", held)
             return self.place(held)
         # hands are empty: find (another) object
         if g.task_type != LOOK and g.count - len(self.done_objects()) <= 0:
@@ -256,6 +264,8 @@ class Decider:
         cands = self.candidates()
         if cands:
             o, r = cands[0]
+            if otype(o) != g.obj:
+                self.note("confuse", o)
             if b.location != r:
                 return self.milestone(
                     f"go to {r}", f"I remember a {otype(o)} in/on the {r}. I should go there and take it.")
@@ -331,6 +341,8 @@ class Decider:
         refused = {r for r in targets if self.failures(f"move {held} to {r}") >= 2}
         targets = [r for r in targets if r not in refused] + [r for r in targets if r in refused]
         tgt = b.location if b.location in targets and b.location not in refused else targets[0]
+        if otype(tgt) != g.recep:
+            self.note("confuse", tgt)
         if b.location != tgt:
             done = g.transform and g.transform in b.states.get(held, set())
             note = f"Now I have a {held}" + (f" that I {g.transform}ed" if done else "")
@@ -414,8 +426,9 @@ class Decider:
         if not again:
             return "look"
         if self.draws.u("give_up") < self.p["give_up"]:
+            self.note("give_up", here)  # no systematic second pass
             idled = self.attempts("look") + self.attempts("inventory")
-            if self.chance("give_up", 0.25, here, b.visits.get(here or "", 0), idled):
+            if self.draws.u("give_up", "idle", here, b.visits.get(here or "", 0), idled) < 0.25:
                 return "look"
             again = sorted(again, key=lambda r: -self.score(target, r))[:3]
         best = min(again, key=lambda r: (b.seen_at.get(r, -1), -self.score(target, r)))
