@@ -2,9 +2,12 @@
 
 A config names a cohort (split, number of tasks, full and ``--quick``), the grid of
 conditions, delays and operations, and its role in the study: ``effects`` (when does
-refresh help or harm), ``mechanism`` (why), ``train`` / ``eval`` (CIR fitting and
-held-out evaluation). Cohorts on the same split take consecutive, disjoint slices of
-one generated split in ``order``, so they never share tasks.
+refresh help or harm), ``mechanism`` (why), ``eval`` (CIR's held-out evaluation) or
+``train`` (a cohort run only to fit CIR). Exactly one config says ``fit_cir = COHORT``:
+CIR is fitted on that cohort of its tasks (``factual-success`` or ``all``), as the paper
+fits it on the primary cohort's factual-success tasks; its split must share no layout
+with the evaluation cohort's. Cohorts on the same split take consecutive, disjoint
+slices of one generated split in ``order``, so they never share tasks.
 
 The grid is a :class:`~cir.replay.ReplaySettings`, the same settings object ``cir run``
 builds from its options; the perturbation fraction and the budgets are the protocol's
@@ -27,6 +30,10 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 ROLES = ("effects", "mechanism", "train", "eval")
+FIT_COHORTS = ("factual-success", "all")
+#: splits whose generated tasks share room layouts (scenes): train and valid_seen draw from
+#: the same scenes, valid_unseen from others (``cir.envs.scenes``)
+SHARED_LAYOUTS = {frozenset({"train", "valid_seen"})}
 _FIELDS = {
     "name": str,
     "role": str,
@@ -38,6 +45,7 @@ _FIELDS = {
     "delays": list,
     "operations": list,
 }
+_OPTIONAL = {"fit_cir": str}
 
 
 @dataclass(frozen=True)
@@ -52,6 +60,7 @@ class Experiment:
     quick_n_tasks: int
     replay: ReplaySettings
     source: str = ""
+    fit_cir: str | None = None
 
     def size(self, quick: bool) -> int:
         return self.quick_n_tasks if quick else self.n_tasks
@@ -61,7 +70,8 @@ class Experiment:
         return {"name": self.name, "role": self.role, "order": self.order, "split": self.split,
                 "n_tasks": self.n_tasks, "quick_n_tasks": self.quick_n_tasks,
                 "conditions": list(self.replay.conditions), "delays": list(self.replay.delays),
-                "operations": list(self.replay.operations), "source": Path(self.source).name}
+                "operations": list(self.replay.operations), "fit_cir": self.fit_cir,
+                "source": Path(self.source).name}
 
 
 def default_experiments_dir() -> Path:
@@ -78,9 +88,12 @@ def load_experiment(path: str | Path) -> Experiment:
         raise CirError(f"{path}: no such experiment config") from None
     except tomllib.TOMLDecodeError as err:
         raise CirError(f"{path}: not valid TOML ({err})") from None
-    unknown = sorted(set(data) - set(_FIELDS))
+    unknown = sorted(set(data) - set(_FIELDS) - set(_OPTIONAL))
     if unknown:
-        raise CirError(f"{path}: unknown field(s) {', '.join(unknown)}; expected {', '.join(_FIELDS)}")
+        raise CirError(f"{path}: unknown field(s) {', '.join(unknown)}; expected "
+                       f"{', '.join(_FIELDS)} (and optionally {', '.join(_OPTIONAL)})")
+    if "fit_cir" in data and data["fit_cir"] not in FIT_COHORTS:
+        raise CirError(f"{path}: field 'fit_cir' must be one of {', '.join(FIT_COHORTS)}, got {data['fit_cir']!r}")
     for field, kind in _FIELDS.items():
         if field not in data:
             raise CirError(f"{path}: missing field {field!r}")
@@ -110,11 +123,12 @@ def load_experiment(path: str | Path) -> Experiment:
         quick_n_tasks=data["quick_n_tasks"],
         replay=replay,
         source=str(path),
+        fit_cir=data.get("fit_cir"),
     )
 
 
 def load_experiments(folder: str | Path | None = None) -> list[Experiment]:
-    """All configs of a folder, in ``order``; exactly one train and one eval cohort."""
+    """All configs of a folder, in ``order``; one cohort to fit CIR on, one to evaluate it."""
     folder = Path(folder) if folder else default_experiments_dir()
     if not folder.is_dir():
         raise CirError(f"{folder}: no experiments folder; pass --experiments DIR")
@@ -124,9 +138,23 @@ def load_experiments(folder: str | Path | None = None) -> list[Experiment]:
     names = [e.name for e in experiments]
     if len(set(names)) != len(names):
         raise CirError(f"{folder}: experiment names must be unique, got {names}")
-    for role in ("train", "eval"):
-        if sum(e.role == role for e in experiments) != 1:
-            raise CirError(f"{folder}: need exactly one experiment with role {role!r}")
+    evals = [e for e in experiments if e.role == "eval"]
+    fits = [e for e in experiments if e.fit_cir]
+    if len(evals) != 1:
+        raise CirError(f"{folder}: need exactly one experiment with role 'eval' (found {len(evals)})")
+    if len(fits) != 1:
+        raise CirError(f"{folder}: need exactly one experiment with fit_cir = \"factual-success\" or \"all\" "
+                       f"(found {len(fits)})")
+    fit, ev = fits[0], evals[0]
+    if fit is ev:
+        raise CirError(f"{fit.source}: CIR cannot be fitted on its own evaluation cohort")
+    if fit.split == ev.split or frozenset({fit.split, ev.split}) in SHARED_LAYOUTS:
+        raise CirError(f"{fit.source}: CIR is fitted on {fit.split} tasks, which share room layouts with the "
+                       f"{ev.split} evaluation cohort ({ev.source}); fit on valid_unseen and evaluate on "
+                       "valid_seen (or the reverse)")
+    for e in experiments:
+        if e.role == "train" and not e.fit_cir:
+            raise CirError(f"{e.source}: a 'train' cohort is run only to fit CIR: set fit_cir")
     return experiments
 
 

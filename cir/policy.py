@@ -213,14 +213,17 @@ class CIRPolicy(BaseEstimator):
         """Every (alpha, beta, gamma) of the grid with its OOF objective; best first.
 
         Candidates are quantiles of the OOF scores (plus alpha = inf, i.e. never
-        refresh, which always meets the limit, and beta = 0, gamma = 0). Among settings
+        refresh, which always meets the limit, and beta = 0, gamma = 0); gamma >= 0 only. Among settings
         with clean harm <= epsilon: largest net gain under erroneous observations;
         ties: lower clean harm, fewer interventions, then larger (more conservative)
         alpha, beta, gamma.
         """
         alphas = np.append(self._candidates(g["p_err"], []), np.inf)
         betas = self._candidates(g["p_fail"], [0.0])
+        # the rule refreshes when the expected benefit outweighs the weighted risk (paper,
+        # eq. 8): gamma >= 0; a negative gamma would refresh where predicted harm dominates
         gammas = self._candidates(g["utility"], [0.0])
+        gammas = gammas[gammas >= 0]
         delay_ok = grid.delay_ok(self.d_min)
         rows = []
         bb, gg = np.meshgrid(betas, gammas, indexing="ij")

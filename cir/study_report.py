@@ -4,8 +4,8 @@ It walks through the paper's three questions in order: when does refresh help or
 harm (effects by condition and delay, in the factual-success and complete cohorts
 of every ``effects`` experiment), why (mechanism controls and the joint outcome
 table of full vs content-ablated refresh), and whether CIR learns when to recover
-(fit on the ``train`` cohort, held-out evaluation against the baselines and the
-oracle). Every table is written as CSV under ``tables/`` before it is put in the
+(fit on the cohort a config marks ``fit_cir``, held-out evaluation against the baselines
+and the oracle). Every table is written as CSV under ``tables/`` before it is put in the
 report, so each number can be traced to a file.
 """
 
@@ -18,9 +18,10 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from cir.calibration import calibration_figure, calibration_table
-from cir.decompose import decompose
+from cir.decompose import decompose, select_cohort
 from cir.evaluation import evaluate
 from cir.experiments import Experiment
+from cir.explain import explain_run, mechanism_counts
 from cir.joint import joint_effects, joint_matrix, joint_outcomes
 from cir.paired import read_paired
 from cir.plots import plot_effects, plot_joint, plot_mechanisms, plot_partitions
@@ -150,44 +151,89 @@ def _mechanism_section(report: Report, out: Path, experiments: list[Experiment],
                            f"mechanism_{exp.name}"), f"{exp.name}: mechanism controls by operation")
 
 
+def _explanation_section(report: Report, out: Path, experiments: list[Experiment]) -> None:
+    """Which mechanisms of the agent explain the rescues and harms (agents that record them)."""
+    tables = [explain_run(out / "runs" / e.name).assign(experiment=e.name) for e in experiments]
+    table = pd.concat(tables, ignore_index=True)
+    traced = table["arm_mechanisms"].str.len().gt(0).any() or table["mechanisms"].str.len().gt(0).any()
+    if not traced:
+        return
+    report.heading("What the agent's mechanisms explain")
+    diverged = table[table["diverged"]]
+    unexplained = int((~table["explained"]).sum())
+    report.text(
+        "The built-in agent records which of its named mechanisms fired at each step (the explanation "
+        "trace, beside each transcript in the episode store; never read by features or the router). Two "
+        "arms of a pair diverge when the agent's replies after the branch point differ; each divergence is "
+        "explained by the recovery-reachable mechanisms that fired between the recovery step and the first "
+        f"divergent reply (`cir explain` shows one pair). {len(diverged)} of {len(table)} pairs diverge; "
+        f"{unexplained} divergences are explained by no mechanism."
+    )
+    counts = mechanism_counts(table)
+    report.table(counts, _save(counts, out / "tables" / "mechanisms_explained.csv"),
+                 "Pairs, rescues and harms each mechanism explains, by operation (all cohorts)")
+
+
 def _cir_section(report: Report, out: Path, experiments: list[Experiment], resamples: int, seed: int) -> None:
-    train = next(e for e in experiments if e.role == "train")
+    train = next(e for e in experiments if e.fit_cir)
     test = next(e for e in experiments if e.role == "eval")
     report.heading("3. Does CIR learn when to recover?")
-    train_df = read_paired(out / "runs" / train.name, require_features=True)
+    train_df = select_cohort(read_paired(out / "runs" / train.name, require_features=True), train.fit_cir or "all")
     test_df = read_paired(out / "runs" / test.name, require_features=True)
     policy = CIRPolicy(seed=seed).fit(train_df)
     router = policy.to_router(task_ids=sorted(set(train_df["task_id"])))
     router.save(out / "router.json")
     t, s = policy.thresholds_, policy.oof_summary_
+    grid = policy.grid_
     fit = pd.DataFrame([{
         "train_tasks": policy.n_tasks_, "lambda": policy.lam, "epsilon": policy.epsilon, "d_min": policy.d_min,
         "delays": ",".join(map(str, policy.delays)), "alpha": t["alpha"], "beta": t["beta"], "gamma": t["gamma"],
+        "settings_searched": len(grid), "settings_within_epsilon": int(grid["feasible"].sum()),
         "oof_net_gain_pp": 100 * s["net_gain"], "oof_clean_harm": s["clean_harm"],
         "oof_intervention_rate": s["intervention_rate"],
     }])
     report.text(
-        f"CIR is fitted on the `{train.name}` cohort ({train.split}): three L2 logistic models (C=0.1) for "
-        "p_err, p0 and p1; thresholds chosen on 5-fold out-of-fold predictions grouped by task, under a "
-        "clean-harm limit epsilon; then refitted on all training tasks (`router.json`). It is evaluated, "
-        f"with every baseline chosen the same way, on the held-out `{test.name}` cohort ({test.split})."
+        f"CIR is fitted on the `{train.name}` cohort's {train.fit_cir} tasks ({train.split}), as in the "
+        "paper: three L2 logistic models (C=0.1) for p_err, p0 and p1; thresholds (alpha, beta, gamma >= 0) "
+        f"searched over {len(grid)} settings on 5-fold out-of-fold predictions grouped by task, under a "
+        "clean-harm limit epsilon; then refitted on all fitting tasks (`router.json`). It is evaluated, with "
+        f"every baseline chosen the same way, on the held-out `{test.name}` cohort ({test.split}), which "
+        "shares no task and no room layout with the fitting tasks."
     )
     report.table(fit, _save(fit, out / "tables" / "cir_fit.csv"), "CIR fit: thresholds and out-of-fold results")
-    result = evaluate(policy, test_df, resamples=resamples, seed=seed, source=str(out / "runs" / test.name))
+    result = evaluate(router, test_df, resamples=resamples, seed=seed, source=str(out / "runs" / test.name))
     summary, margins = result["summary"], result["margins"]
     _save(result["episodes"], out / "tables" / "cir_eval_episodes.csv")
     eval_csv = _save(summary, out / "tables" / "cir_eval.csv")
     report.table(summary[summary["condition"] == "all"], eval_csv,
                  "Held-out evaluation, all conditions (per-condition rows in the CSV)")
     report.table(summary[summary["policy"] == "cir"], eval_csv, "CIR by observation condition")
+    optimism = _optimism(s, result["episodes"])
+    report.table(optimism, _save(optimism, out / "tables" / "cir_optimism.csv"),
+                 f"CIR out of fold (the threshold search's own estimate, over {len(grid)} settings) "
+                 "next to the held-out result")
     report.table(margins[margins["condition"] == "all"], _save(margins, out / "tables" / "cir_margins.csv"),
                  "Margins of CIR over each policy (pp, paired by task)")
-    cal = calibration_table(policy, test_df)
+    cal = calibration_table(router, test_df)
     cal_csv = _save(cal, out / "tables" / "cir_calibration.csv")
     brier = cal.groupby("model", sort=False)["brier"].first().reset_index()
     report.table(brier, cal_csv, "Brier scores of the three models on the held-out cohort")
-    report.figure(_fig(calibration_figure(policy, test_df), out / "figures", "cir_calibration"),
+    report.figure(_fig(calibration_figure(router, test_df), out / "figures", "cir_calibration"),
                   "Reliability of p_err, p0 and p1 on the held-out cohort")
+
+
+def _optimism(oof: dict[str, float], episodes: pd.DataFrame) -> pd.DataFrame:
+    """The objective and constraint of the paper's eq. 4, out of fold and held out."""
+    err = episodes["condition"] != "clean"
+    clean = ~err
+    gain = (episodes["y_cir"] - episodes["y_never"])[err].mean() if err.any() else float("nan")
+    harm = ((episodes["y_never"] == 1) & (episodes["y_cir"] == 0))[clean].mean() if clean.any() else float("nan")
+    return pd.DataFrame([
+        {"estimate": "out of fold (fitting tasks)", "net_gain_erroneous_pp": 100 * oof["net_gain"],
+         "clean_harm": oof["clean_harm"], "intervention_rate": oof["intervention_rate"]},
+        {"estimate": "held out", "net_gain_erroneous_pp": 100 * float(gain), "clean_harm": float(harm),
+         "intervention_rate": float(episodes["int_cir"].mean())},
+    ])
 
 
 def write_study_report(out: Path, experiments: list[Experiment], runs: dict[str, RunRecord], *,
@@ -197,6 +243,7 @@ def write_study_report(out: Path, experiments: list[Experiment], runs: dict[str,
     _setup_section(report, out, experiments, runs, agent, quick)
     _effects_section(report, out, experiments, resamples, seed)
     _mechanism_section(report, out, experiments, resamples, seed)
+    _explanation_section(report, out, experiments)
     _cir_section(report, out, experiments, resamples, seed)
     md, _ = report.write(out)
     return md

@@ -25,9 +25,13 @@ def test_shipped_configs_match_the_paper_cohorts():
     assert exps["primary"].n_tasks == 106 and exps["primary"].split == "valid_unseen"
     assert exps["independent"].n_tasks == 100
     assert exps["mechanism"].n_tasks == 74
-    assert set(exps["mechanism"].replay.operations) == {"refresh", "refresh_ablated", "replan", "rewind"}
+    assert set(exps["mechanism"].replay.operations) == {"refresh", "refresh_ablated", "replan", "rewind",
+                                                         "placebo"}
     assert exps["cir_eval"].n_tasks == 76 and exps["cir_eval"].split == "valid_seen"
-    assert exps["cir_train"].role == "train" and exps["cir_eval"].role == "eval"
+    # CIR as in the paper: fitted on the primary cohort's factual-success tasks, evaluated on
+    # valid_seen tasks that share no layout with them
+    assert exps["primary"].fit_cir == "factual-success" and exps["cir_eval"].role == "eval"
+    assert [e.name for e in exps.values() if e.fit_cir] == ["primary"]
     for e in exps.values():
         assert set(e.replay.conditions) == {"clean", "stale2", "stale1", "missing"}
         assert e.replay.delays == (0, 1, 2, 4)
@@ -71,9 +75,23 @@ def test_bad_config_names_the_file_and_field(tmp_path: Path, edit, message):
     assert message in str(err.value)
 
 
-def test_folder_needs_one_train_and_one_eval(tmp_path: Path):
+def test_folder_needs_one_fit_and_one_eval_cohort_sharing_no_layout(tmp_path: Path):
     (tmp_path / "a.toml").write_text(GOOD)
-    with pytest.raises(CirError, match="role 'train'"):
+    with pytest.raises(CirError, match="role 'eval'"):
+        load_experiments(tmp_path)
+    (tmp_path / "b.toml").write_text(GOOD.replace('name = "x"', 'name = "y"').replace('"effects"', '"eval"')
+                                      .replace("valid_unseen", "valid_seen"))
+    with pytest.raises(CirError, match="fit_cir"):
+        load_experiments(tmp_path)
+    (tmp_path / "a.toml").write_text(GOOD + 'fit_cir = "factual-success"\n')
+    assert [e.fit_cir for e in load_experiments(tmp_path)] == ["factual-success", None]
+    # train and valid_seen tasks are drawn from the same room layouts: refused
+    (tmp_path / "a.toml").write_text(GOOD.replace('"effects"', '"train"').replace("valid_unseen", "train")
+                                     + 'fit_cir = "all"\n')
+    with pytest.raises(CirError, match="share room layouts"):
+        load_experiments(tmp_path)
+    (tmp_path / "a.toml").write_text(GOOD + 'fit_cir = "some"\n')
+    with pytest.raises(CirError, match="fit_cir"):
         load_experiments(tmp_path)
     with pytest.raises(CirError, match="no experiments folder"):
         load_experiments(tmp_path / "missing")

@@ -1,7 +1,8 @@
 """``cir reproduce`` end to end on a tiny study: outputs, resume, refusal of other settings.
 
-The configs below keep the shipped structure (effects, mechanism, train, eval) at a few
-tasks each, so the whole pipeline runs on the real engine in about a minute.
+The configs below keep the shipped structure (effects with CIR fitted on its factual-success
+tasks, mechanism, eval) at a few tasks each, so the whole pipeline runs on the real engine
+in about a minute.
 """
 
 from __future__ import annotations
@@ -17,9 +18,8 @@ from cir.errors import CirError
 from cir.reproduce import reproduce
 
 TINY = {
-    "primary": ("effects", 1, "valid_unseen", 2, ["refresh"]),
-    "mechanism": ("mechanism", 2, "valid_unseen", 2, ["refresh", "refresh_ablated"]),
-    "cir_train": ("train", 3, "train", 8, ["refresh"]),
+    "primary": ("effects", 1, "valid_unseen", 8, ["refresh"]),
+    "mechanism": ("mechanism", 2, "valid_unseen", 2, ["refresh", "refresh_ablated", "placebo"]),
     "cir_eval": ("eval", 4, "valid_seen", 3, ["refresh"]),
 }
 
@@ -31,7 +31,8 @@ def _write_configs(folder: Path) -> Path:
             f'name = "{name}"\nrole = "{role}"\norder = {order}\nsplit = "{split}"\n'
             f"n_tasks = {n + 1}\nquick_n_tasks = {n}\n"
             'conditions = ["clean", "stale2"]\ndelays = [1, 2]\n'
-            f"operations = {json.dumps(ops)}\n",
+            f"operations = {json.dumps(ops)}\n"
+            + ('fit_cir = "factual-success"\n' if name == "primary" else ""),
             encoding="utf-8",
         )
     return folder
@@ -66,6 +67,18 @@ def test_writes_report_tables_figures_and_router(study) -> None:
     assert cohorts["tasks"].to_dict() == {name: spec[3] for name, spec in TINY.items()}
     assert (cohorts["pairs"] > 0).all()
     assert json.loads((out / "router.json").read_text())["thresholds"]
+    # CIR: fitted on the primary cohort's factual-success tasks; gamma >= 0; the size of the
+    # threshold search and the out-of-fold estimate beside the held-out one
+    fit = pd.read_csv(out / "tables" / "cir_fit.csv").iloc[0]
+    factual = pd.read_csv(out / "runs" / "primary" / "paired.csv").groupby("task_id")["factual_success"].first()
+    assert fit["train_tasks"] <= factual.sum() and fit["settings_searched"] > 1
+    assert pd.isna(fit["gamma"]) or fit["gamma"] >= 0
+    optimism = pd.read_csv(out / "tables" / "cir_optimism.csv")
+    assert list(optimism["estimate"]) == ["out of fold (fitting tasks)", "held out"]
+    # the built-in agent's mechanisms explain every divergence of the study
+    assert "0 divergences are explained by no mechanism" in report
+    explained = pd.read_csv(out / "tables" / "mechanisms_explained.csv")
+    assert set(explained["operation"]) <= {"refresh", "refresh_ablated", "placebo"}
     assert list((out / "figures").glob("*.png"))
     html = (out / "report.html").read_text(encoding="utf-8")
     # self-contained: every figure is embedded, none is linked

@@ -21,6 +21,7 @@ COMMAND_MODULES = [
     "cir.cli.run",  # cir run
     "cir.cli.analysis",  # cir table|contrast|joint|figures
     "cir.cli.policy",  # cir fit|evaluate
+    "cir.cli.explain",  # cir explain
     "cir.cli.reproduce",  # cir reproduce
 ]
 
