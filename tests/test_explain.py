@@ -14,12 +14,17 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from cir.agents.beliefs import read_context
+from cir.agents.builtin import PROFILES, BuiltinAgent
+from cir.agents.mechanisms import Draws
 from cir.cli import main
 from cir.explain import explain_run, find_pair, format_pair, mechanism_counts
+from cir.features import extract_features
 from cir.protocol import DEFAULT_CONDITIONS, DEFAULT_DELAYS, OPERATIONS
 from cir.replay import ReplaySettings
 from cir.run import run_experiment
 from cir.store import read_episodes
+from cir.transcript import AGENT, Transcript
 
 
 def _grid(root: Path, n: int) -> Path:
@@ -57,9 +62,28 @@ def _check(run: Path) -> pd.DataFrame:
     return table
 
 
+def _replies_and_features(run: Path) -> None:
+    """Every recorded reply is what the agent answers without its prefix memo, and the
+    doubt features count exactly the agent's own unsettled doubts (no-recovery arms)."""
+    plain = BuiltinAgent("default", memo=False)
+    for i, ep in enumerate(read_episodes(run)):
+        if ep["transcript"] is None or (ep["role"] == "recovery" and i % 5):
+            continue  # every arm, and one recovery branch in five
+        t = Transcript.from_dict(ep["transcript"])
+        for n, step in enumerate(t.steps):
+            if step.actor == AGENT:
+                assert plain.act(t.prefix(n).context()) == step.reply, (ep["task_id"], ep["role"], n)
+        if ep["role"] == "no_recovery":
+            for n in range(1, len(t.steps) + 1):
+                ctx = t.prefix(n).context()
+                doubts = read_context(ctx, Draws(b"x"), dict(PROFILES["default"])).doubts
+                assert extract_features(t.prefix(n), 0)["f_doubts_open"] == len(doubts)
+
+
 def test_every_divergence_is_explained_on_six_task_types(tmp_path: Path, capsys) -> None:
     run = _grid(tmp_path, 6)
     table = _check(run)
+    _replies_and_features(run)
     # features never see the trace: the paired rows are computed without it
     assert not any(c.startswith("f_") and "trace" in c for c in pd.read_csv(run / "paired.csv").columns)
     assert all("trace" in ep for ep in read_episodes(run))
