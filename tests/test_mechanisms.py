@@ -267,3 +267,13 @@ def test_the_agent_reads_only_what_it_is_shown(envs):
         s.done = s.won = False
     for n in range(1, len(factual.steps)):
         assert a.act(factual.prefix(n).context()) == a.act(twisted.prefix(n).context())
+
+
+def test_every_mechanism_and_parameter_is_in_the_agent_guide():
+    from pathlib import Path
+
+    guide = (Path(__file__).resolve().parents[1] / "docs" / "builtin-agent.md").read_text(encoding="utf-8")
+    for name in MECHANISMS:
+        assert f"| `{name}` |" in guide, name
+    for param in PARAMETERS:
+        assert f"`{param}`" in guide, param
