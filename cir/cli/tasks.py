@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from cir.cli.bounds import MAX_TASKS, check_int
 from cir.errors import CirError
 from cir.protocol import SPLITS
 
@@ -73,11 +74,12 @@ def register(subparsers: Any) -> None:
 
 def _generate(args: argparse.Namespace) -> int:
     from cir.envs.generate import check_split, check_types, generate_split
+    from cir.parallel import check_jobs
 
     check_split(args.split)
     types = check_types(args.types.split(",")) if args.types is not None else None
-    if args.n <= 0:
-        raise CirError(f"--n must be a positive number of tasks, got {args.n}")
+    check_int("--n", args.n, 1, MAX_TASKS)
+    check_jobs(args.jobs)
     manifest = generate_split(args.out, args.split, args.n, args.seed, types=types,
                               layout_seed=args.layout_seed, progress=not args.quiet,
                               jobs=args.jobs, max_plan_length=args.max_plan_length)
