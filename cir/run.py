@@ -172,9 +172,11 @@ class _Run:
         return text, record.with_store(self.store.episodes_bytes(), text_digest(text))
 
     def flush(self, complete: bool) -> RunRecord:
+        # the record first: a kill between the two leaves a table that readers see is
+        # older than the record (and a first session that can resume)
         text, record = self.state(complete)
-        self.store.write_paired(text)
         self.store.write_run_json(record.to_dict())
+        self.store.write_paired(text)
         return record
 
     def settle(self) -> RunRecord:

@@ -112,6 +112,21 @@ def _inflate(buf: Any, pos: int) -> tuple[bytes, int | None, str | None]:
     return b"".join(out), None, None
 
 
+def _salvage(buf: Any, pos: int, stop: int) -> bytes:
+    """What a damaged member decompresses to before the damage (gzip checks the CRC only
+    at the end, so read it as raw deflate after its header, in small steps)."""
+    d = zlib.decompressobj(-zlib.MAX_WBITS)
+    out: list[bytes] = []
+    for i in range(pos + 10, stop, 256):
+        try:
+            out.append(d.decompress(buf[i:min(i + 256, stop)]))
+        except zlib.error:
+            break
+        if d.eof:
+            break
+    return b"".join(out)
+
+
 def _task_id_in(data: bytes) -> str | None:
     m = _TASK_ID.search(data)
     if not m:
@@ -188,7 +203,7 @@ def _scan(buf: Any, scan: StoreScan) -> None:
             scan.torn = pos
             return
         stop = nxt if nxt >= 0 else scan.size
-        task_id = _task_id_in(data)
+        task_id = _task_id_in(data) or _task_id_in(_salvage(buf, pos, stop))
         last = scan.damaged[-1] if scan.damaged else None
         if last is not None and last.end == pos and task_id is None:
             scan.damaged[-1] = Member(last.start, stop, last.task_id, None, last.problem)
@@ -306,13 +321,21 @@ class RunStore:
         data = self.read_run_json()
         return None if data is None else RunIndex.from_dict(data, str(self.run_json_path))
 
+    def _leftovers(self) -> list[Path]:
+        """Files a killed writer may leave before run.json exists: the lock, temp files."""
+        if not self.dir.is_dir():
+            return []
+        ours = tuple(f".{name}." for name in (RUN_JSON, PAIRED, EPISODES))
+        return [p for p in self.dir.iterdir()
+                if p.name == LOCK_FILE or (p.name.startswith(ours) and p.is_file())]
+
     def check_settings(self, settings: dict[str, Any]) -> dict[str, Any] | None:
         """Refuse a RUN_DIR written with other settings; the earlier run.json, if any."""
         if self.dir.exists() and not self.dir.is_dir():
             raise CirError(f"{self.dir}: exists and is not a folder")
         old = self.read_run_json()
         if old is None:
-            if self.dir.exists() and any(p.name != LOCK_FILE for p in self.dir.iterdir()):
+            if self.dir.exists() and set(self.dir.iterdir()) - set(self._leftovers()):
                 raise CirError(
                     f"{self.dir}: folder is not empty and has no {RUN_JSON}; "
                     "choose a new --out folder for a run"
@@ -340,6 +363,9 @@ class RunStore:
         naming the tasks that will run again.
         """
         self.dir.mkdir(parents=True, exist_ok=True)
+        for leftover in self._leftovers():
+            if leftover.name != LOCK_FILE:
+                leftover.unlink(missing_ok=True)  # temp files of a killed writer
         scan = self.scan()
         if not scan.sound:
             self._rewrite(scan)
