@@ -343,8 +343,8 @@ def _without_store(run_dir: Path, index: RunIndex, current: str | None, digest: 
     if not allow_partial or current is None:
         raise CirError(f"{run_dir}: {problem}, and there is no {EPISODES} to rebuild it from")
     log.warning("%s: %s; read as it is, as asked", run_dir, problem)
-    return current, {"run_dir": str(run_dir), "tasks": index.n_tasks, "tasks_done": None,
-                     "partial": True}
+    return current, {"run_dir": str(run_dir), "tasks": index.n_tasks,
+                     "tasks_done": index.tasks_done, "partial": True}
 
 
 def _rewrite_table(store: RunStore, text: str, current: str | None) -> None:

@@ -264,6 +264,7 @@ class RunIndex:
     conditions: tuple[str, ...]
     operations: tuple[str, ...]
     complete: bool
+    tasks_done: int
     pairs: int
     episodes_bytes: int | None
     paired_sha256: str | None
@@ -277,7 +278,7 @@ class RunIndex:
             return cls(n_tasks=int(counts["tasks"]), task_ids=None if ids is None else tuple(ids),
                        conditions=tuple(settings["conditions"]),
                        operations=tuple(settings["operations"]), complete=bool(data["complete"]),
-                       pairs=int(counts["pairs"]), episodes_bytes=store.get("episodes_bytes"),
+                       tasks_done=int(counts["tasks_done"]), pairs=int(counts["pairs"]), episodes_bytes=store.get("episodes_bytes"),
                        paired_sha256=store.get("paired_sha256"))
         except (KeyError, TypeError, ValueError) as err:
             raise CirError(f"{source}: not a run record of this cir ({type(err).__name__}: "

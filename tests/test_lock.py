@@ -161,3 +161,22 @@ def test_workers_end_when_their_parent_is_killed(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+@pytest.mark.parametrize(("argv", "what"), [
+    (["tasks", "generate", "--split", "train", "--n", "2", "--out", "{folder}"], "task folder"),
+    (["reproduce", "--quick", "--out", "{folder}"], "study folder"),
+])
+def test_two_generators_or_studies_on_one_folder_one_is_refused(tmp_path, capsys, argv, what):
+    """Two generators would share (and delete) one temporary split."""
+    from cir.cli import main
+
+    proc = _holder(tmp_path)
+    try:
+        assert main([a.format(folder=tmp_path) for a in argv]) == 2
+    finally:
+        proc.kill()
+        proc.wait()
+    err = capsys.readouterr().err
+    assert err.startswith(f"cir: error: {tmp_path}: another cir process is writing this {what} (pid {proc.pid}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [LOCK_FILE]  # nothing written

@@ -13,7 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-from cir.cli.bounds import MAX_RESAMPLES, check_int
+from cir.cli.limits import MAX_RESAMPLES, check_int
 from cir.errors import CirError
 from cir.protocol import DEFAULT_LEVEL, DEFAULT_RESAMPLES, DEFAULT_SEED
 

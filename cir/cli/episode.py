@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from cir.agents.factory import AGENT_SPECS, make_agent
+from cir.cli.limits import MAX_BUDGET, check_int
 from cir.errors import CirError
 from cir.files import disk_error
 from cir.protocol import DEFAULT_FRACTION, DEFAULT_MAX_ACTIONS, DEFAULT_MAX_TURNS
@@ -65,6 +66,8 @@ def handle(args: argparse.Namespace) -> int:
     from cir.router import Router
 
     cond = parse_condition(args.condition)
+    check_int("--max-turns", args.max_turns, 1, MAX_BUDGET)
+    check_int("--max-actions", args.max_actions, 1, MAX_BUDGET)
     if args.json and Path(args.json).is_dir():  # found out before the episode runs, not after
         raise CirError(f"--json {args.json}: is a folder; give a file name for the transcript")
     tasks = load_tasks(args.task)

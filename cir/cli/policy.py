@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from cir.cli.analysis import partial_label
-from cir.cli.bounds import MAX_BUDGET, MAX_RESAMPLES, check_int
+from cir.cli.limits import MAX_BUDGET, MAX_RESAMPLES, check_int
 from cir.errors import CirError
 from cir.files import disk_error
 from cir.protocol import (

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from cir.agents.factory import AGENT_SPECS
-from cir.cli.bounds import MAX_RESAMPLES, check_int
+from cir.cli.limits import MAX_RESAMPLES, check_int, writer_lock
 from cir.protocol import DEFAULT_RESAMPLES, DEFAULT_SEED
 
 
@@ -42,7 +43,9 @@ def _reproduce(args: argparse.Namespace) -> int:
 
     check_jobs(args.jobs, args.backend)
     check_int("--resamples", args.resamples, 1, MAX_RESAMPLES)
-    reproduce(args.out, quick=args.quick, agent=args.agent, jobs=args.jobs, seed=args.seed,
-              resamples=args.resamples, backend=args.backend, base_url=args.base_url,
-              experiments_dir=args.experiments, progress=not args.no_progress)
+    # one study per folder (each run folder also has its own lock)
+    with writer_lock(Path(args.out), "study folder"):
+        reproduce(args.out, quick=args.quick, agent=args.agent, jobs=args.jobs, seed=args.seed,
+                  resamples=args.resamples, backend=args.backend, base_url=args.base_url,
+                  experiments_dir=args.experiments, progress=not args.no_progress)
     return 0

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from cir.agents.factory import AGENT_SPECS
-from cir.cli.bounds import MAX_BUDGET, check_int
+from cir.cli.limits import MAX_BUDGET, check_int
 from cir.errors import CirError
 from cir.protocol import (
     DEFAULT_CONDITIONS,

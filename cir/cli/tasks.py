@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from cir.cli.bounds import MAX_TASKS, check_int
+from cir.cli.limits import MAX_TASKS, check_int, writer_lock
 from cir.errors import CirError
 from cir.protocol import SPLITS
 
@@ -80,9 +80,11 @@ def _generate(args: argparse.Namespace) -> int:
     types = check_types(args.types.split(",")) if args.types is not None else None
     check_int("--n", args.n, 1, MAX_TASKS)
     check_jobs(args.jobs)
-    manifest = generate_split(args.out, args.split, args.n, args.seed, types=types,
-                              layout_seed=args.layout_seed, progress=not args.quiet,
-                              jobs=args.jobs, max_plan_length=args.max_plan_length)
+    # one generator per output folder: two would share (and delete) one temporary split
+    with writer_lock(Path(args.out), "task folder"):
+        manifest = generate_split(args.out, args.split, args.n, args.seed, types=types,
+                                  layout_seed=args.layout_seed, progress=not args.quiet,
+                                  jobs=args.jobs, max_plan_length=args.max_plan_length)
     stats = manifest.get("_stats")
     where = Path(args.out) / args.split
     if stats is None:
