@@ -280,9 +280,11 @@ def _parse(read: Callable[[], pd.DataFrame], source: str) -> pd.DataFrame:
 
 def _partial(run_dir: Path, tasks: int, done: int, damage: str, allow_partial: bool) -> dict[str, Any]:
     """The run's status; a CirError for a partial run unless partial results are asked for."""
-    status = {"run_dir": str(run_dir), "tasks": tasks, "tasks_done": done,
-              "partial": done < tasks or bool(damage)}
+    status = {"run_dir": str(run_dir), "tasks": tasks, "tasks_done": done, "partial": done < tasks}
     if not status["partial"]:
+        if damage:  # every task has an intact copy: the damage is an extra, stale one
+            log.warning("%s: %s holds damaged parts besides the intact tasks (%s); the next "
+                        "`cir run` sets them aside", run_dir, EPISODES, damage)
         return status
     what = f"{run_dir}: partial run: {tasks - done} of {tasks} tasks missing" + (
         f" (damaged in {EPISODES}: {damage})" if damage else "")

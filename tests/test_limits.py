@@ -61,6 +61,9 @@ def test_a_remote_cluster_is_not_bounded_by_this_machine():
     (["run", "--tasks", "{tmp}", "--out", "{tmp}/o", "--max-actions", "10000000000"],
      "--max-actions 10000000000: expected an integer from 1 to 100000"),
     (["fit", "{tmp}", "--out", "{tmp}/r.json", "--max-turns", "0"], "--max-turns 0: expected an integer from 1 to 100000"),
+    (["table", "{tmp}", "--seed", "-1"], "--seed -1: expected an integer from 0 to 4294967295"),
+    (["fit", "{tmp}", "--out", "{tmp}/r.json", "--seed", "-1"], "--seed -1: expected an integer from 0 to 4294967295"),
+    (["reproduce", "--out", "{tmp}/r", "--seed", "-1"], "--seed -1: expected an integer from 0 to 4294967295"),
 ])
 def test_numbers_beyond_what_the_tools_hold_are_refused(tmp_path, capsys, argv, needle):
     assert _one_line(capsys, [a.format(tmp=tmp_path) for a in argv]) == f"cir: error: {needle}"

@@ -315,3 +315,15 @@ def test_every_session_is_recorded(tmp_path):
     assert data["task_ids"] == [t.task_id for t in fake_tasks(5)]
     assert data["store"]["episodes_bytes"] == (out / EPISODES).stat().st_size
     assert data["store"]["paired_sha256"] == text_digest((out / "paired.csv").read_text())
+
+
+def test_damage_besides_intact_tasks_is_noted_not_refused(run, done_run, caplog):
+    path = run / EPISODES
+    path.write_bytes(path.read_bytes() + bytes.fromhex("1f8b0800000000000003") + b"not deflate")
+    (run / "paired.csv").unlink()  # so that the reader scans the store
+    with caplog.at_level(logging.WARNING, logger="cir"):
+        df = read_paired(run)
+    assert not df.attrs["run"]["partial"]
+    assert "holds damaged parts besides the intact tasks (task unknown" in caplog.text
+    _run(run)
+    assert scan_store(path).sound and list(run.glob(f"{EPISODES}.damaged-*"))

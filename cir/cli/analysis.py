@@ -13,7 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-from cir.cli.limits import MAX_RESAMPLES, check_int
+from cir.cli.limits import MAX_RESAMPLES, MAX_SEED, check_int
 from cir.errors import CirError
 from cir.protocol import DEFAULT_LEVEL, DEFAULT_RESAMPLES, DEFAULT_SEED
 
@@ -171,6 +171,7 @@ def _load(args: argparse.Namespace):  # noqa: ANN202
 
     if hasattr(args, "resamples"):
         check_int("--resamples", args.resamples, 1, MAX_RESAMPLES)
+        check_int("--seed", args.seed, 0, MAX_SEED)
     df = read_paired(args.paired, allow_partial=args.allow_partial)
     mismatched = int((df["prefix_match"] == 0).sum())
     if mismatched and not args.keep_prefix_mismatch:

@@ -19,6 +19,8 @@ MAX_RESAMPLES = 1_000_000
 MAX_TASKS = 1_000_000
 #: Model turns and env actions per episode at most (the paper's budgets are 49 and 64).
 MAX_BUDGET = 100_000
+#: Seeds of the bootstrap, the folds and the study: what numpy and scikit-learn accept.
+MAX_SEED = 2**32 - 1
 
 
 def check_int(flag: str, value: int, low: int, high: int | None = None) -> int:

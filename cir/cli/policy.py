@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from cir.cli.analysis import partial_label
-from cir.cli.limits import MAX_BUDGET, MAX_RESAMPLES, check_int
+from cir.cli.limits import MAX_BUDGET, MAX_RESAMPLES, MAX_SEED, check_int
 from cir.errors import CirError
 from cir.files import disk_error
 from cir.protocol import (
@@ -117,6 +117,7 @@ def _fit(args: argparse.Namespace) -> int:
 
     check_int("--max-turns", args.max_turns, 1, MAX_BUDGET)
     check_int("--max-actions", args.max_actions, 1, MAX_BUDGET)
+    check_int("--seed", args.seed, 0, MAX_SEED)
     df = read_paired(args.paired, require_features=True, allow_partial=args.allow_partial)
     policy = CIRPolicy(lam=args.lam, epsilon=args.epsilon, d_min=args.d_min, delays=args.delays,
                        C=args.C, folds=args.folds, operation=args.operation,
@@ -177,6 +178,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     from cir.router import Router
 
     check_int("--resamples", args.resamples, 1, MAX_RESAMPLES)
+    check_int("--seed", args.seed, 0, MAX_SEED)
     router = Router.load(args.router)
     df = read_paired(args.paired, require_features=True, allow_partial=args.allow_partial)
     trained = set(router.training.get("task_ids", []))

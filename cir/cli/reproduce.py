@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from cir.agents.factory import AGENT_SPECS
-from cir.cli.limits import MAX_RESAMPLES, check_int, writer_lock
+from cir.cli.limits import MAX_RESAMPLES, MAX_SEED, check_int, writer_lock
 from cir.protocol import DEFAULT_RESAMPLES, DEFAULT_SEED
 
 
@@ -43,6 +43,7 @@ def _reproduce(args: argparse.Namespace) -> int:
 
     check_jobs(args.jobs, args.backend)
     check_int("--resamples", args.resamples, 1, MAX_RESAMPLES)
+    check_int("--seed", args.seed, 0, MAX_SEED)
     # one study per folder (each run folder also has its own lock)
     with writer_lock(Path(args.out), "study folder"):
         reproduce(args.out, quick=args.quick, agent=args.agent, jobs=args.jobs, seed=args.seed,

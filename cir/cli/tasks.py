@@ -79,6 +79,7 @@ def _generate(args: argparse.Namespace) -> int:
     check_split(args.split)
     types = check_types(args.types.split(",")) if args.types is not None else None
     check_int("--n", args.n, 1, MAX_TASKS)
+    check_int("--seed", args.seed, 0)
     check_jobs(args.jobs)
     # one generator per output folder: two would share (and delete) one temporary split
     with writer_lock(Path(args.out), "task folder"):
