@@ -40,9 +40,20 @@ _UMASK = _read_umask()
 def write_atomic(path: str | Path, text: str) -> Path:
     """Write ``text`` (UTF-8, newlines as given) to ``path`` so readers see all or nothing.
 
-    The file gets the permissions a plain ``open()`` would give (mkstemp's are 0600).
+    The file gets the permissions a plain ``open()`` would give (mkstemp's are 0600). A
+    path that is a device or a pipe (``/dev/null``) is written to, not renamed over: a
+    rename would replace the device with a file.
     """
     path = Path(path)
+    if path.is_dir():
+        raise CirError(f"{path}: is a folder, expected a file name")
+    if path.exists() and not path.is_file():
+        try:
+            with open(path, "w", encoding="utf-8", newline="") as fh:
+                fh.write(text)
+        except OSError as err:
+            raise disk_error(path, err) from None
+        return path
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as err:

@@ -14,10 +14,10 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
-import os
 import random
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -60,11 +60,17 @@ def _run_inline(out: Path):
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory) -> str:
-    """paired.csv of an uninterrupted run."""
+def straight(tmp_path_factory) -> Path:
+    """An uninterrupted run."""
     out = tmp_path_factory.mktemp("reference") / "run"
     _run_inline(out)
-    return (out / "paired.csv").read_text()
+    return out
+
+
+@pytest.fixture(scope="module")
+def reference(straight) -> str:
+    """paired.csv of an uninterrupted run."""
+    return (straight / "paired.csv").read_text()
 
 
 def _payloads(path: Path) -> dict[str, bytes]:
@@ -142,7 +148,7 @@ def corrupt(run_dir: Path, rng: random.Random) -> str:
         paired.unlink()
     else:  # a lock file left by a dead process
         run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / "run.lock").write_text(json.dumps({"pid": 999999, "host": os.uname().nodename,
+        (run_dir / "run.lock").write_text(json.dumps({"pid": 999999, "host": socket.gethostname(),
                                                       "started": "then"}))
     return kind
 
@@ -414,9 +420,8 @@ def test_llm_server_that_stays_broken_stops_the_run_resumably(tmp_path):
     assert record.complete and len(record.sessions) == 2
 
 
-def test_copies_of_folders_are_independent(tmp_path, reference):
-    """A copied run folder (cp -r) reads and resumes like the original (no absolute paths)."""
-    out = tmp_path / "run"
-    _run_inline(out)
-    shutil.copytree(out, tmp_path / "copy")
-    assert read_paired(tmp_path / "copy").equals(read_paired(out))
+def test_a_copied_run_folder_reads_and_resumes_like_the_original(tmp_path, straight):
+    """cp -r of a run folder: no absolute path or lock travels with it."""
+    shutil.copytree(straight, tmp_path / "copy")
+    assert read_paired(tmp_path / "copy").equals(read_paired(straight))
+    assert len(_run_inline(tmp_path / "copy").sessions) == 1

@@ -198,3 +198,29 @@ def test_symlinked_and_mislabelled_task_folders_get_a_note(pick_place_task, tmp_
     assert ref.task_type == "pick_and_place_simple"  # the game's own type, as the features see it
     assert "the folder name says look_at_obj_in_light, the game is pick_and_place_simple" in caplog.text
     assert f"{split / 'linked'}: a symbolic link to a folder, not followed" in caplog.text
+
+
+def test_writing_to_a_device_writes_to_it_and_never_replaces_it(tmp_path):
+    """`cir fit --out /dev/null` as root must not rename a file over the device."""
+    if not Path("/dev/null").exists():
+        pytest.skip("no /dev/null")
+    write_atomic("/dev/null", "{}")
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+    if Path("/dev/full").exists():
+        with pytest.raises(CirError, match=r"/dev/full: cannot write \(No space left on device\)"):
+            write_atomic("/dev/full", "{}")
+        assert stat.S_ISCHR(os.stat("/dev/full").st_mode)
+    with pytest.raises(CirError, match="is a folder, expected a file name"):
+        write_atomic(tmp_path, "{}")
+
+
+def test_a_full_disk_while_generating_leaves_no_half_split(tmp_path, monkeypatch):
+    from cir.envs.generate import generate_split
+
+    def full(self, *args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self))
+
+    monkeypatch.setattr("pathlib.Path.write_text", full)
+    with pytest.raises(CirError, match=r"game.tw-pddl: cannot write the tasks \(No space left on device\)"):
+        generate_split(tmp_path, "valid_unseen", 1, 0, progress=False, max_plan_length=9)
+    assert list(tmp_path.iterdir()) == []
