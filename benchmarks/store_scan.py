@@ -67,10 +67,11 @@ def build(folder: Path, n_tasks: int) -> None:
 def open_old(path: Path) -> int:
     """The former resume scan: every member decompressed, its first line parsed."""
     data = path.read_bytes()
+    view = memoryview(data)
     pos, done = 0, {}
     while pos < len(data):
         d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        chunk = d.decompress(data[pos:]) + d.flush()
+        chunk = d.decompress(view[pos:]) + d.flush()
         rec = json.loads(chunk.split(b"\n", 1)[0])
         done[rec["task_id"]] = rec
         pos = len(data) - len(d.unused_data)
