@@ -77,6 +77,9 @@ class FolderLock:
                 raise CirError(
                     f"{self.folder}: another cir process is writing this {self.what} "
                     f"({_owner_text(owner)}); wait for it to finish or stop it") from None
+            except OSError as err:  # a file system without locks
+                os.close(fd)
+                raise disk_error(self.path, err, "lock") from None
             # the previous owner may have removed the file between our open and flock
             try:
                 same = os.stat(self.path).st_ino == os.fstat(fd).st_ino
