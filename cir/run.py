@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -32,6 +33,7 @@ from cir.replay import ReplaySettings, agent_label, run_task_pairs
 from cir.store import RunStore
 
 SNAPSHOT_MODES = ("fast", "replay")
+log = logging.getLogger(__name__)
 
 
 def task_set_digest(task_ids: Sequence[str]) -> str:
@@ -136,6 +138,9 @@ def run_experiment(
     with store.lock():
         old = RunRecord.resume(store, identity)
         done = store.open()
+        if old is not None and old.counts.tasks_done > len(done):
+            log.warning("%s: the run record lists %d finished task(s), the episode store holds %d; "
+                        "the others run again", store.dir, old.counts.tasks_done, len(done))
         run = _Run(store, identity, tasks, ids, done, old, echo)
         if not run.todo and old is not None:
             return run.settle()

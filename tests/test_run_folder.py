@@ -327,3 +327,14 @@ def test_damage_besides_intact_tasks_is_noted_not_refused(run, done_run, caplog)
     assert "holds damaged parts besides the intact tasks (task unknown" in caplog.text
     _run(run)
     assert scan_store(path).sound and list(run.glob(f"{EPISODES}.damaged-*"))
+
+
+def test_a_deleted_store_is_noted_and_its_tasks_run_again(run, done_run, caplog):
+    (run / EPISODES).unlink()
+    assert not read_paired(run).attrs["run"]["partial"]  # the table is vouched for by its digest
+    with caplog.at_level(logging.WARNING, logger="cir"):
+        record = _run(run)
+    assert "the run record lists 5 finished task(s), the episode store holds 0; the others run again" \
+        in caplog.text
+    assert record.sessions[-1].tasks_run == 5
+    assert (run / "paired.csv").read_text() == (done_run / "paired.csv").read_text()
