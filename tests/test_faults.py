@@ -387,6 +387,8 @@ def test_llm_faults_give_the_table_of_a_healthy_server(tmp_path):
         requests = len(server.requests)
     assert (tmp_path / "faulty" / "paired.csv").read_bytes() == \
         (tmp_path / "healthy" / "paired.csv").read_bytes()
+    print(f"\nLLM faults: {requests} requests, {len(faults)} faults "
+          f"{ {k: faults.count(k) for k in sorted(set(faults))} }")
     assert {"500", "429", "null", "garbage", "slow"} <= set(faults), faults
     llm = record.sessions[-1].llm
     assert llm["http_requests"] == requests and llm["retries"] == len(faults)
