@@ -114,7 +114,8 @@ def test_figures_command_writes_and_skips(run_dir, capsys, tmp_path):
         (["table", "{dir}", "--by", "condition,room"], "grouping key 'room'"),
         (["contrast", "{dir}", "--a", "stale9", "--b", "clean"], "condition 'stale9' is not in the paired table"),
         (["joint", "{dir}", "--a", "refresh", "--b", "rewind"], "operation 'rewind' is not in the paired table"),
-        (["table", "{dir}", "--resamples", "0"], "resamples must be a positive integer"),
+        (["table", "{dir}", "--resamples", "0"], "--resamples 0: expected an integer from 1 to 1000000"),
+            (["table", "{dir}", "--resamples", "1000000000"], "--resamples 1000000000: expected an integer from 1"),
     ],
 )
 def test_user_errors_are_one_line_without_traceback(run_dir, capsys, argv, message):
