@@ -170,6 +170,8 @@ def child_generate(cfg: dict[str, Any]) -> dict[str, Any]:
 
 
 def child_run(cfg: dict[str, Any]) -> dict[str, Any]:
+    import cir.agents.builtin  # noqa: F401 - imported before the clock starts, as the engine
+    import cir.envs.alfworld  # noqa: F401
     from cir.envs.tasks import load_tasks
     from cir.replay import ReplaySettings, run_experiment
 

@@ -92,6 +92,13 @@ def test_same_settings_is_a_no_op_and_different_settings_is_an_error(split_dir):
         generate_split(split_dir, "train", N + 1, 0, progress=False)
 
 
+def test_same_split_without_the_engine_savings(split_dir, tmp_path):
+    """textworld's engine unmodified (two grammar parses and four translations per task)
+    writes the same split, byte for byte, as the engine with its savings (the fixture)."""
+    generate_split(tmp_path, "train", N, 0, progress=False, savings=False)
+    assert _files(tmp_path / "train") == _files(split_dir / "train")
+
+
 def test_foreign_folder_is_an_error(tmp_path):
     (tmp_path / "valid_seen").mkdir()
     (tmp_path / "valid_seen" / "notes.txt").write_text("mine")

@@ -12,8 +12,8 @@ The engine cannot be copied (deepcopy/pickle fail), so a snapshot is either
   valid for the engine state registry it came from, so each snapshot also carries its
   action list and falls back to replay when the registry has changed.
 
-In ``fast`` mode only the first ``reset`` rebuilds the engine state; later resets restore
-the initial snapshot, so snapshots stay valid across resets of the same env.
+In ``fast`` mode only the first ``reset`` reaches the engine; later resets restore the
+initial snapshot, so snapshots stay valid across resets of the same env.
 
 The agent only ever sees the engine's text; admissible commands and facts are offered as
 separate methods for tests and tools, sorted (the engine yields facts in hash order).

@@ -181,7 +181,8 @@ class Engine(PddlEnv):
         self._closed = False
         self._translation: Translation | None = None
         self._fresh_state = False
-        self._command_texts: dict[tuple, str] | None = None
+        self._commands: dict[int, tuple[str, str]] | None = None
+        self._names: dict[str, str] | None = None
         self.command_cache_off: str | None = "no game loaded"
 
     def load(self, data: Mapping[str, Any]) -> None:
@@ -197,13 +198,14 @@ class Engine(PddlEnv):
                                        self._translation)
         self._fresh_state = True
         self._entity_infos = self._get_entity_infos()
-        self._command_texts = None
+        self._names = None
+        self._commands = None
         if not self.savings.command_cache:
             self.command_cache_off = "switched off (Savings.command_cache=False)"
         else:
             self.command_cache_off = cache_blocker(self._logic, self._translation.task)
             if self.command_cache_off is None:
-                self._command_texts = {}
+                self._commands = {}
 
     def _translate(self) -> Translation:
         data = self._game_data
@@ -216,9 +218,12 @@ class Engine(PddlEnv):
             self._fresh_state = False  # the state built at load, untouched since
         else:
             self._fresh_state = False
-            tr = self._translation if self.savings.translate_once else self._translate()
+            if not self.savings.translate_once:
+                self._translation = self._translate()
+                if self._commands is not None:
+                    self._commands.clear()  # keyed by operator ids of one translation
             self._pddl_state = EngineState(self.downward_lib, self._game_data["pddl_problem"],
-                                           self._logic, tr)
+                                           self._logic, self._translation)
         self.prev_state = None
         self.state = GameState()
         self._last_action = None
@@ -241,26 +246,29 @@ class Engine(PddlEnv):
                 "variables": variables, "mapping": mapping, "entity_infos": self._entity_infos}
 
     def command(self, action: Any) -> str:
-        """The command template of an applicable action, derived (and kept, when safe).
+        """The admissible command of an applicable action, derived (and kept, when safe).
 
-        Like the engine, it sets ``action.command_template`` to the derived text, which
-        ``action.format_command(names)`` turns into the admissible command.
+        Like the engine, it sets ``action.command_template`` to the derived template. Kept
+        per operator id: in one translation an id names one operator (name and arguments),
+        which fixes the action's mapping.
         """
-        cache = self._command_texts
-        key = (action.name, tuple(action.mapping.items()))
-        text = cache.get(key) if cache is not None else None
-        if text is None:
+        cache = self._commands
+        hit = cache.get(action.id) if cache is not None else None
+        if hit is None:
             variables = {ph.name: self._entity_infos[var.name] for ph, var in action.mapping.items()}
-            text = self._logic.grammar.derive(action.command_template,
-                                              self._context(variables, action.mapping))
+            action.command_template = self._logic.grammar.derive(
+                action.command_template, self._context(variables, action.mapping))
+            if self._names is None:  # entity names are final once the demangler has loaded
+                self._names = {k: info.name for k, info in self._entity_infos.items()}
+            hit = (action.command_template, action.format_command(self._names))
             if cache is not None:
-                cache[key] = text
-        action.command_template = text
-        return text
+                cache[action.id] = hit
+        action.command_template = hit[0]
+        return hit[1]
 
     def _gather_infos(self) -> None:
         """``PddlEnv._gather_infos`` with the command text from ``command`` (same state keys)."""
-        if self._command_texts is None:
+        if self._commands is None:
             return super()._gather_infos()
         ps, state = self._pddl_state, self.state
         state["command_templates"] = sorted({a.template for a in self._logic.actions.values()})
@@ -273,11 +281,7 @@ class Engine(PddlEnv):
         state["last_action"] = None
         state["_last_action"] = self._last_action
         state["_valid_actions"] = list(ps.all_applicable_actions())
-        names = {k: info.name for k, info in self._entity_infos.items()}
-        commands = []
-        for action in state["_valid_actions"]:
-            self.command(action)
-            commands.append(action.format_command(names))
+        commands = [self.command(action) for action in state["_valid_actions"]]
         state["_valid_commands"] = commands
         state["admissible_commands"] = sorted(set(commands))
         if self.request_infos.moves:

@@ -86,7 +86,7 @@ class Verifier:
         with self._engine(problem, planner=False) as engine:
             state = engine._pddl_state
             names = {k: info.name for k, info in engine._entity_infos.items()}
-            derive = engine.command if isinstance(engine, Engine) else _Deriver(engine)
+            command_of = engine.command if isinstance(engine, Engine) else _Deriver(engine, names)
             for i, command in enumerate(plan):
                 if state.check_goal():
                     raise CirError(f"the game is won before plan step {i + 1} of {len(plan)}")
@@ -101,8 +101,7 @@ class Verifier:
                               if "{" + ph.name in template]
                     if not all(f" {n}" in f" {command}" for n in needed):
                         continue
-                    derive(action)
-                    if action.format_command(names) == command:
+                    if command_of(action) == command:
                         chosen = action
                         break
                 if chosen is None:
@@ -113,10 +112,11 @@ class Verifier:
 
 
 class _Deriver:
-    """The unmodified engine's derivation of a command template (``PddlEnv._gather_infos``)."""
+    """The unmodified engine's derivation of a command (``PddlEnv._gather_infos``)."""
 
-    def __init__(self, engine: Any) -> None:
+    def __init__(self, engine: Any, names: dict[str, str]) -> None:
         self.engine = engine
+        self.names = names
 
     def __call__(self, action: Any) -> str:
         engine = self.engine
@@ -126,7 +126,7 @@ class _Deriver:
                                  for ph, var in action.mapping.items()},
                    "mapping": action.mapping, "entity_infos": engine._entity_infos}
         action.command_template = engine._logic.grammar.derive(action.command_template, context)
-        return action.command_template
+        return action.format_command(self.names)
 
 
 def plan_problem(problem: str, sentence: str, *, replay: bool = False) -> list[str]:
