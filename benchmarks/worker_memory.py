@@ -5,7 +5,7 @@
 
 Runs the same cohort through ``cir.replay.run_experiment`` (the built-in agent, 4 conditions
 x 4 delays, refresh) once per arm, each arm in a fresh child process (so its workers are
-new): ``savings`` (``cir.envs.engine.Savings()``: engine library copies recycled) and
+new): ``savings`` (``cir.envs.engine.Savings()``: library copies recycled, facts dropped) and
 ``main`` (only the text memo: a new library copy per game, never released, as before).
 Each worker records its RSS (psutil) when it builds the env of a task, i.e. after the
 previous task's env was dropped. Reported per arm and worker: RSS after the warm-up tasks,

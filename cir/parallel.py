@@ -1,8 +1,9 @@
 """Run one function over many items in worker processes (joblib: loky, threading or Dask).
 
 Why a module: task generation and the replayer both fan work out per task, and both meet
-the same quirk of the engine. Each game loads a copy of Fast Downward's library, which can
-never be unloaded; ``cir.envs.library`` recycles the copies, so a worker's memory stays flat
+the same quirk of the engine: each game loads a copy of Fast Downward's library, which can
+never be unloaded, and textworld keeps every fact it ever made. ``cir.envs.memory`` recycles
+the copies and drops the facts when a game's engine closes, so a worker's memory stays flat
 over hundreds of tasks. As a second line, loky replaces a worker whose memory has grown by
 300 MB since its first task; it measures that with psutil (a dependency for this reason:
 without it loky silently skips the check) and warns "A worker stopped while some jobs were

@@ -18,7 +18,7 @@ import textworld
 from textworld.envs.pddl import PddlEnv
 
 from cir.envs import engine as engine_module
-from cir.envs import library
+from cir.envs import memory
 from cir.envs.alfworld import AlfworldEnv
 from cir.envs.engine import Engine, Savings, load_game
 from cir.envs.generate import generate_split
@@ -61,6 +61,8 @@ def walk_identical(game_file: Path, seed: int, n_steps: int, savings: Savings | 
             plain.restore(snaps[j][1])
         if i == n_steps // 2:  # and start again
             assert fast.reset() == plain.reset()
+        if i == n_steps // 3:  # another engine closes: textworld's interned facts are dropped
+            memory.forget_facts()
         snaps.append((fast.snapshot(), plain.snapshot()))
         assert fast.admissible_commands() == plain.admissible_commands()
         action = "xyzzy" if rng.random() < 0.05 else rng.choice(plain.admissible_commands())
@@ -188,15 +190,32 @@ def test_library_copies_are_recycled(six: list[TaskRef]) -> None:
         assert second._lib is lib  # the copy serves the next game
     walk_identical(six[3].game_file, seed=4, n_steps=5)  # and a reused copy says the same
 
-    loaded, _ = library.copies()
+    loaded, _ = memory.copies()
     for ref in six[:3]:  # dropped without close(): garbage collection gives the copy back
         env = AlfworldEnv(ref.game_file)
         env.reset()
         del env
         gc.collect()
-    assert library.copies()[0] == loaded
-    kept = AlfworldEnv(six[0].game_file, savings=replace(Savings(), reuse_library=False))
-    assert kept._lib is not lib and library.copies()[0] == loaded
+    assert memory.copies()[0] == loaded
+    kept = AlfworldEnv(six[0].game_file, savings=replace(Savings(), release_memory=False))
+    assert kept._lib is not lib and memory.copies()[0] == loaded
+
+
+def test_closing_drops_interned_facts(six: list[TaskRef]) -> None:
+    import mementos.core
+    from textworld.logic import Proposition
+
+    def facts_of(env: AlfworldEnv) -> set:
+        ids = {k for k in env._pddl_env._entity_infos if "_bar_" in k}
+        return {k for k in list(mementos.core._memento_cache)
+                if k[0] is Proposition and any(name in ids for name, _ in k[2])}
+
+    env = AlfworldEnv(six[4].game_file)
+    env.reset()
+    env.step(env.admissible_commands()[0])
+    assert facts_of(env)  # textworld keeps every fact it made
+    env.close()
+    assert not facts_of(env)
 
 
 def test_savings_setting_is_checked(six: list[TaskRef]) -> None:

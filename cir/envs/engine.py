@@ -16,8 +16,9 @@ what is skipped, each switchable, each checked byte-identical against the unmodi
 * ``command_cache``: the text of admissible commands is kept per operator and mapping when
   the game's command templates read only static facts (``cir.envs.commands``; checked at
   load, ``Engine.command_cache_off`` says why it is off).
-* ``reuse_library``: library copies recycled (``cir.envs.library``); ``close`` gives the copy
-  back, and so does garbage collection (textworld's ``Environment.__del__`` calls ``close``).
+* ``release_memory``: ``close`` gives the engine's library copy to the next game and drops
+  textworld's interned facts (``cir.envs.memory``), and so does garbage collection
+  (textworld's ``Environment.__del__`` calls ``close``).
 * ``memo_text``: the grammar's parses cached (``cir.envs.textmemo``); it applies to any engine.
 
 With every saving off, ``load_game`` builds textworld's own ``PddlEnv``: "unmodified" means
@@ -43,7 +44,7 @@ from textworld.envs.pddl.logic import Atom, GameLogic, PddlState
 from textworld.logic import Proposition, Variable
 from textworld.utils import check_flag
 
-from cir.envs import library
+from cir.envs import memory
 from cir.envs.commands import cache_blocker
 from cir.envs.textmemo import install_memo
 from cir.errors import CirError
@@ -56,7 +57,7 @@ class Savings:
     translate_once: bool = True
     skip_replanner: bool = True
     command_cache: bool = True
-    reuse_library: bool = True
+    release_memory: bool = True
     memo_text: bool = True
 
     @classmethod
@@ -75,7 +76,8 @@ class Savings:
 
     def in_engine(self) -> bool:
         """Whether any saving needs ``Engine`` (the text memo works on textworld's own)."""
-        return self.translate_once or self.skip_replanner or self.command_cache or self.reuse_library
+        return (self.translate_once or self.skip_replanner or self.command_cache
+                or self.release_memory)
 
 
 @contextmanager
@@ -177,7 +179,7 @@ class Engine(PddlEnv):
         self._given_logic = logic
         self.replanner = replanner or not savings.skip_replanner \
             or bool(self.request_infos.policy_commands) or "walkthrough" in self.request_infos.extras
-        self.downward_lib = library.borrow() if savings.reuse_library else fast_downward.load_lib()
+        self.downward_lib = memory.borrow() if savings.release_memory else fast_downward.load_lib()
         self._closed = False
         self._translation: Translation | None = None
         self._fresh_state = False
@@ -294,12 +296,13 @@ class Engine(PddlEnv):
             raise CirError("this ALFWorld engine is closed (its library copy serves another game)")
 
     def close(self) -> None:
-        """Give the library copy back (``reuse_library``); the engine is unusable after."""
+        """Release the engine's memory (``release_memory``); the engine is unusable after."""
         if getattr(self, "_closed", True) or sys.is_finalizing():
             return  # never built, already closed, or the interpreter is exiting
         self._closed = True
-        if self.savings.reuse_library:
-            library.give_back(self.downward_lib)
+        if self.savings.release_memory:
+            memory.give_back(self.downward_lib)
+            memory.forget_facts()
 
 
 def parse_logic(data: Mapping[str, Any]) -> GameLogic:
