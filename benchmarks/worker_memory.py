@@ -76,7 +76,8 @@ def summarize(log: Path, warmup: int) -> dict[str, Any]:
         workers.append({"tasks": len(rss), "rss_first_mb": round(rss[0], 1),
                         "rss_after_warmup_mb": round(after[0], 1), "rss_last_mb": round(rss[-1], 1),
                         "rise_after_warmup_mb": round(max(after) - after[0], 1),
-                        "growth_per_task_mb": round(slope(after), 3)})
+                        "growth_per_task_mb": round(slope(after), 3),
+                        "rss_mb": [round(x, 1) for x in rss]})
     return {"workers": workers,
             "max_rise_after_warmup_mb": max(w["rise_after_warmup_mb"] for w in workers)}
 

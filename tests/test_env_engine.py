@@ -12,6 +12,7 @@ import json
 import random
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 import textworld
@@ -22,6 +23,7 @@ from cir.envs import memory
 from cir.envs.alfworld import AlfworldEnv
 from cir.envs.engine import Engine, Savings, load_game
 from cir.envs.generate import generate_split
+from cir.envs.grammar import parse_logic
 from cir.envs.tasks import TASK_TYPES, TaskRef, load_tasks
 from cir.errors import CirError
 
@@ -174,6 +176,34 @@ def test_command_cache_check(six: list[TaskRef], tmp_path: Path) -> None:
         odd = _with_template(data, GOTO, GOTO.replace("{r.name |", "{" + expression + " |"))
         reason = load_game(odd, Savings(), infos).unwrapped.command_cache_off
         assert reason is not None and word in reason, (expression, reason)
+
+
+def logic_view(logic: Any) -> tuple:
+    """Everything a parsed game logic holds, as plain text."""
+    rules = {name: [repr(r) for r in rs] for name, rs in logic.grammar._rules.items()}
+    actions = {name: vars(a) for name, a in logic.actions.items()}
+    return logic.domain, list(rules.items()), actions
+
+
+def test_grammar_parsed_once_equals_a_full_parse(six: list[TaskRef]) -> None:
+    firsts = set()
+    for ref in six:
+        data = json.loads(ref.game_file.read_text())
+        reused = parse_logic(data)
+        assert logic_view(reused) == logic_view(parse_logic(data, reuse=False)), ref.task_id
+        firsts.add(id(reused.grammar._rules["intro"][0]))
+    assert len(firsts) == 1  # one parse for all six games
+    # A sentence with characters the grammar or JSON would read differently: a full parse.
+    odd = {**data, "grammar": data["grammar"].replace(
+        json.loads(six[-1].traj_file.read_text())["turk_annotations"]["anns"][0]["task_desc"],
+        'put a "#look.feedback#" in desk 1')}
+    assert 'put a "#look.feedback#"' in odd["grammar"]
+    with pytest.raises(Exception):  # noqa: B017 - textworld's own parser refuses it
+        parse_logic(odd, reuse=False)
+    with pytest.raises(Exception):  # noqa: B017 - and so does the reuse (it parses in full)
+        parse_logic(odd)
+    hashed = {**data, "grammar": data["grammar"].replace("Your task is to: ", "Your task is to: #")}
+    assert id(parse_logic(hashed).grammar._rules["intro"][0]) not in firsts
 
 
 def test_library_copies_are_recycled(six: list[TaskRef]) -> None:

@@ -13,16 +13,19 @@ what is skipped, each switchable, each checked byte-identical against the unmodi
 * ``skip_replanner``: each textworld translation is made twice, the second time optimised
   for the replanner, which only ``policy_commands`` and the walkthrough extra use. Here that
   one is made only when the engine is asked for a planner.
-* ``command_cache``: the text of admissible commands is kept per operator and mapping when
-  the game's command templates read only static facts (``cir.envs.commands``; checked at
-  load, ``Engine.command_cache_off`` says why it is off).
+* ``command_cache``: the text of admissible commands is kept per operator when the game's
+  command templates read only static facts (``cir.envs.commands``; checked at load,
+  ``Engine.command_cache_off`` says why it is off).
 * ``release_memory``: ``close`` gives the engine's library copy to the next game and drops
   textworld's interned facts (``cir.envs.memory``), and so does garbage collection
   (textworld's ``Environment.__del__`` calls ``close``).
+* ``parse_once``: ALFWorld's grammar is parsed once per process, and a game gets a copy
+  with its goal sentence in (``cir.envs.grammar``); textworld parses it for every game.
 * ``memo_text``: the grammar's parses cached (``cir.envs.textmemo``); it applies to any engine.
 
-With every saving off, ``load_game`` builds textworld's own ``PddlEnv``: "unmodified" means
-the engine's own code, not this module with switches off.
+With none of the first five on, ``load_game`` builds textworld's own ``PddlEnv`` (with the
+text memo if asked): "unmodified" means the engine's own code, not this module with its
+switches off.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from textworld.utils import check_flag
 
 from cir.envs import memory
 from cir.envs.commands import cache_blocker
+from cir.envs.grammar import parse_logic
 from cir.envs.textmemo import install_memo
 from cir.errors import CirError
 
@@ -58,6 +62,7 @@ class Savings:
     skip_replanner: bool = True
     command_cache: bool = True
     release_memory: bool = True
+    parse_once: bool = True
     memo_text: bool = True
 
     @classmethod
@@ -77,7 +82,7 @@ class Savings:
     def in_engine(self) -> bool:
         """Whether any saving needs ``Engine`` (the text memo works on textworld's own)."""
         return (self.translate_once or self.skip_replanner or self.command_cache
-                or self.release_memory)
+                or self.release_memory or self.parse_once)
 
 
 @contextmanager
@@ -194,7 +199,7 @@ class Engine(PddlEnv):
         self._game_data = data
         self.walkthrough = data.get("walkthrough", None)
         logic, self._given_logic = self._given_logic, None
-        self._logic = logic if logic is not None else parse_logic(data)
+        self._logic = logic if logic is not None else parse_logic(data, reuse=self.savings.parse_once)
         self._translation = self._translate()
         self._pddl_state = EngineState(self.downward_lib, data["pddl_problem"], self._logic,
                                        self._translation)
@@ -303,11 +308,6 @@ class Engine(PddlEnv):
         if self.savings.release_memory:
             memory.give_back(self.downward_lib)
             memory.forget_facts()
-
-
-def parse_logic(data: Mapping[str, Any]) -> GameLogic:
-    """A game's command templates and grammar, parsed (about 0.1 s)."""
-    return GameLogic(domain=data["pddl_domain"], grammar=data["grammar"])
 
 
 def load_game(data: Mapping[str, Any], savings: Savings, infos: textworld.EnvInfos, *,

@@ -3,11 +3,11 @@
 Task generation plans on a small problem (``DrawnTask.planning_problem``: only the goal's
 object classes) and replays the plan on the full game, where every command must be
 admissible and the goal must hold exactly at the end. ``Verifier`` does both for one goal
-sentence; with the engine's savings (default) it parses that sentence's grammar once for
-both loads, makes the replanner's translation only for the planning load, and gives each
-engine's library copy back when done (``cir.envs.engine``). ``savings=False`` runs
-textworld's engine unmodified (a grammar parse, two translations and a new library copy
-per load). Both give the same plans and verdicts.
+sentence; with the engine's savings (default, ``cir.envs.engine``) both loads share one
+grammar (itself a copy of a parse made once per process), only the planning load makes the
+replanner's translation, and each engine releases its memory when done. ``savings=False``
+runs textworld's engine unmodified (a grammar parse, two translations and a new library
+copy per load). Both give the same plans and verdicts.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from typing import Any
 
 import textworld
 
-from cir.envs.engine import Engine, Savings, load_game, parse_logic
+from cir.envs.engine import Engine, Savings, load_game
+from cir.envs.grammar import parse_logic
 from cir.envs.pddl import domain_text, grammar_with_goal
 from cir.errors import CirError
 
@@ -49,7 +50,7 @@ class Verifier:
         data = {"pddl_domain": domain_text(), "grammar": grammar_with_goal(self.sentence),
                 "pddl_problem": problem}
         if self.savings.in_engine() and self._logic is None:
-            self._logic = parse_logic(data)
+            self._logic = parse_logic(data, reuse=self.savings.parse_once)
         try:
             env = load_game(data, self.savings, textworld.EnvInfos(admissible_commands=False),
                             replanner=planner, logic=self._logic)
