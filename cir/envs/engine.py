@@ -34,7 +34,7 @@ import sys
 from collections import Counter, defaultdict
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import fast_downward
@@ -44,7 +44,7 @@ from fast_downward.translate.pddl import conditions, f_expression
 from textworld.core import GameState
 from textworld.envs.pddl import PddlEnv
 from textworld.envs.pddl.logic import Atom, GameLogic, PddlState
-from textworld.logic import Proposition, Variable
+from textworld.logic import Placeholder, Proposition, Variable
 from textworld.utils import check_flag
 
 from cir.envs import memory
@@ -102,6 +102,8 @@ class Translation:
     task: Any  # fast_downward's normalised PDDL task
     sas: str
     sas_replan: str | None  # the replanner's optimised translation, when one was asked for
+    # operator id -> what an applicable action of that operator is made of (EngineState)
+    operators: dict[int, tuple] = field(default_factory=dict, compare=False, repr=False)
 
 
 def translate(domain: str, problem: str, *, replanner: bool) -> Translation:
@@ -118,7 +120,8 @@ class EngineState(PddlState):
     """textworld's ``PddlState``, built from a ``Translation`` instead of translating.
 
     The constructor takes ``PddlState.__init__``'s steps in its order (so facts enter their
-    sets in the same order), with the translation given.
+    sets in the same order), with the translation given. ``all_applicable_actions`` works
+    out each operator's action (name, mapping, templates) once per translation.
     """
 
     def __init__(self, lib: Any, problem: str, logic: GameLogic, translation: Translation) -> None:
@@ -131,6 +134,7 @@ class EngineState(PddlState):
         self.pddl_problem = problem
         self.task, self.sas = translation.task, translation.sas
         self.sas_replan = translation.sas_replan
+        self._operator_actions = translation.operators
         self._actions = {a.name: a for a in self.task.actions}
         for type_ in self.task.types:
             try:
@@ -159,6 +163,41 @@ class EngineState(PddlState):
                 return None
             return Proposition(name, [Variable(a, self.name2type[a]) for a in atom.fluent.args])
         return None
+
+    def all_applicable_actions(self) -> list[Any]:
+        """As ``PddlState.all_applicable_actions`` (same actions, same order, new objects).
+
+        In one translation an operator id names one operator, so what its action is made of
+        is read from the operator's name once, not at every step.
+        """
+        lib = self.downward_lib
+        operators = (fast_downward.Operator * lib.get_applicable_operators_count())()
+        lib.get_applicable_operators(operators)
+        self._operators = {op.id: op for op in operators}
+        actions = []
+        seen = set()
+        for op in operators:
+            made_of = self._operator_actions.get(op.id)
+            if made_of is None:
+                made_of = self._operator_actions[op.id] = self._made_of(op.name)
+            op_name, name, mapping, template, feedback = made_of
+            if op_name in seen:  # the engine keeps the first operator of each name
+                continue
+            seen.add(op_name)
+            action = textworld.logic.Action(name=name, preconditions=[], postconditions=[])
+            action.id = op.id
+            action.mapping = dict(mapping)
+            action.command_template = template
+            action.feedback_rule = feedback
+            actions.append(action)
+        return actions
+
+    def _made_of(self, op_name: str) -> tuple:
+        name, *arguments = op_name.split()
+        mapping = {Placeholder(p.name.strip("?"), p.type_name): Variable(arg, p.type_name)
+                   for p, arg in zip(self._actions[name].parameters, arguments, strict=False)}
+        logic_action = self._logic.actions[name]
+        return op_name, name, mapping, logic_action.template, logic_action.feedback_rule
 
     def replan(self, infos: Any) -> list[str]:
         if self.sas_replan is None:
