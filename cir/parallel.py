@@ -1,11 +1,13 @@
 """Run one function over many items in worker processes (joblib: loky, threading or Dask).
 
 Why a module: task generation and the replayer both fan work out per task, and both meet
-the same quirk of the engine. Loading an ALFWorld game keeps a few MB of C memory (Fast
-Downward's) that Python cannot free, about 4-8 MB per game on these machines. loky replaces
-a worker whose memory has grown by 300 MB, which is what we want over hundreds of tasks,
-and warns "A worker stopped while some jobs were given to the executor"; that warning is
-noise to a user, so it is silenced here, and only here.
+the same quirk of the engine: each game loads a copy of Fast Downward's library, which can
+never be unloaded, and textworld keeps every fact it ever made. ``cir.envs.memory`` recycles
+the copies and drops the facts when a game's engine closes, so a worker's memory stays flat
+over hundreds of tasks. As a second line, loky replaces a worker whose memory has grown by
+300 MB since its first task; it measures that with psutil (a dependency for this reason:
+without it loky silently skips the check) and warns "A worker stopped while some jobs were
+given to the executor"; that warning is noise to a user, so it is silenced here, and only here.
 
 Two guards against runaway processes: ``jobs`` is bounded by the machine's cores
 (:func:`check_jobs`; a remote Dask cluster is not bounded), and a local worker process
@@ -117,7 +119,7 @@ def parallel_map(fn: Callable[..., Any], items: Iterable[Any], *args: Any, jobs:
 @contextmanager
 def _dask_client(jobs: int, scheduler: str | None) -> Iterator[Any]:
     """A Dask client on ``scheduler``, or on a local cluster of ``jobs`` processes."""
-    try:  # an optional extra
+    try:  # an optional extra, imported only for this backend
         from dask.distributed import Client, LocalCluster
     except ImportError:  # pragma: no cover - depends on the installation
         raise CirError("--backend dask needs dask[distributed]: pip install 'cir[dask]'") from None

@@ -10,12 +10,14 @@ import json
 import random
 import re
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from cir.envs.alfworld import BANNER, NOTHING_HAPPENS, AlfworldEnv, AlfworldSnapshot
 from cir.envs.base import Env
+from cir.envs.engine import Savings
 from cir.envs.tasks import TASK_TYPES
 from cir.errors import CirError
 
@@ -383,8 +385,8 @@ def test_sys_argv_kept(game: Path) -> None:
 def check_memo_identical(game_file: Path, seed: int, n_steps: int) -> None:
     """The memoised text generator writes exactly what the unmodified engine writes."""
     rng = random.Random(seed)
-    plain = AlfworldEnv(game_file, "fast", memo_text=False)
-    memo = AlfworldEnv(game_file, "fast", memo_text=True)
+    plain = AlfworldEnv(game_file, "fast", savings=False)
+    memo = AlfworldEnv(game_file, "fast", savings=replace(Savings.none(), memo_text=True))
     assert type(plain._pddl_env._logic.grammar).__name__ == "ContextSensitiveGrammar"
     assert type(memo._pddl_env._logic.grammar).__name__ == "MemoGrammar"
     assert plain.reset() == memo.reset()

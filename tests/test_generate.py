@@ -10,14 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from cir.envs.generate import (
-    TASK_TYPES,
-    generate_split,
-    generate_task,
-    plan_problem,
-    read_manifest,
-    verify_game_file,
-)
+from cir.envs.draw import draw_task
+from cir.envs.generate import generate_split, generate_task, read_manifest
+from cir.envs.tasks import TASK_TYPES
+from cir.envs.verify import plan_problem, replay_on_game, verify_game_file
 from cir.errors import CirError
 
 N = 6  # one task of each type
@@ -94,6 +90,13 @@ def test_same_settings_is_a_no_op_and_different_settings_is_an_error(split_dir):
         generate_split(split_dir, "train", N, 1, progress=False)
     with pytest.raises(CirError, match="already holds different tasks.*n=6 \\(asked 7\\)"):
         generate_split(split_dir, "train", N + 1, 0, progress=False)
+
+
+def test_same_split_without_the_engine_savings(split_dir, tmp_path):
+    """textworld's engine unmodified (two grammar parses and four translations per task)
+    writes the same split, byte for byte, as the engine with its savings (the fixture)."""
+    generate_split(tmp_path, "train", N, 0, progress=False, savings=False)
+    assert _files(tmp_path / "train") == _files(split_dir / "train")
 
 
 def test_foreign_folder_is_an_error(tmp_path):
@@ -180,8 +183,6 @@ def test_unsolvable_draws_are_redrawn_then_reported():
 
 def test_plan_of_the_planning_problem_wins_the_full_game(split_dir):
     """The planner sees only goal classes; its plan must be admissible and win in the game."""
-    from cir.envs.generate import draw_task, replay_on_game
-
     # One type suffices here: every generated task is replayed on its game at generation.
     drawn = draw_task("train", 0, 1, "look_at_obj_in_light")
     small, full = drawn.planning_problem(), drawn.problem()

@@ -7,8 +7,9 @@ import re
 import pytest
 
 from cir.envs import scenes
-from cir.envs.generate import TASK_TYPES, VALID_ROOMS, draw_task
+from cir.envs.draw import VALID_ROOMS, draw_task
 from cir.envs.pddl import problem_text
+from cir.envs.tasks import TASK_TYPES
 
 DRAWS = [(split, i) for split in ("train", "valid_seen", "valid_unseen") for i in range(60)]
 

@@ -11,9 +11,6 @@ import cir
 
 PACKAGE = Path(cir.__file__).resolve().parent
 
-# The one known cycle, removed by the branch that reworks cir/envs (TaskRef.make_env imports
-# the engine adapter, which imports the task loader). Delete this entry when that merges.
-KNOWN_CYCLES = [{"cir.envs.alfworld", "cir.envs.tasks"}]
 
 
 def _module_name(path: Path) -> str:
@@ -125,7 +122,7 @@ def test_the_graph_sees_known_edges():
 
 
 def test_no_import_cycles():
-    found = [c for c in cycles(import_graph()) if c not in KNOWN_CYCLES]
+    found = cycles(import_graph())
     assert not found, f"import cycles among cir modules: {[sorted(c) for c in found]}"
 
 

@@ -16,6 +16,7 @@ from cir.agents.goals import LOOK, TWO, Goal
 from cir.agents.mechanisms import Draws, Fired
 from cir.agents.priors import prior
 from cir.envs.alfworld_text import Action, otype, parse_action
+from cir.protocol import THINK_PREFIX
 
 #: how much each sub-goal in progress is exposed to an interruption
 SUBGOAL_WEIGHT = {"fetch": 0.5, "transform": 1.0, "deliver": 1.0, "light": 0.6}
@@ -168,7 +169,7 @@ class Decider:
             o, _, r = about.partition(" in ")
             if b.location == r:
                 return f"examine {r}"  # is it really there?
-            return f"think: Let me re-plan. I still need a {g.obj}; I saw {o} in/on the {r}."
+            return f"{THINK_PREFIX} Let me re-plan. I still need a {g.obj}; I saw {o} in/on the {r}."
         held = about
         if sub == "deliver" and g.transform and how < 0.6:
             apps = b.of_type(g.appliance or "")
@@ -190,7 +191,7 @@ class Decider:
             return "inventory"
         if self.chance("reground", self.p["reground"], reply, n):
             if not self._just_thought() and self.draws.u("reground", "think", reply, n) < self.p["think"] * 0.5:
-                return "think: That did not work. Maybe I am not where I think I am, or I misread something."
+                return f"{THINK_PREFIX} That did not work. Maybe I am not where I think I am, or I misread something."
             return self.reground(reply, act)
         return None
 
@@ -229,16 +230,17 @@ class Decider:
             if g.count == 2:
                 steps.append(f"find and put a second {g.obj} there")
         return (
-            f"think: To solve the task, I need to {', then '.join(steps)}. "
+            f"{THINK_PREFIX} To solve the task, I need to {', then '.join(steps)}. "
             f"A {g.obj} is more likely to appear in {where}. I can check one by one."
         )
 
     def milestone(self, action: str, thought: str) -> str:
         """Return ``thought`` instead of ``action`` sometimes (thinking aloud at a milestone)."""
-        if self._just_thought() or "think: " + thought in self.b.thoughts:
+        said = f"{THINK_PREFIX} {thought}"
+        if self._just_thought() or said in self.b.thoughts:
             return action
         if self.chance("think", self.p["think"], action):
-            return "think: " + thought
+            return said
         return action
 
     def plan(self) -> str:

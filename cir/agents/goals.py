@@ -11,13 +11,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-SIMPLE = "pick_and_place_simple"
-LOOK = "look_at_obj_in_light"
-CLEAN = "pick_clean_then_place_in_recep"
-HEAT = "pick_heat_then_place_in_recep"
-COOL = "pick_cool_then_place_in_recep"
-TWO = "pick_two_obj_and_place"
-TASK_TYPES = (SIMPLE, LOOK, CLEAN, HEAT, COOL, TWO)
+from cir.protocol import GOAL_PREFIX, TASK_TYPES
+
+SIMPLE, LOOK, CLEAN, HEAT, COOL, TWO = TASK_TYPES
 
 #: the appliance type and the verb each transforming task needs
 TRANSFORMS = {CLEAN: ("clean", "sinkbasin"), HEAT: ("heat", "microwave"), COOL: ("cool", "fridge")}
@@ -67,7 +63,7 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     (SIMPLE, re.compile(rf"^(?:put|place)\s+{_ART}{_SL}{_W}{_PREP}{_ART}{_W}$")),
 ]
 
-_TASK_RE = re.compile(r"Your task is to:\s*(.+?)\s*$", re.MULTILINE)
+_TASK_RE = re.compile(rf"{re.escape(GOAL_PREFIX)}\s*(.+?)\s*$", re.MULTILINE)
 
 
 def goal_sentence(text: str) -> str | None:

@@ -12,33 +12,34 @@ The engine cannot be copied (deepcopy/pickle fail), so a snapshot is either
   valid for the engine state registry it came from, so each snapshot also carries its
   action list and falls back to replay when the registry has changed.
 
-In ``fast`` mode only the first ``reset`` rebuilds the engine state; later resets restore
-the initial snapshot, so snapshots stay valid across resets of the same env.
+In ``fast`` mode only the first ``reset`` reaches the engine; later resets restore the
+initial snapshot, so snapshots stay valid across resets of the same env.
 
 The agent only ever sees the engine's text; admissible commands and facts are offered as
 separate methods for tests and tools, sorted (the engine yields facts in hash order).
+
+The engine runs with the savings of ``cir.envs.engine`` (``savings=False``: textworld's own
+code, unmodified). ``close()`` (or dropping the env) hands its engine library to the next game.
 """
 
 from __future__ import annotations
 
 import ctypes
-import sys
 from collections import Counter, defaultdict
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import count
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
-from cir.envs.tasks import read_game_file
+import textworld
+from textworld.envs.pddl import PddlEnv
+
+from cir.envs.engine import Savings, keep_argv, load_game
+from cir.envs.gamefile import read_game_file
 from cir.errors import CirError
-
-if TYPE_CHECKING:
-    from cir.envs.tasks import TaskRef
+from cir.protocol import NOTHING_HAPPENS
 
 BANNER = "-= Welcome to TextWorld, ALFRED! =-"
-NOTHING_HAPPENS = "Nothing happens."
 SnapshotMode = Literal["fast", "replay"]
 
 _ENV_IDS = count(1)
@@ -52,14 +53,10 @@ def strip_banner(text: str) -> str:
     return stripped.strip()
 
 
-@contextmanager
-def _keep_argv() -> Iterator[None]:
-    """fast_downward overwrites ``sys.argv`` while translating; put it back."""
-    saved = list(sys.argv)
-    try:
-        yield
-    finally:
-        sys.argv[:] = saved
+class HasGameFile(Protocol):
+    """Anything that names a game file (a ``cir.envs.tasks.TaskRef``)."""
+
+    game_file: Path
 
 
 def _explain_engine_error(exc: BaseException) -> str:
@@ -122,17 +119,17 @@ class AlfworldEnv:
 
     ``game_file`` is a ``game.tw-pddl`` path (or a ``TaskRef``). ``snapshots="fast"`` uses
     engine state ids where they hold (and falls back to replay where they do not);
-    ``"replay"`` always resets and replays. ``memo_text=True`` (default) writes the text
-    with ``cir.envs.textmemo`` (byte-identical, about 10x faster steps); ``False`` runs the
-    unmodified engine.
+    ``"replay"`` always resets and replays. ``savings`` (``cir.envs.engine.Savings``, or
+    ``True`` for all, ``False`` for the unmodified engine) only changes how fast the same
+    text comes. Use it as a context manager, or ``close()`` it, to free its engine at once.
     """
 
     def __init__(
         self,
-        game_file: str | Path | TaskRef,
+        game_file: str | Path | HasGameFile,
         snapshots: SnapshotMode = "fast",
         *,
-        memo_text: bool = True,
+        savings: Savings | bool = True,
     ) -> None:
         if snapshots not in ("fast", "replay"):
             raise CirError(f"snapshots={snapshots!r}: expected 'fast' or 'replay'")
@@ -140,17 +137,14 @@ class AlfworldEnv:
         self.game_file = Path(path)
         self._game_key = str(self.game_file.resolve())
         self.snapshots: SnapshotMode = snapshots
-        self.memo_text = memo_text
+        self.savings = Savings.of(savings)
         self._id = next(_ENV_IDS)
+        self._closed = False
         self._data = read_game_file(self.game_file)
         self.walkthrough: list[str] | None = self._data.get("walkthrough")
         self._env = self._load()
         self._pddl_env = self._find_pddl_env(self._env)
         self._lib = self._pddl_env.downward_lib
-        if memo_text:
-            from cir.envs.textmemo import install_memo
-
-            install_memo(self._pddl_env)
         self._fast_ok = snapshots == "fast" and self._bind_state_id_functions()
         self._initial: AlfworldSnapshot | None = None
         self._actions: list[str] = []
@@ -165,31 +159,20 @@ class AlfworldEnv:
         return CirError(f"{self.game_file}: {what}: {_explain_engine_error(exc)}")
 
     def _load(self) -> Any:
-        try:
-            import textworld
-            from alfworld.agents.environment.alfred_tw_env import AlfredDemangler
-            from textworld.envs.pddl import PddlEnv
-        except ImportError as exc:  # pragma: no cover - depends on the installation
-            raise CirError(
-                f"cannot import the ALFWorld engine ({exc}); expected `pip install alfworld`"
-            ) from None
         # No facts in the game state: the engine would convert all of them on every step.
         infos = textworld.EnvInfos(admissible_commands=True, won=True)
-        env = AlfredDemangler(shuffle=False)(PddlEnv(infos))
         data = {k: self._data[k] for k in ("pddl_domain", "grammar", "pddl_problem")}
         try:
-            with _keep_argv():
-                env.load(data)
+            return load_game(data, self.savings, infos)
         except Exception as exc:  # the engine raises anything from tatsu to KeyError
             raise self._fail("failed to load", exc) from None
-        return env
 
     @staticmethod
     def _find_pddl_env(env: Any) -> Any:
         # Not hasattr(): textworld's Wrapper forwards attribute reads to the wrapped env,
         # and attributes set on the wrapper would shadow the engine's own.
         inner = getattr(env, "unwrapped", env)
-        if type(inner).__name__ != "PddlEnv" or "downward_lib" not in vars(inner):
+        if not isinstance(inner, PddlEnv) or "downward_lib" not in vars(inner):
             raise CirError(  # pragma: no cover - engine layout changed
                 f"cannot find textworld's PddlEnv inside the ALFWorld wrapper (got {inner!r})"
             )
@@ -209,7 +192,7 @@ class AlfworldEnv:
 
     def _engine_reset(self) -> str:
         try:
-            with _keep_argv():
+            with keep_argv():
                 state = self._env.reset()
         except Exception as exc:
             raise self._fail("failed to reset", exc) from None
@@ -219,6 +202,7 @@ class AlfworldEnv:
 
     def reset(self) -> str:
         """Start the episode; the intro without the welcome banner, goal sentence kept."""
+        self._require_open()
         if self._fast_ok and self._initial is not None and self._initial.fast is not None:
             self._restore_fast(self._initial)
             return self._initial.last_obs
@@ -232,6 +216,7 @@ class AlfworldEnv:
 
     def step(self, action: str) -> tuple[str, bool, bool]:
         """Send one action; ``(observation, done, won)``. Unknown text gives ``Nothing happens.``"""
+        self._require_open()
         if not self._started:
             raise CirError(f"{self.game_file}: step() before reset(); call reset() first")
         if not isinstance(action, str):
@@ -248,6 +233,7 @@ class AlfworldEnv:
 
     def snapshot(self) -> AlfworldSnapshot:
         """An immutable handle on the current state (fast part only in ``fast`` mode)."""
+        self._require_open()
         if not self._started:
             raise CirError(f"{self.game_file}: snapshot() before reset(); call reset() first")
         fast = self._capture_fast() if self._fast_ok else None
@@ -263,6 +249,7 @@ class AlfworldEnv:
 
     def restore(self, snapshot: AlfworldSnapshot) -> None:
         """Return to ``snapshot``: later steps give exactly what the original run gave."""
+        self._require_open()
         if not isinstance(snapshot, AlfworldSnapshot):
             raise CirError(f"restore({type(snapshot).__name__}): expected an AlfworldSnapshot")
         if snapshot.game_file != self._game_key:
@@ -355,8 +342,35 @@ class AlfworldEnv:
         return bool(self._pddl_env._pddl_state.check_goal())
 
     def _require_started(self) -> None:
+        self._require_open()
         if not self._started:
             raise CirError(f"{self.game_file}: call reset() first")
+
+    @property
+    def command_cache_off(self) -> str | None:
+        """Why admissible commands are derived at every step in this game (``None``: cached)."""
+        return getattr(self._pddl_env, "command_cache_off", "the unmodified engine")
+
+    # -- the engine's lifetime -------------------------------------------------------
+
+    def close(self) -> None:
+        """Free the engine now (its library copy goes to the next game); idempotent.
+
+        Dropping the env does the same when it is garbage collected.
+        """
+        if not self._closed:
+            self._closed = True
+            self._pddl_env.close()
+
+    def _require_open(self) -> None:
+        if self._closed:
+            raise CirError(f"{self.game_file}: this env is closed; create a new AlfworldEnv")
+
+    def __enter__(self) -> AlfworldEnv:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def __repr__(self) -> str:
         return f"AlfworldEnv({str(self.game_file)!r}, snapshots={self.snapshots!r})"

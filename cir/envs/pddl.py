@@ -15,6 +15,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from alfworld.gen import goal_library
+from alfworld.info import ALFRED_PDDL_PATH, ALFRED_TWL2_PATH
+
 from cir.envs import scenes
 from cir.envs.scenes import Layout, PlacedObject
 
@@ -23,29 +26,15 @@ from cir.envs.scenes import Layout, PlacedObject
 DOMAIN_RTYPES = ("FridgeType", "MicrowaveType", "SinkBasinType")
 DOMAIN_OTYPES = ("ButterKnifeType", "KnifeType")
 
-TASK_TYPES: tuple[str, ...] = (
-    "pick_and_place_simple",
-    "look_at_obj_in_light",
-    "pick_clean_then_place_in_recep",
-    "pick_heat_then_place_in_recep",
-    "pick_cool_then_place_in_recep",
-    "pick_two_obj_and_place",
-)
-
-
 @lru_cache(maxsize=1)
 def domain_text() -> str:
     """ALFWorld's ALFRED PDDL domain, as shipped with the installed ``alfworld``."""
-    from alfworld.info import ALFRED_PDDL_PATH
-
     return Path(ALFRED_PDDL_PATH).read_text(encoding="utf-8")
 
 
 @lru_cache(maxsize=1)
 def grammar_template() -> str:
     """ALFWorld's text grammar with the ``UNKNOWN GOAL`` placeholder."""
-    from alfworld.info import ALFRED_TWL2_PATH
-
     return Path(ALFRED_TWL2_PATH).read_text(encoding="utf-8")
 
 
@@ -67,16 +56,12 @@ class Goal:
 
     def pddl(self) -> str:
         """Goal PDDL from ALFWorld's goal library (it also closes the ``define``)."""
-        from alfworld.gen import goal_library
-
         text = goal_library.gdict[self.task_type]["pddl"]
         text = text.format(obj=self.object_target, recep=self.parent_target,
                            toggle=self.toggle_target, mrecep=self.mrecep_target)
         return text.replace("#", "-")
 
     def templates(self) -> list[str]:
-        from alfworld.gen import goal_library
-
         return list(goal_library.gdict[self.task_type]["templates"])
 
     def sentence(self, template_index: int) -> str:

@@ -22,36 +22,22 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from cir.envs.gamefile import GAME_FILE, read_game_file
 from cir.errors import CirError
+from cir.protocol import SPLITS, TASK_TYPES
+
+if TYPE_CHECKING:
+    from cir.envs.alfworld import AlfworldEnv
 
 log = logging.getLogger(__name__)
 
-#: The six ALFWorld task types (alfworld.agents.environment.alfred_tw_env.TASK_TYPES).
-TASK_TYPES: tuple[str, ...] = (
-    "pick_and_place_simple",
-    "look_at_obj_in_light",
-    "pick_clean_then_place_in_recep",
-    "pick_heat_then_place_in_recep",
-    "pick_cool_then_place_in_recep",
-    "pick_two_obj_and_place",
-)
+#: Split folder names of the ALFWorld data set (json_2.1.1): the generated ones and the rest.
+KNOWN_SPLITS: tuple[str, ...] = (*SPLITS, "valid_train", "tests_seen", "tests_unseen")
 
-#: Split folder names of the ALFWorld data set (json_2.1.1) and of generated data.
-KNOWN_SPLITS: tuple[str, ...] = (
-    "train",
-    "valid_seen",
-    "valid_unseen",
-    "valid_train",
-    "tests_seen",
-    "tests_unseen",
-)
-
-GAME_FILE = "game.tw-pddl"
 TRAJ_FILE = "traj_data.json"
 MANIFEST_FILE = "manifest.json"
-REQUIRED_GAME_KEYS: tuple[str, ...] = ("pddl_domain", "grammar", "pddl_problem")
 
 _ROOM_BY_HUNDREDS = {0: "kitchen", 2: "livingroom", 3: "bedroom", 4: "bathroom"}
 
@@ -69,51 +55,12 @@ class TaskRef:
     traj_file: Path | None = None
     scene: str | None = None
 
-    def make_env(self, **kwargs: Any):  # -> AlfworldEnv (import kept lazy: the engine is heavy)
+    def make_env(self, **kwargs: Any) -> AlfworldEnv:
         """An ``AlfworldEnv`` over this task's game file."""
+        # Imported here: the engine takes a second to import, and finding tasks needs none of it.
         from cir.envs.alfworld import AlfworldEnv
 
         return AlfworldEnv(self.game_file, **kwargs)
-
-
-def read_game_file(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Parse and check a ``game.tw-pddl`` file; a ``CirError`` naming the file when it is bad."""
-    path = Path(path)
-    if not path.exists():
-        raise CirError(f"{path}: game file not found (expected a game.tw-pddl JSON file)")
-    if not path.is_file():
-        raise CirError(f"{path}: is not a file (expected a game.tw-pddl JSON file)")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CirError(f"{path}: cannot read game file ({exc})") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise CirError(
-            f"{path}: invalid JSON at line {exc.lineno} column {exc.colno} ({exc.msg}); "
-            f"expected a game.tw-pddl object with keys {', '.join(REQUIRED_GAME_KEYS)}"
-        ) from None
-    if not isinstance(data, dict):
-        raise CirError(
-            f"{path}: expected a JSON object with keys {', '.join(REQUIRED_GAME_KEYS)}, "
-            f"got {type(data).__name__}"
-        )
-    missing = [k for k in REQUIRED_GAME_KEYS if k not in data]
-    if missing:
-        raise CirError(
-            f"{path}: missing key(s) {', '.join(missing)}; a game.tw-pddl needs "
-            f"{', '.join(REQUIRED_GAME_KEYS)}"
-        )
-    for key in REQUIRED_GAME_KEYS:
-        if not isinstance(data[key], str) or not data[key].strip():
-            raise CirError(f"{path}: key {key!r} must be a non-empty string")
-    walkthrough = data.get("walkthrough")
-    if walkthrough is not None and not (
-        isinstance(walkthrough, list) and all(isinstance(a, str) for a in walkthrough)
-    ):
-        raise CirError(f"{path}: key 'walkthrough' must be a list of command strings")
-    return data
 
 
 def room_of_scene(scene: str | int | None) -> str | None:

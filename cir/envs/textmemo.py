@@ -42,7 +42,7 @@ _QUERIES: dict[str, Rule] = {}
 _NONE = object()
 
 
-def _parsed(start: str) -> list[Symbol]:
+def parsed(start: str) -> list[Symbol]:
     """Fresh symbols for ``start`` (the parse is cached; the symbols are new objects)."""
     syms = _PARSES.get(start)
     if syms is None:
@@ -99,7 +99,7 @@ class MemoGrammar(ContextSensitiveGrammar):
         return self._derive(start, context if context is not None else {})
 
     def _derive(self, start: str, context: dict[str, Any]) -> str:
-        derivation = _parsed(start)[::-1]
+        derivation = parsed(start)[::-1]
         for symbol in derivation:
             symbol.context = _copy_context(context)
         derived = []
