@@ -9,7 +9,7 @@ other, ``--repeats`` times in turn (A B C A B C ...); ratios are taken pair by p
 1. Task generation: the same ``--n`` tasks (valid_unseen, ``--seed``) generated with the
    engine's savings and without them (``cir.envs.verify``): CPU per task, and the sha256
    of every file of the split (names and bytes), which must be equal.
-2. The cohort through ``cir.replay.run_experiment`` (jobs 1, the built-in agent) with
+2. The cohort through ``cir.run.run_experiment`` (jobs 1, the built-in agent) with
    ``--conditions`` x ``--delays`` x ``--operations``, one arm per engine setting:
    ``savings`` (all of ``cir.envs.engine.Savings``), ``main`` (only the text memo, what the
    engine ran before them) and ``none`` (textworld's engine unmodified). Per arm: CPU,
@@ -173,7 +173,8 @@ def child_run(cfg: dict[str, Any]) -> dict[str, Any]:
     import cir.agents.builtin  # noqa: F401 - imported before the clock starts, as the engine
     import cir.envs.alfworld  # noqa: F401
     from cir.envs.tasks import load_tasks
-    from cir.replay import ReplaySettings, run_experiment
+    from cir.replay import ReplaySettings
+    from cir.run import run_experiment
 
     settings = ReplaySettings(conditions=tuple(cfg["conditions"]), delays=tuple(cfg["delays"]),
                               operations=tuple(cfg["operations"]))

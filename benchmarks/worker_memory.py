@@ -3,7 +3,7 @@
     python benchmarks/worker_memory.py                  # 60 generated tasks, --jobs 2
     python benchmarks/worker_memory.py --tasks DIR --n 60 --jobs 2 --json out.json
 
-Runs the same cohort through ``cir.replay.run_experiment`` (the built-in agent, 4 conditions
+Runs the same cohort through ``cir.run.run_experiment`` (the built-in agent, 4 conditions
 x 4 delays, refresh) once per arm, each arm in a fresh child process (so its workers are
 new): ``savings`` (``cir.envs.engine.Savings()``: library copies recycled, facts dropped) and
 ``main`` (only the text memo: a new library copy per game, never released, as before).
@@ -49,7 +49,7 @@ def logged_env(task: Any, *, snapshots: str, savings: Any, log: str) -> Any:
 
 def child(cfg: dict[str, Any]) -> None:
     from cir.envs.tasks import load_tasks
-    from cir.replay import run_experiment
+    from cir.run import run_experiment
 
     tasks = load_tasks(cfg["tasks"])[: cfg["n"]]
     run_experiment(tasks, cfg["out"], jobs=cfg["jobs"], progress=False, echo=lambda _: None,

@@ -43,7 +43,11 @@ def task_set_digest(task_ids: Sequence[str]) -> str:
 # -- workers --------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class WorkerConfig:
-    """What a worker needs to rebuild the agent and env for a task (plain, picklable)."""
+    """What a worker needs to rebuild the agent and env for a task (plain, picklable).
+
+    ``env_factory(task, snapshots=...)`` builds a fresh env for one task; the worker closes
+    it (when it has ``close``) once the task is done, as it closes the agent.
+    """
 
     agent: str
     seed: int
@@ -70,12 +74,15 @@ def _make_env(task: Any, cfg: WorkerConfig) -> Any:
 def run_task_worker(task: Any, cfg: WorkerConfig) -> dict[str, Any]:
     """Run one task in a worker; return plain data (summary, episodes, the agent's counters)."""
     agent = _make_agent(cfg)
+    env = _make_env(task, cfg)
     try:
-        result = run_task_pairs(task, agent, _make_env(task, cfg), cfg.settings)
+        result = run_task_pairs(task, agent, env, cfg.settings)
         stats = agent.stats() if callable(getattr(agent, "stats", None)) else None
     finally:
         if callable(getattr(agent, "close", None)):
             agent.close()
+        if callable(getattr(env, "close", None)):
+            env.close()  # the engine's library copy and facts go back at once, not at collection
     return {"summary": result.summary(), "episodes": result.episodes, "agent_stats": stats}
 
 
