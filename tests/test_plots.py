@@ -108,3 +108,23 @@ def test_written_figures_are_reproducible(multi, tmp_path):
     for name in ["effects_by_delay", "mechanism_controls", "outcome_partitions", "joint_outcomes"]:
         assert (tmp_path / "a" / f"{name}.svg").read_bytes() == (tmp_path / "b" / f"{name}.svg").read_bytes()
         assert (tmp_path / "a" / f"{name}.png").read_bytes() == (tmp_path / "b" / f"{name}.png").read_bytes()
+
+
+def test_figures_stay_legible_at_page_width(single):
+    """No figure wider than MAX_WIDTH inches (the report scales it to the text width); a
+    single panel is wide enough for its two-line title; the heatmap's colour bar counts."""
+    from cir.plots import MAX_WIDTH, MIN_WIDTH
+
+    wide = simulate_paired(24, conditions=("clean", "stale1", "stale2", "missing"), delays=(0, 1, 2, 4),
+                           operations=("refresh", "refresh_ablated", "replan", "rewind", "placebo"), seed=5)
+    for fig in (plot_mechanisms(wide, resamples=50), plot_partitions(wide), plot_effects(wide, resamples=50)):
+        assert fig.get_figwidth() <= MAX_WIDTH
+    one = plot_effects(single, resamples=50)
+    assert MIN_WIDTH <= one.get_figwidth() <= MAX_WIDTH
+    one.canvas.draw()  # the title inside the figure, on both sides
+    box = one._suptitle.get_window_extent()
+    assert box.x0 >= 0 and box.x1 <= one.bbox.width
+    heat = plot_joint(wide, "refresh", "refresh_ablated", condition="stale2", delay=4)
+    heat.canvas.draw()
+    ticks = heat.axes[-1].get_yticks()
+    assert len(ticks) and all(float(t).is_integer() for t in ticks)
