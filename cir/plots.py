@@ -10,6 +10,7 @@ operation only: no joint heatmap) raises :class:`FigureSkipped` with the reason.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -18,6 +19,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
+from tqdm import tqdm
 
 from cir import __version__
 from cir.decompose import count_outcomes, select_cohort, sort_groups
@@ -304,12 +306,14 @@ def write_figures(
     level: float = DEFAULT_LEVEL,
     formats: Sequence[str] = ("png", "svg"),
     joint: dict | None = None,
+    progress: bool = False,
 ) -> dict[str, list[Path] | str]:
     """Write every figure the table supports to ``out`` (PNG and SVG) with a ``figures.json`` manifest.
 
     ``joint`` may set ``a``, ``b``, ``condition``, ``delay`` of the joint heatmap
-    (see :func:`plot_joint` for the defaults). Returns {figure name: written paths,
-    or the reason it was skipped}.
+    (see :func:`plot_joint` for the defaults); ``progress`` shows a bar on standard error
+    (each figure bootstraps its intervals: seconds to a minute). Returns {figure name:
+    written paths, or the reason it was skipped}.
     """
     rows = select_cohort(df, cohort, True)
     out = Path(out)
@@ -326,7 +330,10 @@ def write_figures(
     settings = {"cir_version": __version__, "cohort": cohort, "resamples": int(resamples), "seed": int(seed),
                 "level": level, "tasks": int(rows["task_id"].nunique()), "rows": len(rows)}
     result: dict[str, list[Path] | str] = {}
-    for name, build in builders.items():
+    bar = tqdm(builders.items(), total=len(builders), unit="figure", desc="figures", disable=not progress,
+               file=sys.stderr, dynamic_ncols=True)
+    for name, build in bar:
+        bar.set_postfix_str(name)
         try:
             fig = build()
         except FigureSkipped as err:
