@@ -16,16 +16,27 @@ on resume or by the study report. :meth:`RunRecord.to_dict` and
      "costs": {"agent_calls": ..., "cache_hits": ..., "env_step_requests": ..., "env_steps": ...,
                "env_memo_hits": ..., "env_restores": ..., "env_resets": ..., "cache_hit_rate": ...},
      "timings": {"task_seconds_sum": ..., "sessions": [{"started": ..., "jobs": ..., "backend": ...,
-                 "snapshots": ..., "resumed_tasks": ..., "tasks_run": ..., "seconds": ...}]}}
+                 "snapshots": ..., "resumed_tasks": ..., "tasks_run": ..., "seconds": ...,
+                 "llm": {"http_requests": ..., "cache_hits_disk": ..., "cache_hits_memory": ...,
+                         "retries": ..., "unparsable": ..., "model_calls": ...}}]},
+     "task_ids": [...],
+     "store": {"episodes_bytes": ..., "paired_sha256": ...}}
+
+``task_ids`` (the run's tasks in order) and ``store`` (the episode store's size and the
+digest of the paired table written with it) let a reader check a table against its store
+cheaply (:mod:`cir.paired`); records of older versions lack them and are checked the
+slow way. A session's ``llm`` holds the LLM agent's counters in that session (empty for
+agents without any): a rerun served from the cache shows ``http_requests: 0``.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from typing import Any
 
 from cir.errors import CirError
 from cir.replay import ReplaySettings
+from cir.store import RunStore
 
 
 def _part(data: Any, key: str, source: str) -> Any:
@@ -36,9 +47,15 @@ def _part(data: Any, key: str, source: str) -> Any:
 
 
 def _build(cls: type, data: Any, source: str, where: str) -> Any:
-    """A dataclass from its fields in ``data``, with a one-line error on a missing field."""
-    names = [f.name for f in fields(cls)]
-    return cls(**{name: _part(data, name, f"{source} ({where})") for name in names})
+    """A dataclass from its fields in ``data``, with a one-line error on a missing field
+    (a field with a default may be missing: records of older versions lack it)."""
+    values = {}
+    for f in fields(cls):
+        optional = f.default is not MISSING or f.default_factory is not MISSING
+        if optional and isinstance(data, dict) and f.name not in data:
+            continue
+        values[f.name] = _part(data, f.name, f"{source} ({where})")
+    return cls(**values)
 
 
 @dataclass(frozen=True)
@@ -127,6 +144,13 @@ class Session:
     resumed_tasks: int
     tasks_run: int = 0
     seconds: float = 0.0
+    llm: dict[str, int] = field(default_factory=dict)  # the LLM agent's counters, summed over tasks
+
+    def add_llm(self, stats: dict[str, Any] | None) -> None:
+        """Add one task's agent counters (integers only; rates are derived)."""
+        for key, value in (stats or {}).items():
+            if isinstance(value, int) and not isinstance(value, bool):
+                self.llm[key] = self.llm.get(key, 0) + value
 
 
 @dataclass(frozen=True)
@@ -141,6 +165,26 @@ class RunRecord:
     costs: RunCosts
     task_seconds_sum: float
     sessions: list[Session] = field(default_factory=list)
+    task_ids: list[str] | None = None  # None in records of older versions
+    episodes_bytes: int | None = None
+    paired_sha256: str | None = None
+
+    @classmethod
+    def read(cls, store: RunStore) -> RunRecord | None:
+        """The record of a run folder (None if it has none yet)."""
+        data = store.read_run_json()
+        return None if data is None else cls.from_dict(data, source=str(store.run_json_path))
+
+    @classmethod
+    def resume(cls, store: RunStore, settings: RunSettings) -> RunRecord | None:
+        """The record of an earlier run in this folder with these settings (None if the
+        folder is new); a folder written with other settings is refused."""
+        old = store.check_settings(settings.to_dict())
+        return None if old is None else cls.from_dict(old, source=str(store.run_json_path))
+
+    def with_store(self, episodes_bytes: int, paired_sha256: str) -> RunRecord:
+        """This record, naming the store size and table digest it was written with."""
+        return replace(self, episodes_bytes=episodes_bytes, paired_sha256=paired_sha256)
 
     @classmethod
     def summarize(cls, cir_version: str, settings: RunSettings, task_ids: list[str],
@@ -161,10 +205,10 @@ class RunRecord:
         return cls(cir_version=cir_version, settings=settings, complete=complete, counts=counts,
                    feasibility=feasibility, costs=RunCosts.from_dict(costs),
                    task_seconds_sum=round(sum(s.get("seconds", 0.0) for s in summaries), 3),
-                   sessions=list(sessions))
+                   sessions=list(sessions), task_ids=list(task_ids))
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "cir_version": self.cir_version,
             "settings": self.settings.to_dict(),
             "complete": self.complete,
@@ -174,6 +218,11 @@ class RunRecord:
             "timings": {"task_seconds_sum": self.task_seconds_sum,
                         "sessions": [asdict(s) for s in self.sessions]},
         }
+        if self.task_ids is not None:
+            out["task_ids"] = list(self.task_ids)
+        if self.episodes_bytes is not None or self.paired_sha256 is not None:
+            out["store"] = {"episodes_bytes": self.episodes_bytes, "paired_sha256": self.paired_sha256}
+        return out
 
     @classmethod
     def from_dict(cls, data: Any, source: str = "run.json") -> RunRecord:
@@ -191,4 +240,15 @@ class RunRecord:
             task_seconds_sum=_part(timings, "task_seconds_sum", source),
             sessions=[_build(Session, s, source, "timings.sessions")
                       for s in _part(timings, "sessions", source)],
+            task_ids=_strings(data.get("task_ids"), source, "task_ids"),
+            episodes_bytes=(data.get("store") or {}).get("episodes_bytes"),
+            paired_sha256=(data.get("store") or {}).get("paired_sha256"),
         )
+
+
+def _strings(value: Any, source: str, where: str) -> list[str] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise CirError(f"{source}: the run record's {where} must be a list of strings")
+    return value

@@ -61,6 +61,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 FORMAT = "cir-router"
 FORMAT_VERSION = 2
+#: A router is a few KB (plus its training task ids); a larger file is refused unread.
+MAX_ROUTER_BYTES = 16 * 1024 * 1024
 
 _NUM = (int, float)
 _OPT_NUM = (int, float, type(None))
@@ -269,9 +271,10 @@ class Router:
 
     @classmethod
     def load(cls, path: str | Path, extractor: FeatureExtractor | None = None) -> Router:
-        """Read and validate a router file; CirError naming the file and the problem.
-        ``extractor``: see :meth:`from_dict`."""
-        data = read_json(path, "router file", strict=True)
+        """Read and validate a router file; CirError naming the file and the problem (a
+        file over :data:`MAX_ROUTER_BYTES` is refused before it is read, a key given twice
+        is refused rather than the last one winning). ``extractor``: see :meth:`from_dict`."""
+        data = read_json(path, "router file", strict=True, max_bytes=MAX_ROUTER_BYTES)
         return cls.from_dict(data, source=str(path), extractor=extractor)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -25,37 +26,14 @@ from cir import __version__
 from cir.agents.factory import make_agent
 from cir.envs.alfworld import AlfworldEnv
 from cir.errors import CirError
-from cir.paired import PAIRED_COLUMNS
-from cir.parallel import BACKENDS, parallel_map
+from cir.paired import MAX_DELAY, paired_text, text_digest
+from cir.parallel import BACKENDS, check_jobs, parallel_map
 from cir.record import RunRecord, RunSettings, Session
 from cir.replay import ReplaySettings, agent_label, run_task_pairs
 from cir.store import RunStore
 
-RowSorter = Callable[[dict[str, Any]], tuple]
 SNAPSHOT_MODES = ("fast", "replay")
-
-
-def row_sort_key(settings: ReplaySettings) -> RowSorter:
-    """Deterministic row order: task, then conditions/operations in settings order, delay."""
-    cond_index = {c: i for i, c in enumerate(settings.conditions)}
-    op_index = {m: i for i, m in enumerate(settings.operations)}
-
-    def key(row: dict[str, Any]) -> tuple:
-        return (str(row["task_id"]), cond_index.get(row["condition"], len(cond_index)),
-                row["condition"], int(row["delay"]), op_index.get(row["operation"], len(op_index)),
-                row["operation"])
-
-    return key
-
-
-def paired_columns(rows: list[dict[str, Any]]) -> list[str]:
-    """PAIRED_COLUMNS then the feature columns in first-seen order."""
-    extra: list[str] = []
-    for row in rows:
-        for key in row:
-            if key not in PAIRED_COLUMNS and key not in extra:
-                extra.append(key)
-    return [*PAIRED_COLUMNS, *extra]
+log = logging.getLogger(__name__)
 
 
 def task_set_digest(task_ids: Sequence[str]) -> str:
@@ -90,19 +68,26 @@ def _make_env(task: Any, cfg: WorkerConfig) -> Any:
 
 
 def run_task_worker(task: Any, cfg: WorkerConfig) -> dict[str, Any]:
-    """Run one task in a worker; return plain data (summary and episodes)."""
-    result = run_task_pairs(task, _make_agent(cfg), _make_env(task, cfg), cfg.settings)
-    return {"summary": result.summary(), "episodes": result.episodes}
+    """Run one task in a worker; return plain data (summary, episodes, the agent's counters)."""
+    agent = _make_agent(cfg)
+    try:
+        result = run_task_pairs(task, agent, _make_env(task, cfg), cfg.settings)
+        stats = agent.stats() if callable(getattr(agent, "stats", None)) else None
+    finally:
+        if callable(getattr(agent, "close", None)):
+            agent.close()
+    return {"summary": result.summary(), "episodes": result.episodes, "agent_stats": stats}
 
 
 # -- the run ----------------------------------------------------------------------------------
 def _check_arguments(tasks: list[Any], tasks_source: str | None, jobs: int, backend: str,
-                     snapshots: str) -> list[str]:
+                     scheduler: str | None, snapshots: str, settings: ReplaySettings) -> list[str]:
     """The task ids; a CirError for a bad argument, before the run folder is touched."""
     if backend not in BACKENDS:
         raise CirError(f"unknown backend {backend!r}: expected one of {', '.join(BACKENDS)}")
-    if jobs < 1:
-        raise CirError(f"--jobs {jobs}: expected an integer >= 1")
+    check_jobs(jobs, backend, scheduler)
+    if max(settings.delays) > MAX_DELAY:
+        raise CirError(f"delay {max(settings.delays)}: expected at most {MAX_DELAY} env actions")
     if snapshots not in SNAPSHOT_MODES:
         raise CirError(f"snapshots {snapshots!r}: expected {' or '.join(SNAPSHOT_MODES)}")
     if not tasks:
@@ -142,7 +127,7 @@ def run_experiment(
     """
     settings = settings or ReplaySettings()
     tasks = list(tasks)
-    ids = _check_arguments(tasks, tasks_source, jobs, backend, snapshots)
+    ids = _check_arguments(tasks, tasks_source, jobs, backend, scheduler, snapshots, settings)
     cfg = WorkerConfig(agent=agent, seed=seed, settings=settings, snapshots=snapshots,
                        base_url=base_url, cache_dir=None, agent_factory=agent_factory,
                        env_factory=env_factory)
@@ -150,51 +135,110 @@ def run_experiment(
                            limit=limit, agent=agent, agent_label=agent_label(_make_agent(cfg)),
                            seed=seed, replay=settings)
     store = RunStore(out)
-    old = store.resume(identity)
-    done = store.open()
-    todo = [t for t in tasks if str(t.task_id) not in done]
-    if not todo and old is not None and old.complete:
-        n_pairs = sum(len(done[i]["rows"]) for i in ids if i in done)
-        echo(f"{store.dir}: run already complete ({len(ids)} tasks, {n_pairs} pairs); nothing to do")
-        return old
-    cfg = replace(cfg, cache_dir=str(store.dir / "agent_cache"))
-    session = Session(started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), jobs=jobs,
-                      backend=backend, snapshots=snapshots, resumed_tasks=len(done))
-    sessions = [*(old.sessions if old else []), session]
-    t0 = time.perf_counter()
-    key = row_sort_key(settings)
+    with store.lock():
+        old = RunRecord.resume(store, identity)
+        done = store.open()
+        if old is not None and old.counts.tasks_done > len(done):
+            log.warning("%s: the run record lists %d finished task(s), the episode store holds %d; "
+                        "the others run again", store.dir, old.counts.tasks_done, len(done))
+        run = _Run(store, identity, tasks, ids, done, old, echo)
+        if not run.todo and old is not None:
+            return run.settle()
+        cfg = replace(cfg, cache_dir=str(store.dir / "agent_cache"))
+        session = Session(started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), jobs=jobs,
+                          backend=backend, snapshots=snapshots, resumed_tasks=len(done))
+        return run.run(session, cfg, jobs=jobs, backend=backend, scheduler=scheduler,
+                       progress=progress)
 
-    def flush(complete: bool) -> RunRecord:
-        summaries = [done[i] for i in ids if i in done]
-        rows = sorted((r for s in summaries for r in s["rows"]), key=key)
-        session.seconds = round(time.perf_counter() - t0, 3)
-        record = RunRecord.summarize(__version__, identity, ids, summaries, sessions, complete)
-        store.write_paired(rows, paired_columns(rows))
-        store.write_record(record)
+
+class _Run:
+    """One session on a locked run folder: the finished tasks, and the table and record
+    written after each task (so an interrupted run loses nothing)."""
+
+    def __init__(self, store: RunStore, identity: RunSettings, tasks: list[Any], ids: list[str],
+                 done: dict[str, dict[str, Any]], old: RunRecord | None,
+                 echo: Callable[[str], None]) -> None:
+        self.store = store
+        self.identity = identity
+        self.ids = ids
+        self.done = done
+        self.old = old
+        self.echo = echo
+        self.todo = [t for t in tasks if str(t.task_id) not in done]
+        self.sessions = list(old.sessions) if old else []
+
+    def state(self, complete: bool) -> tuple[str, RunRecord]:
+        """The table text and the record of the tasks done so far."""
+        summaries = [self.done[i] for i in self.ids if i in self.done]
+        replay = self.identity.replay
+        text = paired_text(summaries, replay.conditions, replay.operations)
+        record = RunRecord.summarize(__version__, self.identity, self.ids, summaries,
+                                     self.sessions, complete)
+        return text, record.with_store(self.store.episodes_bytes(), text_digest(text))
+
+    def flush(self, complete: bool) -> RunRecord:
+        # the record first: a kill between the two leaves a table that readers see is
+        # older than the record (and a first session that can resume)
+        text, record = self.state(complete)
+        self.store.write_run_json(record.to_dict())
+        self.store.write_paired(text)
         return record
 
-    flush(False)
-    bar = tqdm(total=len(ids), initial=len(ids) - len(todo), unit="task", disable=not progress,
-               file=sys.stderr, dynamic_ncols=True, desc="tasks")
-    pairs = sum(len(done[i]["rows"]) for i in ids if i in done)
-    bar.set_postfix(pairs=pairs)
-    try:
-        for res in parallel_map(run_task_worker, todo, cfg, jobs=jobs, backend=backend,
-                                scheduler=scheduler, ordered=False):
-            summary = res["summary"]
-            store.append_task(summary, res["episodes"])
-            # as the store holds it, so a resumed task and a fresh one give the same record
-            done[summary["task_id"]] = json.loads(json.dumps({"kind": "task", **summary}, sort_keys=True))
-            session.tasks_run += 1
-            pairs += len(summary["rows"])
-            flush(False)
-            bar.update(1)
-            bar.set_postfix(pairs=pairs)
-    finally:
-        bar.close()
-    record = flush(True)
-    c, costs = record.counts, record.costs
-    echo(f"{store.dir}: {c.tasks_done} tasks ({c.tasks_feasible} prefix-feasible, "
-         f"{c.tasks_infeasible} not), {c.pairs} pairs; agent calls {costs.agent_calls}, "
-         f"cache hits {costs.cache_hits}, env steps {costs.env_steps}")
-    return record
+    def settle(self) -> RunRecord:
+        """Every task is in the store: bring the table and record in line with it."""
+        text, record = self.state(True)
+        current = self.store.read_paired_text()
+        if current != text:
+            was = "missing" if current is None else f"{max(0, current.count(chr(10)) - 1)} rows"
+            self.store.write_paired(text)
+            self.echo(f"{self.store.paired_path}: rebuilt from the episode store (it was {was}, "
+                      f"the store has {record.counts.pairs})")
+        if self.old is None or record.to_dict() != self.old.to_dict():
+            self.store.write_run_json(record.to_dict())
+        self.echo(f"{self.store.dir}: run already complete ({len(self.ids)} tasks, "
+                  f"{record.counts.pairs} pairs); nothing to do")
+        return record
+
+    def run(self, session: Session, cfg: WorkerConfig, *, jobs: int, backend: str,
+            scheduler: str | None, progress: bool) -> RunRecord:
+        self.sessions.append(session)
+        t0 = time.perf_counter()
+
+        def flush(complete: bool) -> RunRecord:
+            session.seconds = round(time.perf_counter() - t0, 3)
+            return self.flush(complete)
+
+        flush(False)
+        ids, done = self.ids, self.done
+        bar = tqdm(total=len(ids), initial=len(ids) - len(self.todo), unit="task",
+                   disable=not progress, file=sys.stderr, dynamic_ncols=True, desc="tasks")
+        pairs = sum(len(done[i]["rows"]) for i in ids if i in done)
+        bar.set_postfix(pairs=pairs)
+        try:
+            for res in parallel_map(run_task_worker, self.todo, cfg, jobs=jobs, backend=backend,
+                                    scheduler=scheduler, ordered=False):
+                summary = res["summary"]
+                self.store.append_task(summary, res["episodes"])
+                # as the store holds it, so a resumed task and a fresh one give the same record
+                done[summary["task_id"]] = json.loads(json.dumps({"kind": "task", **summary},
+                                                                 sort_keys=True))
+                session.tasks_run += 1
+                session.add_llm(res.get("agent_stats"))
+                pairs += len(summary["rows"])
+                flush(False)
+                bar.update(1)
+                bar.set_postfix(pairs=pairs)
+        finally:
+            bar.close()
+        record = flush(True)
+        c, costs = record.counts, record.costs
+        line = (f"{self.store.dir}: {c.tasks_done} tasks ({c.tasks_feasible} prefix-feasible, "
+                f"{c.tasks_infeasible} not), {c.pairs} pairs; agent calls {costs.agent_calls}, "
+                f"cache hits {costs.cache_hits}, env steps {costs.env_steps}")
+        if session.llm:
+            llm = session.llm
+            line += (f"; LLM HTTP requests {llm.get('http_requests', 0)} (retries "
+                     f"{llm.get('retries', 0)}), replies from the disk cache "
+                     f"{llm.get('cache_hits_disk', 0)}, unparsable {llm.get('unparsable', 0)}")
+        self.echo(line)
+        return record

@@ -1,11 +1,18 @@
 """A tiny scripted OpenAI-compatible server on loopback, for testing the LLM agent's HTTP
-handling (retries, backoff, rate limits, timeouts, bad answers) without a model."""
+handling (retries, backoff, rate limits, timeouts, bad answers) without a model.
+
+Answers come from a script (in order) or from an ``answer(path, body, attempt)`` function
+(``attempt`` counts the requests with the same body so far), which lets a test make the
+server a pure function of the request and inject faults on chosen attempts: HTTP errors,
+``null`` or empty content, garbage, a missing ``choices``, slow, trickling or huge answers.
+"""
 
 from __future__ import annotations
 
 import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -13,13 +20,30 @@ from typing import Any
 
 @dataclass
 class Reply:
-    """One scripted answer: status, JSON (or raw text) body, headers, delay before answering."""
+    """One scripted answer: status, JSON (or raw text) body, headers, delay before answering,
+    and ``trickle`` seconds between the body's bytes (a server that never quite finishes)."""
 
     status: int = 200
     text: str | None = "go to desk 1"
     raw: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
+    trickle: float = 0.0
+
+
+#: Faulty answers by name, for fault-injection tests.
+FAULTS: dict[str, Reply] = {
+    "500": Reply(status=500),
+    "503": Reply(status=503, headers={"Retry-After": "0"}),
+    "429": Reply(status=429, headers={"Retry-After": "0"}),
+    "null": Reply(text=None),
+    "empty": Reply(text=""),
+    "garbage": Reply(raw="\x00\x01 <html>502 Bad Gateway</html>"),
+    "no_choices": Reply(raw=json.dumps({"object": "error", "message": "overloaded"})),
+    "slow": Reply(delay=1.0),
+    "trickle": Reply(trickle=0.05),
+    "huge": Reply(text="go to desk 1 " + "x" * (2 << 20)),
+}
 
 
 class FakeOpenAI:
@@ -29,9 +53,12 @@ class FakeOpenAI:
     ``requests`` as ``(path, headers, body)``.
     """
 
-    def __init__(self, script: list[Reply] | None = None) -> None:
+    def __init__(self, script: list[Reply] | None = None,
+                 answer: Callable[[str, dict[str, Any], int], Reply] | None = None) -> None:
         self.script = list(script or [Reply()])
+        self.answer = answer
         self.requests: list[tuple[str, dict[str, str], dict[str, Any]]] = []
+        self.attempts: dict[str, int] = {}
         self._lock = threading.Lock()
         fake = self
 
@@ -44,7 +71,13 @@ class FakeOpenAI:
                 body = json.loads(self.rfile.read(length) or b"{}")
                 with fake._lock:
                     fake.requests.append((self.path, dict(self.headers), body))
-                    reply = fake.script.pop(0) if len(fake.script) > 1 else fake.script[0]
+                    key = json.dumps(body, sort_keys=True)
+                    attempt = fake.attempts.get(key, 0)
+                    fake.attempts[key] = attempt + 1
+                    if fake.answer is not None:
+                        reply = fake.answer(self.path, body, attempt)
+                    else:
+                        reply = fake.script.pop(0) if len(fake.script) > 1 else fake.script[0]
                 if reply.delay:
                     time.sleep(reply.delay)
                 if reply.raw is not None:
@@ -64,7 +97,13 @@ class FakeOpenAI:
                     for k, v in reply.headers.items():
                         self.send_header(k, v)
                     self.end_headers()
-                    self.wfile.write(payload)
+                    if reply.trickle:
+                        for i in range(len(payload)):
+                            self.wfile.write(payload[i:i + 1])
+                            self.wfile.flush()
+                            time.sleep(reply.trickle)
+                    else:
+                        self.wfile.write(payload)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (timeout test)
 

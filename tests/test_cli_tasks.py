@@ -77,7 +77,9 @@ def test_play_stops_at_eof(out, monkeypatch, capsys):
     (["--split", "train", "--n", "1", "--types", "pick_and_place_simple,fly"],
      "unknown task type 'fly'"),
     (["--split", "test", "--n", "1"], "unknown split 'test'"),
-    (["--split", "train", "--n", "0"], "--n must be a positive number of tasks, got 0"),
+    (["--split", "train", "--n", "0"], "--n 0: expected an integer from 1 to 1000000"),
+    (["--split", "train", "--n", "1000000000000"], "--n 1000000000000: expected an integer from 1"),
+    (["--split", "train", "--n", "3", "--jobs", "1000"], "--jobs 1000: at most"),
 ])
 def test_generate_bad_input(tmp_path, capsys, argv, needle):
     _one_line_error(capsys, ["tasks", "generate", "--out", str(tmp_path), "--quiet", *argv], needle)

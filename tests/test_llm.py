@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from fake_openai import FakeOpenAI, Reply  # noqa: E402
 
-from cir.agents.actions import EMPTY_REPLY_ACTION, parse_action  # noqa: E402
+from cir.agents.actions import parse_action  # noqa: E402
 from cir.agents.cache import ResponseCache, request_key  # noqa: E402
 from cir.agents.llm import LLMAgent  # noqa: E402
 from cir.agents.prompts import EXAMPLES, completion_prompt, task_type  # noqa: E402
@@ -131,9 +131,12 @@ def test_cache_makes_reruns_free_and_keys_on_settings(tmp_path: Path) -> None:
     offline = LLMAgent("fake-model", f"http://127.0.0.1:{free_port()}/v1", cache_dir=tmp_path, mode="completion")
     assert offline.act(CONTEXT) == "open fridge 1"
     assert offline.stats() == {
-        "model_calls": 0, "cache_hits": 1, "cache_hit_rate": 1.0,
-        "http_requests": 0, "retries": 0, "unparsable": 0,
+        "model_calls": 0, "cache_hits": 1, "cache_hits_memory": 0, "cache_hits_disk": 1,
+        "cache_hit_rate": 1.0, "http_requests": 0, "retries": 0, "invalid_answers": 0,
+        "unparsable": 0,
     }
+    offline.act(CONTEXT)  # now from memory
+    assert (offline.cache.hits_memory, offline.cache.hits_disk) == (1, 1)
 
 
 def test_cache_survives_damaged_file_and_rejects_file_as_folder(tmp_path: Path) -> None:
@@ -254,14 +257,46 @@ def test_answer_that_is_not_openai_shaped_is_a_clear_error() -> None:
 # -- replies without an action -----------------------------------------------------------------
 
 
-def test_unparsable_and_empty_replies_are_passed_on_and_recorded() -> None:
-    with FakeOpenAI([Reply(text="I am not sure what to do here."), Reply(text=""), Reply(text=None)]) as server:
+def test_unparsable_replies_are_passed_on_and_recorded() -> None:
+    with FakeOpenAI([Reply(text="I am not sure what to do here.")]) as server:
         agent = agent_for(server)
         assert agent.act(CONTEXT) == "i am not sure what to do here"
-        assert agent.act([*CONTEXT, {"role": "assistant", "content": "x"}]) == EMPTY_REPLY_ACTION
-        assert agent.act([*CONTEXT, {"role": "assistant", "content": "y"}]) == EMPTY_REPLY_ACTION
-    assert agent.unparsable == ["I am not sure what to do here.", "", ""]
+    assert agent.unparsable == ["I am not sure what to do here."]
     assert agent.last is not None and not agent.last.ok
+
+
+@pytest.mark.parametrize("text", [None, "", " \n "])
+def test_null_or_empty_content_is_an_error_after_retries_and_never_cached(tmp_path: Path, text) -> None:
+    with FakeOpenAI([Reply(text=text)]) as server:
+        agent = agent_for(server, tmp_path, max_retries=2, backoff=0.0)
+        with pytest.raises(CirError, match=r"answer has no reply \(content .*3 attempt\(s\)"):
+            agent.act(CONTEXT)
+        assert (len(server.requests), agent.invalid_answers, agent.calls) == (3, 3, 0)
+    assert list(tmp_path.rglob("*.json")) == []
+    # once the server answers again, the agent asks it (nothing bad was cached)
+    with FakeOpenAI([Reply(text=None), Reply(text="look")]) as server:
+        agent = agent_for(server, tmp_path, backoff=0.0)
+        assert agent.act(CONTEXT) == "look" and agent.retries == 1
+
+
+def test_an_empty_reply_cached_by_an_older_version_is_not_reused(tmp_path: Path) -> None:
+    with FakeOpenAI([Reply(text="look")]) as server:
+        agent = agent_for(server, tmp_path)
+        key = request_key(*agent.request(CONTEXT))
+        ResponseCache(tmp_path)  # the folder
+        (tmp_path / key[:2]).mkdir()
+        (tmp_path / key[:2] / f"{key}.json").write_text(json.dumps({"text": ""}))
+        assert agent.act(CONTEXT) == "look" and agent.calls == 1
+    assert json.loads((tmp_path / key[:2] / f"{key}.json").read_text())["text"] == "look"
+
+
+def test_oversized_answer_is_refused_before_it_is_read_whole() -> None:
+    big = "go to desk 1 " + "x" * 5000
+    with FakeOpenAI([Reply(text=big)]) as server:
+        agent = agent_for(server, max_retries=1, backoff=0.0, max_reply_bytes=2000)
+        with pytest.raises(CirError, match="answer larger than 2000 bytes"):
+            agent.act(CONTEXT)
+    assert agent.invalid_answers == 2
 
 
 # -- parsing and prompts -------------------------------------------------------------------------

@@ -1,5 +1,6 @@
-"""The LLM agent on the real ALFWorld engine without a model: an unreachable server and
-replies with no action (answered ``Nothing happens.``), through the harness."""
+"""The LLM agent on the real ALFWorld engine without a model: an unreachable server,
+replies with no action (answered ``Nothing happens.``) and answers with no reply at all
+(asked again, never sent to the engine), through the harness."""
 
 from __future__ import annotations
 
@@ -27,9 +28,12 @@ def test_unreachable_server_is_a_clear_error(pick_place_task, pick_place_env: Al
 
 
 def test_reply_without_an_action_meets_nothing_happens(pick_place_task, pick_place_env: AlfworldEnv) -> None:
-    with FakeOpenAI([Reply(text="Hmm, I am not sure."), Reply(text=""), Reply(text="look")]) as fake:
-        agent = LLMAgent("fake", fake.base_url, mode="completion")
-        t = Harness(agent, max_turns=3, max_actions=3).episode(pick_place_env, pick_place_task.task_id)
-    assert [s.action for s in t.steps] == ["hmm, i am not sure", "nothing", "look"]
-    assert [s.observation for s in t.steps[:2]] == ["Nothing happens.", "Nothing happens."]
-    assert agent.unparsable == ["Hmm, I am not sure.", ""]
+    script = [Reply(text="Hmm, I am not sure."), Reply(text=""), Reply(text=None), Reply(text="look")]
+    with FakeOpenAI(script) as fake:
+        agent = LLMAgent("fake", fake.base_url, mode="completion", backoff=0.0)
+        t = Harness(agent, max_turns=2, max_actions=2).episode(pick_place_env, pick_place_task.task_id)
+    # the empty and the null answer were asked again, not sent to the engine as an action
+    assert [s.action for s in t.steps] == ["hmm, i am not sure", "look"]
+    assert t.steps[0].observation == "Nothing happens."
+    assert agent.unparsable == ["Hmm, I am not sure."]
+    assert (agent.http_requests, agent.retries, agent.invalid_answers) == (4, 2, 2)

@@ -27,7 +27,7 @@ def test_run_json_round_trips_exactly(run_dir):
     data = json.loads((run_dir / "run.json").read_text())
     record = RunRecord.from_dict(data)
     assert record.to_dict() == data
-    assert RunStore(run_dir).read_record() == record
+    assert RunRecord.read(RunStore(run_dir)) == record
     assert record.complete and record.counts.tasks_done == 4 and record.settings.replay.operations == (
         "refresh", "replan")
     assert record.counts.pairs == sum(1 for _ in (run_dir / "paired.csv").open()) - 1

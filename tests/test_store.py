@@ -38,9 +38,15 @@ def test_append_and_torn_tail(tmp_path):
     assert len(list(read_episodes(tmp_path / "run"))) == 3
     done = RunStore(tmp_path / "run").open()
     assert sorted(done) == ["t0", "t1", "t2"] and path.read_bytes() == good
-    # garbage (not gzip) at the end is also dropped
+    # garbage (not gzip) at the end is damage, not a write in progress: readers say so,
+    # and open() keeps the damaged file aside and the intact members in the store
     path.write_bytes(good + b"\x00garbage")
-    assert len(list(read_records(path))) == 6
+    with pytest.raises(CirError, match=r"damaged: task unknown \(bytes \d+-\d+: not a valid gzip"):
+        list(read_records(path))
+    assert sorted(RunStore(tmp_path / "run").open()) == ["t0", "t1", "t2"]
+    assert path.read_bytes() == good and len(list(read_records(path))) == 6
+    (backup,) = path.parent.glob("episodes.jsonl.gz.damaged-*")
+    assert backup.read_bytes() == good + b"\x00garbage"
 
 
 def test_settings_refusal_and_foreign_folder(tmp_path):

@@ -6,6 +6,10 @@ fixed the first time and costs nothing afterwards. One file per key, written ato
 (:func:`cir.files.write_atomic`), makes concurrent writers in many processes safe
 without locks: a reader sees either no file or a complete one, and two writers of one
 key write the same content.
+
+Only valid answers are stored (a non-empty ``text``): a record without one, written by an
+older version that cached a server's null or empty reply, counts as a miss, so a fixed
+server is asked again instead of the bad answer being reused.
 """
 
 from __future__ import annotations
@@ -30,12 +34,23 @@ def request_key(endpoint: str, body: dict[str, Any]) -> str:
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
+def valid_record(record: Any) -> bool:
+    """Whether a cached record holds an answer: a dict with a non-empty ``text``."""
+    return isinstance(record, dict) and isinstance(record.get("text"), str) \
+        and bool(record["text"].strip())
+
+
 class ResponseCache:
-    """Replies stored under ``root/<key[:2]>/<key>.json``; ``root=None`` keeps them in memory."""
+    """Replies stored under ``root/<key[:2]>/<key>.json``; ``root=None`` keeps them in memory.
+
+    ``hits_memory`` and ``hits_disk`` count where answers came from.
+    """
 
     def __init__(self, root: str | Path | None = None) -> None:
         self.root = Path(root) if root is not None else None
         self._memory: dict[str, dict[str, Any]] = {}
+        self.hits_memory = 0
+        self.hits_disk = 0
         if self.root is not None:
             try:
                 self.root.mkdir(parents=True, exist_ok=True)
@@ -49,8 +64,9 @@ class ResponseCache:
         return self.root / key[:2] / f"{key}.json"
 
     def get(self, key: str) -> dict[str, Any] | None:
-        """The stored record for ``key``, or None. A damaged file counts as a miss."""
+        """The stored record for ``key``, or None. A damaged or empty answer counts as a miss."""
         if key in self._memory:
+            self.hits_memory += 1
             return self._memory[key]
         if self.root is None:
             return None
@@ -58,13 +74,16 @@ class ResponseCache:
             record = read_json(self._path(key), "cached reply", missing_ok=True)
         except CirError:
             return None  # unreadable or truncated by hand: ask the model again and rewrite
-        if not isinstance(record, dict) or "text" not in record:
+        if not valid_record(record):
             return None
         self._memory[key] = record
+        self.hits_disk += 1
         return record
 
     def put(self, key: str, record: dict[str, Any]) -> None:
-        """Store ``record`` (must hold ``text``) under ``key``, atomically."""
+        """Store ``record`` (a valid answer: non-empty ``text``) under ``key``, atomically."""
+        if not valid_record(record):
+            raise ValueError(f"not an answer to cache (no text): {record!r}")
         self._memory[key] = record
         if self.root is None:
             return

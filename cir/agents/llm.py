@@ -9,13 +9,17 @@ cache keyed by the full request, which makes the agent a pure function of its co
 makes the shared prefix of paired branches and every rerun free.
 
 Network trouble is retried with exponential backoff (connection errors, timeouts, HTTP
-5xx and 429, honouring ``Retry-After``); when retries run out, or the server refuses the
-request (4xx), :class:`~cir.errors.CirError` says which URL failed and how.
+5xx and 429, honouring ``Retry-After``), and so is an answer that holds no reply: not
+JSON, no ``choices``, ``null`` or empty content, or more than ``max_reply_bytes`` (read
+no further). When retries run out, or the server refuses the request (4xx),
+:class:`~cir.errors.CirError` says which URL failed and how; a bad answer is never taken
+as an action and never cached.
 """
 
 from __future__ import annotations
 
 import email.utils
+import json
 import re
 import time
 from collections.abc import Callable
@@ -32,6 +36,8 @@ from cir.agents.prompts import PROMPT_VERSION, chat_messages, completion_prompt
 from cir.errors import CirError
 
 MODES = ("chat", "completion")
+#: An answer longer than this is not a reply to a request for one short command.
+MAX_REPLY_BYTES = 1 << 20
 _THINK_BLOCK = re.compile(r"<think>.*?(?:</think>|$)", re.DOTALL | re.IGNORECASE)
 
 
@@ -52,9 +58,13 @@ def _endpoint_base(base_url: str) -> str:
     return url
 
 
-def _retry_after(response: httpx.Response) -> float | None:
+class _TooLarge(Exception):
+    """The answer passed the size cap (reading stopped there)."""
+
+
+def _retry_after(headers: httpx.Headers) -> float | None:
     """Seconds the server asks us to wait (``Retry-After``: seconds or an HTTP date)."""
-    value = response.headers.get("retry-after")
+    value = headers.get("retry-after")
     if not value:
         return None
     try:
@@ -70,30 +80,33 @@ def _retry_after(response: httpx.Response) -> float | None:
     return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
 
 
-def _error_detail(response: httpx.Response) -> str:
+def _snippet(raw: bytes, limit: int = 300) -> str:
+    text = " ".join(raw[: 4 * limit].decode("utf-8", "replace").split())
+    return text[:limit] + ("..." if len(text) > limit else "")
+
+
+def _error_detail(raw: bytes) -> str:
     """The server's own error message, shortened to one line."""
     try:
-        data = response.json()
-        if isinstance(data, dict):
-            err = data.get("error", data.get("detail", data))
-            if isinstance(err, dict):
-                err = err.get("message", err)
-            text = str(err)
-        else:
-            text = str(data)
+        data = json.loads(raw)
     except ValueError:
-        text = response.text
-    text = " ".join(text.split())
-    return text[:300] + ("..." if len(text) > 300 else "")
+        return _snippet(raw)
+    if isinstance(data, dict):
+        err = data.get("error", data.get("detail", data))
+        if isinstance(err, dict):
+            err = err.get("message", err)
+        return _snippet(str(err).encode("utf-8"))
+    return _snippet(str(data).encode("utf-8"))
 
 
 class LLMAgent:
     """ReAct agent over an OpenAI-compatible API, with a persistent response cache.
 
     Counters for reporting (per instance): ``calls`` (answers obtained from the server),
-    ``cache_hits``, ``http_requests`` (attempts, retries included), ``retries``,
-    ``unparsable`` (raw replies with no recognisable command; they are still returned,
-    cleaned, so the engine answers ``Nothing happens.``).
+    ``cache_hits`` (in memory or on disk: ``cache.hits_memory``, ``cache.hits_disk``),
+    ``http_requests`` (attempts, retries included), ``retries``, ``invalid_answers``
+    (answers without a reply, retried), ``unparsable`` (replies with no recognisable
+    command; they are still returned, cleaned, so the engine answers ``Nothing happens.``).
     """
 
     def __init__(
@@ -111,13 +124,15 @@ class LLMAgent:
         mode: str | None = None,
         backoff: float = 1.0,
         max_backoff: float = 60.0,
+        max_reply_bytes: int = MAX_REPLY_BYTES,
     ) -> None:
         if not model or not isinstance(model, str):
             raise CirError(f"LLM model {model!r}: expected a model name, e.g. Qwen3-14B")
         mode = mode or "chat"
         if mode not in MODES:
             raise CirError(f"LLM mode {mode!r}: expected one of {', '.join(MODES)}")
-        for field, value, low in (("timeout", timeout, 0.0), ("max_tokens", max_tokens, 1)):
+        for field, value, low in (("timeout", timeout, 0.0), ("max_tokens", max_tokens, 1),
+                                  ("max_reply_bytes", max_reply_bytes, 1)):
             if not value > low:
                 raise CirError(f"LLM {field} {value!r}: expected a number above {low}")
         if max_retries < 0 or backoff < 0 or max_backoff < 0:
@@ -135,6 +150,7 @@ class LLMAgent:
         self.max_retries = int(max_retries)
         self.backoff = float(backoff)
         self.max_backoff = float(max_backoff)
+        self.max_reply_bytes = int(max_reply_bytes)
         self.stop = ["\n"]
         self.name = f"openai:{model}" if mode == "chat" else f"openai-{mode}:{model}"
         self.cache = ResponseCache(cache_dir)
@@ -142,6 +158,7 @@ class LLMAgent:
         self.cache_hits = 0
         self.http_requests = 0
         self.retries = 0
+        self.invalid_answers = 0
         self.unparsable: list[str] = []
         self.last: ParsedAction | None = None
         self._sleep: Callable[[float], None] = time.sleep
@@ -189,12 +206,16 @@ class LLMAgent:
         return self.cache_hits / total if total else 0.0
 
     def stats(self) -> dict[str, float | int]:
+        """The counters (recorded per session in ``run.json``)."""
         return {
             "model_calls": self.calls,
             "cache_hits": self.cache_hits,
+            "cache_hits_memory": self.cache.hits_memory,
+            "cache_hits_disk": self.cache.hits_disk,
             "cache_hit_rate": self.hit_rate,
             "http_requests": self.http_requests,
             "retries": self.retries,
+            "invalid_answers": self.invalid_answers,
             "unparsable": len(self.unparsable),
         }
 
@@ -227,8 +248,28 @@ class LLMAgent:
             self._client = httpx.Client(headers=headers, timeout=timeout)
         return self._client
 
+    def _post(self, url: str, body: dict[str, Any]) -> tuple[int, httpx.Headers, bytes]:
+        """POST and read the answer: status, headers, body. Reading stops at the size cap
+        (:class:`_TooLarge`) and at the timeout, also for a server that trickles bytes."""
+        deadline = time.monotonic() + self.timeout
+        with self._client_().stream("POST", url, json=body) as response:
+            declared = response.headers.get("content-length", "")
+            if declared.isdigit() and int(declared) > self.max_reply_bytes:
+                raise _TooLarge
+            chunks: list[bytes] = []
+            size = 0
+            for chunk in response.iter_bytes():
+                size += len(chunk)
+                if size > self.max_reply_bytes:
+                    raise _TooLarge
+                if time.monotonic() > deadline:
+                    raise httpx.ReadTimeout("answer still arriving at the timeout")
+                chunks.append(chunk)
+            return response.status_code, response.headers, b"".join(chunks)
+
     def _complete(self, endpoint: str, body: dict[str, Any]) -> dict[str, Any]:
-        """POST ``body``, retrying transient failures; the record to cache."""
+        """POST ``body``, retrying transient failures and answers without a reply; the
+        record to cache."""
         url = self.url
         start = time.monotonic()
         problem = ""
@@ -238,28 +279,33 @@ class LLMAgent:
             self.http_requests += 1
             wait: float | None = None
             try:
-                response = self._client_().post(url, json=body)
+                status, headers, raw = self._post(url, body)
             except httpx.TimeoutException as exc:
                 problem = f"no answer within {self.timeout:g} s ({type(exc).__name__})"
             except httpx.ConnectError:
                 problem = "cannot connect (is the server running and the address right?)"
             except httpx.TransportError as exc:
                 problem = f"connection failed ({type(exc).__name__}: {exc})"
+            except _TooLarge:
+                self.invalid_answers += 1
+                problem = f"answer larger than {self.max_reply_bytes} bytes (not one short command)"
             else:
-                status = response.status_code
                 if status == 200:
-                    return self._record(url, endpoint, response)
-                detail = _error_detail(response)
-                if status == 429 or status >= 500:
-                    problem = f"HTTP {status}: {detail}"
-                    wait = _retry_after(response)
+                    record, problem = self._record(endpoint, raw)
+                    if record is not None:
+                        return record
+                    self.invalid_answers += 1
+                elif status == 429 or status >= 500:
+                    problem = f"HTTP {status}: {_error_detail(raw)}"
+                    wait = _retry_after(headers)
                 else:
                     hint = {
                         401: " (check the API key variable)",
                         403: " (check the API key variable)",
                         404: " (check the model name and that the base URL ends in /v1)",
                     }.get(status, "")
-                    raise CirError(f"LLM server {url}: HTTP {status} for model {self.model!r}{hint}: {detail}")
+                    raise CirError(f"LLM server {url}: HTTP {status} for model {self.model!r}{hint}: "
+                                   f"{_error_detail(raw)}")
             if attempt == self.max_retries:
                 break
             delay = self.backoff * (2**attempt) if wait is None else wait
@@ -270,25 +316,26 @@ class LLMAgent:
             f"LLM server {url}: {problem}; gave up after {attempts} attempt(s) in {elapsed:.1f} s"
         )
 
-    def _record(self, url: str, endpoint: str, response: httpx.Response) -> dict[str, Any]:
+    def _record(self, endpoint: str, raw: bytes) -> tuple[dict[str, Any] | None, str]:
+        """The record to cache from a 200 answer, or None and what is wrong with it."""
         try:
-            data = response.json()
-            choice = data["choices"][0]
-            if endpoint == "chat":
-                text = (choice.get("message") or {}).get("content")
-            else:
-                text = choice.get("text")
-        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
-            snippet = " ".join(response.text.split())[:200]
-            raise CirError(
-                f"LLM server {url}: answer is not an OpenAI-style completion ({type(exc).__name__}): {snippet!r}"
-            ) from exc
-        return {
-            "text": text if isinstance(text, str) else "",
-            "finish_reason": choice.get("finish_reason"),
-            "model": self.model,
-            "endpoint": endpoint,
-        }
+            data = json.loads(raw)
+        except ValueError:
+            return None, f"answer is not an OpenAI-style completion (not JSON): {_snippet(raw, 200)!r}"
+        choices = data.get("choices") if isinstance(data, dict) else None
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            return None, f"answer is not an OpenAI-style completion (no choices): {_snippet(raw, 200)!r}"
+        choice = choices[0]
+        if endpoint == "chat":
+            message = choice.get("message")
+            text = message.get("content") if isinstance(message, dict) else None
+        else:
+            text = choice.get("text")
+        if not isinstance(text, str) or not text.strip():
+            shown = "null" if text is None else repr(text) if isinstance(text, str) else type(text).__name__
+            return None, f"answer has no reply (content {shown})"
+        return {"text": text, "finish_reason": choice.get("finish_reason"), "model": self.model,
+                "endpoint": endpoint}, ""
 
     # -- lifetime -----------------------------------------------------------------------------
     def close(self) -> None:

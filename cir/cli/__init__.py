@@ -2,13 +2,17 @@
 
 Each command group lives in its own module of this package and exposes
 ``register(subparsers)``; handlers import their heavy dependencies lazily so that
-``cir --help`` stays fast. A :class:`~cir.errors.CirError` is printed as one line.
+``cir --help`` stays fast. A :class:`~cir.errors.CirError` is printed as one line, and so
+is an OS error no module turned into one (a full or read-only disk); the notes the
+modules log (a rebuilt table, a stale lock taken over, a partial run analysed) are
+printed as ``cir: note: ...`` lines on standard error.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import sys
 import textwrap
 
@@ -48,6 +52,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _Notes(logging.Handler):
+    """The package's log records as ``cir: note: ...`` lines on the current stderr."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        print(f"cir: note: {record.getMessage()}", file=sys.stderr)
+
+
+def _show_notes() -> logging.Handler:
+    handler = _Notes(logging.INFO)
+    logger = logging.getLogger("cir")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    return handler
+
+
 def main(argv: list[str] | None = None) -> int:
     # Parse before anything touches the engine: fast_downward overwrites sys.argv.
     parser = build_parser()
@@ -55,15 +74,22 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "handler", None):
         parser.print_help()
         return 2
+    notes = _show_notes()
     try:
         return int(args.handler(args) or 0)
     except CirError as err:
         print(f"cir: error: {err}", file=sys.stderr)
         return 2
+    except OSError as err:  # a disk error no module named a path for
+        where = f"{err.filename}: " if err.filename else ""
+        print(f"cir: error: {where}{err.strerror or err}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("cir: interrupted; finished work is saved, run the same command again to resume",
               file=sys.stderr)
         return 130
+    finally:
+        logging.getLogger("cir").removeHandler(notes)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -13,6 +13,7 @@ import json
 import sys
 from pathlib import Path
 
+from cir.cli.limits import MAX_RESAMPLES, MAX_SEED, check_int
 from cir.cli.style import add_columns, add_quiet, command
 from cir.errors import CirError
 from cir.protocol import DEFAULT_LEVEL, DEFAULT_RESAMPLES, DEFAULT_SEED
@@ -37,6 +38,8 @@ def _common(parser: argparse.ArgumentParser, resamples: bool = True, fmt: bool =
                         help="all prefix-feasible tasks, or only tasks whose factual run succeeded")
     parser.add_argument("--keep-prefix-mismatch", action="store_true",
                         help="keep rows whose two arms differ before the branch point (dropped by default)")
+    parser.add_argument("--allow-partial", action="store_true",
+                        help="analyse a run that lacks tasks (refused by default); the output says so")
     if resamples:
         parser.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES,
                             help="task-level bootstrap resamples")
@@ -139,12 +142,33 @@ def _emit(text: str, out: str | None) -> None:
         sys.stdout.write(text)
 
 
+def partial_label(df) -> str | None:  # noqa: ANN001 - pandas DataFrame
+    """``"4 of 5 tasks"`` for the table of a partial run read with --allow-partial, else None."""
+    run = df.attrs.get("run") or {}
+    if not run.get("partial"):
+        return None
+    if run.get("tasks_done") is None:
+        return "unchecked run folder"
+    return f"{run['tasks_done']} of {run['tasks']} tasks"
+
+
+def _mark_partial(table, partial: str | None):  # noqa: ANN001, ANN202
+    """The result of a partial run says so: a ``partial_run`` column and settings entry."""
+    if partial is None:
+        return table
+    out = table.assign(partial_run=partial)
+    out.attrs.update(table.attrs)
+    out.attrs["partial_run"] = partial
+    return out
+
+
 def _render(df, fmt: str) -> str:  # noqa: ANN001
     if fmt == "csv":
         return df.to_csv(index=False, float_format="%.6g")
     if fmt == "json":
         return json.dumps(_records(df), indent=2) + "\n"
-    return _markdown(df) + "\n\n" + _settings_line(df.attrs) + "\n"
+    shown = df.drop(columns=["partial_run"]) if "partial_run" in df.columns else df
+    return _markdown(shown) + "\n\n" + _settings_line(df.attrs) + "\n"
 
 
 def select_columns(table, keys: list[str], wanted: str | None, compact: list[str], fmt: str,  # noqa: ANN001, ANN202
@@ -171,10 +195,15 @@ def _load(args: argparse.Namespace):  # noqa: ANN202
     from cir.decompose import check_value
     from cir.paired import read_paired
 
-    df = read_paired(args.paired)
+    if hasattr(args, "resamples"):
+        check_int("--resamples", args.resamples, 1, MAX_RESAMPLES)
+        check_int("--seed", args.seed, 0, MAX_SEED)
+    df = read_paired(args.paired, allow_partial=args.allow_partial)
     if getattr(args, "operation", None):
         check_value(df, "operation", args.operation)
+        attrs = dict(df.attrs)  # what the run folder said (e.g. a partial run)
         df = df[df["operation"].astype(str) == args.operation]
+        df.attrs.update(attrs)
     mismatched = int((df["prefix_match"] == 0).sum())
     if mismatched and not args.keep_prefix_mismatch:
         print(f"cir: note: {mismatched} row(s) with prefix_match false dropped "
@@ -194,7 +223,7 @@ def _table(args: argparse.Namespace) -> int:
                          seed=args.seed, level=args.level,
                          require_prefix_match=not args.keep_prefix_mismatch)
     table = select_columns(table, list(table.attrs["by"]), args.columns, TABLE_COLUMNS, args.format)
-    _emit(_render(table, args.format), args.out)
+    _emit(_render(_mark_partial(table, partial_label(df)), args.format), args.out)
     return 0
 
 
@@ -206,7 +235,7 @@ def _contrast(args: argparse.Namespace) -> int:
                            resamples=args.resamples, seed=args.seed, level=args.level,
                            require_prefix_match=not args.keep_prefix_mismatch)
     table = select_columns(table, list(table.attrs["by"]), args.columns, CONTRAST_COLUMNS, args.format)
-    _emit(_render(table, args.format), args.out)
+    _emit(_render(_mark_partial(table, partial_label(df)), args.format), args.out)
     return 0
 
 
@@ -223,8 +252,9 @@ def _joint(args: argparse.Namespace) -> int:
     effects = joint_effects(df, resamples=args.resamples, seed=args.seed, level=args.level, **common)
     keys = list(counts.attrs["by"])
     effects = select_columns(effects, keys, args.columns, JOINT_COLUMNS, args.format)
+    partial = partial_label(df)
     if args.format == "csv":
-        _emit(_render(counts if args.counts else effects, "csv"), args.out)
+        _emit(_render(_mark_partial(counts if args.counts else effects, partial), "csv"), args.out)
         return 0
     _, groups = group_index(counts, keys)
     blocks, records = [], []
@@ -238,6 +268,7 @@ def _joint(args: argparse.Namespace) -> int:
         if args.format == "json":
             records.append({**(_records(groups.loc[[group.name], keys])[0] if keys else {}),
                             "a": args.a, "b": args.b, "n_tasks": n,
+                            **({"partial_run": partial} if partial else {}),
                             "counts": {row: {col: int(matrix.loc[row, col]) for col in matrix.columns}
                                        for row in matrix.index},
                             "effects": _records(part.drop(columns=keys))})
@@ -251,7 +282,8 @@ def _joint(args: argparse.Namespace) -> int:
     if args.format == "json":
         _emit(json.dumps(records, indent=2) + "\n", args.out)
     else:
-        _emit("\n\n".join(blocks) + "\n\n" + _settings_line(effects.attrs) + "\n", args.out)
+        attrs = {**effects.attrs, **({"partial_run": partial} if partial else {})}
+        _emit("\n\n".join(blocks) + "\n\n" + _settings_line(attrs) + "\n", args.out)
     return 0
 
 
@@ -269,4 +301,7 @@ def _figures(args: argparse.Namespace) -> int:
             print(f"{name}: {paths}")
         else:
             print(f"{name}: " + ", ".join(str(p) for p in paths))
+    partial = partial_label(df)
+    if partial:
+        print(f"partial run: these figures show {partial}")
     return 0

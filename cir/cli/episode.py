@@ -11,8 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from cir.agents.factory import AGENT_SPECS, make_agent
+from cir.cli.limits import MAX_BUDGET, check_int
 from cir.cli.style import add_quiet, command
 from cir.errors import CirError
+from cir.files import disk_error
 from cir.protocol import DEFAULT_FRACTION, DEFAULT_MAX_ACTIONS, DEFAULT_MAX_TURNS
 
 _COLOURS = {"agent": "36", "harness": "35", "obs": "0", "perturbed": "33", "won": "32", "lost": "31",
@@ -101,6 +103,10 @@ def handle(args: argparse.Namespace) -> int:
     from cir.router import Router
 
     cond = parse_condition(args.condition)
+    check_int("--max-turns", args.max_turns, 1, MAX_BUDGET)
+    check_int("--max-actions", args.max_actions, 1, MAX_BUDGET)
+    if args.json and Path(args.json).is_dir():  # found out before the episode runs, not after
+        raise CirError(f"--json {args.json}: is a folder; give a file name for the transcript")
     tasks = load_tasks(task_file(args.task))
     if len(tasks) != 1:
         raise CirError(
@@ -120,9 +126,12 @@ def handle(args: argparse.Namespace) -> int:
     paint = Painter(sys.stdout.isatty() and not os.environ.get("NO_COLOR"))
     print(format_episode(episode, task, info, paint, full=args.show))
     if args.json:
-        Path(args.json).write_text(json.dumps({"task_id": task.task_id, "info": info,
-                                               "transcript": episode.to_dict(),
-                                               "factual": factual.to_dict()}, indent=1) + "\n")
+        try:
+            Path(args.json).write_text(json.dumps({"task_id": task.task_id, "info": info,
+                                                   "transcript": episode.to_dict(),
+                                                   "factual": factual.to_dict()}, indent=1) + "\n")
+        except OSError as err:
+            raise disk_error(args.json, err) from None
     return 0
 
 

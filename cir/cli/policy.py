@@ -16,8 +16,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from cir.cli.analysis import partial_label
+from cir.cli.limits import MAX_BUDGET, MAX_RESAMPLES, MAX_SEED, check_int
 from cir.cli.style import add_columns, command
 from cir.errors import CirError
+from cir.files import disk_error
 from cir.protocol import (
     DEFAULT_C,
     DEFAULT_CANDIDATE_DELAYS,
@@ -77,6 +80,8 @@ def register(subparsers: Any) -> None:
                    help="env-action budget of the harness")
     f.add_argument("--report", default=None, metavar="DIR",
                    help="folder for calibration.csv/.png, grid.csv and oof.csv of the fit")
+    f.add_argument("--allow-partial", action="store_true",
+                   help="fit on a run that lacks tasks (refused by default)")
     f.set_defaults(handler=_fit)
 
     e = command(
@@ -97,6 +102,8 @@ def register(subparsers: Any) -> None:
                    help="also write the models' reliability curves on this table to this PNG/SVG")
     e.add_argument("--allow-overlap", action="store_true",
                    help="evaluate even if the table shares tasks with the training table")
+    e.add_argument("--allow-partial", action="store_true",
+                   help="evaluate on a run that lacks tasks (refused by default); the output says so")
     add_columns(e, EVALUATE_COLUMNS)
     e.set_defaults(handler=_evaluate)
 
@@ -114,9 +121,10 @@ def _fit(args: argparse.Namespace) -> int:
     from cir.paired import read_paired
     from cir.policy import CIRPolicy
 
-    df = read_paired(args.paired, require_features=True)
-    if args.max_turns < 1 or args.max_actions < 1:
-        raise CirError("--max-turns and --max-actions must be >= 1")
+    check_int("--max-turns", args.max_turns, 1, MAX_BUDGET)
+    check_int("--max-actions", args.max_actions, 1, MAX_BUDGET)
+    check_int("--seed", args.seed, 0, MAX_SEED)
+    df = read_paired(args.paired, require_features=True, allow_partial=args.allow_partial)
     policy = CIRPolicy(lam=args.lam, epsilon=args.epsilon, d_min=args.d_min, delays=args.delays,
                        C=args.C, folds=args.folds, operation=args.operation,
                        grid_size=args.grid_size, seed=args.seed)
@@ -147,14 +155,20 @@ def _fit(args: argparse.Namespace) -> int:
           + ("" if a["meets_epsilon"] else " (no delay meets the clean-harm limit)"))
     if args.report:
         report = Path(args.report)
-        report.mkdir(parents=True, exist_ok=True)
-        calibration_table(policy).to_csv(report / "calibration.csv", index=False)
-        fig = calibration_figure(policy)
-        fig.savefig(report / "calibration.png", dpi=120)
-        policy.grid_.to_csv(report / "grid.csv", index=False)
-        policy.oof_.to_csv(report / "oof.csv", index=False)
+        try:
+            report.mkdir(parents=True, exist_ok=True)
+            calibration_table(policy).to_csv(report / "calibration.csv", index=False)
+            fig = calibration_figure(policy)
+            fig.savefig(report / "calibration.png", dpi=120)
+            policy.grid_.to_csv(report / "grid.csv", index=False)
+            policy.oof_.to_csv(report / "oof.csv", index=False)
+        except OSError as err:
+            raise disk_error(err.filename or report, err) from None
         cal = calibration_table(policy).groupby("model", sort=False)["brier"].first()
         print("OOF Brier: " + ", ".join(f"{k} {v:.3f}" for k, v in cal.items()) + f"; report in {report}")
+    partial = partial_label(df)
+    if partial:
+        print(f"note: fitted on a partial run ({partial})")
     print(f"router written to {out}")
     return 0
 
@@ -170,8 +184,10 @@ def _evaluate(args: argparse.Namespace) -> int:
     from cir.report import markdown_table
     from cir.router import Router
 
+    check_int("--resamples", args.resamples, 1, MAX_RESAMPLES)
+    check_int("--seed", args.seed, 0, MAX_SEED)
     router = Router.load(args.router)
-    df = read_paired(args.paired, require_features=True)
+    df = read_paired(args.paired, require_features=True, allow_partial=args.allow_partial)
     trained = set(router.training.get("task_ids", []))
     overlap = sorted(trained & set(df["task_id"]))
     if overlap and not args.allow_overlap:
@@ -183,8 +199,6 @@ def _evaluate(args: argparse.Namespace) -> int:
     if agents and test_agents and test_agents != agents:
         print(f"cir: warning: the test table's agent(s) {', '.join(sorted(test_agents))} differ from the "
               f"router's training agent(s) {', '.join(sorted(agents))}", file=sys.stderr)
-    if args.resamples < 1:
-        raise CirError(f"--resamples must be >= 1, got {args.resamples}")
     result = evaluate(router, df, resamples=args.resamples, seed=args.seed, source=str(args.paired))
     summary, margins = result["summary"], result["margins"]
     asked = [c.strip() for c in (args.columns or "").split(",") if c.strip() and c.strip() != "all"]
@@ -196,6 +210,10 @@ def _evaluate(args: argparse.Namespace) -> int:
                              missing_ok=True)
     margins = select_columns(margins, ["policy", "versus", "condition"], args.columns, MARGIN_COLUMNS,
                              args.format, missing_ok=True)
+    partial = partial_label(df)
+    if partial and args.format != "markdown":  # markdown says it in its first line
+        result["settings"]["partial_run"] = partial
+        summary, margins = summary.assign(partial_run=partial), margins.assign(partial_run=partial)
     if args.format == "json":
         text = json.dumps({"settings": result["settings"],
                            "summary": json.loads(summary.to_json(orient="records")),
@@ -206,15 +224,21 @@ def _evaluate(args: argparse.Namespace) -> int:
     else:
         s = result["settings"]
         t = s["thresholds"]
-        head = (f"CIR on {s['tasks']} held-out tasks, {s['episodes']} episodes; thresholds "
+        head = (f"CIR on {s['tasks']} held-out tasks"
+                + (f" (partial run: {partial})" if partial else "")
+                + f", {s['episodes']} episodes; thresholds "
                 f"alpha={_fmt(t['alpha'])} beta={_fmt(t['beta'])} gamma={_fmt(t['gamma'])}; "
                 f"{s['resamples']} task-level bootstrap resamples (seed {s['seed']})")
         text = (head + "\n\n" + markdown_table(summary) + "\n\nMargins of CIR (pp, paired by task):\n\n"
                 + markdown_table(margins) + "\n")
-    if args.calibration:
-        calibration_figure(router, df).savefig(args.calibration, dpi=120)
+    try:
+        if args.calibration:
+            calibration_figure(router, df).savefig(args.calibration, dpi=120)
+        if args.out:
+            Path(args.out).write_text(text, encoding="utf-8")
+    except OSError as err:
+        raise disk_error(err.filename or args.out or args.calibration, err) from None
     if args.out:
-        Path(args.out).write_text(text, encoding="utf-8")
         print(f"wrote {args.out}", file=sys.stderr)
     else:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")

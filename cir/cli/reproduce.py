@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from cir.agents.factory import AGENT_SPECS
+from cir.cli.limits import MAX_RESAMPLES, MAX_SEED, check_int, writer_lock
 from cir.cli.style import BACKENDS, add_parallel, add_quiet, command
 from cir.errors import CirError
 from cir.protocol import DEFAULT_RESAMPLES, DEFAULT_SEED
@@ -39,17 +41,19 @@ def register(subparsers: Any) -> None:
 
 def _reproduce(args: argparse.Namespace) -> int:
     # the whole study: loaded when the command runs, not for `cir --help`
+    from cir.parallel import check_jobs
     from cir.reproduce import reproduce
 
-    if args.jobs < 1:
-        raise CirError(f"--jobs {args.jobs}: expected an integer >= 1")
-    if args.resamples < 1:
-        raise CirError(f"--resamples {args.resamples}: expected an integer >= 1")
+    check_jobs(args.jobs, args.backend, args.scheduler)
+    check_int("--resamples", args.resamples, 1, MAX_RESAMPLES)
+    check_int("--seed", args.seed, 0, MAX_SEED)
     if args.backend not in BACKENDS:
         raise CirError(f"--backend {args.backend!r}: expected one of {', '.join(BACKENDS)}")
     if args.scheduler and args.backend != "dask":
         raise CirError("--scheduler needs --backend dask")
-    reproduce(args.out, quick=args.quick, agent=args.agent, jobs=args.jobs, seed=args.seed,
-              resamples=args.resamples, backend=args.backend, scheduler=args.scheduler,
-              base_url=args.base_url, experiments_dir=args.experiments, progress=not args.quiet)
+    # one study per folder (each run folder also has its own lock)
+    with writer_lock(Path(args.out), "study folder"):
+        reproduce(args.out, quick=args.quick, agent=args.agent, jobs=args.jobs, seed=args.seed,
+                  resamples=args.resamples, backend=args.backend, scheduler=args.scheduler,
+                  base_url=args.base_url, experiments_dir=args.experiments, progress=not args.quiet)
     return 0

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from cir.agents.factory import AGENT_SPECS
+from cir.cli.limits import MAX_BUDGET, check_int
 from cir.cli.style import add_parallel, add_quiet, command
 from cir.errors import CirError
 from cir.protocol import (
@@ -68,18 +69,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def handle(args: argparse.Namespace) -> int:
     # imported here, not at the top: `cir --help` must not load the engine and the models
     from cir.envs.tasks import load_tasks
-    from cir.parallel import BACKENDS
+    from cir.paired import MAX_DELAY
+    from cir.parallel import BACKENDS, check_jobs
     from cir.replay import ReplaySettings
     from cir.run import run_experiment
 
     # check every setting before touching the engine or the run folder
+    check_int("--max-turns", args.max_turns, 1, MAX_BUDGET)
+    check_int("--max-actions", args.max_actions, 1, MAX_BUDGET)
     settings = ReplaySettings.parse(args.conditions, args.delays, args.operations,
                                     perturb_fraction=args.perturb_fraction, max_turns=args.max_turns,
                                     max_actions=args.max_actions)
+    for delay in settings.delays:
+        check_int("--delays: delay", delay, 0, MAX_DELAY)
     if args.backend not in BACKENDS:
         raise CirError(f"--backend {args.backend!r}: expected one of {', '.join(BACKENDS)}")
-    if args.jobs < 1:
-        raise CirError(f"--jobs {args.jobs}: expected an integer >= 1")
+    check_jobs(args.jobs, args.backend, args.scheduler)
     if args.limit is not None and args.limit < 1:
         raise CirError(f"--limit {args.limit}: expected an integer >= 1")
     if args.scheduler and args.backend != "dask":

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from cir.cli.limits import MAX_TASKS, check_int, writer_lock
 from cir.cli.style import add_quiet, command
 from cir.errors import CirError
 from cir.protocol import SPLITS
@@ -80,14 +81,18 @@ def register(subparsers: Any) -> None:
 
 def _generate(args: argparse.Namespace) -> int:
     from cir.envs.generate import check_split, check_types, generate_split
+    from cir.parallel import check_jobs
 
     check_split(args.split)
     types = check_types(args.types.split(",")) if args.types is not None else None
-    if args.n <= 0:
-        raise CirError(f"--n must be a positive number of tasks, got {args.n}")
-    manifest = generate_split(args.out, args.split, args.n, args.seed, types=types,
-                              layout_seed=args.layout_seed, progress=not args.quiet,
-                              jobs=args.jobs, max_plan_length=args.max_plan_length)
+    check_int("--n", args.n, 1, MAX_TASKS)
+    check_int("--seed", args.seed, 0)
+    check_jobs(args.jobs)
+    # one generator per output folder: two would share (and delete) one temporary split
+    with writer_lock(Path(args.out), "task folder"):
+        manifest = generate_split(args.out, args.split, args.n, args.seed, types=types,
+                                  layout_seed=args.layout_seed, progress=not args.quiet,
+                                  jobs=args.jobs, max_plan_length=args.max_plan_length)
     stats = manifest.get("_stats")
     where = Path(args.out) / args.split
     if stats is None:

@@ -588,9 +588,10 @@ def generate_split(out: str | os.PathLike[str], split: str, n: int, seed: int, *
     t0 = time.perf_counter()
     from tqdm import tqdm
 
-    kinds = [types_t[i % len(types_t)] for i in range(n)]
-    tasks = parallel_map(_generate_indexed, enumerate(kinds), split, seed, layout_seed,
-                         max_plan_length, jobs=jobs)
+    # a generator, not a list: nothing is built for tasks that are not drawn yet
+    kinds = ((i, types_t[i % len(types_t)]) for i in range(n))
+    tasks = parallel_map(_generate_indexed, kinds, split, seed, layout_seed, max_plan_length,
+                         jobs=jobs)
     try:
         bar = tqdm(tasks, total=n, desc=f"generate {split}", unit="task", disable=not progress)
         for task in bar:
@@ -602,8 +603,11 @@ def generate_split(out: str | os.PathLike[str], split: str, n: int, seed: int, *
                 json.dumps(task.traj_data(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
             rows.append(task.manifest_row())
         bar.close()
-    except BaseException:
+    except BaseException as err:
         shutil.rmtree(tmp_dir, ignore_errors=True)  # never leave a half-written split
+        if isinstance(err, OSError):
+            raise CirError(f"{err.filename or tmp_dir}: cannot write the tasks "
+                           f"({err.strerror or err})") from None
         raise
     elapsed = time.perf_counter() - t0
     rows.sort(key=lambda r: r["task_id"])
@@ -669,6 +673,26 @@ def read_manifest(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
             m["tasks"]  # noqa: B018 - presence check
         except (OSError, ValueError, KeyError, TypeError) as err:
             raise CirError(f"{f}: not a cir task manifest ({err})") from None
+        _check_manifest_rows(m["tasks"], f)
         m["_path"] = str(f)
         out.append(m)
     return out
+
+
+#: What each manifest row holds (``cir tasks list`` prints these).
+_ROW_TYPES = {"task_id": str, "task_type": str, "room": str, "n_receptacles": int,
+              "n_objects": int, "plan_length": int}
+
+
+def _check_manifest_rows(rows: Any, path: Path) -> None:
+    """Every row of a manifest with its fields and types, or a CirError naming the first bad one."""
+    if not isinstance(rows, list):
+        raise CirError(f"{path}: 'tasks' must be a list of task rows, got {type(rows).__name__}")
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict):
+            raise CirError(f"{path}: task #{i} must be an object, got {type(row).__name__}")
+        for key, kind in _ROW_TYPES.items():
+            value = row.get(key)
+            if not isinstance(value, kind) or isinstance(value, bool):
+                raise CirError(f"{path}: task #{i} field {key!r} must be a {kind.__name__}, "
+                               f"got {value!r}")

@@ -2,14 +2,21 @@
 
 Everything downstream keys results by ``TaskRef.task_id``, so ids must be stable across
 machines: the trial folder path relative to its split root, with ``/`` separators.
-Loading only walks folders and reads small metadata (manifest, ``traj_data.json`` when
-the folder name does not say the task type); game files are parsed when an environment
-loads them (``cir.envs.alfworld``), except for a single file, which is checked at once.
+Loading only walks folders and reads small metadata; game files are parsed when an
+environment loads them (``cir.envs.alfworld``), except for a single file, which is
+checked at once.
+
+A task's type is the game's own: its manifest row (written from the game by the
+generator), else its ``traj_data.json``, else the goal of its PDDL problem, and only
+when none says, the folder name. A folder name that says another type is not believed
+(the features read the game's goal), and a note says so; a symlinked folder is not
+followed, and a note says so too.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 from collections.abc import Iterable
@@ -18,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from cir.errors import CirError
+
+log = logging.getLogger(__name__)
 
 #: The six ALFWorld task types (alfworld.agents.environment.alfred_tw_env.TASK_TYPES).
 TASK_TYPES: tuple[str, ...] = (
@@ -120,7 +129,7 @@ def room_of_scene(scene: str | int | None) -> str | None:
 def task_type_of_problem(pddl_problem: str) -> str | None:
     """The task type an ALFRED goal asks for, read from the problem's ``(:goal ...)``.
 
-    Used only for a lone game file without ``traj_data.json`` or a telling folder name.
+    Used for a game without a manifest row or ``traj_data.json``.
     """
     i = pddl_problem.find("(:goal")
     if i < 0:
@@ -224,15 +233,22 @@ def _ref_for(
     task_type = row.get("task_type") if isinstance(row.get("task_type"), str) else None
     scene = row.get("scene")
     scene = str(scene) if isinstance(scene, (str, int)) and not isinstance(scene, bool) else None
-    if task_type is None:
-        task_type = _type_from_folder(trial.parent.name) or _type_from_folder(trial.name)
     if task_type is None and traj_file is not None:
         task_type, scene = _traj_info(traj_file)
     if task_type is None:
+        task_type = task_type_of_problem(read_game_file(game)["pddl_problem"])
+    named = _type_from_folder(trial.parent.name) or _type_from_folder(trial.name)
+    if task_type is None:
+        task_type = named  # the game does not say: the folder name is all there is
+    if task_type is None:
         raise CirError(
             f"{trial}: cannot tell the task type (expected {TRAJ_FILE} with 'task_type', "
-            f"or a folder named <task_type>-...)"
+            f"a game whose goal is one of the six ALFWorld task types, or a folder named "
+            f"<task_type>-...)"
         )
+    if named is not None and named != task_type:
+        log.warning("%s: the folder name says %s, the game is %s; using %s", trial, named,
+                    task_type, task_type)
     if task_type not in TASK_TYPES:
         raise CirError(
             f"{traj_file or trial}: unknown task type {task_type!r}; expected one of "
@@ -265,6 +281,10 @@ def _walk_games(root: Path) -> Iterable[Path]:
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames.sort()
         d = Path(dirpath)
+        for name in dirnames:
+            if (d / name).is_symlink():
+                log.warning("%s: a symbolic link to a folder, not followed (its tasks are not "
+                            "loaded); copy them in or point at the target", d / name)
         if GAME_FILE in filenames and not _skipped(d.relative_to(root)):
             yield d / GAME_FILE
 
@@ -285,14 +305,7 @@ def _single_file(path: Path, split: str | None) -> list[TaskRef]:
         if file_split is not None and split != file_split:
             raise CirError(f"{path}: belongs to split {file_split!r}, not {split!r}")
     root = trial.parent.parent if file_split else trial.parent
-    manifest: dict[str, dict[str, Any]] = {}
-    named = _type_from_folder(trial.name) or _type_from_folder(trial.parent.name)
-    if named is None and not (trial / TRAJ_FILE).is_file():
-        guessed = task_type_of_problem(data["pddl_problem"])
-        if guessed is not None:
-            key = trial.relative_to(root).as_posix()
-            manifest = {key if key != "." else trial.name: {"task_type": guessed}}
-    ref = _ref_for(path, root, file_split or split or "custom", manifest)
+    ref = _ref_for(path, root, file_split or split or "custom", {})
     if ref.plan_length is None and isinstance(data.get("walkthrough"), list):
         ref = TaskRef(**{**ref.__dict__, "plan_length": len(data["walkthrough"])})
     return [ref]

@@ -1,0 +1,182 @@
+"""One writer per run folder, stale locks of dead processes, workers that end with their parent."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from test_replay_support import fake_tasks, make_fake_agent, make_fake_env
+
+from cir.errors import CirError
+from cir.lock import LOCK_FILE, FolderLock
+from cir.replay import ReplaySettings
+from cir.run import run_experiment
+from cir.store import EPISODES, scan_store
+
+HERE = Path(__file__).parent
+
+HOLD = """
+import sys, time
+from cir.lock import FolderLock
+FolderLock({folder!r}).acquire()
+print("locked", flush=True)
+time.sleep(60)
+"""
+
+
+def _holder(folder: Path) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-c", HOLD.format(folder=str(folder))],
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "locked"
+    return proc
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is gone for our purpose
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(") ", 1)[1][0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_a_live_writer_keeps_the_folder(tmp_path):
+    proc = _holder(tmp_path)
+    try:
+        with pytest.raises(CirError, match=rf"another cir process is writing this run folder \(pid "
+                                           rf"{proc.pid} on host {socket.gethostname()}, started "):
+            FolderLock(tmp_path).acquire()
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_the_lock_of_a_killed_process_is_taken_over_with_a_note(tmp_path, caplog):
+    proc = _holder(tmp_path)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert json.loads((tmp_path / LOCK_FILE).read_text())["pid"] == proc.pid  # left behind
+    with caplog.at_level(logging.WARNING, logger="cir"), FolderLock(tmp_path) as lock:
+        assert lock.taken_over_["pid"] == proc.pid
+        assert json.loads((tmp_path / LOCK_FILE).read_text())["pid"] == os.getpid()
+    assert f"took over the lock of a cir process that is no longer running (pid {proc.pid}" in caplog.text
+    assert not (tmp_path / LOCK_FILE).exists()  # released: removed
+
+
+def test_a_lock_written_on_another_host_is_refused_with_a_hint(tmp_path):
+    (tmp_path / LOCK_FILE).write_text(json.dumps({"pid": 1, "host": "elsewhere", "started": "x"}))
+    with pytest.raises(CirError, match=rf"locked by a cir process on another host.*remove {tmp_path / LOCK_FILE}"):
+        FolderLock(tmp_path).acquire()
+
+
+def test_a_lock_is_reentrant_in_its_owner_and_released_once(tmp_path):
+    lock = FolderLock(tmp_path)
+    assert lock.acquire() is lock.acquire() and lock.held
+    with pytest.raises(CirError):
+        FolderLock(tmp_path).acquire()  # another holder in this process is refused too
+    lock.release()
+    lock.release()
+    with FolderLock(tmp_path):
+        pass
+
+
+RUN = """
+import sys
+sys.path.insert(0, {tests!r})
+from test_replay_support import fake_tasks, make_fake_agent, make_fake_env
+from cir.replay import ReplaySettings
+from cir.run import run_experiment
+run_experiment(fake_tasks(4), {out!r}, agent="fake:0.003", settings=ReplaySettings(operations=("refresh",)),
+               agent_factory=make_fake_agent, env_factory=make_fake_env, tasks_source="fake",
+               progress=False, echo=lambda s: None)
+"""
+
+
+def test_two_runs_on_one_folder_one_is_refused_and_nothing_is_doubled(tmp_path):
+    out = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-c", RUN.format(tests=str(HERE), out=str(out))],
+                            stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while not (out / "run.json").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        with pytest.raises(CirError, match="another cir process is writing this run folder"):
+            run_experiment(fake_tasks(4), out, agent="fake:0.003", settings=ReplaySettings(operations=("refresh",)),
+                           agent_factory=make_fake_agent, env_factory=make_fake_env, tasks_source="fake",
+                           progress=False, echo=lambda s: None)
+    finally:
+        _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err.decode()[-2000:]
+    scan = scan_store(out / EPISODES)
+    assert len(scan.members) == 4 and scan.sound
+    record = json.loads((out / "run.json").read_text())
+    assert len(record["timings"]["sessions"]) == 1 and record["counts"]["tasks_done"] == 4
+
+
+WORKERS = """
+import os, sys, time
+from pathlib import Path
+from cir.parallel import parallel_map
+
+def work(i, folder):
+    Path(folder, f"worker{{i}}").write_text(str(os.getpid()))
+    time.sleep(120)
+    return i
+
+list(parallel_map(work, range(2), {folder!r}, jobs=2, backend="loky"))
+"""
+
+
+def test_workers_end_when_their_parent_is_killed(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-c", WORKERS.format(folder=str(tmp_path))],
+                            stderr=subprocess.DEVNULL)
+    pids: list[int] = []
+    try:
+        deadline = time.monotonic() + 60
+        while len(pids) < 2 and time.monotonic() < deadline:
+            pids = [int(p.read_text()) for p in tmp_path.glob("worker*") if p.read_text()]
+            time.sleep(0.05)
+        assert len(pids) == 2 and proc.poll() is None
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        deadline = time.monotonic() + 15
+        while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not any(_alive(p) for p in pids)
+    finally:
+        for pid in pids:  # never leave a worker behind, whatever happened
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.parametrize(("argv", "what"), [
+    (["tasks", "generate", "--split", "train", "--n", "2", "--out", "{folder}"], "task folder"),
+    (["reproduce", "--quick", "--out", "{folder}"], "study folder"),
+])
+def test_two_generators_or_studies_on_one_folder_one_is_refused(tmp_path, capsys, argv, what):
+    """Two generators would share (and delete) one temporary split."""
+    from cir.cli import main
+
+    proc = _holder(tmp_path)
+    try:
+        assert main([a.format(folder=tmp_path) for a in argv]) == 2
+    finally:
+        proc.kill()
+        proc.wait()
+    err = capsys.readouterr().err
+    assert err.startswith(f"cir: error: {tmp_path}: another cir process is writing this {what} (pid {proc.pid}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [LOCK_FILE]  # nothing written
