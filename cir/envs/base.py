@@ -1,4 +1,4 @@
-"""The Env contract (docs/design.md): what the harness needs from an environment.
+"""The Env contract (DESIGN.md): what the harness needs from an environment.
 
 Any text environment with exact snapshots can be studied: :func:`cir.replay.run_task_pairs`
 runs the paired replayer on it (``examples/counter.py`` is a complete one, not ALFWorld).
