@@ -116,8 +116,8 @@ def handle(args: argparse.Namespace) -> int:
     router = Router.load(args.router) if args.router else None
     agent = make_agent(args.agent, base_url=args.base_url, seed=args.seed)
     # a bar of env actions (factual run, then the episode): an LLM episode can take minutes
-    with tqdm(unit=" env actions", desc=f"episode ({cond.name})", disable=args.quiet, file=sys.stderr,
-              dynamic_ncols=True, leave=False) as bar:
+    with tqdm(desc=f"episode ({cond.name})", bar_format="{desc}: {n} env actions [{elapsed}]",
+              disable=args.quiet, file=sys.stderr, leave=False) as bar:
         factual, episode, info = run_episode(
             task.task_id, agent, _Ticking(AlfworldEnv(task.game_file), bar), cond.name, router=router,
             perturb_fraction=args.perturb_fraction, max_turns=args.max_turns,
