@@ -213,6 +213,7 @@ def plot_partitions(df: pd.DataFrame, cohort: str = "all") -> Figure:
         ax.set_title(f"operation: {op}", fontsize=10)
         ax.set_xlabel("task pairs (count)")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.tick_params(axis="x", labelbottom=True)  # a panel with none below it keeps its counts
         ax.tick_params(axis="y", labelsize=8)
     axes[0].set_ylabel("condition, delay")
     handles, labels = axes[0].get_legend_handles_labels()
