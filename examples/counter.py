@@ -16,13 +16,15 @@ stale or missing observation makes it lose count; a refresh (``read counter``) s
 number again, and costs one of the counter's few moves. So refresh can rescue a run, and
 harm one that had no move to spare.
 
-Run it (about 10 s): ``python examples/counter.py``. It prints the paired outcomes, the
-effects of refresh with task-level bootstrap intervals, CIR's held-out evaluation, and a
-live decision on a chat transcript.
+Run it (a few seconds): ``python examples/counter.py [--out DIR]``. It prints the paired
+outcomes, the effects of refresh with task-level bootstrap intervals, CIR's held-out
+evaluation, and the log of a chat-style harness that asks the router live; with ``--out``
+it keeps the test tasks' ``paired.csv`` (``cir table DIR/paired.csv`` reads it) and the router.
 """
 
 from __future__ import annotations
 
+import argparse
 import re
 import tempfile
 from dataclasses import dataclass
@@ -241,9 +243,11 @@ def main(out: Path | None = None, resamples: int = 2000) -> dict[str, Any]:
     print("Effect of refresh (pp, 95% task-level bootstrap CI; refresh_ablated in the returned table):\n")
     print(shown[shown["operation"] == "refresh"].to_string(index=False, float_format=lambda v: f"{v:.1f}"), "\n")
 
+    out = out or Path(tempfile.mkdtemp())
+    test.to_csv(out / "paired.csv", index=False)  # the command line reads it too: cir table OUT/paired.csv
     policy = CIRPolicy(extractor=COUNTER_FEATURES, delays=(1, 2, 4), seed=0).fit(train)
     path = policy.to_router(max_turns=settings.max_turns, max_actions=settings.max_actions).save(
-        (out or Path(tempfile.mkdtemp())) / "counter-router.json")
+        out / "counter-router.json")
     router = Router.load(path, extractor=COUNTER_FEATURES)  # refuses any other extractor
     result = evaluate(router, test, resamples=resamples, seed=0)
     summary = result["summary"].query("condition == 'all'")[
@@ -262,4 +266,9 @@ def main(out: Path | None = None, resamples: int = 2000) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    main()
+    parser = argparse.ArgumentParser(description="A sticky counter through the paired replayer and CIR.")
+    parser.add_argument("--out", type=Path, help="folder for paired.csv and counter-router.json (default: a temp folder)")
+    args = parser.parse_args()
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+    main(args.out)

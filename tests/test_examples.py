@@ -81,3 +81,14 @@ def test_the_chat_harness_logs_the_refresh_the_router_asked_for(study):
     assert len(asked) == 1 and len(done) == 1 and done[0]["query"] == "read counter"
     assert all(e["blocked_by"] == "already_recovered" for e in log if "delay" in e and e["move"] > asked[0]["move"])
     assert study["won"]
+
+
+def test_its_paired_table_goes_through_the_command_line(study, tmp_path, capsys):
+    from cir.cli import main
+
+    test = study["test"]
+    test.to_csv(tmp_path / "paired.csv", index=False)
+    assert main(["table", str(tmp_path / "paired.csv"), "--operation", "refresh", "--by", "condition",
+                 "--resamples", "100", "--format", "json"]) == 0
+    rows = {r["condition"]: r for r in json.loads(capsys.readouterr().out)}
+    assert rows["clean"]["rescues"] == 0 and rows["stale1"]["rescues"] > 0
