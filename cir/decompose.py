@@ -99,6 +99,20 @@ def check_keys(df: pd.DataFrame, by: Sequence[str]) -> list[str]:
     return keys
 
 
+def check_pooling(rows: pd.DataFrame, keys: Sequence[str], on: str | None = None) -> None:
+    """Refuse to pool pairs of different recovery operations into one group: each operation
+    is its own treatment, and adding their counts would describe none of them."""
+    if "operation" in keys or on == "operation" or "operation" not in rows.columns:
+        return
+    operations = sorted(rows["operation"].astype(str).unique())
+    if len(operations) > 1:
+        raise CirError(
+            f"the table holds {len(operations)} recovery operations ({', '.join(operations)}) and the "
+            "grouping would add their counts together; group by operation too (e.g. --by "
+            f"{','.join([*keys, 'operation'])}) or keep one operation's rows (--operation {operations[0]})"
+        )
+
+
 def check_value(df: pd.DataFrame, column: str, value: object) -> None:
     """A CirError unless ``column`` holds ``value`` (compared as text) in some row."""
     present = df[column].astype(str).unique().tolist()
@@ -207,6 +221,8 @@ def decompose(
 ) -> pd.DataFrame:
     """Outcome counts and rates of a cohort by any grouping (see :func:`outcome_counts`)."""
     rows = select_cohort(df, cohort, require_prefix_match)
-    out = count_outcomes(rows, check_keys(rows, by))
+    keys = check_keys(rows, by)
+    check_pooling(rows, keys)
+    out = count_outcomes(rows, keys)
     out.attrs.update({"cohort": cohort, "by": list(by)})
     return out

@@ -1,4 +1,7 @@
-"""Information available before a recovery decision (paper, sections 4.2 and 5.1).
+"""Information available before a recovery decision in ALFWorld (paper, sections 4.2 and 5.1).
+
+This is ALFWorld's feature extractor (:data:`ALFWORLD_FEATURES`, the default
+:class:`cir.extractor.FeatureExtractor`): another environment brings its own.
 
 :func:`extract_features` turns the transcript prefix that ends at a decision point
 into a flat ``dict`` of floats with ``f_`` keys. The replayer writes these as the
@@ -425,3 +428,22 @@ def _is_progress(shown: str) -> bool:
 def feature_names() -> list[str]:
     """The feature names in column order."""
     return list(FEATURES)
+
+
+class AlfworldFeatures:
+    """ALFWorld's feature extractor (:class:`cir.extractor.FeatureExtractor`):
+    :data:`FEATURES` by :func:`extract_features`."""
+
+    name = "alfworld"
+    features = FEATURES
+
+    def extract(self, transcript: Transcript, delay: int, *, max_turns: int = DEFAULT_MAX_TURNS,
+                max_actions: int = DEFAULT_MAX_ACTIONS) -> dict[str, float]:
+        return extract_features(transcript, delay, max_turns=max_turns, max_actions=max_actions)
+
+    def __repr__(self) -> str:
+        return "AlfworldFeatures()"
+
+
+#: The extractor of the paired tables and routers of ALFWorld runs (the default).
+ALFWORLD_FEATURES = AlfworldFeatures()

@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from cir.envs.base import refresh_query
 from cir.protocol import (
     DEFAULT_MAX_ACTIONS,
     DEFAULT_MAX_TURNS,
@@ -183,7 +184,7 @@ class Harness:
         checkpoints: Checkpoints | None = None,
     ) -> Step:
         """Apply a recovery operation now and append its harness step."""
-        op = get_operation(operation) if isinstance(operation, str) else operation
+        op = get_operation(operation, refresh_query(env)) if isinstance(operation, str) else operation
         step = op.apply(env, transcript, checkpoints or Checkpoints())
         at = len(transcript.steps)
         if step.rewind_to is not None:

@@ -10,6 +10,7 @@ operation only: no joint heatmap) raises :class:`FigureSkipped` with the reason.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -18,6 +19,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
+from tqdm import tqdm
 
 from cir import __version__
 from cir.decompose import count_outcomes, select_cohort, sort_groups
@@ -61,10 +63,18 @@ def _cohort_text(cohort: str, rows: pd.DataFrame) -> str:
     return f"{name}, {rows['task_id'].nunique()} tasks"
 
 
-def _panels(n: int, width: float = 4.6, height: float = 3.8) -> tuple[Figure, list]:
-    cols = min(n, 3)
+# Figures are at most this wide (inches): at the report's 130 dpi and text width, their
+# text stays legible (tests/test_report_page.py measures the scaling in a browser).
+MAX_WIDTH = 11.0
+MIN_WIDTH = 7.0  # room for a two-line title over a single panel
+
+
+def _panels(n: int, width: float = 4.6, height: float = 3.8, max_cols: int = 3) -> tuple[Figure, list]:
+    """``n`` panels, at most ``max_cols`` a row, the figure between MIN_WIDTH and MAX_WIDTH."""
+    cols = min(n, max_cols)
     rows = int(np.ceil(n / cols))
-    fig = Figure(figsize=(width * cols, height * rows + 0.6), layout="constrained")
+    total = min(max(width * cols, MIN_WIDTH), MAX_WIDTH)
+    fig = Figure(figsize=(total, height * rows + 0.9), layout="constrained")
     axes = fig.subplots(rows, cols, squeeze=False, sharey=True)
     flat = list(axes.ravel())
     for ax in flat[n:]:
@@ -145,14 +155,16 @@ def plot_mechanisms(
     table = effect_table(rows, by=["condition", "operation", "delay"], cohort="all",
                          resamples=resamples, seed=seed, level=level)
     conditions = list(dict.fromkeys(table["condition"]))
-    fig, axes = _panels(len(conditions), width=max(4.6, 1.3 * len(operations) + 1.5))
+    fig, axes = _panels(len(conditions), width=max(4.6, 0.9 * len(operations) + 1.5), height=3.4, max_cols=2)
     delays = list(dict.fromkeys(sort_groups(table[["delay"]].drop_duplicates(), ["delay"])["delay"]))
     delay_colors = {str(d): _PALETTE[i % len(_PALETTE)] for i, d in enumerate(delays)}
     for ax, cond in zip(axes, conditions, strict=True):
         _dodged_errorbars(ax, table[table["condition"] == cond], "operation", "delay", delay_colors, "d=")
         ax.set_title(f"condition: {cond}")
         ax.set_xlabel("recovery operation")
-        ax.tick_params(axis="x", labelrotation=15)
+        ax.tick_params(axis="x", labelrotation=30, labelsize=8)
+        for label in ax.get_xticklabels():
+            label.set_horizontalalignment("right")
     axes[0].set_ylabel("effect on task success (pp)\nvs no recovery")
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, title="recovery delay", loc="outside lower center",
@@ -174,9 +186,9 @@ def plot_partitions(df: pd.DataFrame, cohort: str = "all") -> Figure:
     table = count_outcomes(rows, ["operation", "condition", "delay"])
     operations = list(dict.fromkeys(table["operation"]))
     n_bars = int(table.groupby("operation").size().max())
-    cols = min(len(operations), 4)
+    cols = min(len(operations), 3)
     n_rows = int(np.ceil(len(operations) / cols))
-    fig = Figure(figsize=(max(7.0, 4.2 * cols + 1.2), 1.4 + n_rows * (0.32 * n_bars + 0.9)),
+    fig = Figure(figsize=(min(max(MIN_WIDTH, 3.4 * cols + 1.2), MAX_WIDTH), 1.4 + n_rows * (0.32 * n_bars + 0.9)),
                  layout="constrained")
     axes = list(fig.subplots(n_rows, cols, squeeze=False, sharex=True).ravel())
     for ax in axes[len(operations):]:
@@ -201,6 +213,7 @@ def plot_partitions(df: pd.DataFrame, cohort: str = "all") -> Figure:
         ax.set_title(f"operation: {op}", fontsize=10)
         ax.set_xlabel("task pairs (count)")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.tick_params(axis="x", labelbottom=True)  # a panel with none below it keeps its counts
         ax.tick_params(axis="y", labelsize=8)
     axes[0].set_ylabel("condition, delay")
     handles, labels = axes[0].get_legend_handles_labels()
@@ -273,7 +286,9 @@ def plot_joint(
     ax.set_xlabel(f"outcome under {b} (columns)")
     agree = int(np.trace(matrix.to_numpy()))
     excluded = counts.attrs.get("excluded_not_executed", 0)
-    fig.colorbar(image, ax=ax, label="tasks", shrink=0.8)
+    bar = fig.colorbar(image, ax=ax, label="tasks", shrink=0.8)
+    bar.locator = MaxNLocator(integer=True)  # counts: no fractional ticks
+    bar.update_ticks()
     fig.suptitle(
         f"Joint outcomes of {a} (rows) vs {b} (columns)\ncondition {condition}, delay {delay}: "
         f"{n} tasks where both ran, {agree} on the diagonal (same outcome)"
@@ -292,12 +307,14 @@ def write_figures(
     level: float = DEFAULT_LEVEL,
     formats: Sequence[str] = ("png", "svg"),
     joint: dict | None = None,
+    progress: bool = False,
 ) -> dict[str, list[Path] | str]:
     """Write every figure the table supports to ``out`` (PNG and SVG) with a ``figures.json`` manifest.
 
     ``joint`` may set ``a``, ``b``, ``condition``, ``delay`` of the joint heatmap
-    (see :func:`plot_joint` for the defaults). Returns {figure name: written paths,
-    or the reason it was skipped}.
+    (see :func:`plot_joint` for the defaults); ``progress`` shows a bar on standard error
+    (each figure bootstraps its intervals: seconds to a minute). Returns {figure name:
+    written paths, or the reason it was skipped}.
     """
     rows = select_cohort(df, cohort, True)
     out = Path(out)
@@ -314,7 +331,10 @@ def write_figures(
     settings = {"cir_version": __version__, "cohort": cohort, "resamples": int(resamples), "seed": int(seed),
                 "level": level, "tasks": int(rows["task_id"].nunique()), "rows": len(rows)}
     result: dict[str, list[Path] | str] = {}
-    for name, build in builders.items():
+    bar = tqdm(builders.items(), total=len(builders), unit="figure", desc="figures", disable=not progress,
+               file=sys.stderr, dynamic_ncols=True)
+    for name, build in bar:
+        bar.set_postfix_str(name)
         try:
             fig = build()
         except FigureSkipped as err:

@@ -29,6 +29,7 @@ from sklearn.preprocessing import StandardScaler
 
 from cir.errors import CirError
 from cir.evaluation import decide_rows, score_rows
+from cir.extractor import FeatureExtractor, resolve_extractor
 from cir.paired import validate_paired
 from cir.protocol import (
     DEFAULT_C,
@@ -74,7 +75,9 @@ class CIRPolicy(BaseEstimator):
 
     Settings live in ``__init__`` (``get_params``/``set_params``/``clone`` work);
     :meth:`fit` takes a paired DataFrame and sets the attributes ending in ``_``:
-    ``features_``, ``models_`` (name -> :class:`LinearModel`), ``thresholds_``,
+    ``features_``, ``extractor_`` (the :class:`~cir.extractor.FeatureExtractor` whose
+    ``f_*`` columns it was fitted on: ``extractor``, default ALFWorld's; the router records
+    its name), ``models_`` (name -> :class:`LinearModel`), ``thresholds_``,
     ``baselines_``, ``oof_`` (out-of-fold scores per decision cell), ``oof_summary_``,
     ``grid_`` (every threshold setting tried, with its OOF gain and clean harm),
     ``n_tasks_`` and ``training_``. :meth:`to_router` turns the fitted policy into the
@@ -105,6 +108,7 @@ class CIRPolicy(BaseEstimator):
         grid_size: int = 21,
         seed: int = DEFAULT_SEED,
         max_iter: int = 1000,
+        extractor: FeatureExtractor | None = None,
     ) -> None:
         self.lam = lam
         self.epsilon = epsilon
@@ -116,6 +120,7 @@ class CIRPolicy(BaseEstimator):
         self.grid_size = grid_size
         self.seed = seed
         self.max_iter = max_iter
+        self.extractor = extractor
 
     # -- helpers ------------------------------------------------------------------------
     def _check_settings(self) -> tuple[int, ...]:
@@ -147,7 +152,8 @@ class CIRPolicy(BaseEstimator):
         delays = self._check_settings()
         source = "training table"
         df = validate_paired(paired, source=source)
-        features = check_features(df, source)
+        extractor = resolve_extractor(self.extractor)
+        features = check_features(df, source, extractor=extractor)
         grid = build_grid(df, delays, self.operation, source)
         cells = grid.cells
         conditions = set(cells["condition"])
@@ -190,6 +196,7 @@ class CIRPolicy(BaseEstimator):
 
         # The fitted state: set here and nowhere else, once everything succeeded.
         self.features_ = features
+        self.extractor_ = extractor
         self.oof_ = cells[["task_id", "condition", "delay", "y0", "y1"]].assign(
             fold=fold_of, **{k: v for k, v in oof_scores.items()})
         self.grid_ = search
@@ -316,7 +323,7 @@ class CIRPolicy(BaseEstimator):
         that overlaps them.
         """
         self._check_fitted()
-        settings = {k: v for k, v in self.get_params().items()}
+        settings = {k: v for k, v in self.get_params().items() if k != "extractor"}
         settings["delays"] = [int(d) for d in settings["delays"]]
         settings.update(max_turns=int(max_turns), max_actions=int(max_actions))
         s = self.oof_summary_
@@ -326,7 +333,8 @@ class CIRPolicy(BaseEstimator):
                     "task_ids": [str(t) for t in (task_ids if task_ids is not None
                                                   else self.training_.get("task_ids", []))],
                     "agents": [str(a) for a in self.training_.get("agents", [])]}
-        return Router(self.features_, dict(self.models_), self.thresholds_, settings, self.baselines_, training)
+        return Router(self.features_, dict(self.models_), self.thresholds_, settings, self.baselines_, training,
+                      extractor=self.extractor_)
 
     def predict_scores(self, paired: pd.DataFrame) -> pd.DataFrame:
         """p_err, p0, p1, p_fail, s_R, s_H and utility for every row of ``paired``."""

@@ -30,6 +30,19 @@ THINK_PREFIX = "think:"
 #: What the harness shows after a thought.
 THINK_ACK = "OK."
 
+# -- what the harness shows (recovery operations, ``cir.recovery``) ------------------------------
+#: Before the answer to a refresh query.
+REFRESH_PREFIX = "[Refreshed observation]"
+#: Instead of the answer to a content-ablated refresh query.
+ABLATED_TEXT = "[The environment was queried again; the result is not shown.]"
+REPLAN_TEXT = (
+    "[Replan] Before you act, reconsider your plan: review what you have observed so far, "
+    "check which steps of the task are done and which remain, and choose your next actions."
+)
+REWIND_HEADER = "[Rewind] You are back at an earlier point of this task; the environment is restored to that state."
+#: The content-free harness message of the placebo control.
+PLACEBO_TEXT = "[harness] no new information"
+
 # -- the harness budgets (paper) ---------------------------------------------------------------
 DEFAULT_MAX_TURNS = 49
 DEFAULT_MAX_ACTIONS = 64

@@ -9,8 +9,9 @@ harness. Operations spend budget like anything else: a refresh ``look`` is an en
 action; a rewind keeps everything already spent. A new operation is a subclass here,
 registered in :data:`OPERATIONS` and named in :data:`cir.protocol.OPERATIONS`.
 
-- ``refresh``: run ``look`` (one env action) and show the result as a refreshed
-  observation (:data:`REFRESH_PREFIX` + the engine's text).
+- ``refresh``: send the env's refresh query (one env action; ALFWorld's is ``look``, see
+  :class:`cir.envs.base.Env`) and show the result as a refreshed observation
+  (:data:`REFRESH_PREFIX` + the env's text).
 - ``refresh_ablated``: the same env query, the content hidden behind
   :data:`ABLATED_TEXT` (separates "the env was queried" from "the agent read the answer").
 - ``replan``: no env query; :data:`REPLAN_TEXT` asks the agent to reconsider.
@@ -20,7 +21,8 @@ registered in :data:`OPERATIONS` and named in :data:`cir.protocol.OPERATIONS`.
   checkpoint before the perturbed observation, and add a short memory of the abandoned
   branch (:data:`REWIND_HEADER` + the actions it took).
 
-The texts are module constants so that agents and features can recognise them.
+The texts are constants of :mod:`cir.protocol` (imported here) so that agents, features and
+:meth:`cir.transcript.Transcript.from_messages` can recognise them.
 """
 
 from __future__ import annotations
@@ -28,21 +30,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from cir.envs.base import DEFAULT_REFRESH_QUERY
 from cir.errors import CirError
+from cir.protocol import ABLATED_TEXT, PLACEBO_TEXT, REFRESH_PREFIX, REPLAN_TEXT, REWIND_HEADER
 from cir.transcript import HARNESS, Step, Transcript
 
 if TYPE_CHECKING:  # pragma: no cover
     from cir.envs.base import Env
 
-REFRESH_ACTION = "look"
-REFRESH_PREFIX = "[Refreshed observation]"
-ABLATED_TEXT = "[The environment was queried again; the result is not shown.]"
-REPLAN_TEXT = (
-    "[Replan] Before you act, reconsider your plan: review what you have observed so far, "
-    "check which steps of the task are done and which remain, and choose your next actions."
-)
-REWIND_HEADER = "[Rewind] You are back at an earlier point of this task; the environment is restored to that state."
-PLACEBO_TEXT = "[harness] no new information"
 REWIND_MEMORY_ACTIONS = 8  # at most this many abandoned actions are listed
 
 
@@ -81,24 +76,34 @@ class Operation:
 
 
 class Refresh(Operation):
+    """Send ``query`` (the env's refresh query, :func:`cir.envs.base.refresh_query`) and show
+    the answer."""
+
     name = "refresh"
     queries_env = True
 
+    def __init__(self, query: str = DEFAULT_REFRESH_QUERY) -> None:
+        self.query = query
+
+    def shown(self, obs: str) -> str:
+        return f"{REFRESH_PREFIX} {obs}"
+
     def apply(self, env: Env, transcript: Transcript, checkpoints: Checkpoints) -> Step:
-        obs, done, won = env.step(REFRESH_ACTION)
-        return Step(actor=HARNESS, reply=self.name, action=REFRESH_ACTION, observation=obs,
-                    shown=f"{REFRESH_PREFIX} {obs}", events=[f"recovery:{self.name}"],
-                    done=done, won=won)
+        obs, done, won = env.step(self.query)
+        return Step(actor=HARNESS, reply=self.name, action=self.query, observation=obs,
+                    shown=self.shown(obs), events=[f"recovery:{self.name}"], done=done, won=won)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(query={self.query!r})"
 
 
-class RefreshAblated(Operation):
+class RefreshAblated(Refresh):
+    """The same env query as :class:`Refresh`, its answer hidden."""
+
     name = "refresh_ablated"
-    queries_env = True
 
-    def apply(self, env: Env, transcript: Transcript, checkpoints: Checkpoints) -> Step:
-        obs, done, won = env.step(REFRESH_ACTION)
-        return Step(actor=HARNESS, reply=self.name, action=REFRESH_ACTION, observation=obs,
-                    shown=ABLATED_TEXT, events=[f"recovery:{self.name}"], done=done, won=won)
+    def shown(self, obs: str) -> str:
+        return ABLATED_TEXT
 
 
 class Replan(Operation):
@@ -153,14 +158,16 @@ OPERATIONS: dict[str, type[Operation]] = {
 }
 
 
-def get_operation(name: str) -> Operation:
-    """The operation named ``name``; an unknown name is a :class:`CirError`."""
+def get_operation(name: str, refresh_query: str = DEFAULT_REFRESH_QUERY) -> Operation:
+    """The operation named ``name`` (the refresh operations send ``refresh_query``); an
+    unknown name is a :class:`CirError`."""
     try:
-        return OPERATIONS[str(name).strip()]()
+        cls = OPERATIONS[str(name).strip()]
     except KeyError:
         raise CirError(
             f"unknown operation {name!r}: expected one of {', '.join(OPERATIONS)}"
         ) from None
+    return cls(refresh_query) if issubclass(cls, Refresh) else cls()
 
 
 def parse_operations(spec: str | list[str] | tuple[str, ...]) -> list[Operation]:

@@ -34,11 +34,11 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from cir.envs.base import Env
+from cir.envs.base import Env, refresh_query
 from cir.envs.branching import BranchingEnv
 from cir.envs.counting import CountingEnv
 from cir.errors import CirError
-from cir.features import extract_features
+from cir.extractor import FeatureExtractor, extract, resolve_extractor
 from cir.harness import Harness, SnapshotHook
 from cir.paired import outcome_of
 from cir.perturb import Condition, Perturbation, feasibility, parse_conditions, perturbation_point
@@ -129,9 +129,10 @@ def agent_label(agent: Any) -> str:
     return f"{agent.name}@{digest}"
 
 
-def _features(transcript: Transcript, delay: int, settings: ReplaySettings) -> dict[str, float]:
-    return dict(extract_features(transcript, delay, max_turns=settings.max_turns,
-                                 max_actions=settings.max_actions))
+def _features(extractor: FeatureExtractor, transcript: Transcript, delay: int,
+              settings: ReplaySettings) -> dict[str, float]:
+    return extract(extractor, transcript, delay, max_turns=settings.max_turns,
+                   max_actions=settings.max_actions)
 
 
 @dataclass
@@ -210,10 +211,13 @@ def run_task_pairs(
     settings: ReplaySettings | None = None,
     *,
     reply_cache: dict[str, str] | None = None,
+    extractor: FeatureExtractor | None = None,
 ) -> TaskResult:
     """All paired rows of one task (see the module docstring); ``env`` is reset here once.
 
-    ``task`` needs ``task_id`` (and uses ``split``, ``task_type`` when present).
+    ``task`` needs ``task_id`` (and uses ``split``, ``task_type`` when present). ``env`` is
+    any :class:`~cir.envs.base.Env` (refresh sends its refresh query); ``extractor`` writes
+    the ``f_*`` columns (:mod:`cir.extractor`; default ALFWorld's).
     """
     settings = settings or ReplaySettings()
     started = time.perf_counter()
@@ -238,7 +242,8 @@ def run_task_pairs(
     result.feasible, result.reason = feasibility(n, conditions, settings.perturb_fraction)
     if result.feasible:
         result.point = perturbation_point(n, settings.perturb_fraction)
-        fork = _Fork(harness, counted, settings, result, factual, snapshots, result.point)
+        fork = _Fork(harness, counted, settings, result, factual, snapshots, result.point,
+                     resolve_extractor(extractor))
         for cond in conditions:
             arm, arm_snaps = fork.no_recovery_arm(cond)
             fork.recovery_pairs(cond, arm, arm_snaps)
@@ -255,13 +260,15 @@ class _Fork:
     """
 
     def __init__(self, harness: Harness, env: CountingEnv, settings: ReplaySettings, result: TaskResult,
-                 factual: Transcript, snapshots: dict[int, Any], point: int) -> None:
+                 factual: Transcript, snapshots: dict[int, Any], point: int,
+                 extractor: FeatureExtractor) -> None:
         self.harness, self.env, self.settings, self.result = harness, env, settings, result
+        self.extractor = extractor
         self.factual, self.snapshots, self.point = factual, snapshots, point
         self.k_at = factual.steps_until_env_action(point)  # steps up to the perturbed env action
         k_before = factual.steps_until_env_action(point - 1)
         self.rewind = Checkpoints(snapshots={k_before: snapshots[k_before]}, anchor=self.k_at - 1)
-        self.operations = [get_operation(m) for m in settings.operations]
+        self.operations = [get_operation(m, refresh_query(env)) for m in settings.operations]
 
     def no_recovery_arm(self, cond: Condition) -> tuple[Transcript, dict[int, Any]]:
         """3. The condition's arm and its snapshots from the perturbed step on."""
@@ -289,11 +296,11 @@ class _Fork:
             k = arm.steps_until_env_action(j) if arm.env_actions >= j else None
             executed = k is not None and k < len(arm.steps)
             if executed:
-                features = _features(arm.prefix(k), d, settings)
+                features = _features(self.extractor, arm.prefix(k), d, settings)
             else:  # the arm ended before the delay: the features where it ended
                 reached = min(j, arm.env_actions)
                 decision = arm.prefix(arm.steps_until_env_action(reached))
-                features = _features(decision, reached - self.point, settings)
+                features = _features(self.extractor, decision, reached - self.point, settings)
             for op in self.operations:
                 if k is not None and executed:
                     branch = self._branch(cond, arm, arm_snaps, d, op, k)

@@ -1,9 +1,14 @@
 """A report as a list of blocks, rendered to Markdown and to a self-contained HTML page.
 
-Blocks are plain data (heading, paragraph, table, figure), so one walk through the
-study writes both ``report.md`` (figures linked) and ``report.html`` (figures
+Blocks are plain data (heading, paragraph, warning, table, figure), so one walk through
+the study writes both ``report.md`` (figures linked) and ``report.html`` (figures
 embedded as base64 PNG). Every table block names the CSV it was read from, so each
 number in the report can be traced to a file beside it.
+
+The page fits its width: a table wider than the text scrolls inside its own box, text
+columns are left-aligned and numbers right-aligned, headers wrap at underscores, and
+figures are scaled to the text width (``tests/test_report_page.py`` measures it in a
+headless browser).
 """
 
 from __future__ import annotations
@@ -31,6 +36,10 @@ class Report:
     def text(self, text: str) -> None:
         self.blocks.append(("text", text))
 
+    def warning(self, text: str) -> None:
+        """A paragraph the reader must not miss (e.g. cohorts too small to conclude)."""
+        self.blocks.append(("warning", text))
+
     def table(self, df: pd.DataFrame, source: Path | None = None, caption: str = "") -> None:
         self.blocks.append(("table", (df, source, caption)))
 
@@ -53,6 +62,8 @@ class Report:
                 out += ["#" * level + " " + text, ""]
             elif kind == "text":
                 out += [str(payload), ""]
+            elif kind == "warning":
+                out += [f"> **Warning.** {payload}", ""]
             elif kind == "table":
                 df, source, caption = payload
                 if caption:
@@ -69,12 +80,8 @@ class Report:
         parts = [
             "<!doctype html><html><head><meta charset='utf-8'>",
             f"<title>{html.escape(self.title)}</title>",
-            "<style>body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;"
-            "padding:0 1em;line-height:1.45;color:#222}table{border-collapse:collapse;margin:.5em 0;"
-            "font-size:.85em}th,td{border:1px solid #ccc;padding:.25em .5em;text-align:right}"
-            "th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}"
-            "img{max-width:100%;border:1px solid #eee}.src{color:#777;font-size:.8em}"
-            "figcaption{font-style:italic;color:#444}code{background:#f5f5f5;padding:0 .2em}</style>",
+            "<meta name='viewport' content='width=device-width, initial-scale=1'>",
+            f"<style>{_CSS}</style>",
             "</head><body>",
             f"<h1>{html.escape(self.title)}</h1>",
         ]
@@ -84,11 +91,13 @@ class Report:
                 parts.append(f"<h{level}>{html.escape(text)}</h{level}>")
             elif kind == "text":
                 parts.append(f"<p>{_inline(str(payload))}</p>")
+            elif kind == "warning":
+                parts.append(f"<p class='warn'><strong>Warning.</strong> {_inline(str(payload))}</p>")
             elif kind == "table":
                 df, source, caption = payload
                 if caption:
-                    parts.append(f"<p><em>{html.escape(caption)}</em></p>")
-                parts.append(format_table(df).to_html(index=False, border=0, escape=True))
+                    parts.append(f"<p class='cap'><em>{html.escape(caption)}</em></p>")
+                parts.append(html_table(df))
                 if source is not None:
                     parts.append(f"<p class='src'>source: <code>{html.escape(_rel(source, folder))}</code></p>")
             elif kind == "figure":
@@ -102,6 +111,38 @@ class Report:
         return "\n".join(parts) + "\n"
 
 
+_CSS = (
+    "body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;"
+    "line-height:1.45;color:#222}"
+    ".tbl{max-width:100%;overflow-x:auto;margin:.3em 0 .2em}"
+    "table{border-collapse:collapse;font-size:.85em}"
+    "th,td{border:1px solid #ccc;padding:.25em .5em;text-align:left;vertical-align:top}"
+    "th{background:#f3f3f3;font-weight:600}td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}"
+    "figure{margin:1em 0}img{max-width:100%;height:auto;border:1px solid #eee}"
+    ".src{color:#777;font-size:.8em;margin-top:0}.cap{margin-bottom:0}"
+    ".warn{background:#fff4e5;border-left:4px solid #e69f00;padding:.5em .8em}"
+    "figcaption{font-style:italic;color:#444}code{background:#f5f5f5;padding:0 .2em}"
+)
+
+
+def html_table(df: pd.DataFrame) -> str:
+    """A DataFrame as an HTML table in a scroll box: numbers right-aligned, text left-aligned,
+    floats rounded (:func:`format_table`), headers that may wrap after an underscore, and
+    one header row whatever the columns' index is named."""
+    numeric = [df[c].dtype.kind in "iufb" for c in df.columns]
+    shown = format_table(df)
+
+    def cell(tag: str, text: str, num: bool) -> str:
+        return f"<{tag} class='num'>{text}</{tag}>" if num else f"<{tag}>{text}</{tag}>"
+
+    head = "".join(cell("th", html.escape(str(c)).replace("_", "_<wbr>"), num)
+                   for c, num in zip(df.columns, numeric, strict=True))
+    rows = ["<tr>" + "".join(cell("td", html.escape(str(v)), num)
+                             for v, num in zip(row, numeric, strict=True)) + "</tr>"
+            for row in shown.itertuples(index=False)]
+    return f"<div class='tbl'><table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
+
+
 def _digits(column: str) -> int:
     """Decimals shown: percentage points to 2, p-values to 4, rates and the rest to 3."""
     if column.endswith("_pp"):
@@ -112,12 +153,15 @@ def _digits(column: str) -> int:
 
 
 def format_table(df: pd.DataFrame) -> pd.DataFrame:
-    """Floats as short strings (see :func:`_digits`); NaN as ``-``."""
+    """Floats as short strings (see :func:`_digits`); NaN and None as ``-``."""
     out = df.copy()
     for column in out.columns:
+        digits = _digits(str(column))
         if pd.api.types.is_float_dtype(out[column]):
-            digits = _digits(str(column))
             out[column] = [format_number(v, digits) for v in out[column]]
+        elif out[column].dtype == object:  # e.g. a threshold that is None (never passes)
+            out[column] = [format_number(v, digits) if v is None or isinstance(v, float) else v
+                           for v in out[column]]
     return out
 
 

@@ -115,6 +115,7 @@ def reproduce(
     seed: int = 0,
     resamples: int = DEFAULT_RESAMPLES,
     backend: str = "loky",
+    scheduler: str | None = None,
     base_url: str | None = None,
     experiments_dir: str | Path | None = None,
     progress: bool = True,
@@ -146,7 +147,7 @@ def reproduce(
         t0 = time.perf_counter()
         record = run_experiment(
             cohorts[exp.name], out / "runs" / exp.name, agent=agent, seed=seed, settings=grid,
-            jobs=jobs, backend=backend, base_url=base_url,
+            jobs=jobs, backend=backend, scheduler=scheduler, base_url=base_url,
             tasks_source=f"{exp.split}[{exp.name}]", progress=progress, echo=echo,
         )
         runs[exp.name] = record

@@ -7,17 +7,21 @@ this file and a test table), a summary of training, the ``cir`` version and a fo
 version. Loading parses JSON and checks every key and type; it never executes code
 (no pickle, no eval), so a router file from anyone is safe to load.
 
-``router.decide(transcript, delay)`` computes :func:`cir.features.extract_features`
-on the transcript (what the agent was shown up to now) and applies the CIR rule with
+``router.decide(transcript, delay)`` computes the features of the router's extractor
+(:mod:`cir.extractor`; ALFWorld's :func:`cir.features.extract_features` by default) on
+the transcript (what the agent was shown up to now) and applies the CIR rule with
 the arithmetic of :mod:`cir.rule`, as the estimator (:class:`cir.policy.CIRPolicy`, whose
 ``to_router()`` builds a router) and the offline evaluation do, so the live decision
 equals the offline decision on the same features. :class:`RouterHook` puts a router
 (or anything that decides like one) into a harness run.
 
-File layout (format version 1)::
+The router records the name of the extractor it was fitted with and refuses to load or
+run with another (a file of format version 1, before extractors were named, is ALFWorld's).
 
-    {"format": "cir-router", "format_version": 1, "cir_version": "0.1.0",
-     "features": ["f_delay", ...],
+File layout (format version 2)::
+
+    {"format": "cir-router", "format_version": 2, "cir_version": "0.1.0",
+     "extractor": "alfworld", "features": ["f_delay", ...],
      "models": {"p_err": {"scaler_mean": [...], "scaler_scale": [...], "coef": [...],
                           "intercept": 0.0}, "p0": {...}, "p1": {...}},
      "thresholds": {"alpha": 0.8 | null, "beta": 0.05, "gamma": 0.0},   # null: never passes
@@ -46,7 +50,7 @@ import numpy as np
 
 from cir import __version__
 from cir.errors import CirError
-from cir.features import FEATURES, extract_features
+from cir.extractor import FeatureExtractor, builtin_extractors, extract, resolve_extractor
 from cir.files import read_json, write_atomic
 from cir.rule import MODEL_NAMES, LinearModel, blocked_by, predict
 from cir.transcript import HARNESS, Transcript
@@ -56,7 +60,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from cir.harness import Harness
 
 FORMAT = "cir-router"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 #: A router is a few KB (plus its training task ids); a larger file is refused unread.
 MAX_ROUTER_BYTES = 16 * 1024 * 1024
 
@@ -73,6 +77,7 @@ _SPEC: dict[str, Any] = {
     "format": str,
     "format_version": int,
     "cir_version": str,
+    "extractor": str,
     "features": list,
     "models": {name: _MODEL_SPEC for name in MODEL_NAMES},
     "thresholds": {"alpha": _OPT_NUM, "beta": _OPT_NUM, "gamma": _OPT_NUM},
@@ -84,6 +89,8 @@ _SPEC: dict[str, Any] = {
                  "oof_clean_harm": _NUM, "oof_intervention_rate": _NUM, "task_ids": list,
                  "agents": list},
 }
+
+_SPEC_V1 = {k: v for k, v in _SPEC.items() if k != "extractor"}
 
 
 @dataclass(frozen=True)
@@ -151,7 +158,8 @@ class Router:
     def __init__(self, features: list[str], models: dict[str, LinearModel],
                  thresholds: dict[str, float | None], settings: dict[str, Any],
                  baselines: dict[str, Any], training: dict[str, Any],
-                 cir_version: str = __version__) -> None:
+                 cir_version: str = __version__, extractor: FeatureExtractor | None = None) -> None:
+        self.extractor = resolve_extractor(extractor)
         self.features = list(features)
         self.models = models
         self.thresholds = dict(thresholds)
@@ -178,8 +186,8 @@ class Router:
 
     def decide(self, transcript: Transcript, delay: int) -> Decision:
         """Refresh now? ``delay`` = env actions since the suspect observation."""
-        features = extract_features(transcript, delay, max_turns=int(self.settings["max_turns"]),
-                                    max_actions=int(self.settings["max_actions"]))
+        features = extract(self.extractor, transcript, delay, max_turns=int(self.settings["max_turns"]),
+                           max_actions=int(self.settings["max_actions"]))
         decision = self.decide_features(features, delay)
         if any(step.actor == HARNESS for step in transcript.steps):
             # refresh at most once: a transcript that already holds a recovery never gets another
@@ -193,6 +201,7 @@ class Router:
             "format": FORMAT,
             "format_version": FORMAT_VERSION,
             "cir_version": self.cir_version,
+            "extractor": self.extractor.name,
             "features": list(self.features),
             "models": {name: self.models[name].to_dict() for name in MODEL_NAMES},
             "thresholds": {k: (None if v is None else float(v)) for k, v in self.thresholds.items()},
@@ -206,8 +215,13 @@ class Router:
         return write_atomic(path, json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n")
 
     @classmethod
-    def from_dict(cls, data: Any, source: str = "router") -> Router:
-        """Validate plain data (keys, types, versions, feature names, lengths) and build."""
+    def from_dict(cls, data: Any, source: str = "router", extractor: FeatureExtractor | None = None) -> Router:
+        """Validate plain data (keys, types, versions, extractor, feature names, lengths) and build.
+
+        ``extractor``: the feature extractor of the environment the router will run in; it
+        must be the one the router was fitted with (by name). None: the built-in extractor
+        the file names (ALFWorld's); a router fitted with another must be given it.
+        """
         if isinstance(data, dict) and data.get("format") not in (None, FORMAT):
             raise CirError(f"{source}: not a cir router file (format {data.get('format')!r})")
         if isinstance(data, dict) and isinstance(data.get("format_version"), int) \
@@ -215,18 +229,21 @@ class Router:
             raise CirError(f"{source}: router format version {data['format_version']} is newer than this "
                            f"cir reads ({FORMAT_VERSION}); upgrade cir (the file says cir "
                            f"{data.get('cir_version')!r}, this is {__version__})")
-        _check(data, _SPEC, "", source)
+        version = data.get("format_version") if isinstance(data, dict) else None
+        _check(data, _SPEC if version != 1 else _SPEC_V1, "", source)
         if data["format_version"] < 1:
             raise CirError(f"{source}: format_version must be >= 1, got {data['format_version']}")
+        fitted_with = data.get("extractor", "alfworld")  # version 1: ALFWorld's, the only one then
+        extractor = _extractor_for(fitted_with, extractor, source)
         features = data["features"]
         if not features:
             raise CirError(f"{source}: 'features' is empty")
         for name in features:
             if not isinstance(name, str):
                 raise CirError(f"{source}: 'features' must hold names (strings), found {name!r}")
-            if name not in FEATURES:
-                raise CirError(f"{source}: unknown feature {name!r}: this cir computes only the "
-                               f"features of cir.features.FEATURES")
+            if name not in extractor.features:
+                raise CirError(f"{source}: unknown feature {name!r}: not a feature of the "
+                               f"{extractor.name!r} extractor")
         if len(set(features)) != len(features):
             raise CirError(f"{source}: 'features' lists a name twice")
         n = len(features)
@@ -250,15 +267,30 @@ class Router:
         if data["baselines"]["always"]["delay"] not in delays:
             raise CirError(f"{source}: baselines.always.delay is not one of settings.delays")
         return cls(features, models, data["thresholds"], settings, data["baselines"], data["training"],
-                   cir_version=data["cir_version"])
+                   cir_version=data["cir_version"], extractor=extractor)
 
     @classmethod
-    def load(cls, path: str | Path) -> Router:
+    def load(cls, path: str | Path, extractor: FeatureExtractor | None = None) -> Router:
         """Read and validate a router file; CirError naming the file and the problem (a
         file over :data:`MAX_ROUTER_BYTES` is refused before it is read, a key given twice
-        is refused rather than the last one winning)."""
+        is refused rather than the last one winning). ``extractor``: see :meth:`from_dict`."""
         data = read_json(path, "router file", strict=True, max_bytes=MAX_ROUTER_BYTES)
-        return cls.from_dict(data, source=str(path))
+        return cls.from_dict(data, source=str(path), extractor=extractor)
+
+
+def _extractor_for(fitted_with: str, given: FeatureExtractor | None, source: str) -> FeatureExtractor:
+    """The extractor a router file runs with: ``given`` if it is the one it was fitted with."""
+    if given is None:
+        builtin = builtin_extractors()
+        if fitted_with not in builtin:
+            raise CirError(f"{source}: fitted with the {fitted_with!r} feature extractor, which cir does "
+                           f"not ship; load it with that extractor (Router.load(path, extractor=...))")
+        return builtin[fitted_with]
+    given = resolve_extractor(given)
+    if given.name != fitted_with:
+        raise CirError(f"{source}: fitted with the {fitted_with!r} feature extractor; refusing to run "
+                       f"it with {given.name!r} (its features would mean something else)")
+    return given
 
 
 # -- in a harness run ------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from cir.bootstrap import bootstrap_ratios, check_resamples, percentile_ci, task
 from cir.decompose import (
     DEFAULT_BY,
     check_keys,
+    check_pooling,
     check_value,
     count_outcomes,
     group_index,
@@ -111,6 +112,7 @@ def effect_table(
     check_resamples(resamples, level)
     rows = select_cohort(df, cohort, require_prefix_match)
     keys = check_keys(rows, by)
+    check_pooling(rows, keys)
     table = count_outcomes(rows, keys)
     gcodes, groups = group_index(rows, keys)
     tcodes, tasks = task_index(rows)
@@ -168,6 +170,7 @@ def contrast_table(
     keys = check_keys(rows, by)
     if on_key in keys:
         raise CirError(f"contrast: {on!r} is compared (--a/--b), so it cannot also be a grouping key")
+    check_pooling(rows, keys, on_key)
     if str(a) == str(b):
         raise CirError(f"contrast: a and b are both {a!r}; choose two different {on} values")
     check_value(rows, on_key, a)

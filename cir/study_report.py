@@ -1,12 +1,14 @@
 """The analysis of a reproduced study, written as tables, figures and a report.
 
-It walks through the paper's three questions in order: when does refresh help or
-harm (effects by condition and delay, in the factual-success and complete cohorts
-of every ``effects`` experiment), why (mechanism controls and the joint outcome
-table of full vs content-ablated refresh), and whether CIR learns when to recover
-(fit on the cohort a config marks ``fit_cir``, held-out evaluation against the baselines
-and the oracle). Every table is written as CSV under ``tables/`` before it is put in the
-report, so each number can be traced to a file.
+The report opens with its findings: one sentence per question of the paper, with the
+number, its interval and its test, generated from the tables (:mod:`cir.findings`), and a
+plain warning when the cohorts are too small for an interval to exclude zero. Then it
+walks through the three questions in order: the effects of refresh (by condition and
+delay, in the factual-success and complete cohorts of every ``effects`` experiment), the
+mechanism controls (and the joint outcome table of full vs content-ablated refresh), and
+CIR (fit on the cohort a config marks ``fit_cir``, held-out evaluation against the
+baselines and the oracle). Every table is written as CSV under ``tables/`` before it is
+put in the report, so each number can be traced to a file.
 """
 
 from __future__ import annotations
@@ -22,11 +24,24 @@ from cir.decompose import decompose, select_cohort
 from cir.evaluation import evaluate
 from cir.experiments import Experiment
 from cir.explain import explain_run, mechanism_counts
+from cir.findings import (
+    Finding,
+    cir_finding,
+    effect_finding,
+    mechanism_finding,
+    small_cohort_warning,
+)
 from cir.joint import joint_effects, joint_matrix, joint_outcomes
 from cir.paired import read_paired
 from cir.plots import plot_effects, plot_joint, plot_mechanisms, plot_partitions
 from cir.policy import CIRPolicy
-from cir.protocol import DEFAULT_FRACTION, DEFAULT_MAX_ACTIONS, DEFAULT_MAX_TURNS, PRIMARY_STALE
+from cir.protocol import (
+    DEFAULT_D_MIN,
+    DEFAULT_FRACTION,
+    DEFAULT_MAX_ACTIONS,
+    DEFAULT_MAX_TURNS,
+    PRIMARY_STALE,
+)
 from cir.record import RunRecord
 from cir.report import Report
 from cir.stats import contrast_table, effect_table
@@ -34,6 +49,8 @@ from cir.stats import contrast_table, effect_table
 # the columns of the stats tables that the report shows
 EFFECT_SHOWN = ["n", "rescues", "harms", "stable_success", "stable_failure", "success_without",
                 "success_with", "effect_pp", "ci_low_pp", "ci_high_pp", "sign_flip_p"]
+EVAL_SHOWN = ["n", "success_never", "success_policy", "effect_pp", "ci_low_pp", "ci_high_pp", "sign_flip_p",
+              "rescues", "harms", "intervention_rate", "clean_harm_rate"]
 CONTRAST_SHOWN = ["effect_a_pp", "effect_b_pp", "difference_pp", "ci_low_pp", "ci_high_pp", "sign_flip_p"]
 
 
@@ -67,8 +84,8 @@ def _setup_section(report: Report, out: Path, experiments: list[Experiment], run
             "prefix_feasible": c.tasks_feasible, "factual_success": c.factual_success,
             "pairs": c.pairs, "agent_calls": costs.agent_calls,
             "cache_hits": costs.cache_hits, "env_steps": costs.env_steps,
-            "conditions": ",".join(grid.conditions), "delays": ",".join(map(str, grid.delays)),
-            "operations": ",".join(grid.operations),
+            "conditions": ", ".join(grid.conditions), "delays": ", ".join(map(str, grid.delays)),
+            "operations": ", ".join(grid.operations),
         })
     table = pd.DataFrame(rows)
     report.heading("Setup")
@@ -76,33 +93,56 @@ def _setup_section(report: Report, out: Path, experiments: list[Experiment], run
         f"Agent `{agent}`; {'quick' if quick else 'full'} cohorts of generated ALFWorld tasks on the real "
         f"engine; budgets {DEFAULT_MAX_TURNS} model turns and {DEFAULT_MAX_ACTIONS} env actions; the "
         f"observation of the env action after {DEFAULT_FRACTION:.0%} of the factual run's env actions is "
-        "modified (`stale2`: the observation from two env actions earlier; `stale1`: one; `missing`: a fixed unavailable message). Recovery at delay d runs after d "
-        "more env actions. Cohorts never share tasks. Intervals: 95% task-level cluster bootstrap."
+        "modified (`stale2`: the observation from two env actions earlier; `stale1`: one; `missing`: a fixed "
+        "unavailable message). Recovery at delay d runs after d more env actions. Cohorts never share tasks. "
+        "Intervals: 95% task-level cluster bootstrap."
     )
-    report.table(table, _save(table, out / "tables" / "cohorts.csv"), "Cohorts, their runs and their cost")
+    source = _save(table, out / "tables" / "cohorts.csv")
+    grid_columns = ["experiment", "role", "split", "tasks", "prefix_feasible", "factual_success", "pairs",
+                    "conditions", "delays", "operations"]
+    report.table(table[grid_columns], source, "Cohorts and what was run on them")
+    report.table(table[["experiment", "pairs", "agent_calls", "cache_hits", "env_steps"]], source,
+                 "The work each cohort took")
 
 
-def _effects_section(report: Report, out: Path, experiments: list[Experiment], resamples: int, seed: int) -> None:
-    report.heading("1. When does refresh help or harm?")
+def _effects_section(report: Report, out: Path, experiments: list[Experiment], resamples: int,
+                     seed: int) -> Finding | None:
+    """The effects of refresh per ``effects`` cohort; the finding of the first cohort."""
+    report.heading("1. Effects of refresh by condition and delay")
     report.text(
         "Effect of refresh = success with refresh minus success without, from the same state, in "
         "percentage points; rescues turn a failure into a success, harms the reverse. In the "
         "factual-success cohort the clean no-recovery run reproduces a success, so clean refresh can "
         "only harm; the complete cohort keeps every prefix-feasible task."
     )
+    finding = None
     for exp in (e for e in experiments if e.role == "effects"):
         df = read_paired(out / "runs" / exp.name)
         df = df[df["operation"] == "refresh"]
+        shown: list[pd.DataFrame] = []
         for cohort in ("factual-success", "all"):
             tab = effect_table(df, by=["condition", "delay"], cohort=cohort, resamples=resamples, seed=seed)
             tab = _cols(tab, ["condition", "delay"], EFFECT_SHOWN)
-            name = f"effects_{exp.name}_{cohort.replace('-', '_')}"
-            report.table(tab, _save(tab, out / "tables" / f"{name}.csv"),
-                         f"{exp.name} cohort ({cohort}): refresh effect by condition and delay")
             con = contrast_table(df, PRIMARY_STALE, "clean", on="condition", by=["delay"], cohort=cohort,
                                  resamples=resamples, seed=seed)
             con = _cols(con, ["delay"], ["n_paired", *CONTRAST_SHOWN])
-            report.table(con, _save(con, out / "tables" / f"contrast_{exp.name}_{cohort.replace('-', '_')}.csv"),
+            suffix = cohort.replace("-", "_")
+            tab_csv = _save(tab, out / "tables" / f"effects_{exp.name}_{suffix}.csv")
+            con_csv = _save(con, out / "tables" / f"contrast_{exp.name}_{suffix}.csv")
+            if finding is None and cohort == "factual-success":
+                delays = sorted(set(tab["delay"]))
+                delay = DEFAULT_D_MIN if DEFAULT_D_MIN in delays else delays[0]
+                finding = effect_finding(tab, f"`{exp.name}` cohort's factual-success tasks", PRIMARY_STALE,
+                                         delay)
+            if shown and tab.equals(shown[0]):
+                # every prefix-feasible task succeeded in its factual run: one table says it all
+                report.text(f"In the `{exp.name}` cohort every prefix-feasible task's factual run succeeded, "
+                            "so its complete cohort is its factual-success cohort (the tables above; "
+                            f"also in `{tab_csv.name}`).")
+                continue
+            shown.append(tab)
+            report.table(tab, tab_csv, f"{exp.name} cohort ({cohort}): refresh effect by condition and delay")
+            report.table(con, con_csv,
                          f"{exp.name} cohort ({cohort}): {PRIMARY_STALE} minus clean effect at each delay")
         fig = plot_effects(df, cohort="factual-success", resamples=resamples, seed=seed)
         report.figure(_fig(fig, out / "figures", f"effects_{exp.name}"),
@@ -112,16 +152,21 @@ def _effects_section(report: Report, out: Path, experiments: list[Experiment], r
         _save(parts, out / "tables" / f"partitions_{exp.name}.csv")
         report.figure(_fig(plot_partitions(d1, cohort="factual-success"), out / "figures", f"partitions_{exp.name}"),
                       f"{exp.name}: paired outcomes at delay {int(d1['delay'].iloc[0])} (factual-success cohort)")
+    return finding
 
 
-def _mechanism_section(report: Report, out: Path, experiments: list[Experiment], resamples: int, seed: int) -> None:
+def _mechanism_section(report: Report, out: Path, experiments: list[Experiment], resamples: int,
+                       seed: int) -> Finding | None:
+    """The mechanism controls per ``mechanism`` cohort; the finding of the first one."""
+    finding = None
     for exp in (e for e in experiments if e.role == "mechanism"):
-        report.heading("2. Why does refresh help?")
+        report.heading("2. Mechanism controls: what part of refresh acts")
         report.text(
-            "Mechanism controls on their own cohort: full refresh (`look`, result shown), content-ablated "
-            "refresh (same env query, content hidden), replan (no env query, the agent is asked to "
-            "reconsider) and rewind (context and env restored to before the modified observation, with a "
-            "short memory of the abandoned branch). Cells as in the paper: clean at delay 0 and "
+            "Mechanism controls on their own cohort: full refresh (the refresh query, result shown), "
+            "content-ablated refresh (same env query, content hidden), replan (no env query, the agent is "
+            "asked to reconsider), rewind (context and env restored to before the modified observation, with "
+            "a short memory of the abandoned branch) and placebo (a content-free harness message: the "
+            "interruption alone). Cells as in the paper: clean at delay 0 and "
             f"{PRIMARY_STALE} at delay 4; the full grid is in the CSV."
         )
         df = read_paired(out / "runs" / exp.name)
@@ -137,6 +182,7 @@ def _mechanism_section(report: Report, out: Path, experiments: list[Experiment],
             delay = 4 if (df["delay"] == 4).any() else int(df["delay"].max())
             counts = joint_outcomes(df, "refresh", "refresh_ablated", condition=PRIMARY_STALE, delay=delay, by=[])
             matrix = joint_matrix(counts).reset_index().rename(columns={"outcome_a": "refresh \\ refresh_ablated"})
+            matrix.columns.name = None
             report.table(matrix, _save(matrix, out / "tables" / f"joint_{exp.name}.csv"),
                          f"Joint outcomes at {PRIMARY_STALE}, delay {delay} (executed pairs; rows: full refresh, "
                          "columns: content-ablated refresh)")
@@ -144,11 +190,14 @@ def _mechanism_section(report: Report, out: Path, experiments: list[Experiment],
                                 resamples=resamples, seed=seed)
             report.table(eff, _save(eff, out / "tables" / f"joint_effects_{exp.name}.csv"),
                          "Paired effects on the tasks where both operations ran")
+            if finding is None:
+                finding = mechanism_finding(eff, full, PRIMARY_STALE, delay)
             fig = plot_joint(df, "refresh", "refresh_ablated", condition=PRIMARY_STALE, delay=delay)
             report.figure(_fig(fig, out / "figures", f"joint_{exp.name}"),
                           f"Joint outcomes of full vs content-ablated refresh ({PRIMARY_STALE}, delay {delay})")
         report.figure(_fig(plot_mechanisms(df, cohort="all", resamples=resamples, seed=seed), out / "figures",
                            f"mechanism_{exp.name}"), f"{exp.name}: mechanism controls by operation")
+    return finding
 
 
 def _explanation_section(report: Report, out: Path, experiments: list[Experiment]) -> None:
@@ -174,10 +223,10 @@ def _explanation_section(report: Report, out: Path, experiments: list[Experiment
                  "Pairs, rescues and harms each mechanism explains, by operation (all cohorts)")
 
 
-def _cir_section(report: Report, out: Path, experiments: list[Experiment], resamples: int, seed: int) -> None:
+def _cir_section(report: Report, out: Path, experiments: list[Experiment], resamples: int, seed: int) -> Finding:
     train = next(e for e in experiments if e.fit_cir)
     test = next(e for e in experiments if e.role == "eval")
-    report.heading("3. Does CIR learn when to recover?")
+    report.heading("3. Selective recovery: CIR on held-out tasks")
     train_df = select_cohort(read_paired(out / "runs" / train.name, require_features=True), train.fit_cir or "all")
     test_df = read_paired(out / "runs" / test.name, require_features=True)
     policy = CIRPolicy(seed=seed).fit(train_df)
@@ -205,9 +254,10 @@ def _cir_section(report: Report, out: Path, experiments: list[Experiment], resam
     summary, margins = result["summary"], result["margins"]
     _save(result["episodes"], out / "tables" / "cir_eval_episodes.csv")
     eval_csv = _save(summary, out / "tables" / "cir_eval.csv")
-    report.table(summary[summary["condition"] == "all"], eval_csv,
-                 "Held-out evaluation, all conditions (per-condition rows in the CSV)")
-    report.table(summary[summary["policy"] == "cir"], eval_csv, "CIR by observation condition")
+    report.table(_cols(summary[summary["condition"] == "all"], ["policy"], EVAL_SHOWN), eval_csv,
+                 "Held-out evaluation, all conditions (per-condition rows and more columns in the CSV)")
+    report.table(_cols(summary[summary["policy"] == "cir"], ["condition"], EVAL_SHOWN), eval_csv,
+                 "CIR by observation condition")
     optimism = _optimism(s, result["episodes"])
     report.table(optimism, _save(optimism, out / "tables" / "cir_optimism.csv"),
                  f"CIR out of fold (the threshold search's own estimate, over {len(grid)} settings) "
@@ -220,6 +270,7 @@ def _cir_section(report: Report, out: Path, experiments: list[Experiment], resam
     report.table(brier, cal_csv, "Brier scores of the three models on the held-out cohort")
     report.figure(_fig(calibration_figure(router, test_df), out / "figures", "cir_calibration"),
                   "Reliability of p_err, p0 and p1 on the held-out cohort")
+    return cir_finding(summary, policy.epsilon)
 
 
 def _optimism(oof: dict[str, float], episodes: pd.DataFrame) -> pd.DataFrame:
@@ -236,14 +287,29 @@ def _optimism(oof: dict[str, float], episodes: pd.DataFrame) -> pd.DataFrame:
     ])
 
 
+def _findings_section(report: Report, findings: list[Finding], quick: bool) -> None:
+    report.heading("Findings")
+    report.text("The paper's three questions, each answered from a table below (number, 95% task-level "
+                "cluster-bootstrap interval, sign-flip test).")
+    for i, finding in enumerate(findings, 1):
+        report.text(f"**{i}. {finding.question}.** {finding.sentence}")
+    warning = small_cohort_warning(findings, quick)
+    if warning:
+        report.warning(warning)
+
+
 def write_study_report(out: Path, experiments: list[Experiment], runs: dict[str, RunRecord], *,
                        resamples: int, seed: int, agent: str, quick: bool) -> Path:
     """Write tables, figures, ``router.json`` and ``report.md`` / ``report.html`` into ``out``."""
-    report = Report(f"cir reproduction{' (quick)' if quick else ''}: when harnesses lose the signal")
-    _setup_section(report, out, experiments, runs, agent, quick)
-    _effects_section(report, out, experiments, resamples, seed)
-    _mechanism_section(report, out, experiments, resamples, seed)
-    _explanation_section(report, out, experiments)
-    _cir_section(report, out, experiments, resamples, seed)
+    title = f"cir reproduction{' (quick)' if quick else ''}: when harnesses lose the signal"
+    body = Report(title)
+    _setup_section(body, out, experiments, runs, agent, quick)
+    effects = _effects_section(body, out, experiments, resamples, seed)
+    mechanism = _mechanism_section(body, out, experiments, resamples, seed)
+    _explanation_section(body, out, experiments)
+    selective = _cir_section(body, out, experiments, resamples, seed)
+    report = Report(title)
+    _findings_section(report, [f for f in (effects, mechanism, selective) if f is not None], quick)
+    report.blocks += body.blocks
     md, _ = report.write(out)
     return md

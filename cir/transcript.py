@@ -24,6 +24,10 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from cir.envs.base import DEFAULT_REFRESH_QUERY
+from cir.errors import CirError
+from cir.protocol import ABLATED_TEXT, PLACEBO_TEXT, REFRESH_PREFIX, REPLAN_TEXT, THINK_PREFIX
+
 AGENT = "agent"
 HARNESS = "harness"
 
@@ -184,6 +188,81 @@ class Transcript:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Transcript:
         return cls(data["task_id"], data["task_text"], [Step.from_dict(s) for s in data["steps"]])
+
+    @classmethod
+    def from_messages(cls, task_id: str, messages: list[dict[str, Any]], *,
+                      refresh_query: str = DEFAULT_REFRESH_QUERY) -> Transcript:
+        """A transcript from a chat-style harness's message list (the inverse of :meth:`context`).
+
+        Leading ``system`` messages are skipped; the first ``user`` message is the task
+        text. Each ``assistant`` reply must be answered by one ``user`` (or ``tool``)
+        message: the text shown after it (a reply starting with ``think:`` is a thought,
+        no env action). A ``user`` message that answers no reply is the harness's: the
+        texts of :mod:`cir.recovery` (:data:`~cir.protocol.REFRESH_PREFIX` and the others)
+        become that operation's step, a refresh with ``refresh_query`` as its env action;
+        any other such message is a harness step named ``message``. True observations are
+        unknown to a chat list: ``observation`` is None except for a refresh's answer.
+        """
+        i = 0
+        while i < len(messages) and _role(messages, i) == "system":
+            i += 1
+        if i >= len(messages) or _role(messages, i) not in _SHOWN:
+            raise CirError(f"messages[{i}]: expected the task as the first user message")
+        transcript = cls(task_id, _content(messages, i))
+        i += 1
+        while i < len(messages):
+            role = _role(messages, i)
+            if role == "assistant":
+                if i + 1 >= len(messages) or _role(messages, i + 1) not in _SHOWN:
+                    raise CirError(f"messages[{i}]: an assistant reply without the user message "
+                                   "that answers it (ask the router after the observation is added)")
+                transcript.steps.append(_agent_step(_content(messages, i), _content(messages, i + 1)))
+                i += 2
+            elif role in _SHOWN:
+                transcript.steps.append(_harness_step(_content(messages, i), refresh_query))
+                i += 1
+            else:
+                raise CirError(f"messages[{i}]: role {role!r}; expected system (first), user, tool "
+                               "or assistant")
+        return transcript
+
+
+_SHOWN = ("user", "tool")
+#: Harness texts of :mod:`cir.recovery` -> (operation, whether it sent the refresh query).
+_HARNESS_TEXTS = {ABLATED_TEXT: ("refresh_ablated", True), REPLAN_TEXT: ("replan", False),
+                  PLACEBO_TEXT: ("placebo", False)}
+
+
+def _role(messages: list[dict[str, Any]], i: int) -> str:
+    message = messages[i]
+    if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+        raise CirError(f"messages[{i}]: expected a dict with a 'role' and a 'content'")
+    return message["role"]
+
+
+def _content(messages: list[dict[str, Any]], i: int) -> str:
+    content = messages[i].get("content")
+    if not isinstance(content, str):
+        raise CirError(f"messages[{i}]: 'content' must be text, got {type(content).__name__}")
+    return content
+
+
+def _agent_step(reply: str, shown: str) -> Step:
+    text = reply.strip()
+    if text.lower().startswith(THINK_PREFIX):
+        return Step(AGENT, reply, None, None, shown)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    # the action the harness sent, as Harness.turn reads a reply
+    return Step(AGENT, reply, lines[0] if lines else "", None, shown)
+
+
+def _harness_step(shown: str, refresh_query: str) -> Step:
+    if shown.startswith(REFRESH_PREFIX):
+        obs = shown[len(REFRESH_PREFIX):].strip()
+        return Step(HARNESS, "refresh", refresh_query, obs, shown, ["recovery:refresh"])
+    name, queried = _HARNESS_TEXTS.get(shown, ("message", False))
+    events = [] if name == "message" else [f"recovery:{name}"]
+    return Step(HARNESS, name, refresh_query if queried else None, None, shown, events)
 
 
 def visible_prefix(steps: list[Step], n: int) -> list[Step]:

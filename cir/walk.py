@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from cir.errors import CirError
-from cir.features import FEATURES
+from cir.extractor import FeatureExtractor, resolve_extractor
 from cir.paired import feature_columns
 from cir.rule import passes
 
@@ -71,16 +71,19 @@ class Grid:
                     & passes(g["p_fail"], thresholds["beta"]) & passes(g["utility"], thresholds["gamma"]))
 
 
-def check_features(df: pd.DataFrame, source: str, names: list[str] | None = None) -> list[str]:
-    """The feature columns to use; CirError if missing, unknown or not finite numbers."""
+def check_features(df: pd.DataFrame, source: str, names: list[str] | None = None,
+                   extractor: FeatureExtractor | None = None) -> list[str]:
+    """The feature columns to use; CirError if missing, not the ``extractor``'s (default
+    ALFWorld's) or not finite numbers."""
     have = feature_columns(df)
     if not have:
         raise CirError(f"{source}: no feature columns (f_*); a paired table from `cir run` has them")
     if names is None:
-        unknown = [c for c in have if c not in FEATURES]
+        known = resolve_extractor(extractor)
+        unknown = [c for c in have if c not in known.features]
         if unknown:
-            raise CirError(f"{source}: unknown feature column {unknown[0]!r}: the router can only "
-                           f"compute features of cir.features.FEATURES")
+            raise CirError(f"{source}: unknown feature column {unknown[0]!r}: not a feature of the "
+                           f"{known.name!r} extractor, so a router could not compute it live")
         names = have
     missing = [c for c in names if c not in df.columns]
     if missing:

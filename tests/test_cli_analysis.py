@@ -41,11 +41,12 @@ def test_table_json_is_a_list_of_groups_with_the_documented_columns(run_dir, cap
 
 def test_table_csv_and_markdown_agree(run_dir, capsys):
     code, out, _ = _run(capsys, "table", run_dir / "paired.csv", "--by", "condition", "--format", "csv",
-                        "--resamples", 200, "--seed", 4)
+                        "--resamples", 200, "--seed", 4, "--operation", "refresh")
     assert code == 0
     csv = pd.read_csv(io.StringIO(out))
     assert list(csv["condition"]) == ["clean", "stale2"]
-    code, md, _ = _run(capsys, "table", run_dir, "--by", "condition", "--resamples", 200, "--seed", 4)
+    code, md, _ = _run(capsys, "table", run_dir, "--by", "condition", "--resamples", 200, "--seed", 4,
+                       "--operation", "refresh")
     assert code == 0
     assert md.startswith("| condition")
     assert f"{csv['effect_pp'].iloc[1]:.2f}" in md
@@ -63,7 +64,7 @@ def test_table_reads_parquet_and_writes_to_a_file(run_dir, capsys, tmp_path):
 
 
 def test_factual_success_cohort(run_dir, capsys):
-    code, out, _ = _run(capsys, "table", run_dir, "--by", "condition", "--cohort", "factual-success",
+    code, out, _ = _run(capsys, "table", run_dir, "--by", "condition,operation", "--cohort", "factual-success",
                         "--format", "json", "--resamples", 100)
     clean = json.loads(out)[0]
     assert code == 0 and clean["condition"] == "clean" and clean["rescues"] == 0
@@ -72,7 +73,7 @@ def test_factual_success_cohort(run_dir, capsys):
 
 def test_contrast(run_dir, capsys):
     code, out, _ = _run(capsys, "contrast", run_dir, "--a", "stale2", "--b", "clean", "--by", "delay",
-                        "--format", "json", "--resamples", 200)
+                        "--operation", "refresh_ablated", "--format", "json", "--resamples", 200)
     assert code == 0
     rows = json.loads(out)
     assert [r["delay"] for r in rows] == [0, 4]
@@ -115,7 +116,11 @@ def test_figures_command_writes_and_skips(run_dir, capsys, tmp_path):
         (["contrast", "{dir}", "--a", "stale9", "--b", "clean"], "condition 'stale9' is not in the paired table"),
         (["joint", "{dir}", "--a", "refresh", "--b", "rewind"], "operation 'rewind' is not in the paired table"),
         (["table", "{dir}", "--resamples", "0"], "--resamples 0: expected an integer from 1 to 1000000"),
-            (["table", "{dir}", "--resamples", "1000000000"], "--resamples 1000000000: expected an integer from 1"),
+        (["table", "{dir}", "--resamples", "1000000000"], "--resamples 1000000000: expected an integer from 1"),
+        (["table", "{dir}", "--by", "condition,delay"],
+         "the table holds 2 recovery operations (refresh, refresh_ablated) and the grouping would add"),
+        (["contrast", "{dir}", "--a", "stale2", "--b", "clean", "--by", "delay"], "--by delay,operation"),
+        (["table", "{dir}", "--operation", "rewind"], "operation 'rewind' is not in the paired table"),
     ],
 )
 def test_user_errors_are_one_line_without_traceback(run_dir, capsys, argv, message):
@@ -146,9 +151,17 @@ def test_prefix_mismatch_rows_are_dropped_with_a_note(tmp_path, capsys):
 
 
 def test_columns_option_selects_result_columns(run_dir, capsys):
-    code, out, _ = _run(capsys, "table", run_dir, "--by", "condition", "--columns", "rescues,effect_pp",
+    code, out, _ = _run(capsys, "table", run_dir, "--by", "condition,operation", "--columns", "rescues,effect_pp",
                         "--format", "csv", "--resamples", 50)
-    assert code == 0 and out.splitlines()[0] == "condition,rescues,effect_pp"
+    assert code == 0 and out.splitlines()[0] == "condition,operation,rescues,effect_pp"
+    # markdown: a compact default that fits a terminal; all of them on request
+    code, md, _ = _run(capsys, "table", run_dir, "--resamples", 50)
+    table = [line for line in md.splitlines() if line.startswith("|")]
+    assert code == 0 and max(map(len, table)) <= 140 and "mcnemar_p" not in table[0]  # all: 352 wide
+    code, md, _ = _run(capsys, "table", run_dir, "--resamples", 50, "--columns", "all")
+    assert all(c in md.splitlines()[0] for c in EFFECT_COLUMNS)
+    code, md, _ = _run(capsys, "joint", run_dir, "--resamples", 50, "--columns", "comparison,effect_pp")
+    assert code == 0 and "| comparison" in md and "ci_low_pp" not in md
     code, _, err = _run(capsys, "contrast", run_dir, "--a", "stale2", "--b", "clean", "--columns", "bogus")
     assert code == 2 and "--columns: 'bogus' not in the result" in err
 

@@ -56,6 +56,14 @@ def test_evaluate_formats(router_path: Path, tables: tuple[Path, Path], tmp_path
     md = capsys.readouterr().out
     assert re.search(r"\|\s*policy\s*\|\s*condition\s*\|", md) and "Margins of CIR" in md
     assert re.search(r"\|\s*cir\s*\|\s*all\s*\|", md)
+    widest = max(len(line) for line in md.splitlines() if line.startswith("|"))
+    assert widest <= 150 and "oracle_fraction" not in md  # compact by default (all columns: 254 wide)
+    assert main(["evaluate", str(router_path), str(tables[1]), "--resamples", "300", "--columns",
+                 "effect_pp,margin_pp"]) == 0
+    md = capsys.readouterr().out
+    assert re.search(r"\|\s+effect_pp \|", md) and re.search(r"\|\s+margin_pp \|", md) and "ci_low_pp" not in md
+    assert main(["evaluate", str(router_path), str(tables[1]), "--resamples", "300", "--columns", "nope"]) == 2
+    assert "--columns: 'nope' not in the result" in capsys.readouterr().err
     assert main(["evaluate", str(router_path), str(tables[1]), "--resamples", "300", "--format", "json"]) == 0
     data = json.loads(capsys.readouterr().out)
     policies = {r["policy"] for r in data["summary"]}

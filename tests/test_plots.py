@@ -29,8 +29,13 @@ def single():
     return simulate_paired(30, conditions=("clean", "stale2"), delays=(0, 4), seed=4)
 
 
+def _suptitle(fig: Figure) -> str:
+    # Figure.get_suptitle() needs matplotlib 3.8; the declared floor is 3.7
+    return fig._suptitle.get_text() if fig._suptitle is not None else ""
+
+
 def _texts(fig: Figure) -> str:
-    parts = [fig.get_suptitle()]
+    parts = [_suptitle(fig)]
     for ax in fig.axes:
         parts += [ax.get_title(), ax.get_xlabel(), ax.get_ylabel()]
     return " | ".join(parts)
@@ -47,7 +52,7 @@ def test_effects_figure_says_what_is_shown(multi):
 
 def test_mechanism_figure_has_a_panel_per_condition(multi):
     fig = plot_mechanisms(multi, resamples=200)
-    assert "Mechanism controls" in fig.get_suptitle()
+    assert "Mechanism controls" in _suptitle(fig)
     titles = [ax.get_title() for ax in fig.axes if ax.get_visible()]
     assert titles == ["condition: clean", "condition: stale2"]
     labels = [t.get_text() for t in fig.axes[0].get_xticklabels()]
@@ -56,7 +61,7 @@ def test_mechanism_figure_has_a_panel_per_condition(multi):
 
 def test_partition_bars_add_up_to_n(multi):
     fig = plot_partitions(multi, cohort="factual-success")
-    assert "factual-success cohort" in fig.get_suptitle()
+    assert "factual-success cohort" in _suptitle(fig)
     ax = fig.axes[0]
     widths = {}
     for patch in ax.patches:
@@ -68,8 +73,8 @@ def test_partition_bars_add_up_to_n(multi):
 
 def test_joint_heatmap_defaults_to_refresh_vs_ablated_at_stale2(multi):
     fig = plot_joint(multi)
-    assert "refresh (rows) vs refresh_ablated (columns)" in fig.get_suptitle()
-    assert "condition stale2, delay 4" in fig.get_suptitle()
+    assert "refresh (rows) vs refresh_ablated (columns)" in _suptitle(fig)
+    assert "condition stale2, delay 4" in _suptitle(fig)
 
 
 def test_figures_needing_two_operations_are_skipped_not_crashed(single, tmp_path):
@@ -108,3 +113,23 @@ def test_written_figures_are_reproducible(multi, tmp_path):
     for name in ["effects_by_delay", "mechanism_controls", "outcome_partitions", "joint_outcomes"]:
         assert (tmp_path / "a" / f"{name}.svg").read_bytes() == (tmp_path / "b" / f"{name}.svg").read_bytes()
         assert (tmp_path / "a" / f"{name}.png").read_bytes() == (tmp_path / "b" / f"{name}.png").read_bytes()
+
+
+def test_figures_stay_legible_at_page_width(single):
+    """No figure wider than MAX_WIDTH inches (the report scales it to the text width); a
+    single panel is wide enough for its two-line title; the heatmap's colour bar counts."""
+    from cir.plots import MAX_WIDTH, MIN_WIDTH
+
+    wide = simulate_paired(24, conditions=("clean", "stale1", "stale2", "missing"), delays=(0, 1, 2, 4),
+                           operations=("refresh", "refresh_ablated", "replan", "rewind", "placebo"), seed=5)
+    for fig in (plot_mechanisms(wide, resamples=50), plot_partitions(wide), plot_effects(wide, resamples=50)):
+        assert fig.get_figwidth() <= MAX_WIDTH
+    one = plot_effects(single, resamples=50)
+    assert MIN_WIDTH <= one.get_figwidth() <= MAX_WIDTH
+    one.canvas.draw()  # the title inside the figure, on both sides
+    box = one._suptitle.get_window_extent()
+    assert box.x0 >= 0 and box.x1 <= one.bbox.width
+    heat = plot_joint(wide, "refresh", "refresh_ablated", condition="stale2", delay=4)
+    heat.canvas.draw()
+    ticks = heat.axes[-1].get_yticks()
+    assert len(ticks) and all(float(t).is_integer() for t in ticks)

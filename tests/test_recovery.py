@@ -109,3 +109,27 @@ def test_registry_matches_the_vocabulary():
     from cir.recovery import OPERATIONS
 
     assert tuple(OPERATIONS) == protocol.OPERATIONS
+
+
+def test_refresh_sends_the_env_s_declared_query_through_wrappers():
+    """An env declares what a refresh sends; ALFWorld's (and the default) is `look`."""
+    from cir.envs.base import DEFAULT_REFRESH_QUERY, refresh_query
+
+    inner = world()
+    sent = []
+    step = inner.step
+    inner.step = lambda action: (sent.append(action), step(action))[1]
+    env = CountingEnv(inner)
+    assert refresh_query(env) == DEFAULT_REFRESH_QUERY == "look"
+    inner.refresh_query = "inventory"
+    assert refresh_query(env) == "inventory"  # read through the counting wrapper
+    h = Harness(FakeAgent())
+    t = h.reset(env, "t")
+    h.run(env, t, until_env_actions=2)
+    for name in ("refresh", "refresh_ablated"):
+        sent.clear()
+        s = h.recover(env, t, name)
+        assert sent == ["inventory"] and s.action == "inventory"
+    inner.refresh_query = ""
+    with pytest.raises(CirError, match="refresh_query"):
+        refresh_query(env)

@@ -57,9 +57,22 @@ def test_writes_report_tables_figures_and_router(study) -> None:
     out, _, lines = study
     assert lines[-1].startswith("[4/4] report:")
     report = (out / "report.md").read_text(encoding="utf-8")
-    for heading in ("## 1. When does refresh help or harm?", "## 2. Why does refresh help?",
-                    "## 3. Does CIR learn when to recover?"):
-        assert heading in report
+    headings = [line for line in report.splitlines() if line.startswith("## ")]
+    assert headings[0] == "## Findings"
+    for heading in ("## 1. Effects of refresh by condition and delay",
+                    "## 2. Mechanism controls: what part of refresh acts",
+                    "## 3. Selective recovery: CIR on held-out tasks"):
+        assert heading in headings
+    # the findings: one sentence per question, its numbers those of the tables below
+    findings = report.split("## Findings")[1].split("## Setup")[0]
+    cir = pd.read_csv(out / "tables" / "cir_eval.csv").query("policy == 'cir' and condition == 'all'").iloc[0]
+    effect = f"{'+' if cir['effect_pp'] > 0 else ''}{cir['effect_pp']:.1f} pp against never recovering"
+    assert effect in findings and f"95% CI {cir['ci_low_pp']:.1f} to {cir['ci_high_pp']:.1f} pp" in findings
+    assert findings.count("**1. ") == findings.count("**2. ") == findings.count("**3. ") == 1
+    assert ("> **Warning.**" in findings) == ("includes zero" in findings)
+    # no table twice: a cohort whose complete and factual-success tables agree shows one
+    captions = [line for line in report.splitlines() if line.startswith("*") and line.endswith("*")]
+    assert len(captions) == len(set(captions))
     # every table the report cites is written beside it
     cited = {line.split("`")[1] for line in report.splitlines() if line.startswith("<sub>source:")}
     assert cited and all((out / path).is_file() for path in cited)

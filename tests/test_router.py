@@ -270,3 +270,38 @@ def test_live_equals_offline_with_every_feature(tmp_path: Path) -> None:
     assert [d.p0 for d in live] == offline["p0"].tolist()
     assert [d.p1 for d in live] == offline["p1"].tolist()
     assert [d.refresh for d in live] == offline["refresh"].tolist()
+
+
+def test_transcript_from_messages_is_the_inverse_of_context():
+    """A chat harness's message list gives the transcript (and features) the harness ran."""
+    from cir.protocol import ABLATED_TEXT, REFRESH_PREFIX
+
+    rng = np.random.default_rng(3)
+    t = random_transcript(rng, 9, 4, "stale2")
+    t.steps.append(Step("harness", "refresh", "look", "You arrive at desk 1.",
+                        f"{REFRESH_PREFIX} You arrive at desk 1.", ["recovery:refresh"]))
+    t.steps.append(Step("agent", "go to shelf 1", "go to shelf 1", None, "You arrive at shelf 1."))
+    back = Transcript.from_messages(t.task_id, [{"role": "system", "content": "be brief"}, *t.context()])
+    assert [(s.actor, s.reply, s.action, s.shown) for s in back.steps] == \
+        [(s.actor, s.reply, s.action, s.shown) for s in t.steps]
+    assert back.context() == t.context()
+    for d in (0, 1, 3):
+        assert extract_features(back, d) == extract_features(t, d)
+    ablated = Transcript.from_messages("x", [*t.context(), {"role": "user", "content": ABLATED_TEXT}],
+                                       refresh_query="read")
+    assert (ablated.steps[-1].reply, ablated.steps[-1].action) == ("refresh_ablated", "read")
+    with pytest.raises(CirError, match=r"messages\[1\]: an assistant reply without"):
+        Transcript.from_messages("x", [{"role": "user", "content": TASK}, {"role": "assistant", "content": "a"},
+                                       {"role": "assistant", "content": "b"}])
+    with pytest.raises(CirError, match="role 'robot'"):
+        Transcript.from_messages("x", [{"role": "user", "content": TASK}, {"role": "robot", "content": "a"}])
+
+
+def test_a_router_file_of_format_version_1_is_alfworld_s(router: Router, tmp_path: Path):
+    data = router.to_dict()
+    assert data["format_version"] == FORMAT_VERSION == 2 and data["extractor"] == "alfworld"
+    old = {k: v for k, v in data.items() if k != "extractor"} | {"format_version": 1}
+    (tmp_path / "v1.json").write_text(json.dumps(old))
+    assert Router.load(tmp_path / "v1.json").extractor.name == "alfworld"
+    with pytest.raises(CirError, match="unexpected key 'extractor'"):
+        Router.from_dict({**data, "format_version": 1})

@@ -147,7 +147,7 @@ def test_a_consistent_folder_is_read_without_scanning_the_store(run, monkeypatch
 
 def test_analysis_of_a_cut_table_uses_the_whole_run(run, done_run, capsys):
     (run / "paired.csv").write_text((done_run / "paired.csv").read_text()[:600])
-    code, out, err = _cli(capsys, "table", run, "--resamples", "50", "--by", "condition")
+    code, out, err = _cli(capsys, "table", run, "--resamples", "50", "--by", "condition,operation")
     feasible = json.loads((run / "run.json").read_text())["counts"]["tasks_feasible"]
     assert code == 0 and f"tasks={feasible}_" in out and "partial" not in out
     assert "cir: note:" in err and "rebuilt from the episode store" in err

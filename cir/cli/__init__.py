@@ -14,6 +14,7 @@ import argparse
 import importlib
 import logging
 import sys
+import textwrap
 
 from cir import __version__
 from cir.errors import CirError
@@ -33,7 +34,16 @@ COMMAND_MODULES = [
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="cir",
-        description="Causal evaluation of recovery in LLM agent harnesses.",
+        description=textwrap.fill(
+            "Causal evaluation of recovery in LLM agent harnesses: inject observation errors, fork the run "
+            "with and without recovery from the same state, label each pair rescue, harm or stable, and "
+            "learn when recovery is worth it (CIR). `cir COMMAND --help` shows a command's options, their "
+            "defaults and examples.", width=78),
+        epilog="examples:\n"
+               "  cir reproduce --quick --out cir-out            # the whole study on small cohorts\n"
+               "  cir run --tasks tasks/valid_unseen --out run1  # one paired experiment\n"
+               "  cir table run1                                 # its effects with bootstrap CIs",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"cir {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from cir.cli.limits import MAX_RESAMPLES, MAX_SEED, check_int
+from cir.cli.style import add_columns, add_quiet, command
 from cir.errors import CirError
 from cir.protocol import DEFAULT_LEVEL, DEFAULT_RESAMPLES, DEFAULT_SEED
 
@@ -24,73 +25,91 @@ def _keys(text: str) -> list[str]:
     return [k.strip() for k in text.split(",") if k.strip()] if text else []
 
 
+#: What ``cir table`` / ``contrast`` / ``joint`` print by default in markdown (``--columns all``: every column).
+TABLE_COLUMNS = ["n", "rescues", "harms", "effect_pp", "ci_low_pp", "ci_high_pp", "sign_flip_p"]
+CONTRAST_COLUMNS = ["n_paired", "effect_a_pp", "effect_b_pp", "difference_pp", "ci_low_pp", "ci_high_pp",
+                    "sign_flip_p"]
+JOINT_COLUMNS = ["comparison", "n_tasks", "wins", "losses", "effect_pp", "ci_low_pp", "ci_high_pp", "sign_flip_p"]
+
+
 def _common(parser: argparse.ArgumentParser, resamples: bool = True, fmt: bool = True) -> None:
     parser.add_argument("paired", metavar="PAIRED", help="paired.csv / paired.parquet, or a RUN_DIR")
     parser.add_argument("--cohort", choices=["all", "factual-success"], default="all",
-                        help="all prefix-feasible tasks (default) or only tasks whose factual run succeeded")
+                        help="all prefix-feasible tasks, or only tasks whose factual run succeeded")
     parser.add_argument("--keep-prefix-mismatch", action="store_true",
                         help="keep rows whose two arms differ before the branch point (dropped by default)")
     parser.add_argument("--allow-partial", action="store_true",
                         help="analyse a run that lacks tasks (refused by default); the output says so")
     if resamples:
         parser.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES,
-                            help=f"task-level bootstrap resamples (default {DEFAULT_RESAMPLES})")
-        parser.add_argument("--seed", type=int, default=DEFAULT_SEED,
-                            help=f"bootstrap / test seed (default {DEFAULT_SEED})")
-        parser.add_argument("--level", type=float, default=DEFAULT_LEVEL,
-                            help=f"confidence level (default {DEFAULT_LEVEL})")
+                            help="task-level bootstrap resamples")
+        parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="bootstrap / test seed")
+        parser.add_argument("--level", type=float, default=DEFAULT_LEVEL, help="confidence level")
     if fmt:
         parser.add_argument("--format", choices=FORMATS, default="markdown", help="output format")
         parser.add_argument("--out", metavar="FILE", help="write to FILE instead of standard output")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("table", help="paired outcomes and recovery effects with bootstrap CIs",
-                              description="Rescue/harm counts, effect of recovery (pp) with task-level "
-                                          "cluster-bootstrap CI, sign-flip and McNemar p, Tian-Pearl bounds.")
+    p = command(subparsers, "table", help="paired outcomes and recovery effects with bootstrap CIs",
+                description="Rescue/harm counts, effect of recovery (pp) with task-level cluster-bootstrap "
+                            "CI, sign-flip and McNemar p, Tian-Pearl bounds, per group. Pairs of different "
+                            "recovery operations are never added together: group by operation, or keep one "
+                            "with --operation.",
+                examples=["cir table run1",
+                          "cir table run1 --by condition,delay --operation refresh --cohort factual-success",
+                          "cir table run1 --columns all --format csv --out effects.csv"])
     _common(p)
-    p.add_argument("--by", default="condition,delay,operation",
-                   help="comma-separated grouping columns (default condition,delay,operation)")
-    p.add_argument("--columns", help="only these result columns (comma list), after the grouping keys")
+    p.add_argument("--by", default="condition,delay,operation", metavar="KEYS", help="comma list of grouping columns")
+    p.add_argument("--operation", metavar="NAME", help="only the rows of this recovery operation")
+    add_columns(p, TABLE_COLUMNS)
     p.set_defaults(handler=_table)
 
-    p = subparsers.add_parser("contrast", help="difference of recovery effects between two conditions",
-                              description="Effect under --a minus effect under --b (e.g. stale2 - clean) per "
-                                          "group, on shared task resamples.")
+    p = command(subparsers, "contrast", help="difference of recovery effects between two conditions",
+                description="Effect under --a minus effect under --b (e.g. stale2 - clean) per group, on "
+                            "shared task resamples.",
+                examples=["cir contrast run1 --a stale2 --b clean",
+                          "cir contrast run1 --a stale2 --b clean --by delay --operation refresh"])
     _common(p)
     p.add_argument("--a", required=True, help="first value (e.g. stale2)")
     p.add_argument("--b", required=True, help="second value (e.g. clean)")
-    p.add_argument("--on", default="condition", help="column that holds a and b (default condition)")
-    p.add_argument("--by", default="operation,delay", help="grouping columns (default operation,delay)")
-    p.add_argument("--columns", help="only these result columns (comma list), after the grouping keys")
+    p.add_argument("--on", default="condition", help="column that holds a and b")
+    p.add_argument("--by", default="operation,delay", metavar="KEYS", help="comma list of grouping columns")
+    p.add_argument("--operation", metavar="NAME", help="only the rows of this recovery operation")
+    add_columns(p, CONTRAST_COLUMNS)
     p.set_defaults(handler=_contrast)
 
-    p = subparsers.add_parser("joint", help="joint outcomes of two recovery operations on the same tasks",
-                              description="Joint outcome table (rows: outcome under --a, columns: under --b) "
-                                          "and paired effects, on tasks where both operations ran.")
+    p = command(subparsers, "joint", help="joint outcomes of two recovery operations on the same tasks",
+                description="Joint outcome table (rows: outcome under --a, columns: under --b) and paired "
+                            "effects, on tasks where both operations ran.",
+                examples=["cir joint run1 --a refresh --b refresh_ablated --condition stale2 --delay 4",
+                          "cir joint run1 --format csv --counts --out joint.csv"])
     _common(p)
-    p.add_argument("--a", default="refresh", help="first operation (default refresh)")
-    p.add_argument("--b", default="refresh_ablated", help="second operation (default refresh_ablated)")
-    p.add_argument("--on", default="operation", help="column that holds a and b (default operation)")
+    p.add_argument("--a", default="refresh", help="first operation")
+    p.add_argument("--b", default="refresh_ablated", help="second operation")
+    p.add_argument("--on", default="operation", help="column that holds a and b")
     p.add_argument("--condition", help="only this condition (e.g. stale2)")
     p.add_argument("--delay", type=int, help="only this delay (e.g. 4)")
-    p.add_argument("--by", default="condition,delay", help="grouping columns (default condition,delay)")
+    p.add_argument("--by", default="condition,delay", metavar="KEYS", help="comma list of grouping columns")
     p.add_argument("--counts", action="store_true",
                    help="with --format csv: write the tidy joint counts instead of the effects")
     p.add_argument("--include-not-executed", action="store_true",
                    help="also count pairs where a recovery did not run (excluded by default)")
+    add_columns(p, JOINT_COLUMNS)
     p.set_defaults(handler=_joint)
 
-    p = subparsers.add_parser("figures", help="write the paper's figures (PNG and SVG)",
-                              description="Effects by delay and condition, mechanism controls, outcome "
-                                          "partitions and the joint outcome heatmap; figures the table "
-                                          "cannot support are skipped with a note.")
+    p = command(subparsers, "figures", help="write the paper's figures (PNG and SVG)",
+                description="Effects by delay and condition, mechanism controls, outcome partitions and the "
+                            "joint outcome heatmap; figures the table cannot support are skipped with a note.",
+                examples=["cir figures run1 --out figs",
+                          "cir figures run1 --out figs --a refresh --b replan --condition missing --delay 2"])
     _common(p, fmt=False)
     p.add_argument("--out", required=True, metavar="DIR", help="output folder")
-    p.add_argument("--a", help="joint heatmap: first operation (default refresh, else the first one)")
-    p.add_argument("--b", help="joint heatmap: second operation (default refresh_ablated, else the second)")
-    p.add_argument("--condition", help="joint heatmap: condition (default stale2, else the first stale one)")
-    p.add_argument("--delay", type=int, help="joint heatmap: delay (default the largest)")
+    p.add_argument("--a", help="joint heatmap: first operation; without it refresh, else the table's first")
+    p.add_argument("--b", help="joint heatmap: second operation; without it refresh_ablated, else the second")
+    p.add_argument("--condition", help="joint heatmap: condition; without it stale2, else the first stale one")
+    p.add_argument("--delay", type=int, help="joint heatmap: delay; without it the condition's largest")
+    add_quiet(p)
     p.set_defaults(handler=_figures)
 
 
@@ -152,27 +171,39 @@ def _render(df, fmt: str) -> str:  # noqa: ANN001
     return _markdown(shown) + "\n\n" + _settings_line(df.attrs) + "\n"
 
 
-def _select_columns(table, keys: list[str], wanted: str | None):  # noqa: ANN001, ANN202
-    if not wanted:
+def select_columns(table, keys: list[str], wanted: str | None, compact: list[str], fmt: str,  # noqa: ANN001, ANN202
+                   missing_ok: bool = False):
+    """The grouping keys and the ``--columns`` asked for: by default the compact set in
+    markdown and every column in csv/json; ``all``: every column. ``missing_ok``: skip asked
+    columns the table lacks (a command printing two tables checks them against both)."""
+    if wanted is None:
+        wanted = ",".join(compact) if fmt == "markdown" else "all"
+    if wanted.strip() == "all":
         return table
     columns = _keys(wanted)
     unknown = [c for c in columns if c not in table.columns]
-    if unknown:
+    if unknown and not missing_ok:
         available = [c for c in table.columns if c not in keys]
         raise CirError(f"--columns: {', '.join(repr(c) for c in unknown)} not in the result; "
-                       f"available: {', '.join(available)}")
-    out = table[keys + [c for c in columns if c not in keys]]
+                       f"available: {', '.join(available)} (or all)")
+    out = table[keys + [c for c in columns if c not in keys and c in table.columns]]
     out.attrs.update(table.attrs)
     return out
 
 
 def _load(args: argparse.Namespace):  # noqa: ANN202
+    from cir.decompose import check_value
     from cir.paired import read_paired
 
     if hasattr(args, "resamples"):
         check_int("--resamples", args.resamples, 1, MAX_RESAMPLES)
         check_int("--seed", args.seed, 0, MAX_SEED)
     df = read_paired(args.paired, allow_partial=args.allow_partial)
+    if getattr(args, "operation", None):
+        check_value(df, "operation", args.operation)
+        attrs = dict(df.attrs)  # what the run folder said (e.g. a partial run)
+        df = df[df["operation"].astype(str) == args.operation]
+        df.attrs.update(attrs)
     mismatched = int((df["prefix_match"] == 0).sum())
     if mismatched and not args.keep_prefix_mismatch:
         print(f"cir: note: {mismatched} row(s) with prefix_match false dropped "
@@ -191,7 +222,7 @@ def _table(args: argparse.Namespace) -> int:
     table = effect_table(df, by=_keys(args.by), cohort=args.cohort, resamples=args.resamples,
                          seed=args.seed, level=args.level,
                          require_prefix_match=not args.keep_prefix_mismatch)
-    table = _select_columns(table, list(table.attrs["by"]), args.columns)
+    table = select_columns(table, list(table.attrs["by"]), args.columns, TABLE_COLUMNS, args.format)
     _emit(_render(_mark_partial(table, partial_label(df)), args.format), args.out)
     return 0
 
@@ -203,7 +234,7 @@ def _contrast(args: argparse.Namespace) -> int:
     table = contrast_table(df, args.a, args.b, on=args.on, by=_keys(args.by), cohort=args.cohort,
                            resamples=args.resamples, seed=args.seed, level=args.level,
                            require_prefix_match=not args.keep_prefix_mismatch)
-    table = _select_columns(table, list(table.attrs["by"]), args.columns)
+    table = select_columns(table, list(table.attrs["by"]), args.columns, CONTRAST_COLUMNS, args.format)
     _emit(_render(_mark_partial(table, partial_label(df)), args.format), args.out)
     return 0
 
@@ -220,6 +251,7 @@ def _joint(args: argparse.Namespace) -> int:
     counts = joint_outcomes(df, **common)
     effects = joint_effects(df, resamples=args.resamples, seed=args.seed, level=args.level, **common)
     keys = list(counts.attrs["by"])
+    effects = select_columns(effects, keys, args.columns, JOINT_COLUMNS, args.format)
     partial = partial_label(df)
     if args.format == "csv":
         _emit(_render(_mark_partial(counts if args.counts else effects, partial), "csv"), args.out)
@@ -263,7 +295,7 @@ def _figures(args: argparse.Namespace) -> int:
         df = df.assign(prefix_match=1)
     joint = {"a": args.a, "b": args.b, "condition": args.condition, "delay": args.delay}
     result = write_figures(df, args.out, cohort=args.cohort, resamples=args.resamples, seed=args.seed,
-                           level=args.level, joint=joint)
+                           level=args.level, joint=joint, progress=not args.quiet)
     for name, paths in result.items():
         if isinstance(paths, str):
             print(f"{name}: {paths}")

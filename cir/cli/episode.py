@@ -12,6 +12,7 @@ from typing import Any
 
 from cir.agents.factory import AGENT_SPECS, make_agent
 from cir.cli.limits import MAX_BUDGET, check_int
+from cir.cli.style import add_quiet, command
 from cir.errors import CirError
 from cir.files import disk_error
 from cir.protocol import DEFAULT_FRACTION, DEFAULT_MAX_ACTIONS, DEFAULT_MAX_TURNS
@@ -33,32 +34,68 @@ class Painter:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "episode",
+    p = command(
+        subparsers, "episode",
         help="run one episode of one task and print its transcript",
         description=(
             "Run one episode (clean by default). A perturbed condition first runs the factual "
             "episode to find the perturbation point. --router applies a CIR router's refresh "
-            "decisions at its candidate delays."
+            "decisions at its candidate delays. The task is named as `cir run` names it (its id "
+            "below the split folder, and the split)."
         ),
+        examples=["cir episode tasks/valid_unseen/pick_and_place_simple-Mug-None-Shelf-329/trial_T00000000_3_000011",
+                  "cir episode TASK --condition stale2 --show",
+                  "cir episode TASK --condition stale2 --router cir-out/router.json --json episode.json"],
     )
     p.add_argument("task", metavar="TASK", help="a game.tw-pddl, or a trial folder holding one")
-    p.add_argument("--agent", default="builtin", help=f"{AGENT_SPECS} (default builtin)")
+    p.add_argument("--agent", default="builtin", help=f"the agent: {AGENT_SPECS}")
     p.add_argument("--base-url", default=None, help="OpenAI-compatible server for openai[-completion]:MODEL")
-    p.add_argument("--condition", default="clean", help="clean, staleK or missing (default clean)")
+    p.add_argument("--condition", default="clean", help="clean, staleK or missing")
     p.add_argument("--router", default=None, metavar="ROUTER_JSON", help="a router file from `cir fit`")
-    p.add_argument("--seed", type=int, default=0, help="agent seed (default 0)")
-    p.add_argument("--perturb-fraction", type=float, default=DEFAULT_FRACTION)
-    p.add_argument("--max-turns", type=int, default=DEFAULT_MAX_TURNS)
-    p.add_argument("--max-actions", type=int, default=DEFAULT_MAX_ACTIONS)
+    p.add_argument("--seed", type=int, default=0, help="agent seed")
+    p.add_argument("--perturb-fraction", type=float, default=DEFAULT_FRACTION,
+                   help="perturb the env action after this fraction of the factual run")
+    p.add_argument("--max-turns", type=int, default=DEFAULT_MAX_TURNS, help="model-turn budget")
+    p.add_argument("--max-actions", type=int, default=DEFAULT_MAX_ACTIONS, help="env-action budget")
     p.add_argument("--show", action="store_true",
                    help="print the full transcript (task text, every observation, events)")
     p.add_argument("--json", default=None, metavar="FILE", help="also write the transcript as JSON")
+    add_quiet(p)
     p.set_defaults(handler=handle)
+
+
+def task_file(path: str) -> str:
+    """The game file of TASK: a trial folder is read through its game file, so the task gets
+    the id and split a folder load (``cir run``) gives it, not the trial folder's own name."""
+    folder = Path(path).expanduser()
+    game = folder / "game.tw-pddl"
+    return str(game) if folder.is_dir() and game.is_file() else path
+
+
+class _Ticking:
+    """The env, ticking a progress bar per env action (the episode can take a minute)."""
+
+    def __init__(self, env: Any, bar: Any) -> None:
+        self.env, self.bar = env, bar
+
+    def reset(self) -> str:
+        return self.env.reset()
+
+    def step(self, action: str) -> tuple[str, bool, bool]:
+        self.bar.update(1)
+        return self.env.step(action)
+
+    def snapshot(self) -> Any:
+        return self.env.snapshot()
+
+    def restore(self, snapshot: Any) -> None:
+        self.env.restore(snapshot)
 
 
 def handle(args: argparse.Namespace) -> int:
     # imported here, not at the top: `cir --help` must not load the engine and the models
+    from tqdm import tqdm
+
     from cir.envs.alfworld import AlfworldEnv
     from cir.envs.tasks import load_tasks
     from cir.episode import run_episode
@@ -70,7 +107,7 @@ def handle(args: argparse.Namespace) -> int:
     check_int("--max-actions", args.max_actions, 1, MAX_BUDGET)
     if args.json and Path(args.json).is_dir():  # found out before the episode runs, not after
         raise CirError(f"--json {args.json}: is a folder; give a file name for the transcript")
-    tasks = load_tasks(args.task)
+    tasks = load_tasks(task_file(args.task))
     if len(tasks) != 1:
         raise CirError(
             f"{args.task}: holds {len(tasks)} tasks; give one game.tw-pddl or the trial folder of one task"
@@ -78,12 +115,14 @@ def handle(args: argparse.Namespace) -> int:
     task = tasks[0]
     router = Router.load(args.router) if args.router else None
     agent = make_agent(args.agent, base_url=args.base_url, seed=args.seed)
-    env = AlfworldEnv(task.game_file)
-    factual, episode, info = run_episode(
-        task.task_id, agent, env, cond.name, router=router,
-        perturb_fraction=args.perturb_fraction, max_turns=args.max_turns,
-        max_actions=args.max_actions,
-    )
+    # a bar of env actions (factual run, then the episode): an LLM episode can take minutes
+    with tqdm(desc=f"episode ({cond.name})", bar_format="{desc}: {n} env actions [{elapsed}]",
+              disable=args.quiet, file=sys.stderr, leave=False) as bar:
+        factual, episode, info = run_episode(
+            task.task_id, agent, _Ticking(AlfworldEnv(task.game_file), bar), cond.name, router=router,
+            perturb_fraction=args.perturb_fraction, max_turns=args.max_turns,
+            max_actions=args.max_actions,
+        )
     paint = Painter(sys.stdout.isatty() and not os.environ.get("NO_COLOR"))
     print(format_episode(episode, task, info, paint, full=args.show))
     if args.json:
@@ -94,6 +133,8 @@ def handle(args: argparse.Namespace) -> int:
         except OSError as err:
             raise disk_error(args.json, err) from None
     return 0
+
+
 
 
 def _clip(text: str, width: int) -> str:

@@ -11,25 +11,23 @@ from __future__ import annotations
 
 import argparse
 
-EXAMPLE = """example:
-  cir explain run1 --task pick_and_place_simple-Mug-None-Shelf-329/trial_T00000000_3_000011 \\
-      --condition stale2 --delay 1 --operation refresh
-  cir explain run1                      # what explains the divergences of the whole run
-"""
+from cir.cli.style import command
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "explain", help="why the two arms of a pair differ (the agent's mechanisms)",
+    p = command(
+        subparsers, "explain", help="why the two arms of a pair differ (the agent's mechanisms)",
         description="The two arms of one pair side by side from the branch point, the first divergence "
                     "and the mechanisms that caused it; or, for a whole run, what explains its divergences.",
-        epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
+        examples=["cir explain run1                      # what explains the divergences of the whole run",
+                  "cir explain run1 --task pick_and_place_simple-Mug-None-Shelf-329/trial_T00000000_3_000011 "
+                  "--condition stale2 --delay 1 --operation refresh"])
     p.add_argument("run", metavar="RUN_DIR", help="a run folder (episodes.jsonl.gz)")
     p.add_argument("--task", help="task id (as in paired.csv)")
     p.add_argument("--condition", help="observation condition, e.g. stale2")
     p.add_argument("--delay", type=int, help="recovery delay")
     p.add_argument("--operation", help="recovery operation, e.g. refresh")
-    p.add_argument("--width", type=int, default=60, help="width of each arm's column (default 60)")
+    p.add_argument("--width", type=int, default=60, help="width of each arm's column")
     p.set_defaults(handler=_explain)
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from cir.cli.analysis import partial_label
 from cir.cli.limits import MAX_BUDGET, MAX_RESAMPLES, MAX_SEED, check_int
+from cir.cli.style import add_columns, command
 from cir.errors import CirError
 from cir.files import disk_error
 from cir.protocol import (
@@ -46,52 +47,56 @@ def _delays(text: str) -> tuple[int, ...]:
     return delays
 
 
+#: What ``cir evaluate`` prints by default in markdown (``--columns all``: every column).
+EVALUATE_COLUMNS = ["success_policy", "effect_pp", "ci_low_pp", "ci_high_pp",
+                    "intervention_rate", "clean_harm_rate"]
+MARGIN_COLUMNS = ["margin_pp", "ci_low_pp", "ci_high_pp", "sign_flip_p"]
+
+
 def register(subparsers: Any) -> None:
     """Add ``cir fit`` and ``cir evaluate``."""
-    f = subparsers.add_parser(
-        "fit", help="fit the CIR router (three models, thresholds, baselines) on a paired table",
+    f = command(
+        subparsers, "fit", help="fit the CIR router (three models, thresholds, baselines) on a paired table",
         description="Fit CIR on a training paired table: three logistic models, thresholds chosen "
                     "on grouped out-of-fold predictions under the clean-harm limit, the baselines "
-                    "chosen the same way; write the router as JSON.")
+                    "chosen the same way; write the router as JSON.",
+        examples=["cir fit train_run --out router.json",
+                  "cir fit train_run --out router.json --epsilon 0.05 --delays 1,2 --report fit-report"])
     f.add_argument("paired", help="training paired.csv/.parquet or RUN_DIR (with f_* columns)")
     f.add_argument("--out", required=True, help="router file to write (JSON)")
-    f.add_argument("--epsilon", type=float, default=DEFAULT_EPSILON,
-                   help=f"clean-harm limit (default {DEFAULT_EPSILON:g})")
-    f.add_argument("--lam", type=float, default=DEFAULT_LAMBDA,
-                   help=f"harm penalty lambda (default {DEFAULT_LAMBDA:g})")
-    f.add_argument("--d-min", type=int, default=DEFAULT_D_MIN,
-                   help=f"earliest delay to refresh at (default {DEFAULT_D_MIN})")
-    f.add_argument("--delays", type=_delays, default=DEFAULT_CANDIDATE_DELAYS,
-                   help=f"candidate delays, checked in order (default {','.join(map(str, DEFAULT_CANDIDATE_DELAYS))})")
-    f.add_argument("--folds", type=int, default=DEFAULT_FOLDS,
-                   help=f"out-of-fold groups of tasks (default {DEFAULT_FOLDS})")
-    f.add_argument("--seed", type=int, default=DEFAULT_SEED,
-                   help=f"seed of the fold assignment (default {DEFAULT_SEED})")
-    f.add_argument("--C", type=float, default=DEFAULT_C, help=f"inverse L2 strength (default {DEFAULT_C:g})")
-    f.add_argument("--operation", default="refresh", help="recovery operation (default refresh)")
-    f.add_argument("--grid-size", type=int, default=21,
-                   help="quantiles per threshold in the search grid (default 21)")
+    f.add_argument("--epsilon", type=float, default=DEFAULT_EPSILON, help="clean-harm limit")
+    f.add_argument("--lam", type=float, default=DEFAULT_LAMBDA, help="harm penalty lambda")
+    f.add_argument("--d-min", type=int, default=DEFAULT_D_MIN, help="earliest delay to refresh at")
+    f.add_argument("--delays", type=_delays, default=",".join(map(str, DEFAULT_CANDIDATE_DELAYS)),
+                   help="candidate delays, checked in order")
+    f.add_argument("--folds", type=int, default=DEFAULT_FOLDS, help="out-of-fold groups of tasks")
+    f.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seed of the fold assignment")
+    f.add_argument("--C", type=float, default=DEFAULT_C, help="inverse L2 strength")
+    f.add_argument("--operation", default="refresh", help="recovery operation")
+    f.add_argument("--grid-size", type=int, default=21, help="quantiles per threshold in the search grid")
     f.add_argument("--max-turns", type=int, default=DEFAULT_MAX_TURNS,
-                   help=f"model-turn budget of the harness ({DEFAULT_MAX_TURNS})")
+                   help="model-turn budget of the harness")
     f.add_argument("--max-actions", type=int, default=DEFAULT_MAX_ACTIONS,
-                   help=f"env-action budget of the harness ({DEFAULT_MAX_ACTIONS})")
-    f.add_argument("--report", default=None,
+                   help="env-action budget of the harness")
+    f.add_argument("--report", default=None, metavar="DIR",
                    help="folder for calibration.csv/.png, grid.csv and oof.csv of the fit")
     f.add_argument("--allow-partial", action="store_true",
                    help="fit on a run that lacks tasks (refused by default)")
     f.set_defaults(handler=_fit)
 
-    e = subparsers.add_parser(
-        "evaluate", help="evaluate a router and its baselines on a held-out paired table",
+    e = command(
+        subparsers, "evaluate", help="evaluate a router and its baselines on a held-out paired table",
         description="Walk the candidate delays on a held-out paired table with CIR, never, "
                     "always, the anomaly baselines and the oracle; effects with task-level "
-                    "cluster-bootstrap CIs, margins of CIR over each, a sign-flip test.")
+                    "cluster-bootstrap CIs, margins of CIR over each, a sign-flip test.",
+        examples=["cir evaluate router.json test_run",
+                  "cir evaluate router.json test_run --columns all --format csv --out eval.csv",
+                  "cir evaluate router.json test_run --calibration reliability.png"])
     e.add_argument("router", help="router file from `cir fit`")
     e.add_argument("paired", help="held-out paired.csv/.parquet or RUN_DIR")
     e.add_argument("--format", choices=FORMATS, default="markdown", help="output format")
-    e.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES,
-                   help=f"bootstrap resamples ({DEFAULT_RESAMPLES})")
-    e.add_argument("--seed", type=int, default=DEFAULT_SEED, help=f"bootstrap seed (default {DEFAULT_SEED})")
+    e.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES, help="bootstrap resamples")
+    e.add_argument("--seed", type=int, default=DEFAULT_SEED, help="bootstrap seed")
     e.add_argument("--out", default=None, help="write the output here instead of stdout")
     e.add_argument("--calibration", default=None,
                    help="also write the models' reliability curves on this table to this PNG/SVG")
@@ -99,6 +104,7 @@ def register(subparsers: Any) -> None:
                    help="evaluate even if the table shares tasks with the training table")
     e.add_argument("--allow-partial", action="store_true",
                    help="evaluate on a run that lacks tasks (refused by default); the output says so")
+    add_columns(e, EVALUATE_COLUMNS)
     e.set_defaults(handler=_evaluate)
 
 
@@ -172,6 +178,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from cir.calibration import calibration_figure
+    from cir.cli.analysis import select_columns
     from cir.evaluation import evaluate
     from cir.paired import read_paired
     from cir.report import markdown_table
@@ -194,6 +201,15 @@ def _evaluate(args: argparse.Namespace) -> int:
               f"router's training agent(s) {', '.join(sorted(agents))}", file=sys.stderr)
     result = evaluate(router, df, resamples=args.resamples, seed=args.seed, source=str(args.paired))
     summary, margins = result["summary"], result["margins"]
+    asked = [c.strip() for c in (args.columns or "").split(",") if c.strip() and c.strip() != "all"]
+    unknown = [c for c in asked if c not in summary.columns and c not in margins.columns]
+    if unknown:
+        raise CirError(f"--columns: {', '.join(map(repr, unknown))} not in the result; available: "
+                       f"{', '.join(dict.fromkeys([*summary.columns[2:], *margins.columns[3:]]))} (or all)")
+    summary = select_columns(summary, ["policy", "condition"], args.columns, EVALUATE_COLUMNS, args.format,
+                             missing_ok=True)
+    margins = select_columns(margins, ["policy", "versus", "condition"], args.columns, MARGIN_COLUMNS,
+                             args.format, missing_ok=True)
     partial = partial_label(df)
     if partial and args.format != "markdown":  # markdown says it in its first line
         result["settings"]["partial_run"] = partial

@@ -8,31 +8,34 @@ from typing import Any
 
 from cir.agents.factory import AGENT_SPECS
 from cir.cli.limits import MAX_RESAMPLES, MAX_SEED, check_int, writer_lock
+from cir.cli.style import BACKENDS, add_parallel, add_quiet, command
+from cir.errors import CirError
 from cir.protocol import DEFAULT_RESAMPLES, DEFAULT_SEED
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser(
-        "reproduce",
+    p = command(
+        subparsers, "reproduce",
         help="run the paper's whole study: tasks, paired runs, analysis, CIR, report",
         description="Generate the tasks, run every experiment of experiments/ through the paired "
-                    "replayer (resumable), fit CIR on the training cohort, evaluate it against its "
-                    "baselines and the oracle on the held-out cohort, and write tables, figures, "
+                    "replayer (resumable), fit CIR on the cohort a config marks fit_cir, evaluate it against "
+                    "its baselines and the oracle on the held-out cohort, and write tables, figures, "
                     "report.md and report.html.",
+        examples=["cir reproduce --quick --out cir-out",
+                  "cir reproduce --out cir-full",
+                  "cir reproduce --agent openai:Qwen3-14B --base-url http://localhost:8000/v1 --out cir-qwen"],
     )
     p.add_argument("--quick", action="store_true",
                    help="small cohorts (the same pipeline; under 10 minutes on 2 cores)")
-    p.add_argument("--out", default="cir-out", help="output folder (default cir-out)")
-    p.add_argument("--agent", default="builtin", help=f"{AGENT_SPECS} (default builtin)")
+    p.add_argument("--out", default="cir-out", metavar="DIR", help="output folder (created or resumed)")
+    p.add_argument("--agent", default="builtin", help=f"the agent: {AGENT_SPECS}")
     p.add_argument("--base-url", default=None, help="OpenAI-compatible server for openai[-completion]:MODEL")
-    p.add_argument("--jobs", type=int, default=2, help="parallel worker processes (default 2)")
-    p.add_argument("--backend", default="loky", help="joblib backend: loky, threading or dask")
-    p.add_argument("--seed", type=int, default=DEFAULT_SEED,
-                   help=f"seed of task generation and agent (default {DEFAULT_SEED})")
-    p.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES,
-                   help=f"bootstrap resamples (default {DEFAULT_RESAMPLES})")
-    p.add_argument("--experiments", default=None, help="folder of experiment configs (default experiments/)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    add_parallel(p)
+    p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seed of task generation and agent")
+    p.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES, help="bootstrap resamples")
+    p.add_argument("--experiments", default=None, metavar="DIR",
+                   help="folder of experiment configs; without it, this repository's experiments/")
+    add_quiet(p)
     p.set_defaults(handler=_reproduce)
 
 
@@ -41,12 +44,16 @@ def _reproduce(args: argparse.Namespace) -> int:
     from cir.parallel import check_jobs
     from cir.reproduce import reproduce
 
-    check_jobs(args.jobs, args.backend)
+    check_jobs(args.jobs, args.backend, args.scheduler)
     check_int("--resamples", args.resamples, 1, MAX_RESAMPLES)
     check_int("--seed", args.seed, 0, MAX_SEED)
+    if args.backend not in BACKENDS:
+        raise CirError(f"--backend {args.backend!r}: expected one of {', '.join(BACKENDS)}")
+    if args.scheduler and args.backend != "dask":
+        raise CirError("--scheduler needs --backend dask")
     # one study per folder (each run folder also has its own lock)
     with writer_lock(Path(args.out), "study folder"):
         reproduce(args.out, quick=args.quick, agent=args.agent, jobs=args.jobs, seed=args.seed,
-                  resamples=args.resamples, backend=args.backend, base_url=args.base_url,
-                  experiments_dir=args.experiments, progress=not args.no_progress)
+                  resamples=args.resamples, backend=args.backend, scheduler=args.scheduler,
+                  base_url=args.base_url, experiments_dir=args.experiments, progress=not args.quiet)
     return 0

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from cir.agents.factory import AGENT_SPECS
 from cir.cli.limits import MAX_BUDGET, check_int
+from cir.cli.style import add_parallel, add_quiet, command
 from cir.errors import CirError
 from cir.protocol import (
     DEFAULT_CONDITIONS,
@@ -24,8 +25,8 @@ def _comma(values: tuple[object, ...]) -> str:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "run",
+    p = command(
+        subparsers, "run",
         help="run a paired experiment: factual runs, perturbed arms, recovery branches",
         description=(
             "For every task: the factual run, the perturbation point, one no-recovery arm per "
@@ -33,34 +34,35 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "RUN_DIR/episodes.jsonl.gz, RUN_DIR/paired.csv and RUN_DIR/run.json as tasks finish. "
             "Rerun the same command to resume an interrupted run."
         ),
+        examples=[
+            "cir run --tasks tasks/valid_unseen --out run1",
+            "cir run --tasks tasks/valid_unseen --out run1 --conditions clean,stale2 --delays 0,4 "
+            "--operations refresh,refresh_ablated",
+            "cir run --tasks $ALFWORLD_DATA --split valid_unseen --out run-real --backend dask "
+            "--scheduler tcp://HOST:8786 --jobs 32",
+        ],
     )
     p.add_argument("--tasks", required=True, metavar="DIR",
                    help="a folder of tasks (generated or ALFWorld data) or one game.tw-pddl")
     p.add_argument("--out", required=True, metavar="RUN_DIR", help="run folder (created or resumed)")
     p.add_argument("--split", default=None, help="only this split of --tasks")
-    p.add_argument("--agent", default="builtin", help=f"{AGENT_SPECS} (default builtin)")
+    p.add_argument("--agent", default="builtin", help=f"the agent: {AGENT_SPECS}")
     p.add_argument("--base-url", default=None, help="OpenAI-compatible server for openai[-completion]:MODEL")
     p.add_argument("--conditions", default=_comma(DEFAULT_CONDITIONS),
-                   help=f"comma list of clean, staleK (K>=1), missing (default {_comma(DEFAULT_CONDITIONS)})")
-    p.add_argument("--delays", default=_comma(DEFAULT_DELAYS),
-                   help=f"comma list of delays >= 0 (default {_comma(DEFAULT_DELAYS)})")
+                   help="comma list of clean, staleK (K>=1), missing")
+    p.add_argument("--delays", default=_comma(DEFAULT_DELAYS), help="comma list of delays >= 0")
     p.add_argument("--operations", default=_comma(DEFAULT_OPERATIONS),
-                   help=f"comma list of {', '.join(OPERATIONS)} (default {_comma(DEFAULT_OPERATIONS)})")
-    p.add_argument("--jobs", type=int, default=1, help="parallel tasks (default 1)")
-    p.add_argument("--backend", default="loky", help="loky, threading or dask (default loky)")
-    p.add_argument("--scheduler", default=None, metavar="ADDRESS",
-                   help="Dask scheduler address (with --backend dask; default: a LocalCluster)")
+                   help=f"comma list of {', '.join(OPERATIONS)}")
+    add_parallel(p)
     p.add_argument("--limit", type=int, default=None, help="only the first N tasks (sorted by id)")
-    p.add_argument("--seed", type=int, default=0, help="agent seed (default 0)")
+    p.add_argument("--seed", type=int, default=0, help="agent seed")
     p.add_argument("--perturb-fraction", type=float, default=DEFAULT_FRACTION,
-                   help=f"perturb the env action after this fraction of the factual run (default {DEFAULT_FRACTION})")
-    p.add_argument("--max-turns", type=int, default=DEFAULT_MAX_TURNS,
-                   help=f"model-turn budget (default {DEFAULT_MAX_TURNS})")
-    p.add_argument("--max-actions", type=int, default=DEFAULT_MAX_ACTIONS,
-                   help=f"env-action budget (default {DEFAULT_MAX_ACTIONS})")
+                   help="perturb the env action after this fraction of the factual run")
+    p.add_argument("--max-turns", type=int, default=DEFAULT_MAX_TURNS, help="model-turn budget")
+    p.add_argument("--max-actions", type=int, default=DEFAULT_MAX_ACTIONS, help="env-action budget")
     p.add_argument("--snapshots", default="fast", choices=["fast", "replay"],
-                   help="env snapshots: engine state ids (fast) or reset+replay (default fast)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+                   help="env snapshots: engine state ids (fast) or reset+replay")
+    add_quiet(p)
     p.set_defaults(handler=handle)
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from cir.cli.limits import MAX_TASKS, check_int, writer_lock
+from cir.cli.style import add_quiet, command
 from cir.errors import CirError
 from cir.protocol import SPLITS
 
@@ -31,42 +32,48 @@ Player commands: help (this text), admissible (actions the engine accepts now), 
 
 def register(subparsers: Any) -> None:
     """Add ``cir tasks`` and its subcommands."""
-    p = subparsers.add_parser("tasks", help="generate, list and play ALFWorld tasks",
-                              description="Generate, list and play ALFWorld tasks.")
+    p = command(subparsers, "tasks", help="generate, list and play ALFWorld tasks",
+                description="Generate, list and play ALFWorld tasks.",
+                examples=["cir tasks generate --split valid_unseen --n 60 --out tasks",
+                          "cir tasks list tasks/valid_unseen", "cir tasks play tasks/valid_unseen/TASK/TRIAL"])
     sub = p.add_subparsers(dest="tasks_command", metavar="SUBCOMMAND")
     p.set_defaults(handler=lambda args: (p.print_help(), 2)[1])
 
-    g = sub.add_parser("generate", help="generate verified ALFWorld tasks of one split",
-                       description="Generate N procedurally drawn ALFWorld tasks, each verified "
-                                   "solvable by the engine's planner, in ALFWorld's folder layout "
-                                   "(OUT/SPLIT/<task>/trial_<id>/{traj_data.json,game.tw-pddl}) "
-                                   "with OUT/SPLIT/manifest.json.")
+    g = command(sub, "generate", help="generate verified ALFWorld tasks of one split",
+                description="Generate N procedurally drawn ALFWorld tasks, each verified solvable by the "
+                            "engine's planner, in ALFWorld's folder layout "
+                            "(OUT/SPLIT/<task>/trial_<id>/{traj_data.json,game.tw-pddl}) with "
+                            "OUT/SPLIT/manifest.json. The output does not depend on --jobs.",
+                examples=["cir tasks generate --split valid_unseen --n 60 --seed 0 --out tasks",
+                          "cir tasks generate --split train --n 100 --out tasks --jobs 2 --types "
+                          "pick_and_place_simple,pick_heat_then_place_in_recep"])
     g.add_argument("--split", required=True,
                    help=f"one of {', '.join(SPLITS)} (valid_unseen uses unseen layouts)")
     g.add_argument("--n", type=int, required=True, help="number of tasks")
-    g.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    g.add_argument("--seed", type=int, default=0, help="random seed")
     g.add_argument("--out", required=True, help="output folder (the split goes in OUT/SPLIT)")
-    g.add_argument("--types", default=None,
-                   help="comma-separated task types to restrict to (default: all six)")
+    g.add_argument("--types", default=None, help="comma-separated task types to restrict to (all six without it)")
     g.add_argument("--layout-seed", type=int, default=0,
-                   help="seed of the room-layout pool (default 0; keep it equal across splits)")
-    g.add_argument("--jobs", type=int, default=1,
-                   help="worker processes verifying tasks (default 1; output is identical)")
+                   help="seed of the room-layout pool (keep it equal across splits)")
+    g.add_argument("--jobs", type=int, default=1, help="worker processes verifying tasks")
     g.add_argument("--max-plan-length", type=int, default=None,
                    help="redraw tasks whose optimal plan is longer (e.g. 9 keeps ALFWorld's "
-                        "planner expert fast on two-object tasks); default: no limit")
-    g.add_argument("--quiet", action="store_true", help="no progress bar")
+                        "planner expert fast on two-object tasks); without it, no limit")
+    add_quiet(g)
     g.set_defaults(handler=_generate)
 
-    ls = sub.add_parser("list", help="list generated tasks (from manifest.json)",
-                        description="Print a table of the tasks in DIR (a split folder or a "
-                                    "folder of splits written by `cir tasks generate`).")
+    ls = command(sub, "list", help="list generated tasks (from manifest.json)",
+                 description="Print a table of the tasks in DIR (a split folder or a folder of splits "
+                             "written by `cir tasks generate`).",
+                 examples=["cir tasks list tasks", "cir tasks list tasks/valid_unseen"])
     ls.add_argument("dir", help="folder written by `cir tasks generate`")
     ls.set_defaults(handler=_list)
 
-    pl = sub.add_parser("play", help="play a task by hand in the terminal",
-                        description="Play a task by typing actions; `help` lists the syntax, "
-                                    "an empty line or EOF (Ctrl-D) ends the game.")
+    pl = command(sub, "play", help="play a task by hand in the terminal",
+                 description="Play a task by typing actions; `help` lists the syntax, an empty line or EOF "
+                             "(Ctrl-D) ends the game.",
+                 examples=["cir tasks play tasks/valid_unseen/pick_and_place_simple-Mug-None-Shelf-329/"
+                           "trial_T00000000_3_000011"])
     pl.add_argument("task", help="a game.tw-pddl file or the trial folder holding it")
     pl.add_argument("--max-steps", type=int, default=200, help="stop after this many actions")
     pl.set_defaults(handler=_play)

@@ -124,6 +124,9 @@ class AlfworldEnv:
     text comes. Use it as a context manager, or ``close()`` it, to free its engine at once.
     """
 
+    #: what a refresh sends (``cir.envs.base.refresh_query``): ALFWorld's look
+    refresh_query = "look"
+
     def __init__(
         self,
         game_file: str | Path | HasGameFile,

@@ -1,8 +1,18 @@
-"""The Env contract (DESIGN.md): what the harness needs from an environment."""
+"""The Env contract (DESIGN.md): what the harness needs from an environment.
+
+Any text environment with exact snapshots can be studied: :func:`cir.replay.run_task_pairs`
+runs the paired replayer on it (``examples/counter.py`` is a complete one, not ALFWorld).
+"""
 
 from __future__ import annotations
 
 from typing import Any, Protocol, runtime_checkable
+
+from cir.errors import CirError
+
+#: ALFWorld's refresh query: ``look`` describes where the agent is. It is what a refresh
+#: sends to an env that declares no ``refresh_query`` of its own.
+DEFAULT_REFRESH_QUERY = "look"
 
 
 @runtime_checkable
@@ -11,6 +21,14 @@ class Env(Protocol):
 
     ``restore(snapshot())`` must make every later ``step`` return exactly the
     observations the original run would have given from that point.
+
+    What a refresh sends: the ``refresh`` recovery (and the content-ablated
+    ``refresh_ablated``) sends the env its *refresh query*, one action that re-reads
+    the current state, as an ordinary ``step`` (it spends one env action of the budget),
+    and shows the agent the answer. An env declares its query as an attribute
+    ``refresh_query`` (for example ``refresh_query = "read counter"``); ALFWorld's is
+    ``look`` (:data:`DEFAULT_REFRESH_QUERY`), which is also what an env that declares
+    none is sent. :func:`refresh_query` reads it (through wrappers).
     """
 
     def reset(self) -> str:
@@ -28,3 +46,17 @@ class Env(Protocol):
     def restore(self, snapshot: Any) -> None:
         """Return to the state captured by ``snapshot``."""
         ...
+
+
+def refresh_query(env: Any) -> str:
+    """The action a refresh sends to ``env``: its ``refresh_query``, else ``look`` (ALFWorld's).
+
+    A wrapper that declares none and holds the env it wraps as ``.env`` (the counting and
+    branching envs of :mod:`cir.envs`) is asked for the wrapped env's query.
+    """
+    while not hasattr(env, "refresh_query") and hasattr(env, "env"):
+        env = env.env
+    query = getattr(env, "refresh_query", DEFAULT_REFRESH_QUERY)
+    if not isinstance(query, str) or not query.strip():
+        raise CirError(f"{type(env).__name__}.refresh_query: expected a non-empty action text, got {query!r}")
+    return query

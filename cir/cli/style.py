@@ -1,0 +1,63 @@
+"""The one style of every ``cir`` command: its help, examples and shared options.
+
+Every command is made by :func:`command`: its help shows each option's default (written by
+the formatter, never by hand) and ends with examples. Options that several commands share
+are added here once, with one name and one default: :func:`add_quiet` (progress bars),
+:func:`add_parallel` (``--jobs``/``--backend``/``--scheduler``) and :func:`add_columns`
+(a compact default set of result columns, ``--columns all`` for every one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import textwrap
+from collections.abc import Sequence
+
+#: joblib backends (``cir.parallel.BACKENDS``, which imports joblib: not loaded for --help).
+BACKENDS = ("loky", "threading", "dask")
+#: Worker processes by default, for ``cir run`` and ``cir reproduce`` alike.
+DEFAULT_JOBS = 2
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Descriptions and examples as written; ``(default: X)`` after every option with a default."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if ("%(default)" in text or not action.option_strings or action.default is None
+                or action.default is False or action.default is argparse.SUPPRESS):
+            return text
+        return text + " (default: %(default)s)"
+
+
+def command(subparsers: argparse._SubParsersAction, name: str, *, help: str, description: str,
+            examples: Sequence[str]) -> argparse.ArgumentParser:
+    """A subcommand whose help shows defaults and ends with ``examples``."""
+    epilog = "examples:\n" + "\n".join(f"  {line}" for line in examples)
+    text = "\n\n".join(textwrap.fill(part, width=78) for part in description.split("\n\n"))
+    return subparsers.add_parser(name, help=help, description=text, epilog=epilog,
+                                 formatter_class=HelpFormatter)
+
+
+def add_quiet(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--quiet", action="store_true", help="no progress bars or progress lines")
+
+
+def add_parallel(parser: argparse.ArgumentParser) -> None:
+    """``--jobs``, ``--backend`` and ``--scheduler``: tasks in parallel (results never depend on them)."""
+    parser.add_argument("--jobs", type=int, default=DEFAULT_JOBS, help="tasks run in parallel")
+    # checked by the command (one error line), not by argparse's choices
+    parser.add_argument("--backend", default="loky",
+                        help=f"joblib backend, one of {', '.join(BACKENDS)}: local processes, threads, "
+                             "or a Dask cluster")
+    parser.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                        help="address of a running Dask scheduler, with --backend dask "
+                             "(without it: a local Dask cluster of --jobs processes)")
+
+
+def add_columns(parser: argparse.ArgumentParser, compact: Sequence[str]) -> None:
+    """``--columns``: a comma list of result columns after the grouping keys, or ``all``."""
+    parser.add_argument(
+        "--columns", default=None, metavar="LIST",
+        help=f"result columns to show after the grouping keys, or 'all'; without it, markdown shows "
+             f"{', '.join(compact)} and csv and json every column")
