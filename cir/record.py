@@ -144,6 +144,7 @@ class Session:
     resumed_tasks: int
     tasks_run: int = 0
     seconds: float = 0.0
+    engine_savings: bool = True  # cir.envs.engine's savings (the same text, faster)
     llm: dict[str, int] = field(default_factory=dict)  # the LLM agent's counters, summed over tasks
 
     def add_llm(self, stats: dict[str, Any] | None) -> None:

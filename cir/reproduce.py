@@ -93,7 +93,7 @@ def _mixed_order(task_id: str) -> str:
 
 
 def cohort_tasks(out: Path, experiments: list[Experiment], quick: bool, seed: int,
-                 progress: bool, jobs: int = 1) -> dict[str, list[Any]]:
+                 progress: bool, jobs: int = 1, engine_savings: bool = True) -> dict[str, list[Any]]:
     """Generate each split once (as large as its cohorts need) and slice it into cohorts."""
     slices = task_slices(experiments, quick)
     need: dict[str, int] = {}
@@ -101,7 +101,7 @@ def cohort_tasks(out: Path, experiments: list[Experiment], quick: bool, seed: in
         need[split] = max(need.get(split, 0), stop)
     by_split = {}
     for split, n in sorted(need.items()):
-        generate_split(out / "tasks", split, n, seed, progress=progress, jobs=jobs)
+        generate_split(out / "tasks", split, n, seed, progress=progress, jobs=jobs, savings=engine_savings)
         by_split[split] = sorted(load_tasks(out / "tasks" / split), key=lambda t: _mixed_order(t.task_id))
     return {name: by_split[split][start:stop] for name, (split, start, stop) in slices.items()}
 
@@ -118,10 +118,15 @@ def reproduce(
     scheduler: str | None = None,
     base_url: str | None = None,
     experiments_dir: str | Path | None = None,
+    engine_savings: bool = True,
     progress: bool = True,
     echo: Callable[[str], None] = print,
 ) -> Path:
-    """Run the study into ``out``; return the path of ``report.md``."""
+    """Run the study into ``out``; return the path of ``report.md``.
+
+    ``engine_savings=False`` generates and runs on textworld's engine unmodified: slower,
+    the same files and tables (a check of the savings, ``cir.envs.engine``).
+    """
     out = Path(out)
     experiments = load_experiments(experiments_dir)
     settings = StudySettings(quick=quick, agent=agent, seed=seed, resamples=resamples, base_url=base_url)
@@ -135,7 +140,7 @@ def reproduce(
 
     echo(f"[1/4] tasks: generating {'quick' if quick else 'full'} cohorts under {out / 'tasks'}")
     t0 = time.perf_counter()
-    cohorts = cohort_tasks(out, experiments, quick, seed, progress, jobs)
+    cohorts = cohort_tasks(out, experiments, quick, seed, progress, jobs, engine_savings)
     study["timings"]["tasks_seconds"] = round(time.perf_counter() - t0, 1)
 
     runs: dict[str, RunRecord] = {}
@@ -148,7 +153,8 @@ def reproduce(
         record = run_experiment(
             cohorts[exp.name], out / "runs" / exp.name, agent=agent, seed=seed, settings=grid,
             jobs=jobs, backend=backend, scheduler=scheduler, base_url=base_url,
-            tasks_source=f"{exp.split}[{exp.name}]", progress=progress, echo=echo,
+            tasks_source=f"{exp.split}[{exp.name}]", engine_savings=engine_savings, progress=progress,
+            echo=echo,
         )
         runs[exp.name] = record
         study["timings"][f"run_{exp.name}_seconds"] = round(time.perf_counter() - t0, 1)

@@ -57,6 +57,8 @@ class WorkerConfig:
     cache_dir: str | None = None
     agent_factory: Callable[..., Any] | None = None
     env_factory: Callable[..., Any] | None = None
+    engine_savings: bool = True
+    extractor: Any = None  # a cir.extractor.FeatureExtractor; None: ALFWorld's
 
 
 def _make_agent(cfg: WorkerConfig) -> Any:
@@ -68,7 +70,7 @@ def _make_agent(cfg: WorkerConfig) -> Any:
 def _make_env(task: Any, cfg: WorkerConfig) -> Any:
     if cfg.env_factory is not None:
         return cfg.env_factory(task, snapshots=cfg.snapshots)
-    return AlfworldEnv(task.game_file, snapshots=cfg.snapshots)
+    return AlfworldEnv(task.game_file, snapshots=cfg.snapshots, savings=cfg.engine_savings)
 
 
 def run_task_worker(task: Any, cfg: WorkerConfig) -> dict[str, Any]:
@@ -76,7 +78,7 @@ def run_task_worker(task: Any, cfg: WorkerConfig) -> dict[str, Any]:
     agent = _make_agent(cfg)
     env = _make_env(task, cfg)
     try:
-        result = run_task_pairs(task, agent, env, cfg.settings)
+        result = run_task_pairs(task, agent, env, cfg.settings, extractor=cfg.extractor)
         stats = agent.stats() if callable(getattr(agent, "stats", None)) else None
     finally:
         if callable(getattr(agent, "close", None)):
@@ -122,6 +124,8 @@ def run_experiment(
     limit: int | None = None,
     agent_factory: Callable[..., Any] | None = None,
     env_factory: Callable[..., Any] | None = None,
+    engine_savings: bool = True,
+    extractor: Any = None,
     progress: bool = True,
     echo: Callable[[str], None] = print,
 ) -> RunRecord:
@@ -130,14 +134,17 @@ def run_experiment(
     Finished tasks are appended to the store by this (parent) process as they arrive,
     and paired.csv / run.json are rewritten after each, so an interrupted run loses
     nothing and the same call resumes it. Different settings for an existing RUN_DIR
-    are refused. ``jobs``/``backend``/``snapshots`` do not change results.
+    are refused. ``jobs``/``backend``/``snapshots``/``engine_savings`` do not change
+    results (``engine_savings=False`` runs textworld's engine unmodified, to check that).
+    ``extractor`` computes the ``f_*`` columns (a :class:`cir.extractor.FeatureExtractor`;
+    ALFWorld's by default); it must be picklable for worker processes.
     """
     settings = settings or ReplaySettings()
     tasks = list(tasks)
     ids = _check_arguments(tasks, tasks_source, jobs, backend, scheduler, snapshots, settings)
     cfg = WorkerConfig(agent=agent, seed=seed, settings=settings, snapshots=snapshots,
                        base_url=base_url, cache_dir=None, agent_factory=agent_factory,
-                       env_factory=env_factory)
+                       env_factory=env_factory, engine_savings=engine_savings, extractor=extractor)
     identity = RunSettings(tasks=tasks_source, task_set=task_set_digest(ids), n_tasks=len(ids),
                            limit=limit, agent=agent, agent_label=agent_label(_make_agent(cfg)),
                            seed=seed, replay=settings)
@@ -153,7 +160,8 @@ def run_experiment(
             return run.settle()
         cfg = replace(cfg, cache_dir=str(store.dir / "agent_cache"))
         session = Session(started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), jobs=jobs,
-                          backend=backend, snapshots=snapshots, resumed_tasks=len(done))
+                          backend=backend, snapshots=snapshots, resumed_tasks=len(done),
+                          engine_savings=engine_savings)
         return run.run(session, cfg, jobs=jobs, backend=backend, scheduler=scheduler,
                        progress=progress)
 

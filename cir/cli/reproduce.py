@@ -8,7 +8,7 @@ from typing import Any
 
 from cir.agents.factory import AGENT_SPECS
 from cir.cli.limits import MAX_RESAMPLES, MAX_SEED, check_int, writer_lock
-from cir.cli.style import BACKENDS, add_parallel, add_quiet, command
+from cir.cli.style import BACKENDS, add_engine_savings, add_parallel, add_quiet, command
 from cir.errors import CirError
 from cir.protocol import DEFAULT_RESAMPLES, DEFAULT_SEED
 
@@ -31,6 +31,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--agent", default="builtin", help=f"the agent: {AGENT_SPECS}")
     p.add_argument("--base-url", default=None, help="OpenAI-compatible server for openai[-completion]:MODEL")
     add_parallel(p)
+    add_engine_savings(p)
     p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seed of task generation and agent")
     p.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES, help="bootstrap resamples")
     p.add_argument("--experiments", default=None, metavar="DIR",
@@ -55,5 +56,6 @@ def _reproduce(args: argparse.Namespace) -> int:
     with writer_lock(Path(args.out), "study folder"):
         reproduce(args.out, quick=args.quick, agent=args.agent, jobs=args.jobs, seed=args.seed,
                   resamples=args.resamples, backend=args.backend, scheduler=args.scheduler,
-                  base_url=args.base_url, experiments_dir=args.experiments, progress=not args.quiet)
+                  base_url=args.base_url, experiments_dir=args.experiments,
+                  engine_savings=args.engine_savings, progress=not args.quiet)
     return 0

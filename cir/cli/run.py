@@ -7,7 +7,7 @@ from pathlib import Path
 
 from cir.agents.factory import AGENT_SPECS
 from cir.cli.limits import MAX_BUDGET, check_int
-from cir.cli.style import add_parallel, add_quiet, command
+from cir.cli.style import add_engine_savings, add_parallel, add_quiet, command
 from cir.errors import CirError
 from cir.protocol import (
     DEFAULT_CONDITIONS,
@@ -62,6 +62,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--max-actions", type=int, default=DEFAULT_MAX_ACTIONS, help="env-action budget")
     p.add_argument("--snapshots", default="fast", choices=["fast", "replay"],
                    help="env snapshots: engine state ids (fast) or reset+replay")
+    add_engine_savings(p)
     add_quiet(p)
     p.set_defaults(handler=handle)
 
@@ -102,6 +103,7 @@ def handle(args: argparse.Namespace) -> int:
         backend=args.backend,
         scheduler=args.scheduler,
         snapshots=args.snapshots,
+        engine_savings=args.engine_savings,
         base_url=args.base_url,
         tasks_source=str(Path(args.tasks).expanduser().resolve())
         + (f" (split {args.split})" if args.split else ""),

@@ -55,6 +55,13 @@ def add_parallel(parser: argparse.ArgumentParser) -> None:
                              "(without it: a local Dask cluster of --jobs processes)")
 
 
+def add_engine_savings(parser: argparse.ArgumentParser) -> None:
+    """``--no-engine-savings``: textworld's engine unmodified (the same text, slower)."""
+    parser.add_argument("--engine-savings", action=argparse.BooleanOptionalAction, default=True,
+                        help="the engine's savings (cir/envs/engine.py): the same text, about 3x faster; "
+                             "--no-engine-savings runs textworld's engine unmodified, to check that")
+
+
 def add_columns(parser: argparse.ArgumentParser, compact: Sequence[str]) -> None:
     """``--columns``: a comma list of result columns after the grouping keys, or ``all``."""
     parser.add_argument(
