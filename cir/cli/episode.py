@@ -12,6 +12,7 @@ from typing import Any
 
 from cir.agents.factory import AGENT_SPECS, make_agent
 from cir.cli.limits import MAX_BUDGET, check_int
+from cir.cli.llm_options import add_llm_options, llm_config
 from cir.errors import CirError
 from cir.files import disk_error
 from cir.protocol import DEFAULT_FRACTION, DEFAULT_MAX_ACTIONS, DEFAULT_MAX_TURNS
@@ -54,6 +55,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--show", action="store_true",
                    help="print the full transcript (task text, every observation, events)")
     p.add_argument("--json", default=None, metavar="FILE", help="also write the transcript as JSON")
+    add_llm_options(p, cache_default="none, replies kept in memory")
     p.set_defaults(handler=handle)
 
 
@@ -77,7 +79,8 @@ def handle(args: argparse.Namespace) -> int:
         )
     task = tasks[0]
     router = Router.load(args.router) if args.router else None
-    agent = make_agent(args.agent, base_url=args.base_url, seed=args.seed)
+    agent = make_agent(args.agent, base_url=args.base_url, seed=args.seed, llm=llm_config(args),
+                       cache_dir=args.cache_dir)
     env = AlfworldEnv(task.game_file)
     factual, episode, info = run_episode(
         task.task_id, agent, env, cond.name, router=router,
@@ -86,6 +89,11 @@ def handle(args: argparse.Namespace) -> int:
     )
     paint = Painter(sys.stdout.isatty() and not os.environ.get("NO_COLOR"))
     print(format_episode(episode, task, info, paint, full=args.show))
+    if callable(getattr(agent, "stats", None)):  # what the episode cost the LLM server
+        llm = agent.stats()
+        print(f"LLM: {llm['http_requests']} HTTP requests ({llm['retries']} retries), "
+              f"{llm['cache_hits_disk']} replies from the disk cache, {llm['unparsable']} unparsable",
+              file=sys.stderr)
     if args.json:
         try:
             Path(args.json).write_text(json.dumps({"task_id": task.task_id, "info": info,

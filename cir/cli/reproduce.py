@@ -8,6 +8,7 @@ from typing import Any
 
 from cir.agents.factory import AGENT_SPECS
 from cir.cli.limits import MAX_RESAMPLES, MAX_SEED, check_int, writer_lock
+from cir.cli.llm_options import add_llm_options, llm_config
 from cir.protocol import DEFAULT_RESAMPLES, DEFAULT_SEED
 
 
@@ -33,6 +34,7 @@ def register(subparsers: Any) -> None:
                    help=f"bootstrap resamples (default {DEFAULT_RESAMPLES})")
     p.add_argument("--experiments", default=None, help="folder of experiment configs (default experiments/)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    add_llm_options(p, cache_default="each run folder's own")
     p.set_defaults(handler=_reproduce)
 
 
@@ -44,9 +46,11 @@ def _reproduce(args: argparse.Namespace) -> int:
     check_jobs(args.jobs, args.backend)
     check_int("--resamples", args.resamples, 1, MAX_RESAMPLES)
     check_int("--seed", args.seed, 0, MAX_SEED)
+    llm = llm_config(args)
     # one study per folder (each run folder also has its own lock)
     with writer_lock(Path(args.out), "study folder"):
         reproduce(args.out, quick=args.quick, agent=args.agent, jobs=args.jobs, seed=args.seed,
                   resamples=args.resamples, backend=args.backend, base_url=args.base_url,
-                  experiments_dir=args.experiments, progress=not args.no_progress)
+                  llm=llm, cache_dir=args.cache_dir, experiments_dir=args.experiments,
+                  progress=not args.no_progress)
     return 0

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from cir.agents.factory import AGENT_SPECS
 from cir.cli.limits import MAX_BUDGET, check_int
+from cir.cli.llm_options import add_llm_options, llm_config
 from cir.errors import CirError
 from cir.protocol import (
     DEFAULT_CONDITIONS,
@@ -40,6 +41,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--split", default=None, help="only this split of --tasks")
     p.add_argument("--agent", default="builtin", help=f"{AGENT_SPECS} (default builtin)")
     p.add_argument("--base-url", default=None, help="OpenAI-compatible server for openai[-completion]:MODEL")
+    p.add_argument("--extend", default=None, metavar="OLD_RUN_DIR",
+                   help="a run folder this run extends (the same agent and budgets, every task, "
+                        "condition, delay and operation of it, and more): its agent replies are "
+                        "reused, it is not changed")
     p.add_argument("--conditions", default=_comma(DEFAULT_CONDITIONS),
                    help=f"comma list of clean, staleK (K>=1), missing (default {_comma(DEFAULT_CONDITIONS)})")
     p.add_argument("--delays", default=_comma(DEFAULT_DELAYS),
@@ -61,6 +66,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--snapshots", default="fast", choices=["fast", "replay"],
                    help="env snapshots: engine state ids (fast) or reset+replay (default fast)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_llm_options(p, cache_default="RUN_DIR/agent_cache")
     p.set_defaults(handler=handle)
 
 
@@ -101,6 +107,9 @@ def handle(args: argparse.Namespace) -> int:
         scheduler=args.scheduler,
         snapshots=args.snapshots,
         base_url=args.base_url,
+        llm=llm_config(args),
+        cache_dir=args.cache_dir,
+        extend=args.extend,
         tasks_source=str(Path(args.tasks).expanduser().resolve())
         + (f" (split {args.split})" if args.split else ""),
         limit=args.limit,
