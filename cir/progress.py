@@ -110,8 +110,8 @@ class RunProgress:
             self.pairs += pairs
             self.calls += agent_calls
             self.episodes += episodes
-            self._bar.update(1)
-            self._show()
+            self._show(refresh=False)
+            self._bar.update(1)  # draws the new counts too
 
     def counts(self) -> dict[str, int]:
         """Pairs so far, and the agent calls and episodes of this session (running tasks included)."""
@@ -119,10 +119,10 @@ class RunProgress:
         episodes = self.episodes + sum(e for _, e in self.running.values())
         return {"pairs": self.pairs, "episodes": episodes, "agent_calls": calls}
 
-    def _show(self) -> None:
+    def _show(self, refresh: bool = True) -> None:
         c = self.counts()
         self._bar.set_postfix_str(f"pairs={c['pairs']}, episodes={c['episodes']}, "
-                                  f"agent calls={c['agent_calls']}")
+                                  f"agent calls={c['agent_calls']}", refresh=refresh)
 
     def __exit__(self, *exc: object) -> None:
         if self._thread is not None:

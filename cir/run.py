@@ -168,8 +168,8 @@ def run_experiment(
                       cache_fallback=fallback)
         session = Session(started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), jobs=jobs,
                           backend=backend, snapshots=snapshots, resumed_tasks=len(done),
-                          cache_dir=str(cache_dir) if cache_dir else None,
-                          extends=str(extend) if extend else None)
+                          cache_dir=str(Path(cache_dir).resolve()) if cache_dir else None,
+                          extends=str(Path(extend).resolve()) if extend else None)
         return run.run(session, cfg, jobs=jobs, backend=backend, scheduler=scheduler,
                        progress=progress)
 
