@@ -21,6 +21,7 @@ during a run: :class:`SnapshotHook` here, the router's hook in :mod:`cir.router`
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -63,7 +64,8 @@ class Harness:
 
     ``reply_cache`` (a dict, possibly shared between harnesses of the same agent)
     maps ``context_hash(context, agent.settings())`` to the reply, so identical
-    contexts in different arms cost one agent call.
+    contexts in different arms cost one agent call. ``on_call`` is called after each
+    agent call (for progress reports; it cannot change the episode).
     """
 
     def __init__(
@@ -73,6 +75,7 @@ class Harness:
         max_turns: int = DEFAULT_MAX_TURNS,
         max_actions: int = DEFAULT_MAX_ACTIONS,
         reply_cache: dict[str, str] | None = None,
+        on_call: Callable[[], None] | None = None,
     ) -> None:
         if max_turns < 1 or max_actions < 1:
             raise ValueError("budgets must be >= 1")
@@ -82,6 +85,7 @@ class Harness:
         self.reply_cache: dict[str, Any] = {} if reply_cache is None else reply_cache
         self.settings: dict[str, Any] = dict(agent.settings())
         self.costs = Costs()
+        self.on_call = on_call
 
     def reset(self, env: Env, task_id: str) -> Transcript:
         """Reset ``env`` and start a transcript whose task text is the reset text."""
@@ -111,6 +115,8 @@ class Harness:
         self.costs.agent_calls += 1
         result = (reply, tuple(read), tuple(decided))
         self.reply_cache[key] = result
+        if self.on_call is not None:
+            self.on_call()
         return result
 
     # -- budgets ---------------------------------------------------------------------------

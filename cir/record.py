@@ -17,20 +17,26 @@ on resume or by the study report. :meth:`RunRecord.to_dict` and
                "env_memo_hits": ..., "env_restores": ..., "env_resets": ..., "cache_hit_rate": ...},
      "timings": {"task_seconds_sum": ..., "sessions": [{"started": ..., "jobs": ..., "backend": ...,
                  "snapshots": ..., "resumed_tasks": ..., "tasks_run": ..., "seconds": ...,
+                 "cache_dir": ..., "extends": ...,
                  "llm": {"http_requests": ..., "cache_hits_disk": ..., "cache_hits_memory": ...,
                          "retries": ..., "unparsable": ..., "model_calls": ...}}]},
      "task_ids": [...],
+     "agent_settings": {...},
      "store": {"episodes_bytes": ..., "paired_sha256": ...}}
 
 ``task_ids`` (the run's tasks in order) and ``store`` (the episode store's size and the
 digest of the paired table written with it) let a reader check a table against its store
 cheaply (:mod:`cir.paired`); records of older versions lack them and are checked the
 slow way. A session's ``llm`` holds the LLM agent's counters in that session (empty for
-agents without any): a rerun served from the cache shows ``http_requests: 0``.
+agents without any): a rerun served from the cache shows ``http_requests: 0``; its
+``cache_dir`` is the reply cache it used (None: the run folder's own) and ``extends`` the
+run whose replies it reused (:func:`check_extension`). ``agent_settings`` are the agent's
+settings in words (the digest in ``agent_label`` is of these), for readers.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from typing import Any
 
@@ -146,6 +152,8 @@ class Session:
     seconds: float = 0.0
     engine_savings: bool = True  # cir.envs.engine's savings (the same text, faster)
     llm: dict[str, int] = field(default_factory=dict)  # the LLM agent's counters, summed over tasks
+    cache_dir: str | None = None  # the reply cache, when not the run folder's own
+    extends: str | None = None  # the run folder whose replies this session reused
 
     def add_llm(self, stats: dict[str, Any] | None) -> None:
         """Add one task's agent counters (integers only; rates are derived)."""
@@ -169,6 +177,7 @@ class RunRecord:
     task_ids: list[str] | None = None  # None in records of older versions
     episodes_bytes: int | None = None
     paired_sha256: str | None = None
+    agent_settings: dict[str, Any] | None = None  # None in records of older versions
 
     @classmethod
     def read(cls, store: RunStore) -> RunRecord | None:
@@ -189,7 +198,8 @@ class RunRecord:
 
     @classmethod
     def summarize(cls, cir_version: str, settings: RunSettings, task_ids: list[str],
-                  summaries: list[dict[str, Any]], sessions: list[Session], complete: bool) -> RunRecord:
+                  summaries: list[dict[str, Any]], sessions: list[Session], complete: bool,
+                  agent_settings: dict[str, Any] | None = None) -> RunRecord:
         """The record of a run whose finished tasks have these summaries (in task order)."""
         costs: dict[str, int] = {}
         for s in summaries:
@@ -206,7 +216,7 @@ class RunRecord:
         return cls(cir_version=cir_version, settings=settings, complete=complete, counts=counts,
                    feasibility=feasibility, costs=RunCosts.from_dict(costs),
                    task_seconds_sum=round(sum(s.get("seconds", 0.0) for s in summaries), 3),
-                   sessions=list(sessions), task_ids=list(task_ids))
+                   sessions=list(sessions), task_ids=list(task_ids), agent_settings=agent_settings)
 
     def to_dict(self) -> dict[str, Any]:
         out = {
@@ -221,6 +231,8 @@ class RunRecord:
         }
         if self.task_ids is not None:
             out["task_ids"] = list(self.task_ids)
+        if self.agent_settings is not None:
+            out["agent_settings"] = self.agent_settings
         if self.episodes_bytes is not None or self.paired_sha256 is not None:
             out["store"] = {"episodes_bytes": self.episodes_bytes, "paired_sha256": self.paired_sha256}
         return out
@@ -244,6 +256,7 @@ class RunRecord:
             task_ids=_strings(data.get("task_ids"), source, "task_ids"),
             episodes_bytes=(data.get("store") or {}).get("episodes_bytes"),
             paired_sha256=(data.get("store") or {}).get("paired_sha256"),
+            agent_settings=data.get("agent_settings"),
         )
 
 
@@ -253,3 +266,38 @@ def _strings(value: Any, source: str, where: str) -> list[str] | None:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise CirError(f"{source}: the run record's {where} must be a list of strings")
     return value
+
+
+def check_extension(old: RunRecord, new: RunSettings, new_ids: Sequence[str], source: str,
+                    agent_settings: dict[str, Any] | None = None) -> None:
+    """Refuse a run that would not extend the run ``old`` (read from ``source``).
+
+    An extension has the same agent (so the replies ``old``'s agent gave are the ones this
+    run needs), seed, perturbation point and budgets, and every task, condition, delay and
+    operation of ``old``; it may add tasks, conditions, delays and operations.
+    """
+    head = f"--extend {source}"
+    was = old.settings
+    if was.agent_label != new.agent_label:
+        there, here = old.agent_settings or {}, agent_settings or {}
+        diff = [f"{k} {there.get(k)!r} there, {here.get(k)!r} here"
+                for k in sorted(set(there) | set(here)) if there.get(k) != here.get(k)]
+        raise CirError(f"{head}: its agent is {was.agent_label}, this run's is {new.agent_label}"
+                       f"{' (' + '; '.join(diff) + ')' if diff and there else ''}; an extension "
+                       "needs the same agent, or none of its replies can be reused")
+    old_replay, new_replay = was.replay, new.replay
+    for name in ("perturb_fraction", "max_turns", "max_actions"):
+        if getattr(old_replay, name) != getattr(new_replay, name):
+            raise CirError(f"{head}: it has {name}={getattr(old_replay, name)!r}, this run "
+                           f"{getattr(new_replay, name)!r}; an extension keeps it")
+    if was.seed != new.seed:
+        raise CirError(f"{head}: it has seed={was.seed!r}, this run {new.seed!r}; an extension keeps it")
+    for name in ("conditions", "delays", "operations"):
+        dropped = [v for v in getattr(old_replay, name) if v not in getattr(new_replay, name)]
+        if dropped:
+            raise CirError(f"{head}: this run drops its {name} {', '.join(map(str, dropped))}; an "
+                           f"extension keeps every one and may add more")
+    missing = [t for t in (old.task_ids or []) if t not in set(new_ids)]
+    if missing:
+        raise CirError(f"{head}: this run lacks {len(missing)} of its {len(old.task_ids or [])} "
+                       f"tasks (first: {missing[0]}); an extension keeps every task and may add more")

@@ -30,7 +30,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -212,19 +212,24 @@ def run_task_pairs(
     *,
     reply_cache: dict[str, str] | None = None,
     extractor: FeatureExtractor | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> TaskResult:
     """All paired rows of one task (see the module docstring); ``env`` is reset here once.
 
     ``task`` needs ``task_id`` (and uses ``split``, ``task_type`` when present). ``env`` is
     any :class:`~cir.envs.base.Env` (refresh sends its refresh query); ``extractor`` writes
     the ``f_*`` columns (:mod:`cir.extractor`; default ALFWorld's).
+    ``progress(agent_calls, episodes)`` is called with the task's counts so far (agent
+    calls, finished episodes) after every agent call; it cannot change the result.
     """
     settings = settings or ReplaySettings()
     started = time.perf_counter()
     conditions = settings.parsed_conditions()
     task_id = str(task.task_id)
+    episodes: list[dict[str, Any]] = []  # the result's, counted for progress reports
     harness = Harness(agent, max_turns=settings.max_turns, max_actions=settings.max_actions,
-                      reply_cache=reply_cache)
+                      reply_cache=reply_cache, on_call=None if progress is None else
+                      lambda: progress(harness.costs.agent_calls, len(episodes)))
     branching = env if isinstance(env, BranchingEnv) else BranchingEnv(env)
     counted = CountingEnv(branching)
 
@@ -235,6 +240,7 @@ def run_task_pairs(
         task_id=task_id, split=str(getattr(task, "split", "") or ""),
         task_type=str(getattr(task, "task_type", "") or ""), agent=agent_label(agent), feasible=False,
         reason="", factual_env_actions=n, factual_success=bool(factual.won), point=None,
+        episodes=episodes,
     )
     result.episodes.append(_episode(task_id, "factual", "clean", factual))
 

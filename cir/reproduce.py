@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from cir import __version__
+from cir.agents.factory import LLMConfig, make_agent
 from cir.envs.generate import generate_split
 from cir.envs.tasks import load_tasks
 from cir.errors import CirError
@@ -41,6 +42,7 @@ class StudySettings:
     seed: int = DEFAULT_SEED
     resamples: int = DEFAULT_RESAMPLES
     base_url: str | None = None
+    llm: dict[str, Any] | None = None  # the LLM agent's settings (LLMConfig), None for the default
 
 
 def _check_study(out: Path, identity: dict[str, Any]) -> list[dict[str, Any]]:
@@ -117,6 +119,8 @@ def reproduce(
     backend: str = "loky",
     scheduler: str | None = None,
     base_url: str | None = None,
+    llm: LLMConfig | None = None,
+    cache_dir: str | Path | None = None,
     experiments_dir: str | Path | None = None,
     engine_savings: bool = True,
     progress: bool = True,
@@ -126,10 +130,15 @@ def reproduce(
 
     ``engine_savings=False`` generates and runs on textworld's engine unmodified: slower,
     the same files and tables (a check of the savings, ``cir.envs.engine``).
+    ``llm`` sets how an LLM agent asks its server; ``cache_dir`` is one reply cache for
+    every cohort (default: each run folder's own), which a later study can share.
     """
     out = Path(out)
     experiments = load_experiments(experiments_dir)
-    settings = StudySettings(quick=quick, agent=agent, seed=seed, resamples=resamples, base_url=base_url)
+    llm = llm or LLMConfig()
+    make_agent(agent, base_url=base_url, seed=seed, llm=llm)  # a bad agent setting: before any folder
+    settings = StudySettings(quick=quick, agent=agent, seed=seed, resamples=resamples, base_url=base_url,
+                             llm=None if llm.is_default() else llm.as_dict())
     identity = {**asdict(settings), "experiments": [e.identity() for e in experiments]}
     out.mkdir(parents=True, exist_ok=True)
     earlier = _check_study(out, identity)
@@ -152,9 +161,9 @@ def reproduce(
         t0 = time.perf_counter()
         record = run_experiment(
             cohorts[exp.name], out / "runs" / exp.name, agent=agent, seed=seed, settings=grid,
-            jobs=jobs, backend=backend, scheduler=scheduler, base_url=base_url,
-            tasks_source=f"{exp.split}[{exp.name}]", engine_savings=engine_savings, progress=progress,
-            echo=echo,
+            jobs=jobs, backend=backend, scheduler=scheduler, base_url=base_url, llm=llm,
+            cache_dir=cache_dir, tasks_source=f"{exp.split}[{exp.name}]",
+            engine_savings=engine_savings, progress=progress, echo=echo,
         )
         runs[exp.name] = record
         study["timings"][f"run_{exp.name}_seconds"] = round(time.perf_counter() - t0, 1)

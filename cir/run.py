@@ -6,6 +6,12 @@ this process, appends each finished task to the episode store (:mod:`cir.store`)
 rewrites ``paired.csv`` and ``run.json`` (:class:`~cir.record.RunRecord`) as it arrives.
 So an interrupted run loses nothing and the same call resumes it; the table does not
 depend on the completion order, the number of workers or the backend.
+
+An LLM agent keeps its replies in ``RUN_DIR/agent_cache`` or in a shared ``cache_dir``.
+A study grows by a new run folder: ``extend=OLD_RUN`` checks that the new settings only
+add tasks, conditions, delays or operations to OLD_RUN's, and reads OLD_RUN's replies
+(copying those it uses into the new folder's cache), so the part already computed costs
+no model call and OLD_RUN is left as it was.
 """
 
 from __future__ import annotations
@@ -13,24 +19,22 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
 from cir import __version__
-from cir.agents.factory import make_agent
+from cir.agents.factory import LLMConfig, make_agent
 from cir.envs.alfworld import AlfworldEnv
 from cir.errors import CirError
 from cir.paired import MAX_DELAY, paired_text, text_digest
 from cir.parallel import BACKENDS, check_jobs, parallel_map
-from cir.record import RunRecord, RunSettings, Session
+from cir.progress import RunProgress, TaskReporter
+from cir.record import RunRecord, RunSettings, Session, check_extension
 from cir.replay import ReplaySettings, agent_label, run_task_pairs
-from cir.store import RunStore
+from cir.store import AGENT_CACHE, RunStore
 
 SNAPSHOT_MODES = ("fast", "replay")
 log = logging.getLogger(__name__)
@@ -55,16 +59,20 @@ class WorkerConfig:
     snapshots: str = "fast"
     base_url: str | None = None
     cache_dir: str | None = None
+    cache_fallback: tuple[str, ...] = ()
+    llm: LLMConfig = LLMConfig()
     agent_factory: Callable[..., Any] | None = None
     env_factory: Callable[..., Any] | None = None
     engine_savings: bool = True
     extractor: Any = None  # a cir.extractor.FeatureExtractor; None: ALFWorld's
+    progress: Any = None  # a queue for progress reports (cir.progress), or None
 
 
 def _make_agent(cfg: WorkerConfig) -> Any:
     if cfg.agent_factory is not None:
         return cfg.agent_factory(cfg.agent, seed=cfg.seed)
-    return make_agent(cfg.agent, base_url=cfg.base_url, cache_dir=cfg.cache_dir, seed=cfg.seed)
+    return make_agent(cfg.agent, base_url=cfg.base_url, cache_dir=cfg.cache_dir,
+                      cache_fallback=cfg.cache_fallback, seed=cfg.seed, llm=cfg.llm)
 
 
 def _make_env(task: Any, cfg: WorkerConfig) -> Any:
@@ -76,9 +84,11 @@ def _make_env(task: Any, cfg: WorkerConfig) -> Any:
 def run_task_worker(task: Any, cfg: WorkerConfig) -> dict[str, Any]:
     """Run one task in a worker; return plain data (summary, episodes, the agent's counters)."""
     agent = _make_agent(cfg)
+    reporter = None if cfg.progress is None else TaskReporter(cfg.progress, str(task.task_id))
     env = _make_env(task, cfg)
     try:
-        result = run_task_pairs(task, agent, env, cfg.settings, extractor=cfg.extractor)
+        result = run_task_pairs(task, agent, env, cfg.settings, extractor=cfg.extractor,
+                                progress=reporter)
         stats = agent.stats() if callable(getattr(agent, "stats", None)) else None
     finally:
         if callable(getattr(agent, "close", None)):
@@ -120,6 +130,9 @@ def run_experiment(
     scheduler: str | None = None,
     snapshots: str = "fast",
     base_url: str | None = None,
+    llm: LLMConfig | None = None,
+    cache_dir: str | Path | None = None,
+    extend: str | Path | None = None,
     tasks_source: str | None = None,
     limit: int | None = None,
     agent_factory: Callable[..., Any] | None = None,
@@ -138,32 +151,68 @@ def run_experiment(
     results (``engine_savings=False`` runs textworld's engine unmodified, to check that).
     ``extractor`` computes the ``f_*`` columns (a :class:`cir.extractor.FeatureExtractor`;
     ALFWorld's by default); it must be picklable for worker processes.
+
+    ``llm`` sets how an LLM agent asks its server; its replies are kept in ``cache_dir``
+    (default ``RUN_DIR/agent_cache``). ``extend`` names an earlier run folder that this
+    run extends (module docstring).
     """
     settings = settings or ReplaySettings()
     tasks = list(tasks)
     ids = _check_arguments(tasks, tasks_source, jobs, backend, scheduler, snapshots, settings)
     cfg = WorkerConfig(agent=agent, seed=seed, settings=settings, snapshots=snapshots,
-                       base_url=base_url, cache_dir=None, agent_factory=agent_factory,
-                       env_factory=env_factory, engine_savings=engine_savings, extractor=extractor)
+                       base_url=base_url, cache_dir=None, llm=llm or LLMConfig(),
+                       agent_factory=agent_factory, env_factory=env_factory,
+                       engine_savings=engine_savings, extractor=extractor)
+    probe = _make_agent(cfg)  # the agent's label and settings, before any folder is touched
+    agent_settings = dict(probe.settings())
     identity = RunSettings(tasks=tasks_source, task_set=task_set_digest(ids), n_tasks=len(ids),
-                           limit=limit, agent=agent, agent_label=agent_label(_make_agent(cfg)),
+                           limit=limit, agent=agent, agent_label=agent_label(probe),
                            seed=seed, replay=settings)
     store = RunStore(out)
+    fallback = _extension_cache(extend, store, identity, ids, agent_settings,
+                                uses_cache=hasattr(probe, "cache"), cache_dir=cache_dir)
     with store.lock():
         old = RunRecord.resume(store, identity)
         done = store.open()
         if old is not None and old.counts.tasks_done > len(done):
             log.warning("%s: the run record lists %d finished task(s), the episode store holds %d; "
                         "the others run again", store.dir, old.counts.tasks_done, len(done))
-        run = _Run(store, identity, tasks, ids, done, old, echo)
+        run = _Run(store, identity, tasks, ids, done, old, echo, agent_settings)
         if not run.todo and old is not None:
             return run.settle()
-        cfg = replace(cfg, cache_dir=str(store.dir / "agent_cache"))
+        cfg = replace(cfg, cache_dir=str(cache_dir or store.dir / AGENT_CACHE),
+                      cache_fallback=fallback)
         session = Session(started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), jobs=jobs,
                           backend=backend, snapshots=snapshots, resumed_tasks=len(done),
-                          engine_savings=engine_savings)
+                          engine_savings=engine_savings,
+                          cache_dir=str(Path(cache_dir).resolve()) if cache_dir else None,
+                          extends=str(Path(extend).resolve()) if extend else None)
         return run.run(session, cfg, jobs=jobs, backend=backend, scheduler=scheduler,
                        progress=progress)
+
+
+def _extension_cache(extend: str | Path | None, store: RunStore, identity: RunSettings,
+                     ids: list[str], agent_settings: dict[str, Any], *, uses_cache: bool,
+                     cache_dir: str | Path | None) -> tuple[str, ...]:
+    """The reply cache of the run ``extend`` to read through, once the new run is checked
+    to extend it; () without ``extend``."""
+    if extend is None:
+        return ()
+    old_store = RunStore(extend)
+    if old_store.dir.resolve() == store.dir.resolve():
+        raise CirError(f"--extend {extend}: is this run's own folder; extend it into a new --out "
+                       "folder (the earlier run stays as it is)")
+    old = RunRecord.read(old_store) if old_store.dir.is_dir() else None
+    if old is None:
+        raise CirError(f"--extend {extend}: not a run folder (no {old_store.run_json_path.name})")
+    check_extension(old, identity, ids, str(extend), agent_settings)
+    cache = old_store.dir / AGENT_CACHE
+    if cache.is_dir():
+        return (str(cache),)
+    if uses_cache and cache_dir is None:
+        raise CirError(f"--extend {extend}: has no {AGENT_CACHE} folder (did it use --cache-dir?); "
+                       "pass the cache folder it used as --cache-dir")
+    return ()
 
 
 class _Run:
@@ -172,9 +221,10 @@ class _Run:
 
     def __init__(self, store: RunStore, identity: RunSettings, tasks: list[Any], ids: list[str],
                  done: dict[str, dict[str, Any]], old: RunRecord | None,
-                 echo: Callable[[str], None]) -> None:
+                 echo: Callable[[str], None], agent_settings: dict[str, Any] | None = None) -> None:
         self.store = store
         self.identity = identity
+        self.agent_settings = agent_settings
         self.ids = ids
         self.done = done
         self.old = old
@@ -188,7 +238,7 @@ class _Run:
         replay = self.identity.replay
         text = paired_text(summaries, replay.conditions, replay.operations)
         record = RunRecord.summarize(__version__, self.identity, self.ids, summaries,
-                                     self.sessions, complete)
+                                     self.sessions, complete, self.agent_settings)
         return text, record.with_store(self.store.episodes_bytes(), text_digest(text))
 
     def flush(self, complete: bool) -> RunRecord:
@@ -225,11 +275,10 @@ class _Run:
 
         flush(False)
         ids, done = self.ids, self.done
-        bar = tqdm(total=len(ids), initial=len(ids) - len(self.todo), unit="task",
-                   disable=not progress, file=sys.stderr, dynamic_ncols=True, desc="tasks")
         pairs = sum(len(done[i]["rows"]) for i in ids if i in done)
-        bar.set_postfix(pairs=pairs)
-        try:
+        with RunProgress(len(ids), len(ids) - len(self.todo), pairs, enabled=progress,
+                         backend=backend, jobs=jobs) as bar:
+            cfg = replace(cfg, progress=bar.channel)
             for res in parallel_map(run_task_worker, self.todo, cfg, jobs=jobs, backend=backend,
                                     scheduler=scheduler, ordered=False):
                 summary = res["summary"]
@@ -239,12 +288,9 @@ class _Run:
                                                                  sort_keys=True))
                 session.tasks_run += 1
                 session.add_llm(res.get("agent_stats"))
-                pairs += len(summary["rows"])
                 flush(False)
-                bar.update(1)
-                bar.set_postfix(pairs=pairs)
-        finally:
-            bar.close()
+                bar.task_done(summary["task_id"], len(summary["rows"]),
+                              summary["costs"].get("agent_calls", 0), len(res["episodes"]))
         record = flush(True)
         c, costs = record.counts, record.costs
         line = (f"{self.store.dir}: {c.tasks_done} tasks ({c.tasks_feasible} prefix-feasible, "

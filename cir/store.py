@@ -42,6 +42,8 @@ log = logging.getLogger(__name__)
 EPISODES = "episodes.jsonl.gz"
 PAIRED = "paired.csv"
 RUN_JSON = "run.json"
+#: An LLM agent's reply cache (cir.agents.cache); a folder holding only one may start a run.
+AGENT_CACHE = "agent_cache"
 
 # Every member this store writes starts so (gzip, deflate, no flags, mtime 0, default
 # level); the OS byte that follows differs between Python versions. Nine fixed bytes
@@ -336,7 +338,8 @@ class RunStore:
             raise CirError(f"{self.dir}: exists and is not a folder")
         old = self.read_run_json()
         if old is None:
-            if self.dir.exists() and set(self.dir.iterdir()) - set(self._leftovers()):
+            cache = {self.dir / AGENT_CACHE}  # replies kept from an earlier run: reused
+            if self.dir.exists() and set(self.dir.iterdir()) - set(self._leftovers()) - cache:
                 raise CirError(
                     f"{self.dir}: folder is not empty and has no {RUN_JSON}; "
                     "choose a new --out folder for a run"
@@ -348,7 +351,7 @@ class RunStore:
                 raise CirError(
                     f"{self.dir}: was written with {key}={previous.get(key)!r}, this command has "
                     f"{key}={settings.get(key)!r}; rerun with the same settings to resume, "
-                    "or use a new --out folder"
+                    "or use a new --out folder (with --extend to reuse this run's agent replies)"
                 )
         return old
 

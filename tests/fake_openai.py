@@ -5,6 +5,8 @@ Answers come from a script (in order) or from an ``answer(path, body, attempt)``
 (``attempt`` counts the requests with the same body so far), which lets a test make the
 server a pure function of the request and inject faults on chosen attempts: HTTP errors,
 ``null`` or empty content, garbage, a missing ``choices``, slow, trickling or huge answers.
+A reply can also carry a ``finish_reason``, a reasoning model's separate ``reasoning``
+(chat answers, as vLLM and llama.cpp send it) and ``logprobs`` (sent when asked for).
 """
 
 from __future__ import annotations
@@ -29,6 +31,9 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
     trickle: float = 0.0
+    finish_reason: str = "stop"
+    reasoning: str | None = None
+    logprobs: Any = None
 
 
 #: Faulty answers by name, for fault-injection tests.
@@ -84,12 +89,17 @@ class FakeOpenAI:
                     payload = reply.raw.encode()
                 elif reply.status != 200:
                     payload = json.dumps({"error": {"message": f"scripted error {reply.status}"}}).encode()
-                elif self.path.endswith("/chat/completions"):
-                    payload = json.dumps(
-                        {"choices": [{"message": {"role": "assistant", "content": reply.text}, "finish_reason": "stop"}]}
-                    ).encode()
                 else:
-                    payload = json.dumps({"choices": [{"text": reply.text, "finish_reason": "stop"}]}).encode()
+                    if self.path.endswith("/chat/completions"):
+                        message = {"role": "assistant", "content": reply.text}
+                        if reply.reasoning is not None:
+                            message["reasoning_content"] = reply.reasoning
+                        choice = {"message": message, "finish_reason": reply.finish_reason}
+                    else:
+                        choice = {"text": reply.text, "finish_reason": reply.finish_reason}
+                    if body.get("logprobs") not in (None, False):
+                        choice["logprobs"] = reply.logprobs
+                    payload = json.dumps({"choices": [choice]}).encode()
                 try:
                     self.send_response(reply.status)
                     self.send_header("Content-Type", "application/json")

@@ -18,7 +18,7 @@ from fake_openai import FakeOpenAI, Reply  # noqa: E402
 from cir.agents.actions import parse_action  # noqa: E402
 from cir.agents.cache import ResponseCache, request_key  # noqa: E402
 from cir.agents.llm import LLMAgent  # noqa: E402
-from cir.agents.prompts import EXAMPLES, completion_prompt, task_type  # noqa: E402
+from cir.agents.prompts import EXAMPLES, completion_prompt, goal_sentence, task_type  # noqa: E402
 from cir.errors import CirError  # noqa: E402
 from cir.protocol import TASK_TYPES  # noqa: E402
 
@@ -67,7 +67,8 @@ def test_completion_request_shape_and_key_header() -> None:
     prompt = body["prompt"]
     assert prompt.endswith("You arrive at fridge 1. The fridge 1 is closed.\n>")
     assert "> go to fridge 1\n" in prompt
-    assert EXAMPLES["pick_heat_then_place_in_recep"] in prompt  # example chosen by task type
+    first, second = EXAMPLES["pick_heat_then_place_in_recep"]  # examples chosen by task type
+    assert f"Here are two examples.\n\n{first}\n\n{second}\n\nHere is your task." in prompt
     assert "sk-test" not in json.dumps(agent.settings())
 
 
@@ -82,7 +83,8 @@ def test_chat_request_merges_consecutive_user_messages() -> None:
     roles = [m["role"] for m in body["messages"]]
     assert roles == ["system", "user", "assistant", "user"]
     assert body["messages"][-1]["content"].endswith("\n[harness] You are facing the fridge 1.")
-    assert "heat egg 1 with microwave 1" in body["messages"][0]["content"]
+    system = body["messages"][0]["content"]
+    assert "heat egg 1 with microwave 1" in system and "heat potato 1 with microwave 1" in system
 
 
 def test_bare_host_gets_v1_and_bad_settings_are_rejected() -> None:
@@ -365,16 +367,25 @@ def test_task_type_from_goal_sentence(goal: str, kind: str) -> None:
     assert task_type(f"You are in the middle of a room.\n\nYour task is to: {goal}") == kind
 
 
-def test_every_task_type_has_an_example_in_alfworld_0_4_syntax() -> None:
+def test_every_task_type_has_two_examples_in_alfworld_0_4_syntax() -> None:
     assert set(EXAMPLES) == set(TASK_TYPES)
-    for kind, example in EXAMPLES.items():
-        assert task_type(example) == kind
-        commands = [line[2:] for line in example.splitlines() if line.startswith("> ")]
-        assert commands, kind
-        for command in commands:
-            parsed = parse_action(command)
-            assert parsed.ok and parsed.action == command, command
-        assert not any(c.startswith("put ") for c in commands)
+    for kind, examples in EXAMPLES.items():
+        assert len(examples) == 2 and examples[0] != examples[1]
+        goals = {" ".join(goal_sentence(example).split()[:2]) for example in examples}
+        assert len(goals) == 2, f"{kind}: both examples use one goal template ({goals})"
+        for example in examples:
+            assert task_type(example) == kind
+            commands = [line[2:] for line in example.splitlines() if line.startswith("> ")]
+            assert commands, kind
+            for command in commands:
+                parsed = parse_action(command)
+                assert parsed.ok and parsed.action == command, command
+            assert not any(c.startswith("put ") for c in commands)
+            # every command is answered by one line of the engine's text
+            lines = example.splitlines()
+            for i, line in enumerate(lines):
+                if line.startswith("> "):
+                    assert i + 1 < len(lines) and lines[i + 1] and not lines[i + 1].startswith(">")
     assert completion_prompt([{"role": "user", "content": "no goal here"}]).endswith("no goal here\n>")
 
 

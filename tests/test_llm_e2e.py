@@ -123,3 +123,38 @@ def test_server_stopped_mid_episode_gives_clear_error_and_keeps_partial_results(
     rerun = h2.run(pick_place_env, h2.reset(pick_place_env, pick_place_task.task_id), until_env_actions=transcript.env_actions)
     assert rerun.to_dict() == transcript.to_dict()
     assert (offline.calls, offline.http_requests, offline.cache_hits) == (0, 0, agent.calls)
+
+
+def test_a_run_with_llm_options_extended_by_a_delay_asks_only_for_new_replies(
+    server: LlamaServer, pick_place_task, tmp_path: Path
+) -> None:
+    """The path a user takes to grow a study: a run with --temperature, --llm-option and
+    --cache-dir, then a new run folder extending it by one delay."""
+    from cir.agents.factory import LLMConfig
+    from cir.paired import read_paired
+    from cir.replay import ReplaySettings
+    from cir.run import run_experiment
+
+    grid = dict(conditions=("clean", "stale1"), operations=("refresh",), max_turns=MAX_TURNS,
+                max_actions=MAX_ACTIONS)
+    llm = LLMConfig(temperature=0.2, max_tokens=48, options={"top_k": 40})
+
+    def run(out: Path, delays: tuple[int, ...], **kw):
+        return run_experiment([pick_place_task], out, agent=f"openai-completion:{MODEL_NAME}",
+                              base_url=server.base_url, settings=ReplaySettings(delays=delays, **grid),
+                              llm=llm, cache_dir=tmp_path / "cache", tasks_source="one task",
+                              progress=False, echo=lambda s: None, **kw)
+
+    first = run(tmp_path / "run1", (0, 1))
+    table = (tmp_path / "run1" / "paired.csv").read_bytes()
+    more = run(tmp_path / "run2", (0, 1, 2), extend=tmp_path / "run1")
+    asked_first = first.sessions[-1].llm["http_requests"]
+    asked_more = more.sessions[-1].llm["http_requests"]
+    print(f"\nHTTP requests: run {asked_first}, its extension by delay 2: {asked_more}")
+    assert 0 < asked_more < asked_first
+    assert more.sessions[-1].llm["cache_hits_disk"] >= first.sessions[-1].llm["model_calls"]
+    assert (tmp_path / "run1" / "paired.csv").read_bytes() == table
+    keys = ["task_id", "condition", "delay", "operation"]
+    was, now = read_paired(tmp_path / "run1"), read_paired(tmp_path / "run2")
+    kept = now[now["delay"].isin([0, 1])].sort_values(keys).reset_index(drop=True)
+    assert kept.equals(was.sort_values(keys).reset_index(drop=True))

@@ -129,3 +129,19 @@ def test_an_edited_config_is_refused_by_experiment_and_field(study, tmp_path: Pa
     with pytest.raises(CirError, match=r"\(experiment cir_eval, quick_n_tasks: 3 there, 4 now\)"):
         reproduce(out, quick=True, experiments_dir=edited, resamples=200, progress=False,
                   echo=lambda line: None)
+
+
+def test_llm_settings_are_checked_before_the_study_folder_and_part_of_its_settings(tmp_path: Path) -> None:
+    from cir.agents.factory import LLMConfig
+    from cir.reproduce import StudySettings, _differences
+
+    with pytest.raises(CirError, match="--temperature"):
+        reproduce(tmp_path / "out", quick=True, llm=LLMConfig(temperature=0.5), progress=False,
+                  echo=lambda line: None)
+    with pytest.raises(CirError, match="LLM option 'seed'"):
+        reproduce(tmp_path / "out", quick=True, agent="openai:m", base_url="http://127.0.0.1:9/v1",
+                  llm=LLMConfig(options={"seed": 3}), progress=False, echo=lambda line: None)
+    assert not (tmp_path / "out").exists()
+    greedy = StudySettings(agent="openai:m").__dict__
+    warm = StudySettings(agent="openai:m", llm=LLMConfig(temperature=0.7).as_dict()).__dict__
+    assert [key for key, _, _ in _differences(greedy, warm)] == ["llm"]

@@ -10,12 +10,17 @@ key write the same content.
 Only valid answers are stored (a non-empty ``text``): a record without one, written by an
 older version that cached a server's null or empty reply, counts as a miss, so a fixed
 server is asked again instead of the bad answer being reused.
+
+A cache can read through to other caches (``fallback``), never writing to them: a run
+that extends an earlier one answers from the earlier run's cache and copies what it uses
+into its own, so it is complete on its own and the earlier folder is left as it was.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,11 +48,18 @@ def valid_record(record: Any) -> bool:
 class ResponseCache:
     """Replies stored under ``root/<key[:2]>/<key>.json``; ``root=None`` keeps them in memory.
 
-    ``hits_memory`` and ``hits_disk`` count where answers came from.
+    ``fallback``: cache folders read (never written) on a miss; a reply found there is
+    stored under ``root`` too. ``hits_memory`` and ``hits_disk`` (fallbacks included) count
+    where answers came from.
     """
 
-    def __init__(self, root: str | Path | None = None) -> None:
+    def __init__(self, root: str | Path | None = None, fallback: Sequence[str | Path] = ()) -> None:
         self.root = Path(root) if root is not None else None
+        self.fallback = [Path(f) for f in fallback if self.root is None
+                         or Path(f).resolve() != self.root.resolve()]
+        for folder in self.fallback:
+            if not folder.is_dir():
+                raise CirError(f"cache folder {folder}: not found (a cache to reuse must exist)")
         self._memory: dict[str, dict[str, Any]] = {}
         self.hits_memory = 0
         self.hits_disk = 0
@@ -59,26 +71,27 @@ class ResponseCache:
             if not self.root.is_dir():
                 raise CirError(f"cache folder {self.root}: exists but is not a folder")
 
-    def _path(self, key: str) -> Path:
-        assert self.root is not None
-        return self.root / key[:2] / f"{key}.json"
+    @staticmethod
+    def _path(root: Path, key: str) -> Path:
+        return root / key[:2] / f"{key}.json"
 
     def get(self, key: str) -> dict[str, Any] | None:
         """The stored record for ``key``, or None. A damaged or empty answer counts as a miss."""
         if key in self._memory:
             self.hits_memory += 1
             return self._memory[key]
-        if self.root is None:
-            return None
-        try:
-            record = read_json(self._path(key), "cached reply", missing_ok=True)
-        except CirError:
-            return None  # unreadable or truncated by hand: ask the model again and rewrite
-        if not valid_record(record):
-            return None
-        self._memory[key] = record
-        self.hits_disk += 1
-        return record
+        own = [self.root] if self.root is not None else []
+        for root in own + self.fallback:
+            record = _read(self._path(root, key))
+            if record is None:
+                continue
+            if root is self.root:
+                self._memory[key] = record
+            else:
+                self.put(key, record)
+            self.hits_disk += 1
+            return record
+        return None
 
     def put(self, key: str, record: dict[str, Any]) -> None:
         """Store ``record`` (a valid answer: non-empty ``text``) under ``key``, atomically."""
@@ -87,7 +100,7 @@ class ResponseCache:
         self._memory[key] = record
         if self.root is None:
             return
-        path = self._path(key)
+        path = self._path(self.root, key)
         path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(path, json.dumps(record, sort_keys=True, ensure_ascii=False, indent=1))
 
@@ -95,3 +108,12 @@ class ResponseCache:
         if self.root is None:
             return len(self._memory)
         return sum(1 for _ in self.root.glob("??/*.json"))
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    """A valid stored answer at ``path``, or None (missing, damaged or empty)."""
+    try:
+        record = read_json(path, "cached reply", missing_ok=True)
+    except CirError:
+        return None  # unreadable or truncated by hand: ask the model again and rewrite
+    return record if valid_record(record) else None

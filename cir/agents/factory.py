@@ -1,9 +1,17 @@
-"""Build an agent from a command-line spec: ``builtin``, ``builtin:PROFILE``, ``openai:MODEL``."""
+"""Build an agent from a command-line spec: ``builtin``, ``builtin:PROFILE``, ``openai:MODEL``.
+
+The LLM agent's decoding and request settings travel as one plain :class:`LLMConfig`
+(from the command line to the worker processes that build the agent).
+"""
 
 from __future__ import annotations
 
+import json
 import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from cir.agents.base import Agent
 from cir.errors import CirError
@@ -13,13 +21,57 @@ DEFAULT_AGENT = "builtin"
 AGENT_SPECS = "builtin[:PROFILE], openai:MODEL or openai-completion:MODEL"
 
 
+@dataclass(frozen=True)
+class LLMConfig:
+    """How the LLM agent asks its server (``cir.agents.llm.LLMAgent`` says what each does).
+
+    ``max_tokens=None`` is the agent's default (larger with ``think``); ``logprobs=None``
+    asks for none; ``options`` are extra request fields. All of it is part of the agent's
+    settings: it names the agent and keys the reply cache.
+    """
+
+    temperature: float = 0.0
+    max_tokens: int | None = None
+    think: bool = False
+    logprobs: int | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def is_default(self) -> bool:
+        return self == LLMConfig()
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain data (for study settings); the options sorted by name."""
+        return {"temperature": self.temperature, "max_tokens": self.max_tokens, "think": self.think,
+                "logprobs": self.logprobs, "options": dict(sorted(self.options.items()))}
+
+
+def parse_llm_options(items: Sequence[str]) -> dict[str, Any]:
+    """``["KEY=VALUE", ...]`` as request fields: a VALUE that parses as JSON is that value
+    (``0.9``, ``true``, ``{"enable_thinking": false}``), any other is the string itself."""
+    options: dict[str, Any] = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise CirError(f"--llm-option {item!r}: expected KEY=VALUE, e.g. reasoning_effort=low")
+        if key in options:
+            raise CirError(f"--llm-option {key}: given twice")
+        try:
+            options[key] = json.loads(text)
+        except ValueError:
+            options[key] = text
+    return options
+
+
 def make_agent(
     spec: str = DEFAULT_AGENT,
     *,
     base_url: str | None = None,
     api_key_env: str = "OPENAI_API_KEY",
     cache_dir: str | Path | None = None,
+    cache_fallback: Sequence[str | Path] = (),
     seed: int = 0,
+    llm: LLMConfig | None = None,
 ) -> Agent:
     """The agent named by ``spec``.
 
@@ -29,11 +81,17 @@ def make_agent(
     from ``$OPENAI_API_KEY`` (or the variable named by ``api_key_env``);
     ``openai-completion:MODEL`` sends the same ReAct prompt as one plain completion, which
     small models follow better. The mode is part of the spec so it is recorded with the run.
+    ``llm`` sets how the LLM agent asks (a builtin agent refuses anything but the default);
+    ``cache_dir`` is where its replies are kept, ``cache_fallback`` caches it reads too.
     """
     kind, _, arg = spec.partition(":")
+    llm = llm or LLMConfig()
     # Each agent's module is imported when it is asked for: `cir --help` imports this module
     # (for AGENT_SPECS), and the LLM agent brings an HTTP client.
     if kind == "builtin":
+        if not llm.is_default():
+            raise CirError(f"agent {spec!r}: --temperature, --max-tokens, --think, --logprobs and "
+                           "--llm-option are for openai:MODEL and openai-completion:MODEL agents")
         from cir.agents.builtin import BuiltinAgent
 
         return BuiltinAgent(profile=arg or "default", seed=seed)
@@ -52,8 +110,14 @@ def make_agent(
             base_url=url,
             api_key=os.environ.get(api_key_env),
             cache_dir=Path(cache_dir) if cache_dir else None,
+            cache_fallback=cache_fallback,
             seed=seed,
+            temperature=llm.temperature,
+            max_tokens=llm.max_tokens,
             mode="chat" if kind == "openai" else "completion",
+            think=llm.think,
+            logprobs=llm.logprobs,
+            options=llm.options,
         )
     raise CirError(
         f"unknown agent {spec!r}: expected builtin, builtin:PROFILE, openai:MODEL or openai-completion:MODEL"

@@ -2,11 +2,21 @@
 
 Talks plain HTTP with httpx (no vendor SDK): ``/chat/completions`` (``mode="chat"``) or
 ``/completions`` (``mode="completion"``: a ReAct transcript the model continues; small
-models follow the format better this way). Decoding is greedy with a fixed seed and a
-newline stop, so one request is one command. Every answer is stored in a persistent
-cache keyed by the full request, which makes the agent a pure function of its context
-(the contract of :mod:`cir.agents.base`) even when the server is not deterministic, and
-makes the shared prefix of paired branches and every rerun free.
+models follow the format better this way). Decoding is greedy by default (``temperature``
+0) with a fixed seed and a newline stop, so one request is one command; ``options`` adds
+fields to the request body (``chat_template_kwargs``, ``reasoning_effort``, ``top_p``...).
+Every answer is stored in a persistent cache keyed by the full request, which makes the
+agent a pure function of its context (the contract of :mod:`cir.agents.base`) even when
+the server is not deterministic or samples, and makes the shared prefix of paired
+branches and every rerun free.
+
+Reasoning models: with ``think=True`` there is no newline stop and ``max_tokens`` is
+larger by default (:data:`THINK_MAX_TOKENS`); a ``<think>...</think>`` block is removed
+from the reply only when it is closed. A reply that ends inside an open block (cut at the
+newline stop or at ``max_tokens``), or a server's reasoning with no answer, is a
+:class:`~cir.errors.CirError` saying which setting to change: never an action, never
+cached. ``logprobs=N`` stores the tokens' log probabilities (top ``N``) with each answer
+in the cache (:meth:`LLMAgent.recorded` reads them back).
 
 Network trouble is retried with exponential backoff (connection errors, timeouts, HTTP
 5xx and 429, honouring ``Retry-After``), and so is an answer that holds no reply: not
@@ -20,9 +30,10 @@ from __future__ import annotations
 
 import email.utils
 import json
+import math
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -38,7 +49,39 @@ from cir.errors import CirError
 MODES = ("chat", "completion")
 #: An answer longer than this is not a reply to a request for one short command.
 MAX_REPLY_BYTES = 1 << 20
-_THINK_BLOCK = re.compile(r"<think>.*?(?:</think>|$)", re.DOTALL | re.IGNORECASE)
+#: ``max_tokens`` by default: one command (about 10 tokens) with room for a ``think:`` line.
+MAX_TOKENS = 96
+#: ``max_tokens`` by default with ``think=True``: reasoning models think for hundreds of tokens.
+THINK_MAX_TOKENS = 4096
+#: Most alternatives per token that ``logprobs`` may ask for (OpenAI's ``top_logprobs`` cap).
+MAX_LOGPROBS = 20
+#: Request fields the agent sets itself, and the setting that sets each (for ``options``).
+RESERVED_FIELDS = {
+    "model": "the agent's model", "messages": "the agent's context", "prompt": "the agent's context",
+    "temperature": "temperature (--temperature)", "seed": "seed (--seed)",
+    "max_tokens": "max_tokens (--max-tokens)", "stop": "the newline stop (off with --think)",
+    "logprobs": "logprobs (--logprobs)", "top_logprobs": "logprobs (--logprobs)",
+    "stream": "the agent (it reads whole answers)", "n": "the agent (it reads one choice)",
+}
+_THINK_CLOSED = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+_THINK_OPEN = re.compile(r"<think>", re.IGNORECASE)
+_THINK_END = re.compile(r"</think>", re.IGNORECASE)
+
+
+def strip_thinking(text: str) -> tuple[str, bool]:
+    """``text`` without its closed ``<think>...</think>`` blocks, and whether one is left open.
+
+    A ``</think>`` with no opening tag closes a block the chat template opened in the
+    prompt (Qwen3, DeepSeek-R1): everything up to it is thinking too.
+    """
+    text = _THINK_CLOSED.sub("", text)
+    ends = list(_THINK_END.finditer(text))
+    if ends:
+        text = text[ends[-1].end():]
+    opened = _THINK_OPEN.search(text)
+    if opened:
+        return text[: opened.start()], True
+    return text, False
 
 
 def _endpoint_base(base_url: str) -> str:
@@ -117,11 +160,15 @@ class LLMAgent:
         cache_dir: str | Path | None = None,
         seed: int = 0,
         temperature: float = 0.0,
-        max_tokens: int = 96,
+        max_tokens: int | None = None,
         timeout: float = 120.0,
         max_retries: int = 4,
         *,
         mode: str | None = None,
+        think: bool = False,
+        logprobs: int | None = None,
+        options: Mapping[str, Any] | None = None,
+        cache_fallback: Sequence[str | Path] = (),
         backoff: float = 1.0,
         max_backoff: float = 60.0,
         max_reply_bytes: int = MAX_REPLY_BYTES,
@@ -131,6 +178,15 @@ class LLMAgent:
         mode = mode or "chat"
         if mode not in MODES:
             raise CirError(f"LLM mode {mode!r}: expected one of {', '.join(MODES)}")
+        if max_tokens is None:
+            max_tokens = THINK_MAX_TOKENS if think else MAX_TOKENS
+        if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) \
+                or not math.isfinite(temperature) or temperature < 0:
+            raise CirError(f"LLM temperature {temperature!r}: expected a number >= 0 (0 is greedy)")
+        if logprobs is not None and (isinstance(logprobs, bool) or not isinstance(logprobs, int)
+                                     or not 0 <= logprobs <= MAX_LOGPROBS):
+            raise CirError(f"LLM logprobs {logprobs!r}: expected an integer from 0 (the chosen "
+                           f"tokens only) to {MAX_LOGPROBS} alternatives per token")
         for field, value, low in (("timeout", timeout, 0.0), ("max_tokens", max_tokens, 1),
                                   ("max_reply_bytes", max_reply_bytes, 1)):
             if not value > low:
@@ -151,9 +207,13 @@ class LLMAgent:
         self.backoff = float(backoff)
         self.max_backoff = float(max_backoff)
         self.max_reply_bytes = int(max_reply_bytes)
-        self.stop = ["\n"]
+        self.think = bool(think)
+        self.logprobs = logprobs
+        self.options = check_options(options or {})
+        # one line is one command; a reasoning model's thinking spans lines
+        self.stop = [] if self.think else ["\n"]
         self.name = f"openai:{model}" if mode == "chat" else f"openai-{mode}:{model}"
-        self.cache = ResponseCache(cache_dir)
+        self.cache = ResponseCache(cache_dir, fallback=cache_fallback)
         self.calls = 0
         self.cache_hits = 0
         self.http_requests = 0
@@ -176,6 +236,9 @@ class LLMAgent:
             "seed": self.seed,
             "max_tokens": self.max_tokens,
             "stop": list(self.stop),
+            "think": self.think,
+            "logprobs": self.logprobs,
+            "options": dict(sorted(self.options.items())),
         }
 
     def act(self, context: list[dict[str, str]]) -> str:
@@ -187,16 +250,47 @@ class LLMAgent:
         record = self.cache.get(key)
         if record is not None:
             self.cache_hits += 1
+            text = self._reply(record)
         else:
             record = self._complete(endpoint, body)
             self.calls += 1
+            text = self._reply(record)  # before caching: a cut reply is never stored
             self.cache.put(key, record)
-        text = _THINK_BLOCK.sub("", str(record.get("text") or ""))
         parsed = parse_action(text)
         if not parsed.ok:
             self.unparsable.append(parsed.raw)
         self.last = parsed
         return parsed.action
+
+    def recorded(self, context: list[dict[str, str]]) -> dict[str, Any] | None:
+        """The stored answer to ``context`` (``text``, ``finish_reason``, and ``logprobs`` or
+        ``reasoning`` when there are some), or None; never a request."""
+        return self.cache.get(request_key(*self.request(context)))
+
+    def step_records(self, transcript: Any) -> list[tuple[int, dict[str, Any] | None]]:
+        """``(i, stored answer)`` for each agent step ``i`` of a transcript (a
+        :class:`cir.transcript.Transcript`): the answer to the context it was given."""
+        return [(i, self.recorded(transcript.prefix(i).context()))
+                for i, step in enumerate(transcript.steps) if step.actor == "agent"]
+
+    def _reply(self, record: dict[str, Any]) -> str:
+        """The answer's text without closed think blocks; a CirError when one is left open."""
+        text, still_open = strip_thinking(str(record.get("text") or ""))
+        if still_open:
+            raise CirError(self._cut_inside_thinking(record.get("finish_reason")))
+        return text
+
+    def _cut_inside_thinking(self, finish_reason: Any) -> str:
+        head = f"LLM {self.model!r}: the reply "
+        if finish_reason == "length":
+            return (head + f"was cut inside an open <think> block at max_tokens={self.max_tokens}; "
+                    "raise --max-tokens")
+        if self.stop:
+            return (head + "was cut at the newline stop inside an open <think> block: the model "
+                    f"thinks before it answers; pass --think (no newline stop, max_tokens "
+                    f"{THINK_MAX_TOKENS}), or turn its thinking off, e.g. "
+                    """--llm-option 'chat_template_kwargs={"enable_thinking": false}'""")
+        return head + f"ends inside an open <think> block (finish_reason {finish_reason!r})"
 
     # -- reporting ------------------------------------------------------------------------
     @property
@@ -227,12 +321,15 @@ class LLMAgent:
             body["messages"] = chat_messages(context)
         else:
             body["prompt"] = completion_prompt(context)
-        body.update(
-            temperature=self.temperature,
-            seed=self.seed,
-            max_tokens=self.max_tokens,
-            stop=list(self.stop),
-        )
+        body.update(temperature=self.temperature, seed=self.seed, max_tokens=self.max_tokens)
+        if self.stop:
+            body["stop"] = list(self.stop)
+        if self.logprobs is not None:  # the two endpoints ask for them differently
+            if self.mode == "chat":
+                body.update(logprobs=True, top_logprobs=self.logprobs)
+            else:
+                body["logprobs"] = self.logprobs
+        body.update(self.options)
         return self.mode, body
 
     @property
@@ -326,16 +423,29 @@ class LLMAgent:
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             return None, f"answer is not an OpenAI-style completion (no choices): {_snippet(raw, 200)!r}"
         choice = choices[0]
+        reasoning = None
         if endpoint == "chat":
             message = choice.get("message")
-            text = message.get("content") if isinstance(message, dict) else None
+            message = message if isinstance(message, dict) else {}
+            text = message.get("content")
+            # servers that parse the thinking out put it beside the answer (vLLM, llama.cpp)
+            reasoning = message.get("reasoning_content") or message.get("reasoning")
         else:
             text = choice.get("text")
+        finish = choice.get("finish_reason")
         if not isinstance(text, str) or not text.strip():
+            if isinstance(reasoning, str) and reasoning.strip():
+                # thinking without an answer is not a server fault: asking again gives the same
+                raise CirError(self._cut_inside_thinking(finish).replace(
+                    "inside an open <think> block", "while thinking (reasoning but no answer)"))
             shown = "null" if text is None else repr(text) if isinstance(text, str) else type(text).__name__
             return None, f"answer has no reply (content {shown})"
-        return {"text": text, "finish_reason": choice.get("finish_reason"), "model": self.model,
-                "endpoint": endpoint}, ""
+        record = {"text": text, "finish_reason": finish, "model": self.model, "endpoint": endpoint}
+        if isinstance(reasoning, str) and reasoning:
+            record["reasoning"] = reasoning
+        if self.logprobs is not None:
+            record["logprobs"] = choice.get("logprobs")
+        return record, ""
 
     # -- lifetime -----------------------------------------------------------------------------
     def close(self) -> None:
@@ -362,3 +472,19 @@ class LLMAgent:
 
     def __repr__(self) -> str:
         return f"LLMAgent(model={self.model!r}, base_url={self.base_url!r}, mode={self.mode!r})"
+
+
+def check_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """Extra request fields, checked: string keys the agent does not set itself, JSON values."""
+    if not isinstance(options, Mapping):
+        raise CirError(f"LLM options {options!r}: expected a mapping of request fields to values")
+    for key, value in options.items():
+        if not isinstance(key, str) or not key:
+            raise CirError(f"LLM option {key!r}: expected a request field name")
+        if key in RESERVED_FIELDS:
+            raise CirError(f"LLM option {key!r}: set by {RESERVED_FIELDS[key]}, not by an option")
+        try:
+            json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError):
+            raise CirError(f"LLM option {key}={value!r}: expected a JSON value") from None
+    return dict(options)

@@ -12,6 +12,7 @@ from typing import Any
 
 from cir.agents.factory import AGENT_SPECS, make_agent
 from cir.cli.limits import MAX_BUDGET, check_int
+from cir.cli.llm_options import add_llm_options, llm_config
 from cir.cli.style import add_quiet, command
 from cir.errors import CirError
 from cir.files import disk_error
@@ -61,6 +62,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="print the full transcript (task text, every observation, events)")
     p.add_argument("--json", default=None, metavar="FILE", help="also write the transcript as JSON")
     add_quiet(p)
+    add_llm_options(p, cache_default="none, replies kept in memory")
     p.set_defaults(handler=handle)
 
 
@@ -114,7 +116,8 @@ def handle(args: argparse.Namespace) -> int:
         )
     task = tasks[0]
     router = Router.load(args.router) if args.router else None
-    agent = make_agent(args.agent, base_url=args.base_url, seed=args.seed)
+    agent = make_agent(args.agent, base_url=args.base_url, seed=args.seed, llm=llm_config(args),
+                       cache_dir=args.cache_dir)
     # a bar of env actions (factual run, then the episode): an LLM episode can take minutes
     with tqdm(desc=f"episode ({cond.name})", bar_format="{desc}: {n} env actions [{elapsed}]",
               disable=args.quiet, file=sys.stderr, leave=False) as bar:
@@ -125,6 +128,11 @@ def handle(args: argparse.Namespace) -> int:
         )
     paint = Painter(sys.stdout.isatty() and not os.environ.get("NO_COLOR"))
     print(format_episode(episode, task, info, paint, full=args.show))
+    if callable(getattr(agent, "stats", None)):  # what the episode cost the LLM server
+        llm = agent.stats()
+        print(f"LLM: {llm['http_requests']} HTTP requests ({llm['retries']} retries), "
+              f"{llm['cache_hits_disk']} replies from the disk cache, {llm['unparsable']} unparsable",
+              file=sys.stderr)
     if args.json:
         try:
             Path(args.json).write_text(json.dumps({"task_id": task.task_id, "info": info,
@@ -133,8 +141,6 @@ def handle(args: argparse.Namespace) -> int:
         except OSError as err:
             raise disk_error(args.json, err) from None
     return 0
-
-
 
 
 def _clip(text: str, width: int) -> str:

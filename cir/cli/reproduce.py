@@ -8,6 +8,7 @@ from typing import Any
 
 from cir.agents.factory import AGENT_SPECS
 from cir.cli.limits import MAX_RESAMPLES, MAX_SEED, check_int, writer_lock
+from cir.cli.llm_options import add_llm_options, llm_config
 from cir.cli.style import BACKENDS, add_engine_savings, add_parallel, add_quiet, command
 from cir.errors import CirError
 from cir.protocol import DEFAULT_RESAMPLES, DEFAULT_SEED
@@ -37,6 +38,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--experiments", default=None, metavar="DIR",
                    help="folder of experiment configs; without it, this repository's experiments/")
     add_quiet(p)
+    add_llm_options(p, cache_default="each run folder's own")
     p.set_defaults(handler=_reproduce)
 
 
@@ -52,10 +54,12 @@ def _reproduce(args: argparse.Namespace) -> int:
         raise CirError(f"--backend {args.backend!r}: expected one of {', '.join(BACKENDS)}")
     if args.scheduler and args.backend != "dask":
         raise CirError("--scheduler needs --backend dask")
+    llm = llm_config(args)
     # one study per folder (each run folder also has its own lock)
     with writer_lock(Path(args.out), "study folder"):
         reproduce(args.out, quick=args.quick, agent=args.agent, jobs=args.jobs, seed=args.seed,
                   resamples=args.resamples, backend=args.backend, scheduler=args.scheduler,
-                  base_url=args.base_url, experiments_dir=args.experiments,
-                  engine_savings=args.engine_savings, progress=not args.quiet)
+                  base_url=args.base_url, llm=llm, cache_dir=args.cache_dir,
+                  experiments_dir=args.experiments, engine_savings=args.engine_savings,
+                  progress=not args.quiet)
     return 0

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from cir.agents.factory import AGENT_SPECS
 from cir.cli.limits import MAX_BUDGET, check_int
+from cir.cli.llm_options import add_llm_options, llm_config
 from cir.cli.style import add_engine_savings, add_parallel, add_quiet, command
 from cir.errors import CirError
 from cir.protocol import (
@@ -48,6 +49,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--split", default=None, help="only this split of --tasks")
     p.add_argument("--agent", default="builtin", help=f"the agent: {AGENT_SPECS}")
     p.add_argument("--base-url", default=None, help="OpenAI-compatible server for openai[-completion]:MODEL")
+    p.add_argument("--extend", default=None, metavar="OLD_RUN_DIR",
+                   help="a run folder this run extends (the same agent and budgets, every task, "
+                        "condition, delay and operation of it, and more): its agent replies are "
+                        "reused, it is not changed")
     p.add_argument("--conditions", default=_comma(DEFAULT_CONDITIONS),
                    help="comma list of clean, staleK (K>=1), missing")
     p.add_argument("--delays", default=_comma(DEFAULT_DELAYS), help="comma list of delays >= 0")
@@ -64,6 +69,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="env snapshots: engine state ids (fast) or reset+replay")
     add_engine_savings(p)
     add_quiet(p)
+    add_llm_options(p, cache_default="RUN_DIR/agent_cache")
     p.set_defaults(handler=handle)
 
 
@@ -105,6 +111,9 @@ def handle(args: argparse.Namespace) -> int:
         snapshots=args.snapshots,
         engine_savings=args.engine_savings,
         base_url=args.base_url,
+        llm=llm_config(args),
+        cache_dir=args.cache_dir,
+        extend=args.extend,
         tasks_source=str(Path(args.tasks).expanduser().resolve())
         + (f" (split {args.split})" if args.split else ""),
         limit=args.limit,

@@ -1,0 +1,136 @@
+"""The run's progress bar: tasks done, and what the running tasks have done so far.
+
+The bar of ``cir run`` advances per task, and with a slow agent (an LLM) one task takes
+minutes. So each worker reports its task's counts so far (agent calls, finished
+episodes) through a queue, at most every ``every`` seconds (:class:`TaskReporter`), and
+a thread of the parent shows their sums beside the bar (:class:`RunProgress`).
+
+Reports only feed the display: none changes a result, and one that cannot be delivered
+(the parent is gone) is dropped. Workers on a Dask cluster do not report (another
+machine cannot reach the queue); the bar still advances per task.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import queue
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from tqdm import tqdm
+
+#: Seconds between two reports of one worker: the display needs no more.
+REPORT_EVERY = 0.5
+
+
+@dataclass
+class TaskReporter:
+    """Called in the worker with a task's counts so far; sends them at most every ``every`` s."""
+
+    channel: Any  # a queue (a Manager's proxy across processes)
+    task_id: str
+    every: float = REPORT_EVERY
+    _last: float = field(default=float("-inf"), repr=False)
+
+    def __call__(self, agent_calls: int, episodes: int) -> None:
+        now = time.monotonic()
+        if now - self._last < self.every:
+            return
+        self._last = now
+        try:
+            self.channel.put((self.task_id, agent_calls, episodes))
+        except (OSError, EOFError):
+            pass  # the parent (and its queue) is gone; the worker ends with it
+
+
+class RunProgress:
+    """The tasks bar of a run, with the agent calls and episodes of this session beside it.
+
+    ``channel`` is the queue workers report to (None when disabled or on Dask). Use as a
+    context manager; :meth:`task_done` when a task's result arrives.
+    """
+
+    def __init__(self, total: int, done: int, pairs: int, *, enabled: bool = True,
+                 backend: str = "loky", jobs: int = 1) -> None:
+        self.enabled = enabled
+        self.pairs = pairs
+        self.calls = 0  # of the finished tasks of this session
+        self.episodes = 0
+        self.running: dict[str, tuple[int, int]] = {}
+        self.finished: set[str] = set()
+        self._lock = threading.Lock()
+        self._manager: Any = None
+        self.channel: Any = None
+        if enabled and backend != "dask":
+            if jobs > 1 and backend == "loky":
+                # worker processes: a queue served by a manager process (spawned: this
+                # process may run threads, which fork does not copy safely)
+                self._manager = multiprocessing.get_context("spawn").Manager()
+                self.channel = self._manager.Queue()
+            else:  # this process or its threads
+                self.channel = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self._bar = tqdm(total=total, initial=done, unit="task", disable=not enabled,
+                         file=sys.stderr, dynamic_ncols=True, desc="tasks")
+        self._show()
+
+    def reporter(self, task_id: str) -> TaskReporter | None:
+        return None if self.channel is None else TaskReporter(self.channel, task_id)
+
+    def __enter__(self) -> RunProgress:
+        if self.channel is not None:
+            self._thread = threading.Thread(target=self._listen, name="cir-progress", daemon=True)
+            self._thread.start()
+        return self
+
+    def _listen(self) -> None:
+        while True:
+            try:
+                item = self.channel.get(timeout=0.25)
+            except queue.Empty:
+                continue
+            except (OSError, EOFError):
+                return
+            if item is None:
+                return
+            task_id, calls, episodes = item
+            with self._lock:
+                if task_id not in self.finished:  # a late report of a finished task: ignored
+                    self.running[task_id] = (calls, episodes)
+                    self._show()
+
+    def task_done(self, task_id: str, pairs: int, agent_calls: int, episodes: int) -> None:
+        """A task's result arrived: its final counts replace its reports."""
+        with self._lock:
+            self.finished.add(task_id)
+            self.running.pop(task_id, None)
+            self.pairs += pairs
+            self.calls += agent_calls
+            self.episodes += episodes
+            self._show(refresh=False)
+            self._bar.update(1)  # draws the new counts too
+
+    def counts(self) -> dict[str, int]:
+        """Pairs so far, and the agent calls and episodes of this session (running tasks included)."""
+        calls = self.calls + sum(c for c, _ in self.running.values())
+        episodes = self.episodes + sum(e for _, e in self.running.values())
+        return {"pairs": self.pairs, "episodes": episodes, "agent_calls": calls}
+
+    def _show(self, refresh: bool = True) -> None:
+        c = self.counts()
+        self._bar.set_postfix_str(f"pairs={c['pairs']}, episodes={c['episodes']}, "
+                                  f"agent calls={c['agent_calls']}", refresh=refresh)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._thread is not None:
+            try:
+                self.channel.put(None)
+            except (OSError, EOFError):
+                pass
+            self._thread.join(timeout=5)
+        if self._manager is not None:
+            self._manager.shutdown()
+        self._bar.close()

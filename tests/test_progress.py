@@ -1,0 +1,86 @@
+"""Progress inside the tasks of a run: the bar shows agent calls and episodes of the running
+tasks before any task finishes, in this process and from worker processes, and no result
+depends on it."""
+
+from __future__ import annotations
+
+import queue
+import re
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from test_replay_support import fake_tasks, make_fake_agent, make_fake_env  # noqa: E402
+
+from cir.progress import RunProgress, TaskReporter  # noqa: E402
+from cir.replay import ReplaySettings  # noqa: E402
+from cir.run import run_experiment  # noqa: E402
+
+SETTINGS = ReplaySettings(conditions=("clean", "stale1"), delays=(0, 1), operations=("refresh",))
+
+
+class Dead:
+    def put(self, item: object) -> None:
+        raise EOFError  # a manager that is gone
+
+
+def test_reporter_sends_at_most_every_interval_and_survives_a_dead_channel() -> None:
+    channel: queue.Queue = queue.Queue()
+    slow = TaskReporter(channel, "t1", every=3600)
+    for n in range(1, 6):
+        slow(n, 0)
+    assert channel.qsize() == 1 and channel.get() == ("t1", 1, 0)  # the first call is shown at once
+    eager = TaskReporter(channel, "t2", every=0)
+    for n in range(1, 4):
+        eager(n, n // 2)
+    assert [channel.get() for _ in range(3)] == [("t2", 1, 0), ("t2", 2, 1), ("t2", 3, 1)]
+    TaskReporter(Dead(), "t3")(1, 0)  # no error: progress is display only
+
+
+def test_running_tasks_count_until_their_result_replaces_them() -> None:
+    with RunProgress(3, 0, 0, enabled=True, backend="threading", jobs=2) as bar:
+        bar.channel.put(("a", 5, 1))
+        bar.channel.put(("b", 2, 0))
+        _wait(lambda: bar.counts()["agent_calls"] == 7)
+        assert bar.counts() == {"pairs": 0, "episodes": 1, "agent_calls": 7}
+        bar.task_done("a", 4, 9, 3)
+        bar.channel.put(("a", 8, 2))  # a late report of a finished task: ignored
+        bar.channel.put(("b", 3, 1))
+        _wait(lambda: bar.counts()["agent_calls"] == 12)
+        assert bar.counts() == {"pairs": 4, "episodes": 4, "agent_calls": 12}
+    with RunProgress(3, 0, 0, enabled=False) as disabled:
+        assert disabled.channel is None and disabled.reporter("a") is None
+    with RunProgress(3, 0, 0, backend="dask") as on_dask:
+        assert on_dask.channel is None  # a worker on another machine cannot reach it
+
+
+def _wait(done, timeout: float = 5.0) -> None:
+    end = time.monotonic() + timeout
+    while not done() and time.monotonic() < end:
+        time.sleep(0.01)
+
+
+def _run(out: Path, progress: bool, jobs: int = 1, backend: str = "loky"):
+    return run_experiment(fake_tasks(3), out, agent="fake:0.002", settings=SETTINGS, jobs=jobs,
+                          backend=backend, agent_factory=make_fake_agent, env_factory=make_fake_env,
+                          tasks_source="fake", progress=progress, echo=lambda s: None)
+
+
+@pytest.mark.parametrize(("jobs", "backend"), [(1, "loky"), (2, "loky"), (2, "threading")])
+def test_the_bar_moves_inside_a_task_and_changes_no_result(tmp_path: Path, capsys, jobs, backend) -> None:
+    _run(tmp_path / "quiet", progress=False)
+    capsys.readouterr()
+    _run(tmp_path / "shown", progress=True, jobs=jobs, backend=backend)
+    err = capsys.readouterr().err
+    frames = [f for f in re.split(r"[\r\n]", err) if f.startswith("tasks")]
+    inside = [int(m.group(1)) for f in frames if " 0/3 " in f
+              for m in [re.search(r"agent calls=(\d+)", f)] if m]
+    print(f"\n{len(frames)} frames of the bar; agent calls shown before the first task ended: {inside}")
+    assert inside and max(inside) > 0, frames[:5]
+    assert re.search(r"3/3 .*pairs=\d+, episodes=\d+, agent calls=\d+", frames[-1]), frames[-1]
+    assert (tmp_path / "shown" / "paired.csv").read_bytes() == \
+        (tmp_path / "quiet" / "paired.csv").read_bytes()
