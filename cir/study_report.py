@@ -97,6 +97,13 @@ def _setup_section(report: Report, out: Path, experiments: list[Experiment], run
         "unavailable message). Recovery at delay d runs after d more env actions. Cohorts never share tasks. "
         "Intervals: 95% task-level cluster bootstrap."
     )
+    report.text(
+        "Where everything is, beside this report: every table it shows as CSV in `tables/` (each table "
+        "names its file), the figures in `figures/`, each cohort's run folder in `runs/<experiment>/` "
+        "(`paired.csv`, the run record `run.json`, every episode in `episodes.jsonl.gz`), the fitted "
+        "router in `router.json`, the generated tasks with their manifests in `tasks/<split>/`, and "
+        "the study's settings and timings in `study.json`."
+    )
     source = _save(table, out / "tables" / "cohorts.csv")
     grid_columns = ["experiment", "role", "split", "tasks", "prefix_feasible", "factual_success", "pairs",
                     "conditions", "delays", "operations"]
