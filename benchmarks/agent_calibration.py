@@ -16,6 +16,7 @@ Usage::
 
     python benchmarks/agent_calibration.py --tasks DIR [--limit N] [--jobs 2] [--out calib.json]
     python benchmarks/agent_calibration.py --generate 100 --seed 1 --jobs 2
+    python benchmarks/agent_calibration.py --tasks DIR --agent-seed 1 --delays 0 --operations placebo
 
 Targets (issue 11), default profile on 100 valid_unseen tasks: clean success 70-90%; stale2
 without recovery at least 12 points below clean; missing at least 5 below; strong minus
@@ -47,6 +48,8 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--conditions", default="clean,stale2,missing")
     ap.add_argument("--delays", default="0,1,2,4")
     ap.add_argument("--operations", default="refresh,refresh_ablated,replan,rewind,placebo")
+    ap.add_argument("--agent-seed", type=int, default=0,
+                    help="the agent's seed (cir run --seed): every draw changes with it")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--work", help="keep the runs in this folder (default: a temp folder)")
     ap.add_argument("--out", help="write the numbers as JSON")
@@ -79,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(args.work or tempfile.mkdtemp(prefix="cir-calib-runs-"))
     profiles = [p.strip() for p in args.profiles.split(",") if p.strip()]
     started = time.perf_counter()
-    summary: dict[str, Any] = {"n_tasks": len(tasks), "tasks": str(task_dir)}
+    summary: dict[str, Any] = {"n_tasks": len(tasks), "tasks": str(task_dir), "agent_seed": args.agent_seed}
     plans = [t.plan_length for t in tasks if t.plan_length]
     summary["mean_plan_length"] = round(sum(plans) / len(plans), 2) if plans else None
 
@@ -92,7 +95,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         run = work / prof
         run_experiment(tasks, run, agent=f"builtin:{prof}", settings=settings, jobs=args.jobs,
-                       tasks_source=str(task_dir), progress=False, echo=lambda s: None)
+                       seed=args.agent_seed, tasks_source=str(task_dir), progress=False,
+                       echo=lambda s: None)
         factual = [ep for ep in read_episodes(run) if ep["role"] == "factual"]
         summary[f"{prof}:clean_success"] = _pct(sum(ep["won"] for ep in factual), len(factual))
         summary[f"{prof}:mean_env_actions"] = round(sum(ep["env_actions"] for ep in factual) / len(factual), 2)

@@ -27,7 +27,7 @@ def register(subparsers: Any) -> None:
                   "cir reproduce --agent openai:Qwen3-14B --base-url http://localhost:8000/v1 --out cir-qwen"],
     )
     p.add_argument("--quick", action="store_true",
-                   help="small cohorts (the same pipeline; under 10 minutes on 2 cores)")
+                   help="small cohorts (the same pipeline; under a minute on 2 cores with the built-in agent)")
     p.add_argument("--out", default="cir-out", metavar="DIR", help="output folder (created or resumed)")
     p.add_argument("--agent", default="builtin", help=f"the agent: {AGENT_SPECS}")
     p.add_argument("--base-url", default=None, help="OpenAI-compatible server for openai[-completion]:MODEL")
