@@ -117,10 +117,10 @@ def small_cohort_warning(findings: list[Finding], quick: bool) -> str | None:
     open_ = [f for f in findings if not f.conclusive]
     if not open_:
         return None
-    sizes = sorted({f.n_tasks for f in findings})
-    size = f"{sizes[0]}" if len(sizes) == 1 else f"{sizes[0]} to {sizes[-1]}"
-    text = (f"{len(open_)} of these {len(findings)} answers have an interval that includes zero, on "
-            f"cohorts of {size} tasks: they do not show an effect either way.")
+    named = "; ".join(f"{f.question.lower()}, {f.n_tasks} tasks" for f in open_)
+    one = len(open_) == 1
+    text = (f"{len(open_)} of these {len(findings)} answers ({named}) {'has' if one else 'have'} an "
+            f"interval that includes zero: {'it does' if one else 'they do'} not show an effect either way.")
     if quick:
         text += (" This is a `--quick` run: it checks that the whole pipeline works, and its cohorts are "
                  "too small for an interval to exclude zero unless the effect is very large. The full "
