@@ -307,6 +307,24 @@ def test_early_observation_changes_what_follows_sometimes():
     assert len(replies) >= 2
 
 
+def test_profiles_share_their_draws_so_a_higher_chance_fires_where_a_lower_one_did():
+    """Common random numbers: the draws depend on the seed, not on the parameters, so raising
+    one chance keeps every firing of the lower chance and adds some."""
+    contexts = _sample_contexts()
+
+    def fired(chance: float) -> list[bool]:
+        agent = BuiltinAgent("default", overrides={"repeat": chance})
+        return [any(f.mechanism == "repeat" for f in agent.act_traced(c)[2]) for c in contexts]
+
+    low, high = fired(0.3), fired(0.8)
+    assert all(h for lo, h in zip(low, high, strict=True) if lo)   # every low firing also fires at 0.8
+    assert sum(high) > sum(low) > 0
+    assert fired(0.0) == [False] * len(contexts)
+    # and a parameter nobody reads on these contexts changes nothing
+    plain = [BuiltinAgent("default").act(c) for c in contexts]
+    assert [BuiltinAgent("default", overrides={"misread_refresh": 0.9}).act(c) for c in contexts] == plain
+
+
 def test_seed_changes_behaviour_somewhere():
     contexts = _sample_contexts()
     a = [BuiltinAgent("weak", seed=0).act(c) for c in contexts]

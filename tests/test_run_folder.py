@@ -224,10 +224,16 @@ def test_a_run_record_of_an_older_version_is_still_checked(run):
 
 
 def test_kept_results_without_their_store_are_read_when_the_record_vouches_for_them(tmp_path):
-    kept = REPO / "results" / "full-builtin" / "runs" / "primary"
+    # the reference study's run folder, kept without its episode store
+    published = REPO / "data" / "runs" / "primary"
+    kept = tmp_path / "published"
+    kept.mkdir()
+    for name in ("paired.csv", "run.json"):
+        shutil.copyfile(published / name, kept / name)
     df = read_paired(kept)
     record = json.loads((kept / "run.json").read_text())
     assert len(df) == record["counts"]["pairs"] and not df.attrs["run"]["partial"]
+    assert df.equals(read_paired(published))  # the same table as with the store beside it
     shutil.copytree(kept, tmp_path / "kept")
     text = (kept / "paired.csv").read_text()
     (tmp_path / "kept" / "paired.csv").write_text(text[: len(text) // 2].rsplit("\n", 1)[0] + "\n")

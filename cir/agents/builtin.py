@@ -97,7 +97,11 @@ class BuiltinAgent:
         self.params = {**PROFILES[profile], **(overrides or {})}
         self.name = f"builtin:{profile}"
         self.memo = memo
-        self._key = json.dumps(self.settings(), sort_keys=True).encode()
+        # The draws are keyed by the seed, never by the profile's parameters: every profile and
+        # override shares one set of draws (common random numbers), so changing a parameter
+        # changes only the choices that parameter decides, and two profiles are compared pair
+        # by pair. The memo below is per instance, so its digests may leave parameters out.
+        self._key = json.dumps({"agent": "builtin", "seed": self.seed}, sort_keys=True).encode()
         self._memo: dict[bytes, tuple[Beliefs, list[Fired]]] = {}
 
     def settings(self) -> dict[str, Any]:
