@@ -117,7 +117,7 @@ def small_cohort_warning(findings: list[Finding], quick: bool) -> str | None:
     open_ = [f for f in findings if not f.conclusive]
     if not open_:
         return None
-    named = "; ".join(f"{f.question.lower()}, {f.n_tasks} tasks" for f in open_)
+    named = "; ".join(f"{f.question}, {f.n_tasks} tasks" for f in open_)
     one = len(open_) == 1
     text = (f"{len(open_)} of these {len(findings)} answers ({named}) {'has' if one else 'have'} an "
             f"interval that includes zero: {'it does' if one else 'they do'} not show an effect either way.")

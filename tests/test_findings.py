@@ -31,10 +31,10 @@ def test_an_interval_including_zero_is_said_plainly_and_warned_about():
     f = effect_finding(_effects((-5.0, 35.0)), "primary cohort", "stale2", delay=1)
     assert not f.conclusive and "40 tasks cannot tell this from no effect" in f.sentence
     warning = small_cohort_warning([f], quick=True)
-    assert warning.startswith("1 of these 1 answers (effects of refresh, 40 tasks) has an interval that "
+    assert warning.startswith("1 of these 1 answers (Effects of refresh, 40 tasks) has an interval that "
                               "includes zero: it does not show an effect either way.")
     two = small_cohort_warning([f, f], quick=False)
-    assert two.startswith("2 of these 2 answers (effects of refresh, 40 tasks; effects of refresh, 40 tasks) "
+    assert two.startswith("2 of these 2 answers (Effects of refresh, 40 tasks; Effects of refresh, 40 tasks) "
                           "have an interval that includes zero: they do not show an effect either way.")
     assert "--quick" in warning
     assert small_cohort_warning([effect_finding(_effects((5.0, 9.0)), "c", "stale2", 1)], quick=True) is None
