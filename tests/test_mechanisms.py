@@ -165,6 +165,37 @@ def test_missing_text_is_taken_as_success(envs):
     assert replies(on, k + 1)[0] not in (f"examine {target}", f"open {target}")
 
 
+def test_lost_track_goes_round_until_it_notices_or_a_harness_message_breaks_it(envs):
+    env = envs[SIMPLE]
+    factual = episode(env, agent())
+    goes = [n for n in range(3, factual.env_actions + 1)
+            if factual.steps[step_of(factual, n)].action.startswith("go to")]
+    at = goes[-1]
+    k = step_of(factual, at)
+    before, now = replies(factual)[k - 1], replies(factual)[k]
+    base = {"stale_location": 1.0}
+    off = episode(env, agent(**base, lost_track=0.0), condition="stale2", at=at)
+    lost = episode(env, agent(**base, lost_track=1.0), condition="stale2", at=at)
+    assert fired(lost, "lost_track") == [k] and not fired(off, "lost_track")
+    assert off.won
+    # it goes round its last two commands, whatever it is shown, until the budget ends
+    cycle = replies(lost, k + 1)
+    assert cycle[:6] == [before, now] * 3 and set(cycle) == {before, now}
+    assert not lost.won and fired(lost, "budget")
+    # noticing the loop returns it to its plan at once
+    noticed = episode(env, agent(**base, lost_track=1.0, notice_loop=1.0), condition="stale2", at=at)
+    assert fired(noticed, "notice_loop") == [k + 1] and noticed.won
+    # a harness message makes it reconsider: re-check the doubted step (delay 0) or, the
+    # doubt settled by the cycle's own true texts, back to the plan (later)
+    for recover_at in (at, at + 2):
+        rescued = episode(env, agent(**base, lost_track=1.0, harness_recheck=1.0), condition="stale2", at=at,
+                          recover="placebo", recover_at=recover_at)
+        assert fired(rescued, "harness_recheck") and rescued.won, recover_at
+    # a missing text can lose it too
+    missing = episode(env, agent(missing_text=1.0, lost_track=1.0), condition="missing", at=at)
+    assert fired(missing, "lost_track") == [k] and replies(missing, k + 1)[:2] == [before, now]
+
+
 def test_hidden_placement_believes_it_still_holds_the_object(envs):
     env = envs["pick_two_obj_and_place"]
     factual = episode(env, agent())

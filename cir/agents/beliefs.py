@@ -8,7 +8,8 @@ It believes what it is shown. A text that answers its command updates the pictur
 the world; a text that does not answer it (a stale text) leaves a *doubt* about that
 command and, unless the agent notices at once, is believed too (the error mechanisms
 ``stale_location``, ``hidden_pickup``, ``hidden_placement``); an unreadable text leaves a
-doubt and is taken to mean the command worked (``missing_text``). A doubt is settled by a
+doubt and is taken to mean the command worked (``missing_text``). Misled either way, it may
+lose track and go round its last two commands (``lost_track``, acted on by the decider). A doubt is settled by a
 later text that tells what the command did (:func:`cir.envs.alfworld_text.settles`).
 
 A harness message (a user message that follows no reply of the agent's) is read for what
@@ -112,6 +113,9 @@ class Beliefs:
     harness_seen: dict[str, int] = field(default_factory=dict)
     harness_pending: tuple[str, int] | None = None  # (kind, ordinal) of an unanswered harness message
     pending_reply: str | None = None  # an assistant message waiting for its answer
+    prev_command: str | None = None  # its last env command before the one being read
+    lost: tuple[str, ...] | None = None  # the commands it cycles through, having lost track
+    lost_next: int = 0  # which of them comes next
 
     # -- queries ---------------------------------------------------------------------
     def where_is(self, obj_type: str) -> list[tuple[str, str]]:
@@ -158,6 +162,12 @@ def fold(b: Beliefs, role: str, content: str, draws: Draws, p: Params) -> tuple[
         b.pending_reply = content
         b.check = None  # the reply answered any pending check or harness message
         b.harness_pending = None
+        if b.lost is not None:
+            # going round the cycle keeps it lost; any other reply means it broke out
+            if content.strip().lower() == b.lost[b.lost_next % len(b.lost)].lower():
+                b.lost_next += 1
+            else:
+                b.lost, b.lost_next = None, 0
         return b, fired
     reply, b.pending_reply = b.pending_reply, None
     if reply is None:
@@ -183,6 +193,7 @@ class _Reader:
 
     def __init__(self, b: Beliefs, draws: Draws, p: Params, fired: list[Fired]) -> None:
         self.b, self.draws, self.p, self.fired = b, draws, p, fired
+        self.before: str | None = None  # the env command before the step being read
 
     def chance(self, name: str, prob: float, *about: object) -> bool:
         if self.draws.chance(name, prob, *about):
@@ -201,6 +212,7 @@ class _Reader:
         key = reply.strip().lower()
         b.attempts[key] = attempt = b.attempts.get(key, 0) + 1
         b.clock += 1
+        self.before, b.prev_command = b.prev_command, reply.strip()
         if text.strip() == tx.NOTHING_HAPPENS or (tx.NOTHING_HAPPENS in text and len(text) < 40):
             b.fail_streak += 1
             # both wordings of a placement count as one command
@@ -232,6 +244,7 @@ class _Reader:
         if not self.chance(mech, self.p[mech], key, attempt):
             b.check = _check_command(act, b, doubted_now=True)
             return
+        self._lose_track(key, attempt)
         self.see(text, act)
         target = act[1] if act[0] == "go" else None
         if target in b.receptacles and target != b.location and target not in b.searched:
@@ -246,7 +259,18 @@ class _Reader:
         if not self.chance("missing_text", self.p["missing_text"], key, attempt):
             b.check = _check_command(act, b, doubted_now=True, unreadable=True)
             return
+        self._lose_track(key, attempt)
         self._assume_worked(act)
+
+    def _lose_track(self, key: str, attempt: int) -> None:
+        """Misled by a text that did not answer it, it may lose track of its plan and go
+        round its last two commands (an LLM copying its own recent turns) until it
+        notices, a harness message makes it reconsider, or the budget ends."""
+        b = self.b
+        if self.chance("lost_track", self.p["lost_track"], key, attempt):
+            now = b.prev_command or key
+            b.lost = (self.before, now) if self.before and self.before.lower() != now.lower() else (now,)
+            b.lost_next = 0
 
     def _settle(self, text: str) -> None:
         self.b.doubts = [d for d in self.b.doubts if not tx.settles(d.action, text)]

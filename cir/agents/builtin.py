@@ -39,23 +39,23 @@ PROFILES: dict[str, dict[str, float]] = {
     "weak": {
         "prior_noise": 3.0, "overlook": 0.25, "forget_open": 0.3, "repeat": 0.08, "think": 0.65,
         "loop": 0.55, "give_up": 0.95, "forget_transform": 0.35, "close_after": 0.2, "confuse": 0.35,
-        "old_syntax": 0.3, "reground": 0.25, "self_check": 0.01,
+        "old_syntax": 0.3, "reground": 0.25, "self_check": 0.01, "notice_loop": 0.03,
         "stale_location": 0.95, "hidden_pickup": 0.95, "hidden_placement": 0.95, "missing_text": 0.95,
-        "harness_recheck": 0.6, "refresh_correction": 0.6, "interruption": 0.5, "misread_refresh": 0.6,
+        "lost_track": 0.55, "harness_recheck": 0.6, "refresh_correction": 0.6, "interruption": 0.5, "misread_refresh": 0.6,
     },
     "default": {
         "prior_noise": 2.4, "overlook": 0.16, "forget_open": 0.12, "repeat": 0.04, "think": 0.6,
         "loop": 0.3, "give_up": 0.9, "forget_transform": 0.15, "close_after": 0.15, "confuse": 0.22,
-        "old_syntax": 0.1, "reground": 0.45, "self_check": 0.02,
+        "old_syntax": 0.1, "reground": 0.45, "self_check": 0.02, "notice_loop": 0.05,
         "stale_location": 0.9, "hidden_pickup": 0.9, "hidden_placement": 0.9, "missing_text": 0.9,
-        "harness_recheck": 0.85, "refresh_correction": 0.8, "interruption": 0.35, "misread_refresh": 0.3,
+        "lost_track": 0.4, "harness_recheck": 0.85, "refresh_correction": 0.8, "interruption": 0.35, "misread_refresh": 0.3,
     },
     "strong": {
         "prior_noise": 0.8, "overlook": 0.03, "forget_open": 0.03, "repeat": 0.01, "think": 0.4,
         "loop": 0.08, "give_up": 0.3, "forget_transform": 0.04, "close_after": 0.1, "confuse": 0.02,
-        "old_syntax": 0.0, "reground": 0.75, "self_check": 0.2,
+        "old_syntax": 0.0, "reground": 0.75, "self_check": 0.2, "notice_loop": 0.2,
         "stale_location": 0.6, "hidden_pickup": 0.6, "hidden_placement": 0.6, "missing_text": 0.6,
-        "harness_recheck": 0.95, "refresh_correction": 0.95, "interruption": 0.15, "misread_refresh": 0.1,
+        "lost_track": 0.15, "harness_recheck": 0.95, "refresh_correction": 0.95, "interruption": 0.15, "misread_refresh": 0.1,
     },
 }
 
@@ -66,6 +66,7 @@ PARAMETERS: dict[str, str] = {
 }
 PARAMETERS["overlook"] = "chance (x list length / 4) to overlook a wanted item in a list of 3+ items"
 PARAMETERS["self_check"] = "chance per consecutive failed command to check its hands with 'inventory'"
+PARAMETERS["notice_loop"] = "chance per reply, while it goes round in circles, to notice and return to its plan"
 PARAMETERS["harness_recheck"] = ("chance (x how strongly the message invites reconsidering) that a harness "
                                  "message makes it re-check the step it is least sure of")
 PARAMETERS["interruption"] = ("chance (x sub-goal weight x how strongly the message invites reconsidering) "

@@ -1,7 +1,8 @@
 """The built-in agent's next reply, decided from its beliefs.
 
 In order: a reaction to a harness message it has not answered yet (re-check a doubted
-step, or re-plan the sub-goal in progress); a check of a text it noticed was wrong; a
+step, or re-plan the sub-goal in progress); the next command of the cycle it goes round
+when it has lost track (``lost_track``), unless it notices (``notice_loop``); a check of a text it noticed was wrong; a
 reaction to a failed command (retry, check itself); a repeat slip; else the plan: take a
 known object of the goal's type, transform it, carry it to the target, or search the
 likeliest unseen place. The decision reads only the beliefs, and every draw is keyed by
@@ -94,6 +95,8 @@ class Decider:
             reply = self.react_to_harness(*b.harness_pending)
             if reply:
                 return reply
+        if b.lost is not None:
+            return self.going_round()
         if b.check is not None:
             return b.check
         last = b.last
@@ -119,6 +122,15 @@ class Decider:
                 return alt if alt and alt != reply else "look"
         return reply
 
+    def going_round(self) -> str:
+        """Lost track: the next command of the cycle, unless it notices (then the plan)."""
+        b = self.b
+        assert b.lost is not None
+        nxt = b.lost[b.lost_next % len(b.lost)]
+        if self.chance("notice_loop", self.p["notice_loop"], nxt, self.attempts(nxt)):
+            return self.plan()
+        return nxt
+
     def recent_failures(self) -> set[str]:
         """The last command, if it got ``Nothing happens.``."""
         last = self.b.last
@@ -137,6 +149,9 @@ class Decider:
             if self.chance("harness_recheck", self.p["harness_recheck"] * invite,
                            doubt.reply, doubt.attempt, kind, n):
                 return recheck_command(doubt, b)
+        elif b.lost is not None and self.chance("harness_recheck", self.p["harness_recheck"] * invite,
+                                                "lost", *b.lost, kind, n):
+            return self.plan()  # the doubt is settled, yet it was going round: back to the plan
         sub, about = self.subgoal()
         weight = SUBGOAL_WEIGHT.get(sub, 0.0)
         if weight and self.chance("interruption", self.p["interruption"] * weight * invite, sub, about, kind, n):

@@ -53,6 +53,8 @@ _ALL = (
               "after a failed command, checks where it is or what it holds (look, examine, inventory, go again)"),
     Mechanism("self_check", "self_correction", "self_check",
               "checks its hands (inventory); the chance grows with consecutive failed commands"),
+    Mechanism("notice_loop", "self_correction", "notice_loop",
+              "having lost track, notices it is going round in circles and returns to its plan (per reply)"),
     # what a stale or missing text does to it
     Mechanism("stale_location", "error", "stale_location",
               "believes a text that does not answer its command (e.g. an arrival elsewhere) and counts the "
@@ -63,10 +65,14 @@ _ALL = (
               "a 'move' answered by another text: believes it still holds the object"),
     Mechanism("missing_text", "error", "missing_text",
               "an unreadable text: assumes the command worked (a place gone to counts as searched)"),
+    Mechanism("lost_track", "error", "lost_track",
+              "misled by a stale or missing text, loses track of its plan and goes round its last two "
+              "commands, reading but not acting on what it is shown, until it notices or a harness "
+              "message makes it reconsider"),
     # what a harness message does to it
     Mechanism("harness_recheck", "rescue", "harness_recheck",
               "a harness message makes it re-check the step it is least sure of (one whose text did not "
-              "answer the command)"),
+              "answer the command) or, going round in circles after that step was settled, return to its plan"),
     Mechanism("refresh_correction", "rescue", "refresh_correction",
               "a refreshed text contradicts where it believes it is: it corrects the belief and puts back "
               "a place it only assumed searched"),
