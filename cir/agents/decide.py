@@ -128,8 +128,17 @@ class Decider:
         assert b.lost is not None
         nxt = b.lost[b.lost_next % len(b.lost)]
         if self.chance("notice_loop", self.p["notice_loop"], nxt, self.attempts(nxt)):
-            return self.plan()
+            return self.break_out(self.plan())
         return nxt
+
+    def break_out(self, reply: str) -> str:
+        """A reply that leaves the cycle it goes round (if lost): where the plan or the check
+        is the cycle's next command anyway, it first looks around (``inventory`` if the
+        cycle's next command is the look)."""
+        b = self.b
+        if b.lost is None or reply.strip().lower() != b.lost[b.lost_next % len(b.lost)].lower():
+            return reply
+        return "look" if reply.strip().lower() != "look" else "inventory"
 
     def recent_failures(self) -> set[str]:
         """The last command, if it got ``Nothing happens.``."""
@@ -148,10 +157,10 @@ class Decider:
             doubt = b.doubts[-1]  # the latest step whose text did not answer it
             if self.chance("harness_recheck", self.p["harness_recheck"] * invite,
                            doubt.reply, doubt.attempt, kind, n):
-                return recheck_command(doubt, b)
+                return self.break_out(recheck_command(doubt, b))
         elif b.lost is not None and self.chance("harness_recheck", self.p["harness_recheck"] * invite,
                                                 "lost", *b.lost, kind, n):
-            return self.plan()  # the doubt is settled, yet it was going round: back to the plan
+            return self.break_out(self.plan())  # the doubt is settled, yet it was going round
         sub, about = self.subgoal()
         weight = SUBGOAL_WEIGHT.get(sub, 0.0)
         if weight and self.chance("interruption", self.p["interruption"] * weight * invite, sub, about, kind, n):
