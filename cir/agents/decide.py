@@ -2,12 +2,12 @@
 
 In order: a reaction to a harness message it has not answered yet (re-check a doubted
 step, or re-plan the sub-goal in progress); the next command of the cycle it goes round
-when it has lost track (``lost_track``), unless it notices (``notice_loop``); a check of a text it noticed was wrong; a
-reaction to a failed command (retry, check itself); a repeat slip; else the plan: take a
-known object of the goal's type, transform it, carry it to the target, or search the
-likeliest unseen place. The decision reads only the beliefs, and every draw is keyed by
-content (:class:`cir.agents.mechanisms.Draws`), so identical beliefs give the identical
-reply whatever messages led to them.
+when it has lost track (``lost_track``), unless it notices (``notice_loop``); a check of
+a text it noticed was wrong; a reaction to a failed command (retry, check itself); a
+repeat slip; else the plan: take a known object of the goal's type, transform it, carry
+it to the target, or search the likeliest unseen place. The decision reads only the
+beliefs, and every draw is keyed by content (:class:`cir.agents.mechanisms.Draws`), so
+identical beliefs give the identical reply whatever messages led to them.
 """
 
 from __future__ import annotations
