@@ -10,7 +10,6 @@ operation only: no joint heatmap) raises :class:`FigureSkipped` with the reason.
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from cir.errors import CirError
 from cir.files import write_atomic
 from cir.joint import joint_matrix, joint_outcomes
 from cir.paired import OUTCOMES
+from cir.progress import bar_settings
 from cir.protocol import DEFAULT_LEVEL, DEFAULT_RESAMPLES, DEFAULT_SEED, PRIMARY_STALE
 from cir.stats import effect_table
 
@@ -332,7 +332,7 @@ def write_figures(
                 "level": level, "tasks": int(rows["task_id"].nunique()), "rows": len(rows)}
     result: dict[str, list[Path] | str] = {}
     bar = tqdm(builders.items(), total=len(builders), unit="figure", desc="figures", disable=not progress,
-               file=sys.stderr, dynamic_ncols=True)
+               **bar_settings())
     for name, build in bar:
         bar.set_postfix_str(name)
         try:

@@ -25,6 +25,28 @@ from tqdm import tqdm
 #: Seconds between two reports of one worker: the display needs no more.
 REPORT_EVERY = 0.5
 
+#: Seconds between two lines of a bar written to a log file or a pipe (not a terminal).
+LOG_INTERVAL = 30.0
+
+
+def is_terminal(stream: Any) -> bool:
+    """Whether ``stream`` is a terminal (where a bar redraws itself in place)."""
+    isatty = getattr(stream, "isatty", None)
+    try:
+        return bool(isatty and isatty())
+    except (OSError, ValueError):  # a closed or detached stream
+        return False
+
+
+def bar_settings(stream: Any = None) -> dict[str, Any]:
+    """tqdm settings for a bar on ``stream`` (default: stderr). In a terminal tqdm redraws in
+    place as often as it likes; in a log file or a pipe each redraw is one more line, so
+    there at most one every :data:`LOG_INTERVAL` seconds (and the last one on close)."""
+    stream = sys.stderr if stream is None else stream
+    if is_terminal(stream):
+        return {"file": stream, "dynamic_ncols": True}
+    return {"file": stream, "mininterval": LOG_INTERVAL}
+
 
 @dataclass
 class TaskReporter:
@@ -73,8 +95,9 @@ class RunProgress:
             else:  # this process or its threads
                 self.channel = queue.Queue()
         self._thread: threading.Thread | None = None
-        self._bar = tqdm(total=total, initial=done, unit="task", disable=not enabled,
-                         file=sys.stderr, dynamic_ncols=True, desc="tasks")
+        bar = bar_settings()
+        self._live = "mininterval" not in bar  # a terminal: running counts are redrawn as they come
+        self._bar = tqdm(total=total, initial=done, unit="task", disable=not enabled, desc="tasks", **bar)
         self._show()
 
     def reporter(self, task_id: str) -> TaskReporter | None:
@@ -122,7 +145,7 @@ class RunProgress:
     def _show(self, refresh: bool = True) -> None:
         c = self.counts()
         self._bar.set_postfix_str(f"pairs={c['pairs']}, episodes={c['episodes']}, "
-                                  f"agent calls={c['agent_calls']}", refresh=refresh)
+                                  f"agent calls={c['agent_calls']}", refresh=refresh and self._live)
 
     def __exit__(self, *exc: object) -> None:
         if self._thread is not None:

@@ -71,9 +71,11 @@ def _run(out: Path, progress: bool, jobs: int = 1, backend: str = "loky"):
 
 
 @pytest.mark.parametrize(("jobs", "backend"), [(1, "loky"), (2, "loky"), (2, "threading")])
-def test_the_bar_moves_inside_a_task_and_changes_no_result(tmp_path: Path, capsys, jobs, backend) -> None:
+def test_the_bar_moves_inside_a_task_and_changes_no_result(tmp_path: Path, capsys, monkeypatch, jobs,
+                                                           backend) -> None:
     _run(tmp_path / "quiet", progress=False)
     capsys.readouterr()
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)  # a terminal: every report is drawn
     _run(tmp_path / "shown", progress=True, jobs=jobs, backend=backend)
     err = capsys.readouterr().err
     frames = [f for f in re.split(r"[\r\n]", err) if f.startswith("tasks")]
@@ -84,3 +86,19 @@ def test_the_bar_moves_inside_a_task_and_changes_no_result(tmp_path: Path, capsy
     assert re.search(r"3/3 .*pairs=\d+, episodes=\d+, agent calls=\d+", frames[-1]), frames[-1]
     assert (tmp_path / "shown" / "paired.csv").read_bytes() == \
         (tmp_path / "quiet" / "paired.csv").read_bytes()
+
+
+def test_in_a_log_the_bar_writes_a_line_at_most_every_interval(capsys) -> None:
+    """Not a terminal (a log file, a pipe): no redraw per report, one line per LOG_INTERVAL."""
+    from cir.progress import LOG_INTERVAL, bar_settings, is_terminal
+
+    assert not is_terminal(sys.stderr) and bar_settings()["mininterval"] == LOG_INTERVAL
+    with RunProgress(200, 0, 0, enabled=True, backend="threading", jobs=2) as bar:
+        for i in range(200):
+            bar.channel.put((f"t{i}", i, 0))
+            bar.task_done(f"t{i}", 1, i + 1, 1)
+        _wait(lambda: bar.channel.empty())
+    frames = [f for f in re.split(r"[\r\n]", capsys.readouterr().err) if f.startswith("tasks")]
+    # the first frame, perhaps one more within the interval, and the last on close
+    assert 2 <= len(frames) <= 3, frames
+    assert re.search(r"200/200 .*pairs=200, episodes=200, agent calls=20100", frames[-1]), frames[-1]

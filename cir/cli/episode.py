@@ -16,6 +16,7 @@ from cir.cli.llm_options import add_llm_options, llm_config
 from cir.cli.style import add_quiet, command
 from cir.errors import CirError
 from cir.files import disk_error
+from cir.progress import bar_settings
 from cir.protocol import DEFAULT_FRACTION, DEFAULT_MAX_ACTIONS, DEFAULT_MAX_TURNS
 
 _COLOURS = {"agent": "36", "harness": "35", "obs": "0", "perturbed": "33", "won": "32", "lost": "31",
@@ -120,7 +121,7 @@ def handle(args: argparse.Namespace) -> int:
                        cache_dir=args.cache_dir)
     # a bar of env actions (factual run, then the episode): an LLM episode can take minutes
     with tqdm(desc=f"episode ({cond.name})", bar_format="{desc}: {n} env actions [{elapsed}]",
-              disable=args.quiet, file=sys.stderr, leave=False) as bar:
+              disable=args.quiet, leave=False, **bar_settings()) as bar:
         factual, episode, info = run_episode(
             task.task_id, agent, _Ticking(AlfworldEnv(task.game_file), bar), cond.name, router=router,
             perturb_fraction=args.perturb_fraction, max_turns=args.max_turns,

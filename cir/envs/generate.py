@@ -32,6 +32,7 @@ from cir.envs.pddl import game_json, sha256_text
 from cir.envs.verify import Verifier
 from cir.errors import CirError
 from cir.parallel import parallel_map
+from cir.progress import bar_settings
 
 GENERATOR_VERSION = 1
 MAX_ATTEMPTS = 25  # redraws of one task before giving up with a clear error
@@ -189,7 +190,7 @@ def generate_split(out: str | os.PathLike[str], split: str, n: int, seed: int, *
     tasks = parallel_map(_generate_indexed, kinds, split, seed, layout_seed, max_plan_length,
                          Savings.of(savings), jobs=jobs)
     try:
-        bar = tqdm(tasks, total=n, desc=f"generate {split}", unit="task", disable=not progress)
+        bar = tqdm(tasks, total=n, desc=f"generate {split}", unit="task", disable=not progress, **bar_settings())
         for task in bar:
             attempts += task.attempts
             trial_dir = tmp_dir / task.drawn.folder / task.drawn.trial
