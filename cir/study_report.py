@@ -108,6 +108,11 @@ def _setup_section(report: Report, out: Path, experiments: list[Experiment], run
     grid_columns = ["experiment", "role", "split", "tasks", "prefix_feasible", "factual_success", "pairs",
                     "conditions", "delays", "operations"]
     report.table(table[grid_columns], source, "Cohorts and what was run on them")
+    report.text(
+        "`factual_success` counts every task whose factual run succeeded, prefix-infeasible ones "
+        "included (a factual run too short to perturb); the factual-success cohorts below keep the "
+        "prefix-feasible ones."
+    )
     report.table(table[["experiment", "pairs", "agent_calls", "cache_hits", "env_steps"]], source,
                  "The work each cohort took")
 
