@@ -96,7 +96,7 @@ class RunProgress:
                 self.channel = queue.Queue()
         self._thread: threading.Thread | None = None
         bar = bar_settings()
-        self._live = "mininterval" not in bar  # a terminal: running counts are redrawn as they come
+        self._live = is_terminal(bar["file"])  # a terminal: running counts are redrawn as they come
         self._bar = tqdm(total=total, initial=done, unit="task", disable=not enabled, desc="tasks", **bar)
         self._show()
 

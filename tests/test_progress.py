@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from test_replay_support import fake_tasks, make_fake_agent, make_fake_env  # noqa: E402
 
-from cir.progress import RunProgress, TaskReporter  # noqa: E402
+from cir.progress import LOG_INTERVAL, RunProgress, TaskReporter, bar_settings, is_terminal  # noqa: E402
 from cir.replay import ReplaySettings  # noqa: E402
 from cir.run import run_experiment  # noqa: E402
 
@@ -90,8 +90,6 @@ def test_the_bar_moves_inside_a_task_and_changes_no_result(tmp_path: Path, capsy
 
 def test_in_a_log_the_bar_writes_a_line_at_most_every_interval(capsys) -> None:
     """Not a terminal (a log file, a pipe): no redraw per report, one line per LOG_INTERVAL."""
-    from cir.progress import LOG_INTERVAL, bar_settings, is_terminal
-
     assert not is_terminal(sys.stderr) and bar_settings()["mininterval"] == LOG_INTERVAL
     with RunProgress(200, 0, 0, enabled=True, backend="threading", jobs=2) as bar:
         for i in range(200):

@@ -9,8 +9,9 @@ the world; a text that does not answer it (a stale text) leaves a *doubt* about 
 command and, unless the agent notices at once, is believed too (the error mechanisms
 ``stale_location``, ``hidden_pickup``, ``hidden_placement``); an unreadable text leaves a
 doubt and is taken to mean the command worked (``missing_text``). Misled either way, it may
-lose track and go round its last two commands (``lost_track``, acted on by the decider). A doubt is settled by a
-later text that tells what the command did (:func:`cir.envs.alfworld_text.settles`).
+lose track and go round its last two commands (``lost_track``, acted on by the decider). A
+doubt is settled by a later text that tells what the command did
+(:func:`cir.envs.alfworld_text.settles`).
 
 A harness message (a user message that follows no reply of the agent's) is read for what
 it says: a refreshed text may correct where the agent believes it is
@@ -118,6 +119,10 @@ class Beliefs:
     lost_next: int = 0  # which of them comes next
 
     # -- queries ---------------------------------------------------------------------
+    def cycle_next(self) -> str | None:
+        """The next command of the cycle it goes round, if it has lost track."""
+        return None if self.lost is None else self.lost[self.lost_next % len(self.lost)]
+
     def where_is(self, obj_type: str) -> list[tuple[str, str]]:
         """(object, receptacle) pairs of that type it believes it has seen."""
         return [(o, r) for r, objs in self.contents.items() for o in objs if otype(o) == obj_type]
@@ -162,9 +167,10 @@ def fold(b: Beliefs, role: str, content: str, draws: Draws, p: Params) -> tuple[
         b.pending_reply = content
         b.check = None  # the reply answered any pending check or harness message
         b.harness_pending = None
-        if b.lost is not None:
+        nxt = b.cycle_next()
+        if nxt is not None:
             # going round the cycle keeps it lost; any other reply means it broke out
-            if content.strip().lower() == b.lost[b.lost_next % len(b.lost)].lower():
+            if content.strip().lower() == nxt.lower():
                 b.lost_next += 1
             else:
                 b.lost, b.lost_next = None, 0

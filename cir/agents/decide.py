@@ -124,9 +124,8 @@ class Decider:
 
     def going_round(self) -> str:
         """Lost track: the next command of the cycle, unless it notices (then the plan)."""
-        b = self.b
-        assert b.lost is not None
-        nxt = b.lost[b.lost_next % len(b.lost)]
+        nxt = self.b.cycle_next()
+        assert nxt is not None
         if self.chance("notice_loop", self.p["notice_loop"], nxt, self.attempts(nxt)):
             return self.break_out(self.plan())
         return nxt
@@ -135,8 +134,8 @@ class Decider:
         """A reply that leaves the cycle it goes round (if lost): where the plan or the check
         is the cycle's next command anyway, it first looks around (``inventory`` if the
         cycle's next command is the look)."""
-        b = self.b
-        if b.lost is None or reply.strip().lower() != b.lost[b.lost_next % len(b.lost)].lower():
+        nxt = self.b.cycle_next()
+        if nxt is None or reply.strip().lower() != nxt.lower():
             return reply
         return "look" if reply.strip().lower() != "look" else "inventory"
 
