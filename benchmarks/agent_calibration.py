@@ -59,14 +59,14 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     # parse before the engine is imported: fast_downward overwrites sys.argv
     args = _parse_args(argv)
-    from cir.envs.tasks import load_tasks
-    from cir.explain import explain_run, mechanism_counts
-    from cir.replay import ReplaySettings, parse_delays
-    from cir.run import run_experiment
-    from cir.store import read_episodes
+    from cir.families.alfworld.tasks import load_tasks
+    from cir.pairs.replay import ReplaySettings, parse_delays
+    from cir.pairs.run import run_experiment
+    from cir.pairs.store import read_episodes
+    from cir.stats.explain import explain_run, mechanism_counts
 
     if args.generate:
-        from cir.envs.generate import generate_split
+        from cir.families.alfworld.generate import generate_split
 
         root = Path(tempfile.mkdtemp(prefix="cir-calib-"))
         generate_split(root, args.split, args.generate, args.seed, progress=False, jobs=args.jobs)

@@ -2,7 +2,7 @@
 
 Everything is measured in the same run, so the ratios hold on any machine:
 - restore (fast, engine state id) / reset+replay of 10 and 30 actions (portable snapshots);
-- step with the engine's savings (cir.envs.engine) / step on the unmodified engine, with
+- step with the engine's savings (cir.families.alfworld.engine) / step on the unmodified engine, with
   the observations checked byte-identical on the way.
 
     python benchmarks/env_bench.py                 # 3 verified generated tasks (temp folder)
@@ -50,12 +50,12 @@ def _timed(fn, *args):
 
 
 def _game_files(args: argparse.Namespace, tmp: Path) -> list[Path]:
-    from cir.envs.tasks import load_tasks
+    from cir.families.alfworld.tasks import load_tasks
 
     if args.tasks:
         refs = load_tasks(args.tasks)
         return [r.game_file for r in refs[: args.n_tasks]]
-    from cir.envs.generate import generate_split
+    from cir.families.alfworld.generate import generate_split
 
     types = [
         "pick_heat_then_place_in_recep",
@@ -70,7 +70,7 @@ def _game_files(args: argparse.Namespace, tmp: Path) -> list[Path]:
 
 
 def bench_task(game: Path, args: argparse.Namespace, rng: random.Random) -> dict[str, list[float]]:
-    from cir.envs.alfworld import AlfworldEnv
+    from cir.families.alfworld.env import AlfworldEnv
 
     t: dict[str, list[float]] = {
         k: []

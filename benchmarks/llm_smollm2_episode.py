@@ -32,11 +32,11 @@ def main() -> int:
     from llm_server import MODEL_NAME, LlamaServer, free_port
 
     from cir.agents.llm import LLMAgent
-    from cir.envs.alfworld import AlfworldEnv
-    from cir.envs.generate import generate_split
-    from cir.envs.tasks import load_tasks
-    from cir.errors import CirError
-    from cir.harness import Harness
+    from cir.episode.harness import Harness
+    from cir.families.alfworld.env import AlfworldEnv
+    from cir.families.alfworld.generate import generate_split
+    from cir.families.alfworld.tasks import load_tasks
+    from cir.util.errors import CirError
 
     work = Path(tempfile.mkdtemp(prefix="cir-llm-"))
     if args.tasks:

@@ -19,12 +19,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from cir.evaluation import decide_rows
-from cir.features import extract_features
-from cir.paired import read_paired
-from cir.router import Router
-from cir.store import read_episodes, read_task_summaries
-from cir.transcript import Transcript
+from cir.episode.transcript import Transcript
+from cir.families.alfworld.features import extract_features
+from cir.pairs.paired import read_paired
+from cir.pairs.store import read_episodes, read_task_summaries
+from cir.router.evaluation import decide_rows
+from cir.router.runtime import Router
 
 
 def main(run_dir: str, router_path: str) -> int:

@@ -28,10 +28,10 @@ import tracemalloc
 from typing import Any
 
 from cir.agents.factory import make_agent
-from cir.envs.alfworld import AlfworldEnv
-from cir.envs.tasks import load_tasks
-from cir.replay import ReplaySettings, parse_delays, run_task_pairs
-from cir.transcript import Transcript, context_hash
+from cir.episode.transcript import Transcript, context_hash
+from cir.families.alfworld.env import AlfworldEnv
+from cir.families.alfworld.tasks import load_tasks
+from cir.pairs.replay import ReplaySettings, parse_delays, run_task_pairs
 
 
 def unique_and_naive(result: Any, settings: dict[str, Any]) -> dict[str, int]:

@@ -25,8 +25,8 @@ def main() -> int:
     parser.add_argument("--n", type=int, default=6)
     args = parser.parse_args()  # before the engine: fast_downward rewrites sys.argv
 
-    from cir.envs.tasks import load_tasks
-    from cir.run import run_experiment
+    from cir.families.alfworld.tasks import load_tasks
+    from cir.pairs.run import run_experiment
 
     tasks = load_tasks(args.tasks)[: args.n]
     with tempfile.TemporaryDirectory(prefix="cir-progress-") as tmp:

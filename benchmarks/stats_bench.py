@@ -1,7 +1,7 @@
 """Speed and agreement of the task-level cluster bootstrap (issue 5).
 
 Speed: 10,000 resamples of a 300-task table with 16 condition x delay cells, by the
-vectorised bootstrap of ``cir.bootstrap`` and by two naive loops measured in the same
+vectorised bootstrap of ``cir.stats.bootstrap`` and by two naive loops measured in the same
 run: a pandas loop (rebuild the resampled table, group, average: what an analyst
 would write first) and a numpy loop (gather the rows of the drawn tasks, bincount).
 The naive loops run fewer resamples and their time is scaled linearly to the full
@@ -25,11 +25,11 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from cir.bootstrap import bootstrap_ratios, percentile_ci, task_group_sums, task_weights
-from cir.decompose import group_index, task_index
-from cir.significance import mcnemar_p, sign_flip_test
-from cir.stats import effect_table
-from cir.synthetic import simulate_paired
+from cir.pairs.synthetic import simulate_paired
+from cir.stats.bootstrap import bootstrap_ratios, percentile_ci, task_group_sums, task_weights
+from cir.stats.decompose import group_index, task_index
+from cir.stats.effects import effect_table
+from cir.stats.significance import mcnemar_p, sign_flip_test
 
 
 def _rng(seed: int) -> dict:
@@ -169,7 +169,7 @@ def main() -> None:
     result["agreement"] = agreement(args.seed)
     print(f"table: {args.tasks} tasks x {cells} condition-delay cells ({len(df)} rows), "
           f"{args.resamples} task-level resamples")
-    print(f"vectorised bootstrap (cir.bootstrap):    {t_vec:8.3f} s")
+    print(f"vectorised bootstrap (cir.stats.bootstrap):    {t_vec:8.3f} s")
     print(f"effect_table incl. counts, sign-flip, McNemar: {t_table:8.3f} s")
     print(f"naive numpy loop per resample:          {t_np * scale:8.3f} s "
           f"(ran {args.naive}, scaled x{scale:g}) -> vectorised is {result['speedup_vs_numpy_loop']:.0f}x faster")

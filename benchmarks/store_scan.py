@@ -4,7 +4,7 @@ Resuming a run now checks every member of ``episodes.jsonl.gz`` on its own (gzip
 then each line's JSON) so that damage is located by task; before, only the first line of
 each member was parsed and the first bad member ended the scan. ``--mode old`` times the
 former way (decompress all members, parse first lines: the baseline), ``--mode new``
-times :meth:`cir.store.RunStore.open`'s scan, ``--mode read`` a checked ``read_paired``
+times :meth:`cir.pairs.store.RunStore.open`'s scan, ``--mode read`` a checked ``read_paired``
 of the folder (the fast path: sizes and digest against run.json) and ``--mode derive`` the
 slow path that rebuilds the table from the store. Build the folder once, then time modes
 against each other with any timer that runs two commands in turn, e.g.::
@@ -31,10 +31,10 @@ def build(folder: Path, n_tasks: int) -> None:
     sys.path.insert(0, str(HERE.parent / "tests"))
     from test_replay_support import fake_tasks, make_fake_agent, make_fake_env
 
-    from cir.paired import paired_text, text_digest
-    from cir.record import RunRecord
-    from cir.run import run_experiment
-    from cir.store import RunStore, read_records
+    from cir.pairs.paired import paired_text, text_digest
+    from cir.pairs.record import RunRecord
+    from cir.pairs.run import run_experiment
+    from cir.pairs.store import RunStore, read_records
 
     seed = folder / "seed"
     record = run_experiment(fake_tasks(20), seed, agent="fake", agent_factory=make_fake_agent,
@@ -93,11 +93,11 @@ def main() -> None:
     if args.mode == "old":
         n = open_old(run / "episodes.jsonl.gz")
     elif args.mode == "new":
-        from cir.store import scan_store
+        from cir.pairs.store import scan_store
 
         n = len(scan_store(run / "episodes.jsonl.gz").summaries())
     else:
-        from cir.paired import run_table
+        from cir.pairs.paired import run_table
 
         if args.mode == "derive":  # as after a kill between the store and the table
             record = json.loads((run / "run.json").read_text())

@@ -7,11 +7,11 @@ Each arm runs in a fresh child process (so CPU and peak RSS are its own), one af
 other, ``--repeats`` times in turn (A B C A B C ...); ratios are taken pair by pair.
 
 1. Task generation: the same ``--n`` tasks (valid_unseen, ``--seed``) generated with the
-   engine's savings and without them (``cir.envs.verify``): CPU per task, and the sha256
+   engine's savings and without them (``cir.families.alfworld.verify``): CPU per task, and the sha256
    of every file of the split (names and bytes), which must be equal.
-2. The cohort through ``cir.run.run_experiment`` (jobs 1, the built-in agent) with
+2. The cohort through ``cir.pairs.run.run_experiment`` (jobs 1, the built-in agent) with
    ``--conditions`` x ``--delays`` x ``--operations``, one arm per engine setting:
-   ``savings`` (all of ``cir.envs.engine.Savings``), ``main`` (only the text memo, what the
+   ``savings`` (all of ``cir.families.alfworld.engine.Savings``), ``main`` (only the text memo, what the
    engine ran before them) and ``none`` (textworld's engine unmodified). Per arm: CPU,
    peak RSS, the sha256 of ``paired.csv`` and of the episode store's decompressed lines
    (the per-task wall time ``seconds`` taken out of the task lines; nothing else differs),
@@ -49,7 +49,7 @@ GROUPS = ("load", "reset", "step", "snapshot/restore", "agent")
 
 
 def savings_of(arm: str) -> Any:
-    from cir.envs.engine import Savings
+    from cir.families.alfworld.engine import Savings
 
     return {"savings": Savings(), "main": replace(Savings.none(), memo_text=True),
             "none": Savings.none()}[arm]
@@ -121,7 +121,7 @@ class TimedAgent:
 
 
 def make_env(task: Any, *, snapshots: str, savings: Any) -> TimedEnv:
-    from cir.envs.alfworld import AlfworldEnv
+    from cir.families.alfworld.env import AlfworldEnv
 
     with TIMERS.group("load"):
         return TimedEnv(AlfworldEnv(task.game_file, snapshots=snapshots, savings=savings))  # type: ignore[arg-type]
@@ -159,7 +159,7 @@ def store_sha256(run_dir: Path) -> str:
 
 
 def child_generate(cfg: dict[str, Any]) -> dict[str, Any]:
-    from cir.envs.generate import generate_split
+    from cir.families.alfworld.generate import generate_split
 
     out = Path(cfg["out"])
     t0 = time.process_time()
@@ -170,11 +170,11 @@ def child_generate(cfg: dict[str, Any]) -> dict[str, Any]:
 
 
 def child_run(cfg: dict[str, Any]) -> dict[str, Any]:
-    import cir.agents.builtin  # noqa: F401 - imported before the clock starts, as the engine
-    import cir.envs.alfworld  # noqa: F401
-    from cir.envs.tasks import load_tasks
-    from cir.replay import ReplaySettings
-    from cir.run import run_experiment
+    import cir.families.alfworld.agent.builtin  # noqa: F401 - imported before the clock starts, as the engine
+    import cir.families.alfworld.env  # noqa: F401
+    from cir.families.alfworld.tasks import load_tasks
+    from cir.pairs.replay import ReplaySettings
+    from cir.pairs.run import run_experiment
 
     settings = ReplaySettings(conditions=tuple(cfg["conditions"]), delays=tuple(cfg["delays"]),
                               operations=tuple(cfg["operations"]))
@@ -269,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"--n {args.n} > --gen-n {gen_n}: the cohort comes from the generated split")
         cohort = tmp_path / "gen-savings-0" / "valid_unseen"
         if args.n < gen_n:
-            from cir.envs.tasks import load_tasks
+            from cir.families.alfworld.tasks import load_tasks
 
             keep = tmp_path / "cohort"
             for ref in load_tasks(cohort)[: args.n]:

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from cir.store import read_records
+from cir.pairs.store import read_records
 
 TIMINGS = ("timings", "earlier_calls")
 

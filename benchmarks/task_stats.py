@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from cir.envs.generate import generate_split, read_manifest
-from cir.envs.tasks import TASK_TYPES
-from cir.envs.verify import verify_game_file
+from cir.families.alfworld.generate import generate_split, read_manifest
+from cir.families.alfworld.tasks import TASK_TYPES
+from cir.families.alfworld.verify import verify_game_file
 
 
 def split_sizes(per_type: int) -> dict[str, int]:

@@ -3,9 +3,9 @@
     python benchmarks/worker_memory.py                  # 60 generated tasks, --jobs 2
     python benchmarks/worker_memory.py --tasks DIR --n 60 --jobs 2 --json out.json
 
-Runs the same cohort through ``cir.run.run_experiment`` (the built-in agent, 4 conditions
+Runs the same cohort through ``cir.pairs.run.run_experiment`` (the built-in agent, 4 conditions
 x 4 delays, refresh) once per arm, each arm in a fresh child process (so its workers are
-new): ``savings`` (``cir.envs.engine.Savings()``: library copies recycled, facts dropped) and
+new): ``savings`` (``cir.families.alfworld.engine.Savings()``: library copies recycled, facts dropped) and
 ``main`` (only the text memo: a new library copy per game, never released, as before).
 Each worker records its RSS (psutil) when it builds the env of a task, i.e. after the
 previous task's env was dropped. Reported per arm and worker: RSS after the warm-up tasks,
@@ -32,14 +32,14 @@ ARMS = ("savings", "main")
 
 
 def savings_of(arm: str) -> Any:
-    from cir.envs.engine import Savings
+    from cir.families.alfworld.engine import Savings
 
     return {"savings": Savings(), "main": replace(Savings.none(), memo_text=True)}[arm]
 
 
 def logged_env(task: Any, *, snapshots: str, savings: Any, log: str) -> Any:
     """The task's env, after appending this worker's RSS to ``log`` (one JSON line)."""
-    from cir.envs.alfworld import AlfworldEnv
+    from cir.families.alfworld.env import AlfworldEnv
 
     rss = psutil.Process().memory_info().rss / 2**20
     with open(log, "a", encoding="utf-8") as fh:  # short appends from two workers interleave whole
@@ -48,8 +48,8 @@ def logged_env(task: Any, *, snapshots: str, savings: Any, log: str) -> Any:
 
 
 def child(cfg: dict[str, Any]) -> None:
-    from cir.envs.tasks import load_tasks
-    from cir.run import run_experiment
+    from cir.families.alfworld.tasks import load_tasks
+    from cir.pairs.run import run_experiment
 
     tasks = load_tasks(cfg["tasks"])[: cfg["n"]]
     run_experiment(tasks, cfg["out"], jobs=cfg["jobs"], progress=False, echo=lambda _: None,
@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         tasks = args.tasks
         if tasks is None:
-            from cir.envs.generate import generate_split
+            from cir.families.alfworld.generate import generate_split
 
             generate_split(tmp, "valid_unseen", args.n, 0, progress=False, jobs=args.jobs)
             tasks = str(Path(tmp) / "valid_unseen")

@@ -5,7 +5,7 @@ Nothing here is ALFWorld. The four parts a study needs are each a few lines:
 - an **environment** (:class:`cir.envs.base.Env`): ``reset``, ``step``, exact
   ``snapshot``/``restore``, and the ``refresh_query`` a refresh sends;
 - an **agent** (:class:`cir.agents.base.Agent`): a pure function of the messages it was shown;
-- a **feature extractor** (:class:`cir.extractor.FeatureExtractor`): what a harness knows
+- a **feature extractor** (:class:`cir.episode.extractor.FeatureExtractor`): what a harness knows
   before a recovery decision, read from the shown text of *this* environment;
 - **tasks**: anything with a ``task_id`` (``split`` and ``task_type`` are used when present).
 
@@ -33,14 +33,14 @@ from typing import Any
 
 import pandas as pd
 
-from cir.evaluation import evaluate
-from cir.paired import validate_paired
-from cir.policy import CIRPolicy
-from cir.protocol import REFRESH_PREFIX
-from cir.replay import ReplaySettings, run_task_pairs
-from cir.router import Router
-from cir.stats import effect_table
-from cir.transcript import Transcript
+from cir.episode.protocol import REFRESH_PREFIX
+from cir.episode.transcript import Transcript
+from cir.pairs.paired import validate_paired
+from cir.pairs.replay import ReplaySettings, run_task_pairs
+from cir.router.evaluation import evaluate
+from cir.router.policy import CIRPolicy
+from cir.router.runtime import Router
+from cir.stats.effects import effect_table
 
 _SHOWS = re.compile(r"The counter shows (\d+)\.")
 _CLICKS = re.compile(r"The counter clicks (\d+) times?\.")
@@ -154,7 +154,7 @@ class CounterAgent:
 
 # -- the feature extractor ----------------------------------------------------------------------------
 class CounterFeatures:
-    """What a harness of the counter knows before a decision (a :class:`cir.extractor.FeatureExtractor`)."""
+    """What a harness of the counter knows before a decision (a :class:`cir.episode.extractor.FeatureExtractor`)."""
 
     name = "counter"
     features = {

@@ -8,8 +8,8 @@ import pytest
 @pytest.fixture(scope="session")
 def pick_place_task(tmp_path_factory: pytest.TempPathFactory):
     """One generated pick-and-place task (valid_unseen, seed 0) on the real engine."""
-    from cir.envs.generate import generate_split
-    from cir.envs.tasks import load_tasks
+    from cir.families.alfworld.generate import generate_split
+    from cir.families.alfworld.tasks import load_tasks
 
     root = tmp_path_factory.mktemp("tasks")
     generate_split(root, "valid_unseen", 1, 0, types=["pick_and_place_simple"], progress=False)
@@ -19,6 +19,6 @@ def pick_place_task(tmp_path_factory: pytest.TempPathFactory):
 @pytest.fixture(scope="module")
 def pick_place_env(pick_place_task):
     """The task's engine, shared within a module (every episode starts with a reset)."""
-    from cir.envs.alfworld import AlfworldEnv
+    from cir.families.alfworld.env import AlfworldEnv
 
     return AlfworldEnv(pick_place_task.game_file)

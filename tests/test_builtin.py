@@ -9,12 +9,12 @@ import sys
 
 import pytest
 
-from cir.agents.beliefs import harness_kind, read_context
-from cir.agents.builtin import PARAMETERS, PROFILES, BuiltinAgent
-from cir.agents.goals import CLEAN, COOL, HEAT, LOOK, SIMPLE, TWO, parse_goal
-from cir.agents.mechanisms import MECHANISMS, Draws
-from cir.envs.alfworld_text import parse_action
-from cir.errors import CirError
+from cir.families.alfworld.agent.beliefs import harness_kind, read_context
+from cir.families.alfworld.agent.builtin import PARAMETERS, PROFILES, BuiltinAgent
+from cir.families.alfworld.agent.goals import CLEAN, COOL, HEAT, LOOK, SIMPLE, TWO, parse_goal
+from cir.families.alfworld.agent.mechanisms import MECHANISMS, Draws
+from cir.families.alfworld.text import parse_action
+from cir.util.errors import CirError
 
 ROOM = (
     "You are in the middle of a room. Looking quickly around you, you see a cabinet 3, "
@@ -191,7 +191,7 @@ def test_refresh_corrects_the_location_or_is_misread():
 
 
 def test_harness_kinds_are_read_from_the_words():
-    from cir.recovery import ABLATED_TEXT, PLACEBO_TEXT, REPLAN_TEXT, rewind_memory
+    from cir.episode.recovery import ABLATED_TEXT, PLACEBO_TEXT, REPLAN_TEXT, rewind_memory
 
     assert harness_kind("[Refreshed observation] You are facing the sofa 1. Next to it, you see nothing.") == "refresh"
     assert harness_kind(ABLATED_TEXT) == "query"
@@ -256,7 +256,7 @@ def test_goes_to_a_known_object_and_takes_it():
 def _replies_script(seed: int) -> str:
     return (
         "import json, sys\n"
-        "from cir.agents.builtin import BuiltinAgent\n"
+        "from cir.families.alfworld.agent.builtin import BuiltinAgent\n"
         "contexts = json.loads(sys.stdin.read())\n"
         f"a = BuiltinAgent('default', seed={seed})\n"
         "print(json.dumps([a.act(c) for c in contexts]))\n"

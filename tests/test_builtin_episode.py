@@ -9,8 +9,8 @@ pytest.importorskip("alfworld")
 
 @pytest.fixture(scope="module")
 def simple_task(tmp_path_factory):
-    from cir.envs.generate import generate_split
-    from cir.envs.tasks import load_tasks
+    from cir.families.alfworld.generate import generate_split
+    from cir.families.alfworld.tasks import load_tasks
 
     out = tmp_path_factory.mktemp("builtin_tasks")
     generate_split(out, "valid_unseen", 1, seed=3, types=["pick_and_place_simple"], progress=False)
@@ -19,8 +19,8 @@ def simple_task(tmp_path_factory):
 
 
 def test_strong_profile_wins_a_short_real_episode(simple_task):
-    from cir.agents.builtin import BuiltinAgent
-    from cir.harness import Harness
+    from cir.episode.harness import Harness
+    from cir.families.alfworld.agent.builtin import BuiltinAgent
 
     env = simple_task.make_env()
     tr = Harness(BuiltinAgent("strong")).episode(env, simple_task.task_id)
@@ -29,15 +29,15 @@ def test_strong_profile_wins_a_short_real_episode(simple_task):
     if simple_task.plan_length:
         assert tr.env_actions >= simple_task.plan_length
     # every reply was an action in ALFWorld syntax or a thought
-    from cir.envs.alfworld_text import parse_action
+    from cir.families.alfworld.text import parse_action
 
     for s in tr.steps:
         assert s.reply.startswith("think:") or parse_action(s.reply) is not None
 
 
 def test_same_episode_twice_is_identical(simple_task):
-    from cir.agents.builtin import BuiltinAgent
-    from cir.harness import Harness
+    from cir.episode.harness import Harness
+    from cir.families.alfworld.agent.builtin import BuiltinAgent
 
     env = simple_task.make_env()
     a = Harness(BuiltinAgent("default", seed=5)).episode(env, simple_task.task_id)
@@ -48,10 +48,10 @@ def test_same_episode_twice_is_identical(simple_task):
 @pytest.mark.slow
 def test_profiles_order_on_a_few_tasks(tmp_path):
     """Over a few generated tasks the strong profile does at least as well as the weak one."""
-    from cir.agents.builtin import BuiltinAgent
-    from cir.envs.generate import generate_split
-    from cir.envs.tasks import load_tasks
-    from cir.harness import Harness
+    from cir.episode.harness import Harness
+    from cir.families.alfworld.agent.builtin import BuiltinAgent
+    from cir.families.alfworld.generate import generate_split
+    from cir.families.alfworld.tasks import load_tasks
 
     types = ["pick_and_place_simple", "pick_heat_then_place_in_recep", "pick_cool_then_place_in_recep",
              "pick_clean_then_place_in_recep", "pick_two_obj_and_place", "look_at_obj_in_light"]

@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from cir.cli import main
-from cir.stats import EFFECT_COLUMNS
-from cir.synthetic import simulate_paired
+from cir.pairs.synthetic import simulate_paired
+from cir.stats.effects import EFFECT_COLUMNS
 
 
 @pytest.fixture(scope="module")

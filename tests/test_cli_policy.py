@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from cir.cli import main
-from cir.synthetic import simulate
+from cir.pairs.synthetic import simulate
 
 
 @pytest.fixture(scope="module")

@@ -63,7 +63,7 @@ def _tasks(tmp_path_factory) -> Path:
     if (dev.parent / "READY").exists() and dev.exists():
         return dev
     out = tmp_path_factory.mktemp("tasks")
-    from cir.envs.generate import generate_split
+    from cir.families.alfworld.generate import generate_split
 
     generate_split(out, "valid_unseen", 3, seed=7)
     return out / "valid_unseen"
@@ -124,7 +124,7 @@ def test_real_run_resume_and_refusal(real_tasks, tmp_path):
 
 @pytest.mark.slow
 def test_real_episode_prints_transcript(real_tasks, tmp_path):
-    from cir.envs.tasks import load_tasks
+    from cir.families.alfworld.tasks import load_tasks
 
     game = load_tasks(real_tasks)[0].game_file
     proc = _cir("episode", str(game), "--condition", "stale2", "--show", "--json", str(tmp_path / "e.json"))
@@ -139,7 +139,7 @@ def test_format_episode_marks_perturbation_and_recovery():
     from test_replay_support import FakeAgent, fake_tasks, make_fake_env
 
     from cir.cli.episode import Painter, format_episode
-    from cir.episode import run_episode
+    from cir.router.live import run_episode
 
     task = fake_tasks(1)[0]
 

@@ -52,7 +52,7 @@ def _option(name: str, flag: str) -> argparse.Action:
 
 def test_run_and_reproduce_share_parallel_options_and_defaults():
     from cir.cli.style import BACKENDS
-    from cir.parallel import BACKENDS as JOBLIB_BACKENDS
+    from cir.util.parallel import BACKENDS as JOBLIB_BACKENDS
 
     assert BACKENDS == JOBLIB_BACKENDS
     for flag in ("--jobs", "--backend", "--scheduler", "--quiet"):
@@ -83,7 +83,7 @@ def test_reproduce_refuses_a_scheduler_without_dask(tmp_path, capsys):
 
 def test_episode_names_a_task_as_run_does(pick_place_task):
     from cir.cli.episode import task_file
-    from cir.envs.tasks import load_tasks
+    from cir.families.alfworld.tasks import load_tasks
 
     trial = pick_place_task.game_file.parent
     (alone,) = load_tasks(task_file(str(trial)))

@@ -6,8 +6,8 @@ from __future__ import annotations
 from test_replay_support import FakeAgent, fake_tasks, make_fake_env
 
 from cir.envs.counting import CountingEnv
-from cir.harness import Harness
-from cir.replay import ReplaySettings, run_task_pairs
+from cir.episode.harness import Harness
+from cir.pairs.replay import ReplaySettings, run_task_pairs
 
 
 def test_counts_calls_from_the_harness_and_the_operations():

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from cir.decompose import decompose, outcome_counts, select_cohort
-from cir.errors import CirError
-from cir.synthetic import simulate_paired
+from cir.pairs.synthetic import simulate_paired
+from cir.stats.decompose import decompose, outcome_counts, select_cohort
+from cir.util.errors import CirError
 
 
 def _row(task, condition, y0, y1, delay=0, operation="refresh", factual=1, prefix=1, executed=1):

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from cir.envs.alfworld import BANNER, NOTHING_HAPPENS, AlfworldEnv, AlfworldSnapshot
 from cir.envs.base import Env
-from cir.envs.engine import Savings
-from cir.envs.tasks import TASK_TYPES
-from cir.errors import CirError
+from cir.families.alfworld.engine import Savings
+from cir.families.alfworld.env import BANNER, NOTHING_HAPPENS, AlfworldEnv, AlfworldSnapshot
+from cir.families.alfworld.tasks import TASK_TYPES
+from cir.util.errors import CirError
 
 pytest.importorskip("alfworld")
 
@@ -474,8 +474,8 @@ def test_problem_the_engine_cannot_load(game: Path, tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_random_walks_all_task_types_fast_equals_replay(tmp_path: Path) -> None:
     """Verified generated tasks of all six types: walkthrough wins; fast == replay."""
-    from cir.envs.generate import generate_split
-    from cir.envs.tasks import load_tasks
+    from cir.families.alfworld.generate import generate_split
+    from cir.families.alfworld.tasks import load_tasks
 
     generate_split(tmp_path, "train", 6, seed=0, progress=False)
     refs = load_tasks(tmp_path / "train")

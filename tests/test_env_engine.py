@@ -1,4 +1,4 @@
-"""The engine's savings (cir.envs.engine): byte-identical text, each saving doing what it says.
+"""The engine's savings (cir.families.alfworld.engine): byte-identical text, each saving doing what it says.
 
 The reference is always textworld's own engine (``savings=False`` builds textworld's
 ``PddlEnv`` itself, not ``Engine`` with switches off). The default tests walk one generated
@@ -18,14 +18,14 @@ import pytest
 import textworld
 from textworld.envs.pddl import PddlEnv
 
-from cir.envs import engine as engine_module
-from cir.envs import memory
-from cir.envs.alfworld import AlfworldEnv
-from cir.envs.engine import Engine, Savings, load_game
-from cir.envs.generate import generate_split
-from cir.envs.grammar import parse_logic
-from cir.envs.tasks import TASK_TYPES, TaskRef, load_tasks
-from cir.errors import CirError
+from cir.families.alfworld import engine as engine_module
+from cir.families.alfworld import memory
+from cir.families.alfworld.engine import Engine, Savings, load_game
+from cir.families.alfworld.env import AlfworldEnv
+from cir.families.alfworld.generate import generate_split
+from cir.families.alfworld.grammar import parse_logic
+from cir.families.alfworld.tasks import TASK_TYPES, TaskRef, load_tasks
+from cir.util.errors import CirError
 
 pytest.importorskip("alfworld")
 
@@ -90,7 +90,7 @@ def test_text_identical_on_random_walks_of_all_task_types(six: list[TaskRef]) ->
 def test_episodes_identical_with_and_without_savings(six: list[TaskRef]) -> None:
     """A paired grid of the built-in agent: the same rows and episodes, byte for byte."""
     from cir.agents.factory import make_agent
-    from cir.replay import ReplaySettings, run_task_pairs
+    from cir.pairs.replay import ReplaySettings, run_task_pairs
 
     settings = ReplaySettings(conditions=("clean", "stale2"), delays=(0, 2))
     ref = by_type(six, "pick_and_place_simple")
@@ -259,7 +259,7 @@ def test_savings_setting_is_checked(six: list[TaskRef]) -> None:
 def test_text_identical_exhaustive(tmp_path: Path) -> None:
     """12 tasks (two of each type) on long walks, both snapshot modes; grids of three."""
     from cir.agents.factory import make_agent
-    from cir.replay import ReplaySettings, run_task_pairs
+    from cir.pairs.replay import ReplaySettings, run_task_pairs
 
     generate_split(tmp_path, "valid_unseen", 12, 1, progress=False)
     refs = load_tasks(tmp_path / "valid_unseen")

@@ -8,8 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from cir.envs.tasks import TASK_TYPES, TaskRef, load_tasks, room_of_scene, task_type_of_problem
-from cir.errors import CirError
+from cir.families.alfworld.tasks import (
+    TASK_TYPES,
+    TaskRef,
+    load_tasks,
+    room_of_scene,
+    task_type_of_problem,
+)
+from cir.util.errors import CirError
 
 GAME = {
     "pddl_domain": "(define (domain alfred))",

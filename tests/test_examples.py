@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from cir.errors import CirError
-from cir.router import Router
+from cir.router.runtime import Router
+from cir.util.errors import CirError
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "counter.py"
 
@@ -68,7 +68,7 @@ def test_the_router_records_its_extractor_and_refuses_another(study, tmp_path):
     assert json.loads(path.read_text())["extractor"] == "counter"
     with pytest.raises(CirError, match="'counter' feature extractor"):
         Router.load(path)  # cir ships no counter extractor: it must be given
-    from cir.features import ALFWORLD_FEATURES
+    from cir.families.alfworld.features import ALFWORLD_FEATURES
 
     with pytest.raises(CirError, match="refusing to run it with 'alfworld'"):
         Router.load(path, extractor=ALFWORLD_FEATURES)

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from cir.errors import CirError
-from cir.experiments import load_experiment, load_experiments, task_slices
+from cir.study.experiments import load_experiment, load_experiments, task_slices
+from cir.util.errors import CirError
 
 GOOD = """
 name = "x"

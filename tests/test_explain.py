@@ -14,22 +14,22 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from cir.agents.beliefs import read_context
-from cir.agents.builtin import PROFILES, BuiltinAgent
-from cir.agents.mechanisms import Draws
 from cir.cli import main
-from cir.explain import explain_run, find_pair, format_pair, mechanism_counts
-from cir.features import extract_features
-from cir.protocol import DEFAULT_CONDITIONS, DEFAULT_DELAYS, OPERATIONS
-from cir.replay import ReplaySettings
-from cir.run import run_experiment
-from cir.store import read_episodes
-from cir.transcript import AGENT, Transcript
+from cir.episode.protocol import DEFAULT_CONDITIONS, DEFAULT_DELAYS, OPERATIONS
+from cir.episode.transcript import AGENT, Transcript
+from cir.families.alfworld.agent.beliefs import read_context
+from cir.families.alfworld.agent.builtin import PROFILES, BuiltinAgent
+from cir.families.alfworld.agent.mechanisms import Draws
+from cir.families.alfworld.features import extract_features
+from cir.pairs.replay import ReplaySettings
+from cir.pairs.run import run_experiment
+from cir.pairs.store import read_episodes
+from cir.stats.explain import explain_run, find_pair, format_pair, mechanism_counts
 
 
 def _grid(root: Path, n: int) -> Path:
-    from cir.envs.generate import generate_split
-    from cir.envs.tasks import load_tasks
+    from cir.families.alfworld.generate import generate_split
+    from cir.families.alfworld.tasks import load_tasks
 
     generate_split(root / "tasks", "valid_unseen", n, 0, progress=False, jobs=2)
     out = root / "run"

@@ -29,11 +29,11 @@ from test_replay_support import fake_tasks, make_fake_agent, make_fake_env
 
 from cir.agents.cache import valid_record
 from cir.agents.llm import LLMAgent
-from cir.errors import CirError
-from cir.paired import read_paired, run_table
-from cir.replay import ReplaySettings
-from cir.run import run_experiment
-from cir.store import EPISODES, RunStore, scan_store
+from cir.pairs.paired import read_paired, run_table
+from cir.pairs.replay import ReplaySettings
+from cir.pairs.run import run_experiment
+from cir.pairs.store import EPISODES, RunStore, scan_store
+from cir.util.errors import CirError
 
 HERE = Path(__file__).parent
 N_TASKS = 6
@@ -44,8 +44,8 @@ SCRIPT = """
 import sys
 sys.path.insert(0, {tests!r})
 from test_replay_support import fake_tasks, make_fake_agent, make_fake_env
-from cir.replay import ReplaySettings
-from cir.run import run_experiment
+from cir.pairs.replay import ReplaySettings
+from cir.pairs.run import run_experiment
 run_experiment(fake_tasks({n}), {out!r}, agent={agent!r},
                settings=ReplaySettings(operations=("refresh", "replan")),
                agent_factory=make_fake_agent, env_factory=make_fake_env, tasks_source="fake",
@@ -217,7 +217,7 @@ def test_kill_loop_of_twenty_trials(tmp_path, reference):
 @pytest.mark.slow
 def test_kill_loop_on_the_real_engine_through_the_cli(tmp_path):
     """`cir run` with the built-in agent on generated tasks, killed at random, resumed."""
-    from cir.envs.generate import generate_split
+    from cir.families.alfworld.generate import generate_split
 
     generate_split(tmp_path / "tasks", "valid_unseen", 3, 0, progress=False, max_plan_length=9)
     argv = [sys.executable, "-m", "cir", "run", "--tasks", str(tmp_path / "tasks" / "valid_unseen"),

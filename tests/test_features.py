@@ -9,8 +9,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cir.features import FEATURES, action_kind, answers, extract_features, parse_goal
-from cir.transcript import Step, Transcript
+from cir.episode.transcript import Step, Transcript
+from cir.families.alfworld.features import (
+    FEATURES,
+    action_kind,
+    answers,
+    extract_features,
+    parse_goal,
+)
 
 TASK = ("You are in the middle of a room. Looking quickly around you, you see a cabinet 1, "
         "a countertop 1, a fridge 1, and a microwave 1.\nYour task is to: heat some apple and put it in "

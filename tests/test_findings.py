@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from cir.findings import cir_finding, effect_finding, mechanism_finding, small_cohort_warning
+from cir.study.findings import cir_finding, effect_finding, mechanism_finding, small_cohort_warning
 
 
 def _effects(stale_ci: tuple[float, float]) -> pd.DataFrame:

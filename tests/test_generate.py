@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from cir.envs.draw import draw_task
-from cir.envs.generate import generate_split, generate_task, read_manifest
-from cir.envs.tasks import TASK_TYPES
-from cir.envs.verify import plan_problem, replay_on_game, verify_game_file
-from cir.errors import CirError
+from cir.families.alfworld.draw import draw_task
+from cir.families.alfworld.generate import generate_split, generate_task, read_manifest
+from cir.families.alfworld.tasks import TASK_TYPES
+from cir.families.alfworld.verify import plan_problem, replay_on_game, verify_game_file
+from cir.util.errors import CirError
 
 N = 6  # one task of each type
 
@@ -110,7 +110,7 @@ def test_byte_identical_across_processes_and_hash_seeds(split_dir, tmp_path):
     """Another process with another PYTHONHASHSEED writes the same bytes (first 2 tasks)."""
     hashseed = "4242" if os.environ.get("PYTHONHASHSEED") != "4242" else "99"
     env = dict(os.environ, PYTHONHASHSEED=hashseed)
-    code = ("import sys; from cir.envs.generate import generate_split; "
+    code = ("import sys; from cir.families.alfworld.generate import generate_split; "
             "generate_split(sys.argv[1], 'train', 2, 0, progress=False)")
     subprocess.run([sys.executable, "-c", code, str(tmp_path)], check=True, env=env)
     theirs = {k: v for k, v in _files(tmp_path / "train").items() if k != "manifest.json"}

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from cir.envs.generate import generate_split
+from cir.families.alfworld.generate import generate_split
 
 
 def alfred_config(data_path: Path, expert_type: str = "planner") -> dict:

@@ -6,10 +6,10 @@ import re
 
 import pytest
 
-from cir.envs import scenes
-from cir.envs.draw import VALID_ROOMS, draw_task
-from cir.envs.pddl import problem_text
-from cir.envs.tasks import TASK_TYPES
+from cir.families.alfworld import scenes
+from cir.families.alfworld.draw import VALID_ROOMS, draw_task
+from cir.families.alfworld.pddl import problem_text
+from cir.families.alfworld.tasks import TASK_TYPES
 
 DRAWS = [(split, i) for split in ("train", "valid_seen", "valid_unseen") for i in range(60)]
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from test_replay_support import FakeAgent, FakeEnv
 
-from cir.harness import Harness, SnapshotHook
-from cir.protocol import THINK_ACK
-from cir.router import RouterHook
+from cir.episode.harness import Harness, SnapshotHook
+from cir.episode.protocol import THINK_ACK
+from cir.router.runtime import RouterHook
 
 
 def world():

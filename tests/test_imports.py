@@ -115,9 +115,9 @@ def cycles(graph: dict[str, dict[str, list[str]]]) -> list[set[str]]:
 
 def test_the_graph_sees_known_edges():
     graph = import_graph()
-    assert "cir.transcript" in graph["cir.harness"]
-    assert "cir.recovery" in graph["cir.harness"]
-    assert "cir.harness" not in graph["cir.router"]  # typing-only import
+    assert "cir.episode.transcript" in graph["cir.episode.harness"]
+    assert "cir.episode.recovery" in graph["cir.episode.harness"]
+    assert "cir.episode.harness" not in graph["cir.router.runtime"]  # typing-only import
     assert cycles({"a": {"b": []}, "b": {"c": []}, "c": {"a": []}, "d": {"a": []}}) == [{"a", "b", "c"}]
 
 
@@ -135,6 +135,6 @@ def test_no_private_names_imported_across_modules():
 
 
 def test_the_runtime_router_needs_neither_pandas_nor_scikit_learn():
-    code = "import sys, cir.router; print(sorted(m for m in ('pandas', 'sklearn') if m in sys.modules))"
+    code = "import sys, cir.router.runtime; print(sorted(m for m in ('pandas', 'sklearn') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -16,11 +16,11 @@ import pytest
 from test_replay_support import fake_tasks, make_fake_agent, make_fake_env
 
 from cir.cli import main
-from cir.errors import CirError
-from cir.files import write_atomic
-from cir.parallel import MAX_JOBS_PER_CORE, cores, parallel_map
-from cir.replay import ReplaySettings
-from cir.run import run_experiment
+from cir.pairs.replay import ReplaySettings
+from cir.pairs.run import run_experiment
+from cir.util.errors import CirError
+from cir.util.files import write_atomic
+from cir.util.parallel import MAX_JOBS_PER_CORE, cores, parallel_map
 
 LIMIT = MAX_JOBS_PER_CORE * cores()
 
@@ -46,7 +46,7 @@ def test_jobs_beyond_the_machine_are_refused(tmp_path, capsys, argv):
 
 
 def test_a_remote_cluster_is_not_bounded_by_this_machine():
-    from cir.parallel import check_jobs
+    from cir.util.parallel import check_jobs
 
     check_jobs(1000, "dask", "tcp://scheduler:8786")
     with pytest.raises(CirError, match="at most"):
@@ -71,7 +71,7 @@ def test_numbers_beyond_what_the_tools_hold_are_refused(tmp_path, capsys, argv, 
 
 def test_generation_streams_the_task_indices(tmp_path, monkeypatch):
     """A huge n builds nothing up front: the worker pool gets a lazy iterator."""
-    from cir.envs import generate
+    from cir.families.alfworld import generate
 
     seen = {}
 
@@ -152,7 +152,7 @@ def test_cir_episode_json_into_a_folder_is_refused_before_the_episode(tmp_path, 
 
 
 def test_cir_table_out_on_a_full_device(tmp_path, capsys):
-    from cir.synthetic import simulate_paired
+    from cir.pairs.synthetic import simulate_paired
 
     simulate_paired(5, seed=1).to_csv(tmp_path / "p.csv", index=False)
     if not Path("/dev/full").exists():
@@ -186,7 +186,7 @@ def test_tasks_list_on_a_manifest_of_the_wrong_shape(tmp_path, capsys):
 
 
 def test_symlinked_and_mislabelled_task_folders_get_a_note(pick_place_task, tmp_path, caplog):
-    from cir.envs.tasks import load_tasks
+    from cir.families.alfworld.tasks import load_tasks
 
     trial = pick_place_task.game_file.parent
     split = tmp_path / "valid_unseen"
@@ -215,7 +215,7 @@ def test_writing_to_a_device_writes_to_it_and_never_replaces_it(tmp_path):
 
 
 def test_a_full_disk_while_generating_leaves_no_half_split(tmp_path, monkeypatch):
-    from cir.envs.generate import generate_split
+    from cir.families.alfworld.generate import generate_split
 
     def full(self, *args, **kwargs):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self))

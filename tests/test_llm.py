@@ -15,12 +15,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from fake_openai import FakeOpenAI, Reply  # noqa: E402
 
-from cir.agents.actions import parse_action  # noqa: E402
 from cir.agents.cache import ResponseCache, request_key  # noqa: E402
 from cir.agents.llm import LLMAgent  # noqa: E402
-from cir.agents.prompts import EXAMPLES, completion_prompt, goal_sentence, task_type  # noqa: E402
-from cir.errors import CirError  # noqa: E402
-from cir.protocol import TASK_TYPES  # noqa: E402
+from cir.episode.protocol import TASK_TYPES  # noqa: E402
+from cir.families.alfworld.actions import parse_action  # noqa: E402
+from cir.families.alfworld.prompts import EXAMPLES, completion_prompt, goal_sentence, task_type  # noqa: E402
+from cir.util.errors import CirError  # noqa: E402
 
 TASK = (
     "You are in the middle of a room. Looking quickly around you, you see a countertop 1, "

@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from llm_server import MODEL_NAME, LlamaServer, free_port, missing_packages  # noqa: E402
 
 from cir.agents.llm import LLMAgent  # noqa: E402
-from cir.errors import CirError  # noqa: E402
+from cir.util.errors import CirError  # noqa: E402
 
 pytestmark = pytest.mark.llm
 
@@ -29,8 +29,8 @@ if _MISSING:
         allow_module_level=True,
     )
 
-from cir.envs.alfworld import AlfworldEnv  # noqa: E402
-from cir.harness import Harness  # noqa: E402
+from cir.episode.harness import Harness  # noqa: E402
+from cir.families.alfworld.env import AlfworldEnv  # noqa: E402
 
 MAX_ACTIONS = 8
 MAX_TURNS = 12
@@ -131,9 +131,9 @@ def test_a_run_with_llm_options_extended_by_a_delay_asks_only_for_new_replies(
     """The path a user takes to grow a study: a run with --temperature, --llm-option and
     --cache-dir, then a new run folder extending it by one delay."""
     from cir.agents.factory import LLMConfig
-    from cir.paired import read_paired
-    from cir.replay import ReplaySettings
-    from cir.run import run_experiment
+    from cir.pairs.paired import read_paired
+    from cir.pairs.replay import ReplaySettings
+    from cir.pairs.run import run_experiment
 
     grid = dict(conditions=("clean", "stale1"), operations=("refresh",), max_turns=MAX_TURNS,
                 max_actions=MAX_ACTIONS)

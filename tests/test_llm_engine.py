@@ -15,9 +15,9 @@ from fake_openai import FakeOpenAI, Reply  # noqa: E402
 from llm_server import free_port  # noqa: E402
 
 from cir.agents.llm import LLMAgent  # noqa: E402
-from cir.envs.alfworld import AlfworldEnv  # noqa: E402
-from cir.errors import CirError  # noqa: E402
-from cir.harness import Harness  # noqa: E402
+from cir.episode.harness import Harness  # noqa: E402
+from cir.families.alfworld.env import AlfworldEnv  # noqa: E402
+from cir.util.errors import CirError  # noqa: E402
 
 
 def test_unreachable_server_is_a_clear_error(pick_place_task, pick_place_env: AlfworldEnv) -> None:

@@ -19,12 +19,12 @@ from test_replay_support import FakeAgent, fake_tasks, make_fake_env  # noqa: E4
 
 from cir.agents.factory import LLMConfig, make_agent  # noqa: E402
 from cir.cli import main  # noqa: E402
-from cir.errors import CirError  # noqa: E402
-from cir.paired import read_paired  # noqa: E402
-from cir.replay import ReplaySettings  # noqa: E402
-from cir.run import run_experiment  # noqa: E402
-from cir.store import AGENT_CACHE, read_episodes  # noqa: E402
-from cir.transcript import Transcript  # noqa: E402
+from cir.episode.transcript import Transcript  # noqa: E402
+from cir.pairs.paired import read_paired  # noqa: E402
+from cir.pairs.replay import ReplaySettings  # noqa: E402
+from cir.pairs.run import run_experiment  # noqa: E402
+from cir.pairs.store import AGENT_CACHE, read_episodes  # noqa: E402
+from cir.util.errors import CirError  # noqa: E402
 
 GRID = dict(conditions=("clean", "stale1"), operations=("refresh",), max_turns=10, max_actions=10)
 SETTINGS = ReplaySettings(delays=(0, 1), **GRID)
@@ -178,7 +178,7 @@ def test_logprobs_of_every_agent_step_are_read_back_from_the_store_and_cache(tmp
 def test_cli_options_reach_the_request_and_the_run_record(tmp_path: Path, server, capsys) -> None:
     """``cir run`` on real generated tasks: each LLM option lands in the request body."""
     pytest.importorskip("alfworld")
-    from cir.envs.generate import generate_split
+    from cir.families.alfworld.generate import generate_split
 
     generate_split(tmp_path / "tasks", "valid_unseen", 1, 0, types=["pick_and_place_simple"],
                    progress=False)

@@ -16,8 +16,8 @@ from fake_openai import FakeOpenAI, Reply  # noqa: E402
 from cir.agents.cache import ResponseCache, request_key  # noqa: E402
 from cir.agents.factory import LLMConfig, make_agent, parse_llm_options  # noqa: E402
 from cir.agents.llm import MAX_TOKENS, THINK_MAX_TOKENS, LLMAgent, strip_thinking  # noqa: E402
-from cir.errors import CirError  # noqa: E402
-from cir.replay import agent_label  # noqa: E402
+from cir.pairs.replay import agent_label  # noqa: E402
+from cir.util.errors import CirError  # noqa: E402
 
 CONTEXT = [
     {"role": "user", "content": "You are in the middle of a room.\n\nYour task is to: put a pen in drawer."},

@@ -15,17 +15,17 @@ from pathlib import Path
 import pytest
 from test_replay_support import fake_tasks, make_fake_agent, make_fake_env
 
-from cir.errors import CirError
-from cir.lock import LOCK_FILE, FolderLock
-from cir.replay import ReplaySettings
-from cir.run import run_experiment
-from cir.store import EPISODES, scan_store
+from cir.pairs.replay import ReplaySettings
+from cir.pairs.run import run_experiment
+from cir.pairs.store import EPISODES, scan_store
+from cir.util.errors import CirError
+from cir.util.lock import LOCK_FILE, FolderLock
 
 HERE = Path(__file__).parent
 
 HOLD = """
 import sys, time
-from cir.lock import FolderLock
+from cir.util.lock import FolderLock
 FolderLock({folder!r}).acquire()
 print("locked", flush=True)
 time.sleep(60)
@@ -95,8 +95,8 @@ RUN = """
 import sys
 sys.path.insert(0, {tests!r})
 from test_replay_support import fake_tasks, make_fake_agent, make_fake_env
-from cir.replay import ReplaySettings
-from cir.run import run_experiment
+from cir.pairs.replay import ReplaySettings
+from cir.pairs.run import run_experiment
 run_experiment(fake_tasks(4), {out!r}, agent="fake:0.003", settings=ReplaySettings(operations=("refresh",)),
                agent_factory=make_fake_agent, env_factory=make_fake_env, tasks_source="fake",
                progress=False, echo=lambda s: None)
@@ -127,7 +127,7 @@ def test_two_runs_on_one_folder_one_is_refused_and_nothing_is_doubled(tmp_path):
 WORKERS = """
 import os, sys, time
 from pathlib import Path
-from cir.parallel import parallel_map
+from cir.util.parallel import parallel_map
 
 def work(i, folder):
     Path(folder, f"worker{{i}}").write_text(str(os.getpid()))

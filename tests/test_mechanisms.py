@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import pytest
 
-from cir.agents.builtin import PARAMETERS, BuiltinAgent
-from cir.agents.mechanisms import MECHANISMS
-from cir.harness import Harness, SnapshotHook
-from cir.perturb import Perturbation, parse_condition
-from cir.recovery import Checkpoints
-from cir.transcript import AGENT, Transcript
+from cir.episode.harness import Harness, SnapshotHook
+from cir.episode.perturb import Perturbation, parse_condition
+from cir.episode.recovery import Checkpoints
+from cir.episode.transcript import AGENT, Transcript
+from cir.families.alfworld.agent.builtin import PARAMETERS, BuiltinAgent
+from cir.families.alfworld.agent.mechanisms import MECHANISMS
 
 QUIET = dict.fromkeys(PARAMETERS, 0.0)
 
@@ -23,8 +23,8 @@ QUIET = dict.fromkeys(PARAMETERS, 0.0)
 @pytest.fixture(scope="module")
 def tasks(tmp_path_factory: pytest.TempPathFactory):
     """One generated task per ALFWorld task type (valid_unseen, seed 0), by type."""
-    from cir.envs.generate import generate_split
-    from cir.envs.tasks import load_tasks
+    from cir.families.alfworld.generate import generate_split
+    from cir.families.alfworld.tasks import load_tasks
 
     root = tmp_path_factory.mktemp("mech-tasks")
     generate_split(root, "valid_unseen", 6, 0, progress=False)
@@ -33,7 +33,7 @@ def tasks(tmp_path_factory: pytest.TempPathFactory):
 
 @pytest.fixture(scope="module")
 def envs(tasks):
-    from cir.envs.alfworld import AlfworldEnv
+    from cir.families.alfworld.env import AlfworldEnv
 
     return {k: AlfworldEnv(t.game_file) for k, t in tasks.items()}
 

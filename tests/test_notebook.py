@@ -26,7 +26,7 @@ def test_analysis_notebook_executes():
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
               if o.get("output_type") == "error"]
     assert not errors
-    # every figure cell shows its figure as a PNG (cir.plots builds Figures without pyplot)
+    # every figure cell shows its figure as a PNG (cir.study.figures builds Figures without pyplot)
     figure_cells = [c for c in nb.cells if c.cell_type == "code" and "plot_" in c.source and "fig =" in c.source]
     pngs = [sum("image/png" in o.get("data", {}) for o in c.get("outputs", [])) for c in figure_cells]
     assert len(figure_cells) == 3 and pngs == [1, 1, 1], pngs

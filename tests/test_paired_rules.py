@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from cir.cli import main
-from cir.errors import CirError
-from cir.paired import MAX_DELAY, read_paired, validate_paired
-from cir.router import MAX_ROUTER_BYTES, Router
-from cir.synthetic import simulate, simulate_paired
+from cir.pairs.paired import MAX_DELAY, read_paired, validate_paired
+from cir.pairs.synthetic import simulate, simulate_paired
+from cir.router.runtime import MAX_ROUTER_BYTES, Router
+from cir.util.errors import CirError
 
 
 @pytest.fixture
@@ -84,7 +84,7 @@ def test_cir_run_refuses_a_delay_it_could_not_read_back(tmp_path, capsys):
 
 @pytest.fixture(scope="module")
 def router_file(tmp_path_factory):
-    from cir.policy import CIRPolicy
+    from cir.router.policy import CIRPolicy
 
     path = tmp_path_factory.mktemp("router") / "router.json"
     CIRPolicy(grid_size=5, folds=3).fit(simulate(60, seed=4)).to_router().save(path)

@@ -6,8 +6,8 @@ import warnings
 
 import pytest
 
-from cir.errors import CirError
-from cir.parallel import parallel_map
+from cir.util.errors import CirError
+from cir.util.parallel import parallel_map
 
 
 def _scaled(x: int, factor: int) -> int:

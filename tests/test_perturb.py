@@ -5,9 +5,8 @@ from __future__ import annotations
 import pytest
 from test_replay_support import FakeAgent, FakeEnv
 
-from cir.errors import CirError
-from cir.harness import Harness
-from cir.perturb import (
+from cir.episode.harness import Harness
+from cir.episode.perturb import (
     MISSING_TEXT,
     Perturbation,
     feasibility,
@@ -15,6 +14,7 @@ from cir.perturb import (
     parse_conditions,
     perturbation_point,
 )
+from cir.util.errors import CirError
 
 
 def test_parse_conditions():

@@ -7,7 +7,8 @@ import json
 import pytest
 from matplotlib.figure import Figure
 
-from cir.plots import (
+from cir.pairs.synthetic import simulate_paired
+from cir.study.figures import (
     FigureSkipped,
     plot_effects,
     plot_joint,
@@ -15,7 +16,6 @@ from cir.plots import (
     plot_partitions,
     write_figures,
 )
-from cir.synthetic import simulate_paired
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +118,7 @@ def test_written_figures_are_reproducible(multi, tmp_path):
 def test_figures_stay_legible_at_page_width(single):
     """No figure wider than MAX_WIDTH inches (the report scales it to the text width); a
     single panel is wide enough for its two-line title; the heatmap's colour bar counts."""
-    from cir.plots import MAX_WIDTH, MIN_WIDTH
+    from cir.study.figures import MAX_WIDTH, MIN_WIDTH
 
     wide = simulate_paired(24, conditions=("clean", "stale1", "stale2", "missing"), delays=(0, 1, 2, 4),
                            operations=("refresh", "refresh_ablated", "replan", "rewind", "placebo"), seed=5)

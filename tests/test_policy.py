@@ -16,11 +16,11 @@ from sklearn.utils.estimator_checks import (
 )
 from sklearn.utils.validation import check_is_fitted
 
-from cir.errors import CirError
-from cir.evaluation import POLICIES, evaluate, walk_policies
-from cir.policy import CIRPolicy
-from cir.synthetic import simulate
-from cir.walk import build_grid, walk
+from cir.pairs.synthetic import simulate
+from cir.router.evaluation import POLICIES, evaluate, walk_policies
+from cir.router.policy import CIRPolicy
+from cir.router.walk import build_grid, walk
+from cir.util.errors import CirError
 
 
 @pytest.fixture(scope="module")

@@ -8,10 +8,10 @@ matplotlib.use("Agg")
 
 import pytest  # noqa: E402
 
-from cir.calibration import calibration_figure, calibration_table  # noqa: E402
-from cir.errors import CirError  # noqa: E402
-from cir.policy import CIRPolicy  # noqa: E402
-from cir.synthetic import simulate  # noqa: E402
+from cir.pairs.synthetic import simulate  # noqa: E402
+from cir.router.calibration import calibration_figure, calibration_table  # noqa: E402
+from cir.router.policy import CIRPolicy  # noqa: E402
+from cir.util.errors import CirError  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -16,9 +16,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from test_replay_support import fake_tasks, make_fake_agent, make_fake_env  # noqa: E402
 
-from cir.progress import LOG_INTERVAL, RunProgress, TaskReporter, bar_settings, is_terminal  # noqa: E402
-from cir.replay import ReplaySettings  # noqa: E402
-from cir.run import run_experiment  # noqa: E402
+from cir.pairs.replay import ReplaySettings  # noqa: E402
+from cir.pairs.run import run_experiment  # noqa: E402
+from cir.util.progress import LOG_INTERVAL, RunProgress, TaskReporter, bar_settings, is_terminal  # noqa: E402
 
 SETTINGS = ReplaySettings(conditions=("clean", "stale1"), delays=(0, 1), operations=("refresh",))
 

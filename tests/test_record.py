@@ -7,11 +7,11 @@ import json
 import pytest
 from test_replay_support import fake_tasks, make_fake_agent, make_fake_env
 
-from cir.errors import CirError
-from cir.record import RunRecord
-from cir.replay import ReplaySettings
-from cir.run import run_experiment
-from cir.store import RunStore
+from cir.pairs.record import RunRecord
+from cir.pairs.replay import ReplaySettings
+from cir.pairs.run import run_experiment
+from cir.pairs.store import RunStore
+from cir.util.errors import CirError
 
 
 @pytest.fixture(scope="module")

@@ -6,10 +6,9 @@ import pytest
 from test_replay_support import FakeAgent, FakeEnv
 
 from cir.envs.counting import CountingEnv
-from cir.errors import CirError
-from cir.harness import Harness, SnapshotHook
-from cir.perturb import Perturbation, parse_condition
-from cir.recovery import (
+from cir.episode.harness import Harness, SnapshotHook
+from cir.episode.perturb import Perturbation, parse_condition
+from cir.episode.recovery import (
     ABLATED_TEXT,
     REFRESH_PREFIX,
     REPLAN_TEXT,
@@ -18,6 +17,7 @@ from cir.recovery import (
     get_operation,
     parse_operations,
 )
+from cir.util.errors import CirError
 
 
 def world():
@@ -104,9 +104,9 @@ def test_operation_names():
 
 
 def test_registry_matches_the_vocabulary():
-    """Every operation the harness can apply is named once in cir.protocol (display order)."""
-    from cir import protocol
-    from cir.recovery import OPERATIONS
+    """Every operation the harness can apply is named once in cir.episode.protocol (display order)."""
+    from cir.episode.recovery import OPERATIONS
+    from cir.episode import protocol
 
     assert tuple(OPERATIONS) == protocol.OPERATIONS
 

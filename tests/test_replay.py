@@ -5,18 +5,18 @@ from __future__ import annotations
 import pytest
 from test_replay_support import FakeAgent, fake_tasks, make_fake_agent, make_fake_env
 
-from cir.episode import run_episode
-from cir.errors import CirError
-from cir.paired import PAIRED_COLUMNS, validate_paired
-from cir.replay import (
+from cir.episode.transcript import Transcript
+from cir.pairs.paired import PAIRED_COLUMNS, validate_paired
+from cir.pairs.replay import (
     ReplayError,
     ReplaySettings,
     check_arm,
     parse_delays,
     run_task_pairs,
 )
-from cir.run import run_experiment
-from cir.transcript import Transcript
+from cir.pairs.run import run_experiment
+from cir.router.live import run_episode
+from cir.util.errors import CirError
 
 ALL_OPS = ("refresh", "refresh_ablated", "replan", "rewind")
 
@@ -49,8 +49,8 @@ def _eps(r, role, cond=None):
 
 def test_arms_and_branches_are_consistent_with_a_from_scratch_run():
     """A perturbed arm built from the factual snapshot equals running it from reset."""
-    from cir.harness import Harness
-    from cir.perturb import Perturbation, parse_condition
+    from cir.episode.harness import Harness
+    from cir.episode.perturb import Perturbation, parse_condition
 
     task = fake_tasks(3)[0]
     r = run_one(task, ops=("refresh",))
@@ -103,7 +103,7 @@ def test_infeasible_task_is_recorded_not_dropped():
 
 def test_no_work_done_twice():
     """Agent calls equal distinct contexts; env steps equal distinct env histories."""
-    from cir.transcript import context_hash
+    from cir.episode.transcript import context_hash
 
     task = fake_tasks(1)[0]
     agent = FakeAgent()
@@ -176,7 +176,7 @@ def test_experiment_deterministic_and_jobs_independent(tmp_path):
     a = (tmp_path / "a" / "paired.csv").read_bytes()
     assert a == (tmp_path / "b" / "paired.csv").read_bytes()
     assert a == (tmp_path / "d" / "paired.csv").read_bytes()
-    from cir.paired import read_paired
+    from cir.pairs.paired import read_paired
 
     df = read_paired(tmp_path / "a")
     assert df["prefix_match"].all() and len(df) > 0

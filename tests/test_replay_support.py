@@ -131,7 +131,7 @@ class FakeAgent:
 
 @dataclass(frozen=True)
 class FakeTask:
-    """Stands in for :class:`cir.envs.tasks.TaskRef` (same fields)."""
+    """Stands in for :class:`cir.families.alfworld.tasks.TaskRef` (same fields)."""
 
     task_id: str
     game_file: Path

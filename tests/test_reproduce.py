@@ -14,8 +14,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from cir.errors import CirError
-from cir.reproduce import reproduce
+from cir.study.reproduce import reproduce
+from cir.util.errors import CirError
 
 TINY = {
     "primary": ("effects", 1, "valid_unseen", 8, ["refresh"]),
@@ -133,7 +133,7 @@ def test_an_edited_config_is_refused_by_experiment_and_field(study, tmp_path: Pa
 
 def test_llm_settings_are_checked_before_the_study_folder_and_part_of_its_settings(tmp_path: Path) -> None:
     from cir.agents.factory import LLMConfig
-    from cir.reproduce import StudySettings, _differences
+    from cir.study.reproduce import StudySettings, _differences
 
     with pytest.raises(CirError, match="--temperature"):
         reproduce(tmp_path / "out", quick=True, llm=LLMConfig(temperature=0.5), progress=False,

@@ -11,14 +11,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cir.errors import CirError
-from cir.evaluation import decide_rows
-from cir.features import extract_features
-from cir.paired import read_paired
-from cir.policy import CIRPolicy
-from cir.router import FORMAT_VERSION, Decision, Router
-from cir.synthetic import simulate
-from cir.transcript import Step, Transcript
+from cir.episode.transcript import Step, Transcript
+from cir.families.alfworld.features import extract_features
+from cir.pairs.paired import read_paired
+from cir.pairs.synthetic import simulate
+from cir.router.evaluation import decide_rows
+from cir.router.policy import CIRPolicy
+from cir.router.runtime import FORMAT_VERSION, Decision, Router
+from cir.util.errors import CirError
 
 TASK = ("You are in the middle of a room. Looking quickly around you, you see a cabinet 1, "
         "a countertop 1, a desk 1, and a shelf 1.\nYour task is to: put a mug in shelf.")
@@ -274,7 +274,7 @@ def test_live_equals_offline_with_every_feature(tmp_path: Path) -> None:
 
 def test_transcript_from_messages_is_the_inverse_of_context():
     """A chat harness's message list gives the transcript (and features) the harness ran."""
-    from cir.protocol import ABLATED_TEXT, REFRESH_PREFIX
+    from cir.episode.protocol import ABLATED_TEXT, REFRESH_PREFIX
 
     rng = np.random.default_rng(3)
     t = random_transcript(rng, 9, 4, "stale2")

@@ -8,10 +8,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from cir.features import extract_features
-from cir.policy import CIRPolicy
-from cir.router import Router
-from cir.synthetic import simulate
+from cir.families.alfworld.features import extract_features
+from cir.pairs.synthetic import simulate
+from cir.router.policy import CIRPolicy
+from cir.router.runtime import Router
 
 pytestmark = pytest.mark.slow
 
@@ -19,10 +19,10 @@ pytestmark = pytest.mark.slow
 @pytest.mark.parametrize("condition", ["clean", "stale2"])
 def test_live_router_decisions_match_offline(tmp_path: Path, condition: str) -> None:
     from cir.agents.factory import make_agent
-    from cir.envs.alfworld import AlfworldEnv
-    from cir.envs.generate import generate_split
-    from cir.envs.tasks import load_tasks
-    from cir.episode import run_episode
+    from cir.families.alfworld.env import AlfworldEnv
+    from cir.families.alfworld.generate import generate_split
+    from cir.families.alfworld.tasks import load_tasks
+    from cir.router.live import run_episode
 
     # A permissive router (epsilon=1) so that some decisions are refreshes.
     policy = CIRPolicy(grid_size=7, epsilon=1.0, lam=0.5).fit(simulate(80, seed=3))

@@ -17,13 +17,13 @@ from test_replay_support import fake_tasks, make_fake_agent, make_fake_env
 
 from cir import __version__
 from cir.cli import main
-from cir.errors import CirError
-from cir.paired import paired_text, read_paired, text_digest
-from cir.record import RunRecord, RunSettings
-from cir.replay import ReplaySettings
-from cir.run import run_experiment, task_set_digest
-from cir.store import EPISODES, RunStore, read_episodes, read_task_summaries, scan_store
-from cir.synthetic import simulate
+from cir.pairs.paired import paired_text, read_paired, text_digest
+from cir.pairs.record import RunRecord, RunSettings
+from cir.pairs.replay import ReplaySettings
+from cir.pairs.run import run_experiment, task_set_digest
+from cir.pairs.store import EPISODES, RunStore, read_episodes, read_task_summaries, scan_store
+from cir.pairs.synthetic import simulate
+from cir.util.errors import CirError
 
 REPO = Path(__file__).resolve().parents[1]
 SETTINGS = ReplaySettings(operations=("refresh", "replan"))
@@ -138,7 +138,7 @@ def test_a_consistent_folder_is_read_without_scanning_the_store(run, monkeypatch
     def no_scan(path):
         raise AssertionError("scanned")
 
-    monkeypatch.setattr("cir.store.scan_store", no_scan)
+    monkeypatch.setattr("cir.pairs.store.scan_store", no_scan)
     assert len(read_paired(run)) > 0  # size and digest in run.json match: no scan
     (run / "paired.csv").write_text("task_id\n")
     with pytest.raises(AssertionError, match="scanned"):

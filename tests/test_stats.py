@@ -11,13 +11,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scipy import stats as sps
 
-from cir.bootstrap import bootstrap_ratios, percentile_ci, task_weights
-from cir.errors import CirError
-from cir.joint import joint_effects, joint_matrix, joint_outcomes
-from cir.paired import read_paired
-from cir.significance import mcnemar_p, sign_flip_test
-from cir.stats import contrast_table, effect_table, tian_pearl_bounds
-from cir.synthetic import simulate_paired
+from cir.pairs.paired import read_paired
+from cir.pairs.synthetic import simulate_paired
+from cir.stats.bootstrap import bootstrap_ratios, percentile_ci, task_weights
+from cir.stats.effects import contrast_table, effect_table, tian_pearl_bounds
+from cir.stats.joint import joint_effects, joint_matrix, joint_outcomes
+from cir.stats.significance import mcnemar_p, sign_flip_test
+from cir.util.errors import CirError
 
 
 def _rng(seed: int) -> dict:

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from test_replay_support import fake_tasks, make_fake_agent, make_fake_env
 
-from cir.errors import CirError
-from cir.record import RunRecord
-from cir.replay import ReplaySettings
-from cir.run import run_experiment
-from cir.store import RunStore, read_episodes, read_records, read_task_summaries
+from cir.pairs.record import RunRecord
+from cir.pairs.replay import ReplaySettings
+from cir.pairs.run import run_experiment
+from cir.pairs.store import RunStore, read_episodes, read_records, read_task_summaries
+from cir.util.errors import CirError
 
 HERE = Path(__file__).parent
 
@@ -74,8 +74,8 @@ SCRIPT = """
 import sys
 sys.path.insert(0, {tests!r})
 from test_replay_support import fake_tasks, make_fake_agent, make_fake_env
-from cir.replay import ReplaySettings
-from cir.run import run_experiment
+from cir.pairs.replay import ReplaySettings
+from cir.pairs.run import run_experiment
 run_experiment(fake_tasks({n}), {out!r}, agent={agent!r},
                settings=ReplaySettings(operations=("refresh", "replan")),
                agent_factory=make_fake_agent, env_factory=make_fake_env, tasks_source="fake",

@@ -9,7 +9,7 @@ from typing import Any, Protocol, runtime_checkable
 class Agent(Protocol):
     """``act(context) -> reply``; the same context always gives the same reply.
 
-    ``context`` is the chat message list of :meth:`cir.transcript.Transcript.context`.
+    ``context`` is the chat message list of :meth:`cir.episode.transcript.Transcript.context`.
     A reply is an env action (``go to desk 1``) or a thought (``think: ...``).
     ``settings()`` returns the plain-data settings that, with the context, fix the
     reply: it names the agent in tables and keys the reply cache.

@@ -3,7 +3,7 @@
 Paired branches share their prefix and reruns repeat whole episodes, so the same
 request reaches the model many times; with greedy decoding and a cache the answer is
 fixed the first time and costs nothing afterwards. One file per key, written atomically
-(:func:`cir.files.write_atomic`), makes concurrent writers in many processes safe
+(:func:`cir.util.files.write_atomic`), makes concurrent writers in many processes safe
 without locks: a reader sees either no file or a complete one, and two writers of one
 key write the same content.
 
@@ -24,8 +24,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from cir.errors import CirError
-from cir.files import read_json, write_atomic
+from cir.util.errors import CirError
+from cir.util.files import read_json, write_atomic
 
 
 def request_key(endpoint: str, body: dict[str, Any]) -> str:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from cir.agents.base import Agent
-from cir.errors import CirError
+from cir.util.errors import CirError
 
 DEFAULT_AGENT = "builtin"
 # The agent specs make_agent understands, for command-line help.
@@ -76,7 +76,7 @@ def make_agent(
     """The agent named by ``spec``.
 
     ``builtin[:PROFILE]`` is the model-free agent (profiles: see
-    :data:`cir.agents.builtin.PROFILES`). ``openai:MODEL`` talks to the chat endpoint of an
+    :data:`cir.families.alfworld.agent.builtin.PROFILES`). ``openai:MODEL`` talks to the chat endpoint of an
     OpenAI-compatible server at ``base_url`` (or ``$OPENAI_BASE_URL``) with the key
     from ``$OPENAI_API_KEY`` (or the variable named by ``api_key_env``);
     ``openai-completion:MODEL`` sends the same ReAct prompt as one plain completion, which
@@ -92,7 +92,7 @@ def make_agent(
         if not llm.is_default():
             raise CirError(f"agent {spec!r}: --temperature, --max-tokens, --think, --logprobs and "
                            "--llm-option are for openai:MODEL and openai-completion:MODEL agents")
-        from cir.agents.builtin import BuiltinAgent
+        from cir.families.alfworld.agent.builtin import BuiltinAgent
 
         return BuiltinAgent(profile=arg or "default", seed=seed)
     if kind in ("openai", "openai-completion"):

@@ -14,7 +14,7 @@ Reasoning models: with ``think=True`` there is no newline stop and ``max_tokens`
 larger by default (:data:`THINK_MAX_TOKENS`); a ``<think>...</think>`` block is removed
 from the reply only when it is closed. A reply that ends inside an open block (cut at the
 newline stop or at ``max_tokens``), or a server's reasoning with no answer, is a
-:class:`~cir.errors.CirError` saying which setting to change: never an action, never
+:class:`~cir.util.errors.CirError` saying which setting to change: never an action, never
 cached. ``logprobs=N`` stores the tokens' log probabilities (top ``N``) with each answer
 in the cache (:meth:`LLMAgent.recorded` reads them back).
 
@@ -22,7 +22,7 @@ Network trouble is retried with exponential backoff (connection errors, timeouts
 5xx and 429, honouring ``Retry-After``), and so is an answer that holds no reply: not
 JSON, no ``choices``, ``null`` or empty content, or more than ``max_reply_bytes`` (read
 no further). When retries run out, or the server refuses the request (4xx),
-:class:`~cir.errors.CirError` says which URL failed and how; a bad answer is never taken
+:class:`~cir.util.errors.CirError` says which URL failed and how; a bad answer is never taken
 as an action and never cached.
 """
 
@@ -41,10 +41,10 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from cir.agents.actions import ParsedAction, parse_action
 from cir.agents.cache import ResponseCache, request_key
-from cir.agents.prompts import PROMPT_VERSION, chat_messages, completion_prompt
-from cir.errors import CirError
+from cir.families.alfworld.actions import ParsedAction, parse_action
+from cir.families.alfworld.prompts import PROMPT_VERSION, chat_messages, completion_prompt
+from cir.util.errors import CirError
 
 MODES = ("chat", "completion")
 #: An answer longer than this is not a reply to a request for one short command.
@@ -269,7 +269,7 @@ class LLMAgent:
 
     def step_records(self, transcript: Any) -> list[tuple[int, dict[str, Any] | None]]:
         """``(i, stored answer)`` for each agent step ``i`` of a transcript (a
-        :class:`cir.transcript.Transcript`): the answer to the context it was given."""
+        :class:`cir.episode.transcript.Transcript`): the answer to the context it was given."""
         return [(i, self.recorded(transcript.prefix(i).context()))
                 for i, step in enumerate(transcript.steps) if step.actor == "agent"]
 

@@ -2,7 +2,7 @@
 
 Each command group lives in its own module of this package and exposes
 ``register(subparsers)``; handlers import their heavy dependencies lazily so that
-``cir --help`` stays fast. A :class:`~cir.errors.CirError` is printed as one line, and so
+``cir --help`` stays fast. A :class:`~cir.util.errors.CirError` is printed as one line, and so
 is an OS error no module turned into one (a full or read-only disk); the notes the
 modules log (a rebuilt table, a stale lock taken over, a partial run analysed) are
 printed as ``cir: note: ...`` lines on standard error.
@@ -17,7 +17,7 @@ import sys
 import textwrap
 
 from cir import __version__
-from cir.errors import CirError
+from cir.util.errors import CirError
 
 # Command modules, in the order they appear in ``cir --help``.
 COMMAND_MODULES = [

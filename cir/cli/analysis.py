@@ -15,8 +15,8 @@ from pathlib import Path
 
 from cir.cli.limits import MAX_RESAMPLES, MAX_SEED, check_int
 from cir.cli.style import add_columns, add_quiet, command
-from cir.errors import CirError
-from cir.protocol import DEFAULT_LEVEL, DEFAULT_RESAMPLES, DEFAULT_SEED
+from cir.episode.protocol import DEFAULT_LEVEL, DEFAULT_RESAMPLES, DEFAULT_SEED
+from cir.util.errors import CirError
 
 FORMATS = ("markdown", "csv", "json")
 
@@ -117,7 +117,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _markdown(df) -> str:  # noqa: ANN001 - pandas DataFrame
-    from cir.report import markdown_table
+    from cir.study.page import markdown_table
 
     return markdown_table(df)
 
@@ -192,8 +192,8 @@ def select_columns(table, keys: list[str], wanted: str | None, compact: list[str
 
 
 def _load(args: argparse.Namespace):  # noqa: ANN202
-    from cir.decompose import check_value
-    from cir.paired import read_paired
+    from cir.pairs.paired import read_paired
+    from cir.stats.decompose import check_value
 
     if hasattr(args, "resamples"):
         check_int("--resamples", args.resamples, 1, MAX_RESAMPLES)
@@ -216,7 +216,7 @@ def _load(args: argparse.Namespace):  # noqa: ANN202
 
 
 def _table(args: argparse.Namespace) -> int:
-    from cir.stats import effect_table
+    from cir.stats.effects import effect_table
 
     df = _load(args)
     table = effect_table(df, by=_keys(args.by), cohort=args.cohort, resamples=args.resamples,
@@ -228,7 +228,7 @@ def _table(args: argparse.Namespace) -> int:
 
 
 def _contrast(args: argparse.Namespace) -> int:
-    from cir.stats import contrast_table
+    from cir.stats.effects import contrast_table
 
     df = _load(args)
     table = contrast_table(df, args.a, args.b, on=args.on, by=_keys(args.by), cohort=args.cohort,
@@ -240,8 +240,8 @@ def _contrast(args: argparse.Namespace) -> int:
 
 
 def _joint(args: argparse.Namespace) -> int:
-    from cir.decompose import group_index
-    from cir.joint import joint_effects, joint_matrix, joint_outcomes
+    from cir.stats.decompose import group_index
+    from cir.stats.joint import joint_effects, joint_matrix, joint_outcomes
 
     df = _load(args)
     common = dict(a=args.a, b=args.b, on=args.on, by=_keys(args.by), condition=args.condition,
@@ -288,7 +288,7 @@ def _joint(args: argparse.Namespace) -> int:
 
 
 def _figures(args: argparse.Namespace) -> int:
-    from cir.plots import write_figures
+    from cir.study.figures import write_figures
 
     df = _load(args)
     if args.keep_prefix_mismatch:

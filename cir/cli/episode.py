@@ -14,10 +14,10 @@ from cir.agents.factory import AGENT_SPECS, make_agent
 from cir.cli.limits import MAX_BUDGET, check_int
 from cir.cli.llm_options import add_llm_options, llm_config
 from cir.cli.style import add_quiet, command
-from cir.errors import CirError
-from cir.files import disk_error
-from cir.progress import bar_settings
-from cir.protocol import DEFAULT_FRACTION, DEFAULT_MAX_ACTIONS, DEFAULT_MAX_TURNS
+from cir.episode.protocol import DEFAULT_FRACTION, DEFAULT_MAX_ACTIONS, DEFAULT_MAX_TURNS
+from cir.util.errors import CirError
+from cir.util.files import disk_error
+from cir.util.progress import bar_settings
 
 _COLOURS = {"agent": "36", "harness": "35", "obs": "0", "perturbed": "33", "won": "32", "lost": "31",
             "dim": "2", "bold": "1"}
@@ -99,11 +99,11 @@ def handle(args: argparse.Namespace) -> int:
     # imported here, not at the top: `cir --help` must not load the engine and the models
     from tqdm import tqdm
 
-    from cir.envs.alfworld import AlfworldEnv
-    from cir.envs.tasks import load_tasks
-    from cir.episode import run_episode
-    from cir.perturb import parse_condition
-    from cir.router import Router
+    from cir.episode.perturb import parse_condition
+    from cir.families.alfworld.env import AlfworldEnv
+    from cir.families.alfworld.tasks import load_tasks
+    from cir.router.live import run_episode
+    from cir.router.runtime import Router
 
     cond = parse_condition(args.condition)
     check_int("--max-turns", args.max_turns, 1, MAX_BUDGET)

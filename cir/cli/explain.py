@@ -32,9 +32,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _explain(args: argparse.Namespace) -> int:
-    from cir.errors import CirError
-    from cir.explain import explain_run, find_pair, format_pair, mechanism_counts
-    from cir.report import markdown_table
+    from cir.stats.explain import explain_run, find_pair, format_pair, mechanism_counts
+    from cir.study.page import markdown_table
+    from cir.util.errors import CirError
 
     one = [args.task, args.condition, args.delay, args.operation]
     if any(v is not None for v in one):

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cir.errors import CirError
-from cir.files import disk_error
-from cir.lock import FolderLock
+from cir.util.errors import CirError
+from cir.util.files import disk_error
+from cir.util.lock import FolderLock
 
 #: Bootstrap resamples at most (10,000 is the paper's; replicates are held as floats per group).
 MAX_RESAMPLES = 1_000_000

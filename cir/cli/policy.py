@@ -19,9 +19,7 @@ from typing import Any
 from cir.cli.analysis import partial_label
 from cir.cli.limits import MAX_BUDGET, MAX_RESAMPLES, MAX_SEED, check_int
 from cir.cli.style import add_columns, command
-from cir.errors import CirError
-from cir.files import disk_error
-from cir.protocol import (
+from cir.episode.protocol import (
     DEFAULT_C,
     DEFAULT_CANDIDATE_DELAYS,
     DEFAULT_D_MIN,
@@ -33,6 +31,8 @@ from cir.protocol import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
 )
+from cir.util.errors import CirError
+from cir.util.files import disk_error
 
 FORMATS = ("markdown", "csv", "json")
 
@@ -110,16 +110,16 @@ def register(subparsers: Any) -> None:
 
 def _fmt(threshold: float | None) -> str:
     # pandas: imported when a handler runs, not for `cir --help`
-    from cir.report import format_number
+    from cir.study.page import format_number
 
     return format_number(threshold, 3)
 
 
 def _fit(args: argparse.Namespace) -> int:
     # imported here, not at the top: `cir --help` must not load pandas and scikit-learn
-    from cir.calibration import calibration_figure, calibration_table
-    from cir.paired import read_paired
-    from cir.policy import CIRPolicy
+    from cir.pairs.paired import read_paired
+    from cir.router.calibration import calibration_figure, calibration_table
+    from cir.router.policy import CIRPolicy
 
     check_int("--max-turns", args.max_turns, 1, MAX_BUDGET)
     check_int("--max-actions", args.max_actions, 1, MAX_BUDGET)
@@ -177,12 +177,12 @@ def _evaluate(args: argparse.Namespace) -> int:
     # imported here, not at the top: `cir --help` must not load pandas and scikit-learn
     import pandas as pd
 
-    from cir.calibration import calibration_figure
     from cir.cli.analysis import select_columns
-    from cir.evaluation import evaluate
-    from cir.paired import read_paired
-    from cir.report import markdown_table
-    from cir.router import Router
+    from cir.pairs.paired import read_paired
+    from cir.router.calibration import calibration_figure
+    from cir.router.evaluation import evaluate
+    from cir.router.runtime import Router
+    from cir.study.page import markdown_table
 
     check_int("--resamples", args.resamples, 1, MAX_RESAMPLES)
     check_int("--seed", args.seed, 0, MAX_SEED)

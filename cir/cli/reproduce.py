@@ -10,8 +10,8 @@ from cir.agents.factory import AGENT_SPECS
 from cir.cli.limits import MAX_RESAMPLES, MAX_SEED, check_int, writer_lock
 from cir.cli.llm_options import add_llm_options, llm_config
 from cir.cli.style import BACKENDS, add_engine_savings, add_parallel, add_quiet, command
-from cir.errors import CirError
-from cir.protocol import DEFAULT_RESAMPLES, DEFAULT_SEED
+from cir.episode.protocol import DEFAULT_RESAMPLES, DEFAULT_SEED
+from cir.util.errors import CirError
 
 
 def register(subparsers: Any) -> None:
@@ -44,8 +44,8 @@ def register(subparsers: Any) -> None:
 
 def _reproduce(args: argparse.Namespace) -> int:
     # the whole study: loaded when the command runs, not for `cir --help`
-    from cir.parallel import check_jobs
-    from cir.reproduce import reproduce
+    from cir.study.reproduce import reproduce
+    from cir.util.parallel import check_jobs
 
     check_jobs(args.jobs, args.backend, args.scheduler)
     check_int("--resamples", args.resamples, 1, MAX_RESAMPLES)

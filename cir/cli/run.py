@@ -9,8 +9,7 @@ from cir.agents.factory import AGENT_SPECS
 from cir.cli.limits import MAX_BUDGET, check_int
 from cir.cli.llm_options import add_llm_options, llm_config
 from cir.cli.style import add_engine_savings, add_parallel, add_quiet, command
-from cir.errors import CirError
-from cir.protocol import (
+from cir.episode.protocol import (
     DEFAULT_CONDITIONS,
     DEFAULT_DELAYS,
     DEFAULT_FRACTION,
@@ -19,6 +18,7 @@ from cir.protocol import (
     DEFAULT_OPERATIONS,
     OPERATIONS,
 )
+from cir.util.errors import CirError
 
 
 def _comma(values: tuple[object, ...]) -> str:
@@ -75,11 +75,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     # imported here, not at the top: `cir --help` must not load the engine and the models
-    from cir.envs.tasks import load_tasks
-    from cir.paired import MAX_DELAY
-    from cir.parallel import BACKENDS, check_jobs
-    from cir.replay import ReplaySettings
-    from cir.run import run_experiment
+    from cir.families.alfworld.tasks import load_tasks
+    from cir.pairs.paired import MAX_DELAY
+    from cir.pairs.replay import ReplaySettings
+    from cir.pairs.run import run_experiment
+    from cir.util.parallel import BACKENDS, check_jobs
 
     # check every setting before touching the engine or the run folder
     check_int("--max-turns", args.max_turns, 1, MAX_BUDGET)

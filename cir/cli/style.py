@@ -13,7 +13,7 @@ import argparse
 import textwrap
 from collections.abc import Sequence
 
-#: joblib backends (``cir.parallel.BACKENDS``, which imports joblib: not loaded for --help).
+#: joblib backends (``cir.util.parallel.BACKENDS``, which imports joblib: not loaded for --help).
 BACKENDS = ("loky", "threading", "dask")
 #: Worker processes by default, for ``cir run`` and ``cir reproduce`` alike.
 DEFAULT_JOBS = 2
@@ -58,7 +58,7 @@ def add_parallel(parser: argparse.ArgumentParser) -> None:
 def add_engine_savings(parser: argparse.ArgumentParser) -> None:
     """``--no-engine-savings``: textworld's engine unmodified (the same text, slower)."""
     parser.add_argument("--engine-savings", action=argparse.BooleanOptionalAction, default=True,
-                        help="the engine's savings (cir/envs/engine.py): the same text, about 3x faster; "
+                        help="the engine's savings (cir/families/alfworld/engine.py): the same text, about 3x faster; "
                              "--no-engine-savings runs textworld's engine unmodified, to check that")
 
 

@@ -13,8 +13,8 @@ from typing import Any, TextIO
 
 from cir.cli.limits import MAX_TASKS, check_int, writer_lock
 from cir.cli.style import add_quiet, command
-from cir.errors import CirError
-from cir.protocol import SPLITS
+from cir.episode.protocol import SPLITS
+from cir.util.errors import CirError
 
 HELP_TEXT = """\
 Actions (ALFWorld 0.4 syntax; names as printed, e.g. "cabinet 1", "apple 2"):
@@ -80,8 +80,8 @@ def register(subparsers: Any) -> None:
 
 
 def _generate(args: argparse.Namespace) -> int:
-    from cir.envs.generate import check_split, check_types, generate_split
-    from cir.parallel import check_jobs
+    from cir.families.alfworld.generate import check_split, check_types, generate_split
+    from cir.util.parallel import check_jobs
 
     check_split(args.split)
     types = check_types(args.types.split(",")) if args.types is not None else None
@@ -121,7 +121,7 @@ def format_table(rows: list[dict[str, Any]]) -> str:
 
 
 def _list(args: argparse.Namespace) -> int:
-    from cir.envs.generate import read_manifest
+    from cir.families.alfworld.generate import read_manifest
 
     for manifest in read_manifest(args.dir):
         s = manifest.get("settings", {})
@@ -141,7 +141,7 @@ def play(task: str, stdin: TextIO, stdout: TextIO, *, max_steps: int = 200) -> i
     game = path / "game.tw-pddl" if path.is_dir() else path
     if not game.is_file():
         raise CirError(f"{task}: no game.tw-pddl here; give a game file or a trial folder")
-    from cir.envs.alfworld import AlfworldEnv
+    from cir.families.alfworld.env import AlfworldEnv
 
     env = AlfworldEnv(game)
     obs = env.reset()

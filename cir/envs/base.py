@@ -1,6 +1,6 @@
 """The Env contract (DESIGN.md): what the harness needs from an environment.
 
-Any text environment with exact snapshots can be studied: :func:`cir.replay.run_task_pairs`
+Any text environment with exact snapshots can be studied: :func:`cir.pairs.replay.run_task_pairs`
 runs the paired replayer on it (``examples/counter.py`` is a complete one, not ALFWorld).
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol, runtime_checkable
 
-from cir.errors import CirError
+from cir.util.errors import CirError
 
 #: ALFWorld's refresh query: ``look`` describes where the agent is. It is what a refresh
 #: sends to an env that declares no ``refresh_query`` of its own.

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from cir.envs.base import Env
-from cir.errors import CirError
+from cir.util.errors import CirError
 
 
 class BranchingEnv:

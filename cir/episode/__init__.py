@@ -1,0 +1,1 @@
+"""One episode: the transcript, the harness, observation perturbations, recovery operations, features."""

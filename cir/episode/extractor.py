@@ -1,0 +1,81 @@
+"""The feature extractor contract: what is known before a recovery decision, per environment.
+
+Features parse the text an environment shows, so each environment family has its own
+extractor. An extractor has a ``name`` (recorded in the router it is fitted with), a
+``features`` mapping (``f_*`` column name -> one-line meaning, in column order) and
+``extract(transcript, delay, *, max_turns, max_actions)`` returning exactly those keys as
+finite floats. It may read only what the agent was shown up to the decision (the task
+text, the agent's replies and actions, each step's ``shown`` text): a live harness has
+exactly that, so a router fitted on the columns works at run time.
+
+The replayer writes an extractor's features as the ``f_*`` columns of the paired table
+(:func:`cir.pairs.replay.run_task_pairs`, ``extractor=``); :class:`~cir.router.policy.CIRPolicy` is
+fitted with the same extractor, and the :class:`~cir.router.runtime.Router` it builds records its
+name and refuses to load or run with another. ALFWorld's extractor is
+:data:`cir.families.alfworld.features.ALFWORLD_FEATURES`, the default everywhere; ``examples/counter.py``
+has one for another environment.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from cir.util.errors import CirError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from cir.episode.transcript import Transcript
+
+
+@runtime_checkable
+class FeatureExtractor(Protocol):
+    """See the module docstring."""
+
+    name: str
+    features: dict[str, str]
+
+    def extract(self, transcript: Transcript, delay: int, *, max_turns: int,
+                max_actions: int) -> dict[str, float]: ...
+
+
+def builtin_extractors() -> dict[str, FeatureExtractor]:
+    """The extractors ``cir`` ships, by name (a router names one of these, or its own)."""
+    # cir.families.alfworld.features parses ALFWorld text: loaded when an extractor is asked for
+    from cir.families.alfworld.features import ALFWORLD_FEATURES
+
+    return {ALFWORLD_FEATURES.name: ALFWORLD_FEATURES}
+
+
+def resolve_extractor(extractor: FeatureExtractor | None) -> FeatureExtractor:
+    """``extractor`` checked (name, ``f_*`` feature names, ``extract``); None: ALFWorld's."""
+    if extractor is None:
+        return builtin_extractors()["alfworld"]
+    name = getattr(extractor, "name", None)
+    if not isinstance(name, str) or not name:
+        raise CirError(f"feature extractor {extractor!r}: expected a non-empty str attribute 'name'")
+    features = getattr(extractor, "features", None)
+    if not isinstance(features, dict) or not features:
+        raise CirError(f"feature extractor {name!r}: expected a non-empty dict 'features' (name -> meaning)")
+    bad = [f for f in features if not isinstance(f, str) or not f.startswith("f_")]
+    if bad:
+        raise CirError(f"feature extractor {name!r}: feature {bad[0]!r} must be a name starting with 'f_'")
+    if not callable(getattr(extractor, "extract", None)):
+        raise CirError(f"feature extractor {name!r}: expected a method extract(transcript, delay, ...)")
+    return extractor
+
+
+def extract(extractor: FeatureExtractor, transcript: Transcript, delay: int, *, max_turns: int,
+            max_actions: int) -> dict[str, float]:
+    """``extractor.extract(...)``, checked: exactly its features, in order, as finite floats."""
+    values: Any = extractor.extract(transcript, delay, max_turns=max_turns, max_actions=max_actions)
+    if not isinstance(values, dict) or list(values) != list(extractor.features):
+        got = list(values) if isinstance(values, dict) else type(values).__name__
+        raise CirError(f"feature extractor {extractor.name!r}: extract() returned {got!r:.200}; "
+                       f"expected the keys of its 'features', in order")
+    out = {}
+    for key, value in values.items():
+        number = float(value)
+        if not math.isfinite(number):
+            raise CirError(f"feature extractor {extractor.name!r}: {key} = {value!r}; expected a finite number")
+        out[key] = number
+    return out

@@ -1,0 +1,72 @@
+"""The shared vocabulary: ALFWorld's names and texts, and the paper's protocol defaults.
+
+Several layers must agree on these (the engine adapter, the agents, the harness, the
+features, the statistics, the command line), so each is written once, here, and
+imported where it is needed. Every default is a setting somewhere (DESIGN.md,
+"Protocol defaults"); this module only says what it is when nobody chooses.
+"""
+
+from __future__ import annotations
+
+# -- ALFWorld -----------------------------------------------------------------------------
+#: The six task types, in ALFWorld's own spelling and order.
+TASK_TYPES: tuple[str, ...] = (
+    "pick_and_place_simple",
+    "look_at_obj_in_light",
+    "pick_clean_then_place_in_recep",
+    "pick_heat_then_place_in_recep",
+    "pick_cool_then_place_in_recep",
+    "pick_two_obj_and_place",
+)
+SPLITS: tuple[str, ...] = ("train", "valid_seen", "valid_unseen")
+#: The engine's answer to an action that does not apply.
+NOTHING_HAPPENS = "Nothing happens."
+#: The line of the first observation that states the goal.
+GOAL_PREFIX = "Your task is to:"
+
+# -- the agent's turn (ReAct) -----------------------------------------------------------------
+#: A reply starting with this is a thought: a model turn without an env action.
+THINK_PREFIX = "think:"
+#: What the harness shows after a thought.
+THINK_ACK = "OK."
+
+# -- what the harness shows (recovery operations, ``cir.episode.recovery``) ------------------------------
+#: Before the answer to a refresh query.
+REFRESH_PREFIX = "[Refreshed observation]"
+#: Instead of the answer to a content-ablated refresh query.
+ABLATED_TEXT = "[The environment was queried again; the result is not shown.]"
+REPLAN_TEXT = (
+    "[Replan] Before you act, reconsider your plan: review what you have observed so far, "
+    "check which steps of the task are done and which remain, and choose your next actions."
+)
+REWIND_HEADER = "[Rewind] You are back at an earlier point of this task; the environment is restored to that state."
+#: The content-free harness message of the placebo control.
+PLACEBO_TEXT = "[harness] no new information"
+
+# -- the harness budgets (paper) ---------------------------------------------------------------
+DEFAULT_MAX_TURNS = 49
+DEFAULT_MAX_ACTIONS = 64
+
+# -- the paired design ----------------------------------------------------------------------------
+DEFAULT_CONDITIONS: tuple[str, ...] = ("clean", "stale2", "stale1", "missing")
+#: The stale condition the paper reports first.
+PRIMARY_STALE = "stale2"
+DEFAULT_DELAYS: tuple[int, ...] = (0, 1, 2, 4)
+#: Every recovery operation, in display order (``cir.episode.recovery.OPERATIONS`` implements them).
+OPERATIONS: tuple[str, ...] = ("refresh", "refresh_ablated", "replan", "rewind", "placebo")
+DEFAULT_OPERATIONS: tuple[str, ...] = ("refresh",)
+#: The perturbed env action comes after this fraction of the factual run's env actions.
+DEFAULT_FRACTION = 0.25
+
+# -- CIR ------------------------------------------------------------------------------------------
+DEFAULT_LAMBDA = 2.0
+DEFAULT_EPSILON = 0.02
+DEFAULT_D_MIN = 1
+DEFAULT_CANDIDATE_DELAYS: tuple[int, ...] = (1, 2, 4)
+DEFAULT_C = 0.1
+DEFAULT_FOLDS = 5
+
+# -- inference ------------------------------------------------------------------------------------
+DEFAULT_RESAMPLES = 10_000
+DEFAULT_LEVEL = 0.95
+DEFAULT_SEED = 0

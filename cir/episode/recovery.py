@@ -1,0 +1,188 @@
+"""Recovery operations: what the harness may do at a decision point.
+
+Each operation is a small object with a ``name`` and
+``apply(env, transcript, checkpoints) -> Step`` returning one harness step
+(``actor="harness"``) that the harness appends (:meth:`cir.episode.harness.Harness.recover`).
+An operation reaches the env directly (the harness's env, a
+:class:`~cir.envs.counting.CountingEnv` when the work is counted), never through the
+harness. Operations spend budget like anything else: a refresh ``look`` is an env
+action; a rewind keeps everything already spent. A new operation is a subclass here,
+registered in :data:`OPERATIONS` and named in :data:`cir.episode.protocol.OPERATIONS`.
+
+- ``refresh``: send the env's refresh query (one env action; ALFWorld's is ``look``, see
+  :class:`cir.envs.base.Env`) and show the result as a refreshed observation
+  (:data:`REFRESH_PREFIX` + the env's text).
+- ``refresh_ablated``: the same env query, the content hidden behind
+  :data:`ABLATED_TEXT` (separates "the env was queried" from "the agent read the answer").
+- ``replan``: no env query; :data:`REPLAN_TEXT` asks the agent to reconsider.
+- ``placebo``: no env query, no content: :data:`PLACEBO_TEXT` only. The control that
+  isolates what an extra harness message alone does to the agent.
+- ``rewind`` (AgentRewind, ReTRAIL): restore the agent context and the env to the
+  checkpoint before the perturbed observation, and add a short memory of the abandoned
+  branch (:data:`REWIND_HEADER` + the actions it took).
+
+The texts are constants of :mod:`cir.episode.protocol` (imported here) so that agents, features and
+:meth:`cir.episode.transcript.Transcript.from_messages` can recognise them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from cir.envs.base import DEFAULT_REFRESH_QUERY
+from cir.episode.protocol import (
+    ABLATED_TEXT,
+    PLACEBO_TEXT,
+    REFRESH_PREFIX,
+    REPLAN_TEXT,
+    REWIND_HEADER,
+)
+from cir.episode.transcript import HARNESS, Step, Transcript
+from cir.util.errors import CirError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from cir.envs.base import Env
+
+REWIND_MEMORY_ACTIONS = 8  # at most this many abandoned actions are listed
+
+
+@dataclass
+class Checkpoints:
+    """Env snapshots an operation may return to.
+
+    ``snapshots`` maps a transcript step count n to the env snapshot taken right after
+    the first n steps. ``anchor`` is the index (0-based) of the perturbed step: a rewind
+    goes back to the latest checkpoint strictly before it.
+    """
+
+    snapshots: dict[int, Any] = field(default_factory=dict)
+    anchor: int | None = None
+
+    def before(self, index: int) -> tuple[int, Any]:
+        """The latest checkpoint taken after at most ``index`` steps."""
+        keys = [k for k in self.snapshots if k <= index]
+        if not keys:
+            raise CirError(f"rewind: no checkpoint before step {index}")
+        k = max(keys)
+        return k, self.snapshots[k]
+
+
+class Operation:
+    """Base of recovery operations (a name and :meth:`apply`)."""
+
+    name: str = ""
+    queries_env: bool = False
+
+    def apply(self, env: Env, transcript: Transcript, checkpoints: Checkpoints) -> Step:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class Refresh(Operation):
+    """Send ``query`` (the env's refresh query, :func:`cir.envs.base.refresh_query`) and show
+    the answer."""
+
+    name = "refresh"
+    queries_env = True
+
+    def __init__(self, query: str = DEFAULT_REFRESH_QUERY) -> None:
+        self.query = query
+
+    def shown(self, obs: str) -> str:
+        return f"{REFRESH_PREFIX} {obs}"
+
+    def apply(self, env: Env, transcript: Transcript, checkpoints: Checkpoints) -> Step:
+        obs, done, won = env.step(self.query)
+        return Step(actor=HARNESS, reply=self.name, action=self.query, observation=obs,
+                    shown=self.shown(obs), events=[f"recovery:{self.name}"], done=done, won=won)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(query={self.query!r})"
+
+
+class RefreshAblated(Refresh):
+    """The same env query as :class:`Refresh`, its answer hidden."""
+
+    name = "refresh_ablated"
+
+    def shown(self, obs: str) -> str:
+        return ABLATED_TEXT
+
+
+class Replan(Operation):
+    name = "replan"
+
+    def apply(self, env: Env, transcript: Transcript, checkpoints: Checkpoints) -> Step:
+        return Step(actor=HARNESS, reply=self.name, action=None, observation=None,
+                    shown=REPLAN_TEXT, events=[f"recovery:{self.name}"])
+
+
+class Placebo(Operation):
+    name = "placebo"
+
+    def apply(self, env: Env, transcript: Transcript, checkpoints: Checkpoints) -> Step:
+        return Step(actor=HARNESS, reply=self.name, action=None, observation=None,
+                    shown=PLACEBO_TEXT, events=[f"recovery:{self.name}"])
+
+
+class Rewind(Operation):
+    name = "rewind"
+
+    def apply(self, env: Env, transcript: Transcript, checkpoints: Checkpoints) -> Step:
+        anchor = checkpoints.anchor
+        if anchor is None:
+            raise CirError(f"task {transcript.task_id}: rewind needs the perturbed step as anchor")
+        target, snap = checkpoints.before(anchor)
+        env.restore(snap)
+        abandoned = [s for s in transcript.steps[target:] if s.action is not None and s.actor != HARNESS]
+        return Step(actor=HARNESS, reply=self.name, action=None, observation=None,
+                    shown=rewind_memory(abandoned), events=[f"recovery:{self.name}"],
+                    rewind_to=target)
+
+
+def rewind_memory(abandoned: list[Step]) -> str:
+    """The short memory of the abandoned branch carried into the restored context."""
+    actions = [s.action for s in abandoned if s.action]
+    if not actions:
+        return f"{REWIND_HEADER} No actions were lost."
+    shown = actions[-REWIND_MEMORY_ACTIONS:]
+    more = len(actions) - len(shown)
+    listed = "; ".join(shown)
+    prefix = f"(and {more} earlier) " if more else ""
+    return (
+        f"{REWIND_HEADER} In the abandoned attempt you took {len(actions)} action(s): "
+        f"{prefix}{listed}. Some observations in that attempt may have been unreliable; "
+        "check what you see now before relying on them."
+    )
+
+
+OPERATIONS: dict[str, type[Operation]] = {
+    cls.name: cls for cls in (Refresh, RefreshAblated, Replan, Rewind, Placebo)
+}
+
+
+def get_operation(name: str, refresh_query: str = DEFAULT_REFRESH_QUERY) -> Operation:
+    """The operation named ``name`` (the refresh operations send ``refresh_query``); an
+    unknown name is a :class:`CirError`."""
+    try:
+        cls = OPERATIONS[str(name).strip()]
+    except KeyError:
+        raise CirError(
+            f"unknown operation {name!r}: expected one of {', '.join(OPERATIONS)}"
+        ) from None
+    return cls(refresh_query) if issubclass(cls, Refresh) else cls()
+
+
+def parse_operations(spec: str | list[str] | tuple[str, ...]) -> list[Operation]:
+    """A comma-separated list (or sequence) of operation names, duplicates refused."""
+    names = [s.strip() for s in spec.split(",")] if isinstance(spec, str) else [str(s) for s in spec]
+    names = [n for n in names if n]
+    if not names:
+        raise CirError(f"operations: expected at least one of {', '.join(OPERATIONS)}")
+    if len(set(names)) != len(names):
+        dup = next(n for n in names if names.count(n) > 1)
+        raise CirError(f"operations: {dup!r} is listed twice")
+    return [get_operation(n) for n in names]

@@ -1,0 +1,1 @@
+"""ALFWorld: the engine adapter with exact snapshots, task generation and loading, its text, features, prompts and built-in agent."""

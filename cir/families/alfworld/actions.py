@@ -1,0 +1,91 @@
+"""Map a model's free-form reply to one action in ALFWorld's syntax.
+
+Models, small ones above all, wrap their action in prefixes (``> ``, ``Action:``), quotes,
+articles and trailing periods, and many were trained on transcripts of older ALFWorld
+releases that said ``put X in/on Y`` where ALFWorld 0.4 expects ``move X to Y``. The
+parser undoes these variants so that the engine judges the action, not its spelling.
+A reply with no recognisable action is passed on cleaned (the engine answers
+``Nothing happens.``), flagged ``ok=False`` so the caller can record it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from cir.episode.protocol import THINK_PREFIX
+
+#: What an empty reply becomes: no ALFWorld command, so the engine says ``Nothing happens.``
+EMPTY_REPLY_ACTION = "nothing"
+
+_PREFIX = re.compile(
+    r"^(?:>+\s*|(?:\d+[.)]\s+)|(?:[-*]\s+)|(?:action|act|command|next action)\s*(?:\d+\s*)?:\s*)+",
+    re.IGNORECASE,
+)
+_THOUGHT = re.compile(r"^(?:think|thought|thinking|reasoning)\s*(?:\d+\s*)?:\s*(.*)$", re.IGNORECASE | re.DOTALL)
+_ARTICLE = re.compile(r"^(?:the|a|an|some)\s+")
+_OBJ = r"(?P<obj>.+?)"
+_REC = r"(?P<rec>.+?)"
+
+# (pattern, template); patterns run on the lower-cased, article-free line in order.
+_RULES: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(rf"^(?:go to|goto|go|walk to|move to|navigate to|head to) {_REC}$"), "go to {rec}"),
+    (re.compile(rf"^(?:take|pick up|pickup|get|grab) {_OBJ} (?:from|off|out of|off of) {_REC}$"), "take {obj} from {rec}"),
+    (re.compile(rf"^(?:put|place|move|drop|set) {_OBJ} (?:in/on|in|on|into|onto|inside|to|in or on) {_REC}$"), "move {obj} to {rec}"),
+    (re.compile(rf"^(?P<verb>heat|cool|clean) {_OBJ} (?:with|using|in|on|at) {_REC}$"), "{verb} {obj} with {rec}"),
+    (re.compile(rf"^(?:open) {_REC}$"), "open {rec}"),
+    (re.compile(rf"^(?:close|shut) {_REC}$"), "close {rec}"),
+    (re.compile(rf"^(?:use|turn on|switch on|toggle) {_OBJ}$"), "use {obj}"),
+    (re.compile(r"^(?:inventory|inv|i|check inventory|show inventory)$"), "inventory"),
+    (re.compile(rf"^(?:examine|inspect|look at|check) {_OBJ}$"), "examine {obj}"),
+    (re.compile(r"^(?:look|look around)$"), "look"),
+]
+
+
+@dataclass(frozen=True)
+class ParsedAction:
+    """The action to send, whether it matched a known command, and the raw reply."""
+
+    action: str
+    ok: bool
+    raw: str
+
+
+def _first_line(text: str) -> str:
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()
+    return ""
+
+
+def _strip_decoration(line: str) -> str:
+    line = line.strip().strip("`").strip()
+    line = _PREFIX.sub("", line).strip()
+    if len(line) >= 2 and line[0] == line[-1] and line[0] in "\"'":
+        line = line[1:-1].strip()
+    return line
+
+
+def _drop_articles(phrase: str) -> str:
+    return _ARTICLE.sub("", phrase.strip()).strip()
+
+
+def parse_action(reply: str) -> ParsedAction:
+    """The ALFWorld action (or ``think: ...`` thought) in ``reply``; never raises."""
+    line = _strip_decoration(_first_line(reply))
+    if not line:
+        return ParsedAction(EMPTY_REPLY_ACTION, False, reply)
+    thought = _THOUGHT.match(line)
+    if thought:
+        text = thought.group(1).strip()
+        return ParsedAction(f"{THINK_PREFIX} {text}" if text else THINK_PREFIX, True, reply)
+    # Lower-case, collapse spaces, drop a trailing full stop and the engine's "a/the".
+    cmd = re.sub(r"\s+", " ", line.lower()).rstrip(".!;,").strip()
+    cmd = _drop_articles(cmd)
+    for pattern, template in _RULES:
+        match = pattern.match(cmd)
+        if match:
+            parts = {k: _drop_articles(v) for k, v in match.groupdict().items()}
+            if all(parts.values()):
+                return ParsedAction(template.format(**parts), True, reply)
+    return ParsedAction(cmd, False, reply)

@@ -1,0 +1,149 @@
+"""A model-free ReAct-style agent for ALFWorld that errs like an LLM, deterministically.
+
+``BuiltinAgent(profile, seed).act(context)`` reads its context into beliefs
+(:mod:`cir.families.alfworld.agent.beliefs`), picks the next sub-goal of the parsed goal
+(:mod:`cir.families.alfworld.agent.goals`), searches unseen receptacles in order of a common-sense prior
+(:mod:`cir.families.alfworld.agent.priors`) and answers with one ALFWorld command or a ``think: ...``
+thought (:mod:`cir.families.alfworld.agent.decide`). It believes what it is shown, so stale and missing
+observations mislead it the way they mislead a language model.
+
+It is a scientific instrument: every way it fails, is rescued or is harmed is a named
+mechanism (:data:`cir.families.alfworld.agent.mechanisms.MECHANISMS`) whose chance is a parameter of the
+profile (0 turns it off), and every random choice is keyed by the task and by content,
+never by a message's position (:class:`cir.families.alfworld.agent.mechanisms.Draws`). So an extra
+harness message changes an episode only through what it says and through the recovery
+mechanisms, and :meth:`BuiltinAgent.act_traced` names the mechanisms behind each reply
+for the episode's explanation trace.
+
+Beliefs are memoised by context prefix (a rolling digest of the messages), so a call
+reads only the messages its longest known prefix lacks; replies are the same with the
+memo off (``memo=False``).
+
+``PROFILES`` holds named skill levels (``weak``, ``default``, ``strong``), calibrated with
+``benchmarks/agent_calibration.py`` (numbers in ``benchmarks/README.md``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from cir.families.alfworld.agent.beliefs import Beliefs, fold, initial_beliefs
+from cir.families.alfworld.agent.decide import Decider
+from cir.families.alfworld.agent.mechanisms import MECHANISMS, Draws, Fired
+from cir.util.errors import CirError
+
+#: chances per skill profile; PARAMETERS says what each means, MECHANISMS what it names
+PROFILES: dict[str, dict[str, float]] = {
+    "weak": {
+        "prior_noise": 3.0, "overlook": 0.25, "forget_open": 0.3, "repeat": 0.08, "think": 0.65,
+        "loop": 0.55, "give_up": 0.95, "forget_transform": 0.35, "close_after": 0.2, "confuse": 0.35,
+        "old_syntax": 0.3, "reground": 0.25, "self_check": 0.01, "notice_loop": 0.03,
+        "stale_location": 0.95, "hidden_pickup": 0.95, "hidden_placement": 0.95, "missing_text": 0.95,
+        "lost_track": 0.55, "harness_recheck": 0.6, "refresh_correction": 0.6, "interruption": 0.5, "misread_refresh": 0.6,
+    },
+    "default": {
+        "prior_noise": 2.4, "overlook": 0.16, "forget_open": 0.12, "repeat": 0.04, "think": 0.6,
+        "loop": 0.3, "give_up": 0.9, "forget_transform": 0.15, "close_after": 0.15, "confuse": 0.22,
+        "old_syntax": 0.1, "reground": 0.45, "self_check": 0.02, "notice_loop": 0.05,
+        "stale_location": 0.9, "hidden_pickup": 0.9, "hidden_placement": 0.9, "missing_text": 0.9,
+        "lost_track": 0.4, "harness_recheck": 0.85, "refresh_correction": 0.8, "interruption": 0.35, "misread_refresh": 0.3,
+    },
+    "strong": {
+        "prior_noise": 0.8, "overlook": 0.03, "forget_open": 0.03, "repeat": 0.01, "think": 0.4,
+        "loop": 0.08, "give_up": 0.3, "forget_transform": 0.04, "close_after": 0.1, "confuse": 0.02,
+        "old_syntax": 0.0, "reground": 0.75, "self_check": 0.2, "notice_loop": 0.2,
+        "stale_location": 0.6, "hidden_pickup": 0.6, "hidden_placement": 0.6, "missing_text": 0.6,
+        "lost_track": 0.15, "harness_recheck": 0.95, "refresh_correction": 0.95, "interruption": 0.15, "misread_refresh": 0.1,
+    },
+}
+
+#: one line per profile parameter (the mechanism of the same name says what fires)
+PARAMETERS: dict[str, str] = {
+    "prior_noise": "noise on the common-sense search prior (higher: poorer search order)",
+    **{m.parameter: f"chance: {m.meaning}" for m in MECHANISMS.values() if m.parameter},
+}
+PARAMETERS["overlook"] = "chance (x list length / 4) to overlook a wanted item in a list of 3+ items"
+PARAMETERS["self_check"] = "chance per consecutive failed command to check its hands with 'inventory'"
+PARAMETERS["notice_loop"] = "chance per reply, while it goes round in circles, to notice and return to its plan"
+PARAMETERS["harness_recheck"] = ("chance (x how strongly the message invites reconsidering) that a harness "
+                                 "message makes it re-check the step it is least sure of")
+PARAMETERS["interruption"] = ("chance (x sub-goal weight x how strongly the message invites reconsidering) "
+                              "that a harness message makes it redo or drop the sub-goal in progress")
+
+_MEMO_LIMIT = 50_000
+
+
+class BuiltinAgent:
+    """The model-free agent (see module docstring). ``act`` reads only ``context``.
+
+    ``overrides`` sets single parameters of the profile (``{"hidden_pickup": 1.0}``); they
+    are part of :meth:`settings`, so they name the agent and key its replies.
+    """
+
+    def __init__(self, profile: str = "default", seed: int = 0, *,
+                 overrides: dict[str, float] | None = None, memo: bool = True) -> None:
+        if profile not in PROFILES:
+            raise CirError(
+                f"agent profile {profile!r}: unknown; expected one of {', '.join(sorted(PROFILES))}"
+            )
+        if not isinstance(seed, int) or isinstance(seed, bool):
+            raise CirError(f"agent seed {seed!r}: expected an integer")
+        unknown = sorted(set(overrides or {}) - set(PARAMETERS))
+        if unknown:
+            raise CirError(f"agent parameter {unknown[0]!r}: unknown; expected one of {', '.join(PARAMETERS)}")
+        self.profile = profile
+        self.seed = seed
+        self.params = {**PROFILES[profile], **(overrides or {})}
+        self.name = f"builtin:{profile}"
+        self.memo = memo
+        # The draws are keyed by the seed, never by the profile's parameters: every profile and
+        # override shares one set of draws (common random numbers), so changing a parameter
+        # changes only the choices that parameter decides, and two profiles are compared pair
+        # by pair. The memo below is per instance, so its digests may leave parameters out.
+        self._key = json.dumps({"agent": "builtin", "seed": self.seed}, sort_keys=True).encode()
+        self._memo: dict[bytes, tuple[Beliefs, list[Fired]]] = {}
+
+    def settings(self) -> dict[str, Any]:
+        """Profile name and parameters plus the seed: with the context they fix the reply."""
+        return {"agent": "builtin", "profile": self.profile, "seed": self.seed, **self.params}
+
+    def act(self, context: list[dict[str, str]]) -> str:
+        """The next reply: one ALFWorld command or a ``think: ...`` thought."""
+        return self.act_traced(context)[0]
+
+    def act_traced(self, context: list[dict[str, str]]) -> tuple[str, list[Fired], list[Fired]]:
+        """The next reply, what fired reading the last message, and what fired deciding."""
+        if not context:
+            return "look", [], []
+        task_text = context[0].get("content") or ""
+        draws = Draws(hashlib.blake2b(self._key + task_text.encode(), digest_size=16).digest())
+        beliefs, read_fired = self._read(context, draws)
+        decider = Decider(beliefs, self.params, draws)
+        return decider.decide(), read_fired, decider.fired
+
+    def _read(self, context: list[dict[str, str]], draws: Draws) -> tuple[Beliefs, list[Fired]]:
+        """Beliefs after the whole context and what fired at its last message (memoised)."""
+        digests = [hashlib.blake2b(draws.key, digest_size=16).digest()]
+        for msg in context[1:]:
+            h = hashlib.blake2b(digests[-1], digest_size=16)
+            h.update((msg.get("role") or "").encode() + b"\x1f" + (msg.get("content") or "").encode())
+            digests.append(h.digest())
+        start, state = 0, None
+        if self.memo:
+            for i in range(len(digests) - 1, -1, -1):
+                if digests[i] in self._memo:
+                    start, state = i, self._memo[digests[i]]
+                    break
+        if state is None:
+            state = (initial_beliefs(context[0].get("content") or ""), [])
+        beliefs, fired = state
+        for i in range(start + 1, len(context)):
+            beliefs, fired = fold(beliefs, context[i].get("role") or "", context[i].get("content") or "",
+                                  draws, self.params)
+            if self.memo:
+                if len(self._memo) >= _MEMO_LIMIT:
+                    self._memo.clear()
+                self._memo[digests[i]] = (beliefs, fired)
+        return beliefs, list(fired)

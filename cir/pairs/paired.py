@@ -1,0 +1,371 @@
+"""The paired table: its columns, reading and validation.
+
+One row per task x condition x delay x operation (DESIGN.md). It is the input of
+every statistics and policy command, so bad input is caught here, once, with an
+error that names the column or value.
+
+Columns:
+
+=================  ===========================================================
+task_id            the task (cluster for the bootstrap)
+split              ALFWorld split the task came from
+task_type          one of the six ALFWorld task types
+agent              agent name with its settings digest
+condition          clean, staleK, missing
+delay              env actions between the modified observation and the decision
+operation          refresh, refresh_ablated, replan, rewind
+y0                 success without recovery (0/1)
+y1                 success with the operation at this delay (0/1)
+executed           whether the recovery ran (False: episode ended before delay)
+factual_success    whether the clean, no-recovery run succeeded
+prefix_match       both arms identical up to the branch point
+outcome            rescue, harm, stable_success, stable_failure
+f_*                features at the decision point, from the no-recovery arm
+=================  ===========================================================
+
+A run folder's ``paired.csv`` is derived from its episode store (:func:`paired_text`),
+so :func:`read_paired` on a run folder checks the table against the store and the run
+record: a table that is missing, shorter or older than the store is rebuilt from it, and
+a run that lacks tasks is refused unless partial results are asked for (``allow_partial``);
+then ``df.attrs["run"]`` says how partial.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import logging
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from cir.pairs.store import EPISODES, PAIRED, RUN_JSON, RunIndex, RunStore
+from cir.util.errors import CirError
+
+log = logging.getLogger(__name__)
+
+KEY_COLUMNS = ["task_id", "condition", "delay", "operation"]
+REQUIRED_COLUMNS = [
+    "task_id",
+    "condition",
+    "delay",
+    "operation",
+    "y0",
+    "y1",
+    "executed",
+    "factual_success",
+    "prefix_match",
+]
+PAIRED_COLUMNS = [
+    "task_id",
+    "split",
+    "task_type",
+    "agent",
+    "condition",
+    "delay",
+    "operation",
+    "y0",
+    "y1",
+    "executed",
+    "factual_success",
+    "prefix_match",
+    "outcome",
+]
+OUTCOMES = ["stable_success", "rescue", "harm", "stable_failure"]
+FEATURE_PREFIX = "f_"
+#: No episode is this long; a larger delay is a typo (and would overflow on reading back).
+MAX_DELAY = 1_000_000
+
+
+def outcome_of(y0: int, y1: int) -> str:
+    """The paired outcome of one row."""
+    if y0 and y1:
+        return "stable_success"
+    if y1:
+        return "rescue"
+    if y0:
+        return "harm"
+    return "stable_failure"
+
+
+def add_outcome(df: pd.DataFrame) -> pd.DataFrame:
+    """A copy with the derived ``outcome`` column (re)computed from y0, y1."""
+    out = df.copy()
+    out["outcome"] = [outcome_of(a, b) for a, b in zip(out["y0"], out["y1"], strict=True)]
+    return out
+
+
+def feature_columns(df: pd.DataFrame) -> list[str]:
+    return [c for c in df.columns if c.startswith(FEATURE_PREFIX)]
+
+
+# -- the table of a run, derived from its task summaries -------------------------------------
+RowSorter = Callable[[dict[str, Any]], tuple]
+
+
+def row_sort_key(conditions: Sequence[str], operations: Sequence[str]) -> RowSorter:
+    """Deterministic row order: task, then conditions/operations in settings order, delay."""
+    cond_index = {c: i for i, c in enumerate(conditions)}
+    op_index = {m: i for i, m in enumerate(operations)}
+
+    def key(row: dict[str, Any]) -> tuple:
+        return (str(row["task_id"]), cond_index.get(row["condition"], len(cond_index)),
+                row["condition"], int(row["delay"]), op_index.get(row["operation"], len(op_index)),
+                row["operation"])
+
+    return key
+
+
+def paired_columns(rows: list[dict[str, Any]]) -> list[str]:
+    """PAIRED_COLUMNS then the feature columns in first-seen order."""
+    extra: list[str] = []
+    for row in rows:
+        for key in row:
+            if key not in PAIRED_COLUMNS and key not in extra:
+                extra.append(key)
+    return [*PAIRED_COLUMNS, *extra]
+
+
+def paired_text(summaries: list[dict[str, Any]], conditions: Sequence[str],
+                operations: Sequence[str]) -> str:
+    """The CSV text of a run's paired table from its task summaries (the store's task
+    records): byte-identical whatever the order the tasks finished in."""
+    rows = sorted((r for s in summaries for r in s["rows"]), key=row_sort_key(conditions, operations))
+    df = pd.DataFrame(rows, columns=paired_columns(rows))
+    return df.to_csv(index=False, lineterminator="\n")
+
+
+def text_digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _as_binary(df: pd.DataFrame, column: str, source: str) -> pd.Series:
+    values = df[column]
+    if values.dtype == bool:
+        return values.astype(int)
+    if values.dtype == object:
+        # True == 1 in a dict, so the bool keys also cover the integers 1 and 0.
+        mapped = values.map({"True": 1, "False": 0, "true": 1, "false": 0, True: 1, False: 0})
+        bad = values[mapped.isna()]
+    else:
+        mapped = values
+        bad = values[~values.isin([0, 1])]
+    if len(bad):
+        row = bad.index[0]
+        raise CirError(
+            f"{source}: column {column!r} must hold 0/1 (or true/false); "
+            f"row {row} has {_plain(bad.iloc[0])!r}"
+        )
+    return mapped.astype(int)
+
+
+def _plain(value: object) -> object:
+    """A numpy scalar as the Python value (so messages say 3, not np.int64(3))."""
+    return value.item() if hasattr(value, "item") else value
+
+
+def validate_paired(df: pd.DataFrame, source: str = "paired table", require_features: bool = False) -> pd.DataFrame:
+    """Check a paired table and return a normalised copy (ints for flags, outcome added).
+
+    Raises :class:`CirError` naming the column or value on: an empty table, a missing
+    column, a non-binary y0/y1/flag, a negative delay, or duplicate rows for the same
+    task, condition, delay and operation.
+    """
+    if df is None or len(df) == 0:
+        raise CirError(f"{source}: the paired table is empty (no rows)")
+    missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
+    if missing:
+        raise CirError(
+            f"{source}: missing column(s) {', '.join(repr(c) for c in missing)}; "
+            f"a paired table needs {', '.join(REQUIRED_COLUMNS)}"
+        )
+    out = df.copy()
+    for column in ["y0", "y1", "executed", "factual_success", "prefix_match"]:
+        out[column] = _as_binary(out, column, source)
+    blank = out["task_id"].isna() | (out["task_id"].astype(str).str.strip() == "")
+    if blank.any():
+        raise CirError(f"{source}: row {_plain(blank.idxmax())} has an empty task_id; every row "
+                       "belongs to a task (the bootstrap resamples tasks)")
+    out["task_id"] = out["task_id"].astype(str)
+    out["condition"] = out["condition"].astype(str)
+    out["operation"] = out["operation"].astype(str)
+    delay = pd.to_numeric(out["delay"], errors="coerce")
+    bad = delay.isna() | (delay < 0) | (delay != delay.round()) | (delay > MAX_DELAY)
+    if bad.any():
+        raise CirError(f"{source}: column 'delay' must hold integers from 0 to {MAX_DELAY}; "
+                       f"row {_plain(bad.idxmax())} has {_plain(out['delay'][bad].iloc[0])!r}")
+    out["delay"] = delay.astype(int)
+    dup = out.duplicated(KEY_COLUMNS, keep=False)
+    if dup.any():
+        first = {k: _plain(v) for k, v in out.loc[dup, KEY_COLUMNS].iloc[0].to_dict().items()}
+        raise CirError(
+            f"{source}: duplicate rows for task_id={first['task_id']!r}, condition={first['condition']!r}, "
+            f"delay={first['delay']}, operation={first['operation']!r}: "
+            "each task may have one row per condition, delay and operation"
+        )
+    _check_consistency(out, source)
+    if require_features and not feature_columns(out):
+        raise CirError(
+            f"{source}: no feature columns (f_*); run `cir run` with this version to write them"
+        )
+    return add_outcome(out)
+
+
+def _row_text(df: pd.DataFrame, row: Any) -> str:
+    key = ", ".join(f"{k}={_plain(df.at[row, k])!r}" for k in KEY_COLUMNS)
+    return f"row {_plain(row)} ({key})"
+
+
+def _check_consistency(df: pd.DataFrame, source: str) -> None:
+    """Rows that cannot come from a paired run: the row and the rule it breaks."""
+    moved = (df["executed"] == 0) & (df["y1"] != df["y0"])
+    if moved.any():
+        row = moved.idxmax()
+        raise CirError(f"{source}: {_row_text(df, row)} has executed=0 but y1={df.at[row, 'y1']} != "
+                       f"y0={df.at[row, 'y0']}: a recovery that did not run leaves y1 = y0")
+    mixed = df.groupby("task_id", sort=False)["factual_success"].transform("nunique") > 1
+    if mixed.any():
+        task = df.loc[mixed.idxmax(), "task_id"]
+        rows = df.index[df["task_id"] == task]
+        values = df.loc[rows, "factual_success"]
+        a, b = values.idxmax(), values.idxmin()
+        raise CirError(f"{source}: task {task!r} has factual_success=1 in row {_plain(a)} and 0 in "
+                       f"row {_plain(b)}: a task has one factual run, so one value on all its rows")
+
+
+def read_paired(path: str | Path, require_features: bool = False,
+                allow_partial: bool = False) -> pd.DataFrame:
+    """Read a ``paired.csv`` / ``.parquet`` file, or the table of a RUN_DIR.
+
+    A RUN_DIR (or its ``paired.csv``) is checked against its episode store and run record
+    first (module docstring); a partial run is a :class:`CirError` unless ``allow_partial``,
+    and ``df.attrs["run"]`` holds ``tasks``, ``tasks_done`` and ``partial``.
+    """
+    path = Path(path)
+    run_dir = path if path.is_dir() else path.parent if path.name == PAIRED else None
+    if run_dir is not None and RunStore(run_dir).is_run():
+        text, status = run_table(run_dir, allow_partial=allow_partial)
+        source = str(Path(run_dir) / PAIRED)
+        df = _parse(lambda: pd.read_csv(io.StringIO(text)), source)
+        out = validate_paired(df, source=source, require_features=require_features)
+        out.attrs["run"] = status
+        return out
+    if path.is_dir():
+        candidates = [path / "paired.csv", path / "paired.parquet"]
+        found = [c for c in candidates if c.exists()]
+        if not found:
+            raise CirError(f"{path}: no paired.csv or paired.parquet in this folder")
+        path = found[0]
+    if not path.exists():
+        raise CirError(f"{path}: no such file")
+    if path.suffix == ".parquet":
+        df = _parse(lambda: pd.read_parquet(path), str(path))
+    elif path.suffix in {".csv", ".gz"}:
+        df = _parse(lambda: pd.read_csv(path), str(path))
+    else:
+        raise CirError(f"{path}: expected a .csv or .parquet paired table, or a RUN_DIR")
+    return validate_paired(df, source=str(path), require_features=require_features)
+
+
+def _parse(read: Callable[[], pd.DataFrame], source: str) -> pd.DataFrame:
+    try:
+        return read()
+    except pd.errors.EmptyDataError:
+        raise CirError(f"{source}: the file is empty") from None
+    except Exception as err:  # parser errors differ between engines
+        raise CirError(f"{source}: cannot read as a table ({type(err).__name__}: {err})") from None
+
+
+def _partial(run_dir: Path, tasks: int, done: int, damage: str, allow_partial: bool) -> dict[str, Any]:
+    """The run's status; a CirError for a partial run unless partial results are asked for."""
+    status = {"run_dir": str(run_dir), "tasks": tasks, "tasks_done": done, "partial": done < tasks}
+    if not status["partial"]:
+        if damage:  # every task has an intact copy: the damage is an extra, stale one
+            log.warning("%s: %s holds damaged parts besides the intact tasks (%s); the next "
+                        "`cir run` sets them aside", run_dir, EPISODES, damage)
+        return status
+    what = f"{run_dir}: partial run: {tasks - done} of {tasks} tasks missing" + (
+        f" (damaged in {EPISODES}: {damage})" if damage else "")
+    if not allow_partial:
+        raise CirError(f"{what}; finish it with the same `cir run` command, or pass "
+                       "--allow-partial (allow_partial=True in Python) to analyse the finished tasks")
+    log.warning("%s; analysing the %d finished task(s), as asked", what, done)
+    return status
+
+
+def run_table(run_dir: str | Path, allow_partial: bool = False) -> tuple[str, dict[str, Any]]:
+    """The paired table of a run folder as CSV text, checked, and the run's status.
+
+    Fast path: the record says the run is complete and names the store size and table
+    digest that are on disk. Otherwise the table is derived from the store, compared
+    with ``paired.csv`` and, when they differ and no writer holds the folder, rewritten.
+    """
+    run_dir = Path(run_dir)
+    store = RunStore(run_dir)
+    current = store.read_paired_text()
+    index = store.read_index()
+    if index is None:
+        if not allow_partial or current is None:
+            raise CirError(f"{run_dir}: has {EPISODES} but no {RUN_JSON}, so it cannot tell "
+                           "how many tasks the run has; pass --allow-partial to read its table")
+        log.warning("%s: no %s; its paired.csv is read unchecked, as asked", run_dir, RUN_JSON)
+        return current, {"run_dir": str(run_dir), "tasks": None, "tasks_done": None, "partial": True}
+    digest = None if current is None else text_digest(current)
+    stored = store.episodes_path.exists()
+    if index.complete and current is not None and digest == index.paired_sha256 \
+            and index.episodes_bytes == store.episodes_bytes():
+        return current, _partial(run_dir, index.n_tasks, index.n_tasks, "", allow_partial)
+    if not stored:
+        return _without_store(run_dir, index, current, digest, allow_partial)
+    scan = store.scan()
+    summaries = scan.summaries()
+    ids = index.task_ids if index.task_ids is not None else sorted(summaries)
+    done = [summaries[i] for i in ids if i in summaries]
+    text = paired_text(done, index.conditions, index.operations)
+    if text != current:
+        _rewrite_table(store, text, current)
+    return text, _partial(run_dir, index.n_tasks, len(done), scan.damage_text(), allow_partial)
+
+
+def _without_store(run_dir: Path, index: RunIndex, current: str | None, digest: str | None,
+                   allow_partial: bool) -> tuple[str, dict[str, Any]]:
+    """A run folder whose episode store is gone (e.g. results kept without transcripts):
+    the table is trusted only when the record says complete and its digest or row count fits."""
+    rows = None if current is None else max(0, current.count("\n") - 1)
+    fits = current is not None and index.complete and (
+        digest == index.paired_sha256 if index.paired_sha256 else rows == index.pairs)
+    if fits:
+        assert current is not None
+        return current, _partial(run_dir, index.n_tasks, index.n_tasks, "", allow_partial)
+    problem = ("no paired.csv" if current is None else
+               f"paired.csv has {rows} rows, the run record {index.pairs} for a "
+               f"{'complete' if index.complete else 'partial'} run of {index.n_tasks} tasks")
+    if not allow_partial or current is None:
+        raise CirError(f"{run_dir}: {problem}, and there is no {EPISODES} to rebuild it from")
+    log.warning("%s: %s; read as it is, as asked", run_dir, problem)
+    return current, {"run_dir": str(run_dir), "tasks": index.n_tasks,
+                     "tasks_done": index.tasks_done, "partial": True}
+
+
+def _rewrite_table(store: RunStore, text: str, current: str | None) -> None:
+    """Rewrite paired.csv from the store unless a writer holds the folder (then it will)."""
+    was = "missing" if current is None else f"{max(0, current.count(chr(10)) - 1)} rows"
+    lock = store.lock()
+    try:
+        lock.acquire()
+    except CirError as err:
+        log.warning("%s: differs from the episode store (%s, the store has %d rows) and is not "
+                    "rewritten (%s); the table is read from the store", store.paired_path, was,
+                    text.count("\n") - 1, err)
+        return
+    try:
+        store.write_paired(text)
+    except CirError as err:
+        log.warning("%s; the table is read from the episode store", err)
+        return
+    finally:
+        lock.release()
+    log.warning("%s: rebuilt from the episode store (it was %s, the store has %d rows)",
+                store.paired_path, was, text.count("\n") - 1)

@@ -1,0 +1,303 @@
+"""The run record (``RUN_DIR/run.json``) as typed data: settings, counts, feasibility, costs, timings.
+
+A run record is rebuilt from the finished tasks' summaries after every task
+(:meth:`RunRecord.summarize`), written by the run folder (:mod:`cir.pairs.store`) and read back
+on resume or by the study report. :meth:`RunRecord.to_dict` and
+:meth:`RunRecord.from_dict` are its only JSON form::
+
+    {"cir_version": "0.1.0", "complete": true,
+     "settings": {"tasks": ..., "task_set": ..., "n_tasks": ..., "limit": ..., "agent": ...,
+                  "agent_label": ..., "seed": ..., "conditions": [...], "delays": [...],
+                  "operations": [...], "perturb_fraction": ..., "max_turns": ..., "max_actions": ...},
+     "counts": {"tasks": ..., "tasks_done": ..., "tasks_feasible": ..., "tasks_infeasible": ...,
+                "pairs": ..., "factual_success": ...},
+     "feasibility": {TASK_ID: {"feasible": ..., "reason": ..., "factual_env_actions": ...,
+                               "point": ...}},
+     "costs": {"agent_calls": ..., "cache_hits": ..., "env_step_requests": ..., "env_steps": ...,
+               "env_memo_hits": ..., "env_restores": ..., "env_resets": ..., "cache_hit_rate": ...},
+     "timings": {"task_seconds_sum": ..., "sessions": [{"started": ..., "jobs": ..., "backend": ...,
+                 "snapshots": ..., "resumed_tasks": ..., "tasks_run": ..., "seconds": ...,
+                 "cache_dir": ..., "extends": ...,
+                 "llm": {"http_requests": ..., "cache_hits_disk": ..., "cache_hits_memory": ...,
+                         "retries": ..., "unparsable": ..., "model_calls": ...}}]},
+     "task_ids": [...],
+     "agent_settings": {...},
+     "store": {"episodes_bytes": ..., "paired_sha256": ...}}
+
+``task_ids`` (the run's tasks in order) and ``store`` (the episode store's size and the
+digest of the paired table written with it) let a reader check a table against its store
+cheaply (:mod:`cir.pairs.paired`); records of older versions lack them and are checked the
+slow way. A session's ``llm`` holds the LLM agent's counters in that session (empty for
+agents without any): a rerun served from the cache shows ``http_requests: 0``; its
+``cache_dir`` is the reply cache it used (None: the run folder's own) and ``extends`` the
+run whose replies it reused (:func:`check_extension`). ``agent_settings`` are the agent's
+settings in words (the digest in ``agent_label`` is of these), for readers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
+from typing import Any
+
+from cir.pairs.replay import ReplaySettings
+from cir.pairs.store import RunStore
+from cir.util.errors import CirError
+
+
+def _part(data: Any, key: str, source: str) -> Any:
+    """``data[key]``, or a CirError naming the run record and the missing field."""
+    if not isinstance(data, dict) or key not in data:
+        raise CirError(f"{source}: the run record has no field {key!r}; not a run.json of this cir?")
+    return data[key]
+
+
+def _build(cls: type, data: Any, source: str, where: str) -> Any:
+    """A dataclass from its fields in ``data``, with a one-line error on a missing field
+    (a field with a default may be missing: records of older versions lack it)."""
+    values = {}
+    for f in fields(cls):
+        optional = f.default is not MISSING or f.default_factory is not MISSING
+        if optional and isinstance(data, dict) and f.name not in data:
+            continue
+        values[f.name] = _part(data, f.name, f"{source} ({where})")
+    return cls(**values)
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """What identifies a run: a resumed run must have the same (compared key by key)."""
+
+    tasks: str | None  # where the tasks came from
+    task_set: str  # digest of the task ids
+    n_tasks: int
+    limit: int | None
+    agent: str  # the agent spec
+    agent_label: str  # name@digest of the agent's settings: a changed agent never resumes another's run
+    seed: int
+    replay: ReplaySettings
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"tasks": self.tasks, "task_set": self.task_set, "n_tasks": self.n_tasks,
+                "limit": self.limit, "agent": self.agent, "agent_label": self.agent_label,
+                "seed": self.seed, **self.replay.as_dict()}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], source: str) -> RunSettings:
+        replay = {f.name: _part(data, f.name, source) for f in fields(ReplaySettings)}
+        replay = {k: tuple(v) if isinstance(v, list) else v for k, v in replay.items()}
+        try:
+            settings = ReplaySettings(**replay)
+        except CirError as err:
+            raise CirError(f"{source}: settings: {err}") from None
+        own = {f.name: _part(data, f.name, source) for f in fields(cls) if f.name != "replay"}
+        return cls(**own, replay=settings)
+
+
+@dataclass(frozen=True)
+class TaskFeasibility:
+    """Whether a task's factual run reached the perturbation point (and where it is)."""
+
+    feasible: bool
+    reason: str
+    factual_env_actions: int
+    point: int | None
+
+
+@dataclass(frozen=True)
+class RunCounts:
+    tasks: int
+    tasks_done: int
+    tasks_feasible: int
+    tasks_infeasible: int
+    pairs: int
+    factual_success: int
+
+
+@dataclass(frozen=True)
+class RunCosts:
+    """Work summed over the finished tasks (see :func:`cir.pairs.replay.run_task_pairs`)."""
+
+    agent_calls: int = 0  # agent replies actually computed (cache misses)
+    cache_hits: int = 0
+    env_step_requests: int = 0  # env steps the harness and the operations asked for
+    env_steps: int = 0  # env steps actually taken (each distinct transition once)
+    env_memo_hits: int = 0
+    env_restores: int = 0
+    env_resets: int = 0
+
+    @property
+    def cache_hit_rate(self) -> float | None:
+        calls = self.agent_calls + self.cache_hits
+        return round(self.cache_hits / calls, 4) if calls else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "cache_hit_rate": self.cache_hit_rate}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunCosts:
+        return cls(**{f.name: int(data.get(f.name, 0)) for f in fields(cls)})
+
+
+@dataclass
+class Session:
+    """One call of ``run_experiment`` on the run folder (a resume is another session)."""
+
+    started: str
+    jobs: int
+    backend: str
+    snapshots: str
+    resumed_tasks: int
+    tasks_run: int = 0
+    seconds: float = 0.0
+    engine_savings: bool = True  # cir.families.alfworld.engine's savings (the same text, faster)
+    llm: dict[str, int] = field(default_factory=dict)  # the LLM agent's counters, summed over tasks
+    cache_dir: str | None = None  # the reply cache, when not the run folder's own
+    extends: str | None = None  # the run folder whose replies this session reused
+
+    def add_llm(self, stats: dict[str, Any] | None) -> None:
+        """Add one task's agent counters (integers only; rates are derived)."""
+        for key, value in (stats or {}).items():
+            if isinstance(value, int) and not isinstance(value, bool):
+                self.llm[key] = self.llm.get(key, 0) + value
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """Everything ``run.json`` holds (module docstring)."""
+
+    cir_version: str
+    settings: RunSettings
+    complete: bool
+    counts: RunCounts
+    feasibility: dict[str, TaskFeasibility]
+    costs: RunCosts
+    task_seconds_sum: float
+    sessions: list[Session] = field(default_factory=list)
+    task_ids: list[str] | None = None  # None in records of older versions
+    episodes_bytes: int | None = None
+    paired_sha256: str | None = None
+    agent_settings: dict[str, Any] | None = None  # None in records of older versions
+
+    @classmethod
+    def read(cls, store: RunStore) -> RunRecord | None:
+        """The record of a run folder (None if it has none yet)."""
+        data = store.read_run_json()
+        return None if data is None else cls.from_dict(data, source=str(store.run_json_path))
+
+    @classmethod
+    def resume(cls, store: RunStore, settings: RunSettings) -> RunRecord | None:
+        """The record of an earlier run in this folder with these settings (None if the
+        folder is new); a folder written with other settings is refused."""
+        old = store.check_settings(settings.to_dict())
+        return None if old is None else cls.from_dict(old, source=str(store.run_json_path))
+
+    def with_store(self, episodes_bytes: int, paired_sha256: str) -> RunRecord:
+        """This record, naming the store size and table digest it was written with."""
+        return replace(self, episodes_bytes=episodes_bytes, paired_sha256=paired_sha256)
+
+    @classmethod
+    def summarize(cls, cir_version: str, settings: RunSettings, task_ids: list[str],
+                  summaries: list[dict[str, Any]], sessions: list[Session], complete: bool,
+                  agent_settings: dict[str, Any] | None = None) -> RunRecord:
+        """The record of a run whose finished tasks have these summaries (in task order)."""
+        costs: dict[str, int] = {}
+        for s in summaries:
+            for k, v in s.get("costs", {}).items():
+                costs[k] = costs.get(k, 0) + int(v)
+        feasible = sum(1 for s in summaries if s["feasible"])
+        counts = RunCounts(
+            tasks=len(task_ids), tasks_done=len(summaries), tasks_feasible=feasible,
+            tasks_infeasible=len(summaries) - feasible, pairs=sum(len(s["rows"]) for s in summaries),
+            factual_success=sum(1 for s in summaries if s["factual_success"]),
+        )
+        feasibility = {s["task_id"]: TaskFeasibility(s["feasible"], s["reason"], s["factual_env_actions"],
+                                                     s["point"]) for s in summaries}
+        return cls(cir_version=cir_version, settings=settings, complete=complete, counts=counts,
+                   feasibility=feasibility, costs=RunCosts.from_dict(costs),
+                   task_seconds_sum=round(sum(s.get("seconds", 0.0) for s in summaries), 3),
+                   sessions=list(sessions), task_ids=list(task_ids), agent_settings=agent_settings)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {
+            "cir_version": self.cir_version,
+            "settings": self.settings.to_dict(),
+            "complete": self.complete,
+            "counts": asdict(self.counts),
+            "feasibility": {task_id: asdict(f) for task_id, f in self.feasibility.items()},
+            "costs": self.costs.to_dict(),
+            "timings": {"task_seconds_sum": self.task_seconds_sum,
+                        "sessions": [asdict(s) for s in self.sessions]},
+        }
+        if self.task_ids is not None:
+            out["task_ids"] = list(self.task_ids)
+        if self.agent_settings is not None:
+            out["agent_settings"] = self.agent_settings
+        if self.episodes_bytes is not None or self.paired_sha256 is not None:
+            out["store"] = {"episodes_bytes": self.episodes_bytes, "paired_sha256": self.paired_sha256}
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str = "run.json") -> RunRecord:
+        """The record from its JSON form; a CirError names the file and the missing field."""
+        timings = _part(data, "timings", source)
+        feasibility = _part(data, "feasibility", source)
+        return cls(
+            cir_version=_part(data, "cir_version", source),
+            settings=RunSettings.from_dict(_part(data, "settings", source), source),
+            complete=bool(_part(data, "complete", source)),
+            counts=_build(RunCounts, _part(data, "counts", source), source, "counts"),
+            feasibility={task_id: _build(TaskFeasibility, f, source, f"feasibility of {task_id}")
+                         for task_id, f in feasibility.items()},
+            costs=RunCosts.from_dict(_part(data, "costs", source)),
+            task_seconds_sum=_part(timings, "task_seconds_sum", source),
+            sessions=[_build(Session, s, source, "timings.sessions")
+                      for s in _part(timings, "sessions", source)],
+            task_ids=_strings(data.get("task_ids"), source, "task_ids"),
+            episodes_bytes=(data.get("store") or {}).get("episodes_bytes"),
+            paired_sha256=(data.get("store") or {}).get("paired_sha256"),
+            agent_settings=data.get("agent_settings"),
+        )
+
+
+def _strings(value: Any, source: str, where: str) -> list[str] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise CirError(f"{source}: the run record's {where} must be a list of strings")
+    return value
+
+
+def check_extension(old: RunRecord, new: RunSettings, new_ids: Sequence[str], source: str,
+                    agent_settings: dict[str, Any] | None = None) -> None:
+    """Refuse a run that would not extend the run ``old`` (read from ``source``).
+
+    An extension has the same agent (so the replies ``old``'s agent gave are the ones this
+    run needs), seed, perturbation point and budgets, and every task, condition, delay and
+    operation of ``old``; it may add tasks, conditions, delays and operations.
+    """
+    head = f"--extend {source}"
+    was = old.settings
+    if was.agent_label != new.agent_label:
+        there, here = old.agent_settings or {}, agent_settings or {}
+        diff = [f"{k} {there.get(k)!r} there, {here.get(k)!r} here"
+                for k in sorted(set(there) | set(here)) if there.get(k) != here.get(k)]
+        raise CirError(f"{head}: its agent is {was.agent_label}, this run's is {new.agent_label}"
+                       f"{' (' + '; '.join(diff) + ')' if diff and there else ''}; an extension "
+                       "needs the same agent, or none of its replies can be reused")
+    old_replay, new_replay = was.replay, new.replay
+    for name in ("perturb_fraction", "max_turns", "max_actions"):
+        if getattr(old_replay, name) != getattr(new_replay, name):
+            raise CirError(f"{head}: it has {name}={getattr(old_replay, name)!r}, this run "
+                           f"{getattr(new_replay, name)!r}; an extension keeps it")
+    if was.seed != new.seed:
+        raise CirError(f"{head}: it has seed={was.seed!r}, this run {new.seed!r}; an extension keeps it")
+    for name in ("conditions", "delays", "operations"):
+        dropped = [v for v in getattr(old_replay, name) if v not in getattr(new_replay, name)]
+        if dropped:
+            raise CirError(f"{head}: this run drops its {name} {', '.join(map(str, dropped))}; an "
+                           f"extension keeps every one and may add more")
+    missing = [t for t in (old.task_ids or []) if t not in set(new_ids)]
+    if missing:
+        raise CirError(f"{head}: this run lacks {len(missing)} of its {len(old.task_ids or [])} "
+                       f"tasks (first: {missing[0]}); an extension keeps every task and may add more")

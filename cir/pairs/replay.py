@@ -1,0 +1,367 @@
+"""The paired counterfactual replayer (paper, section 3.2): per task, from exactly the
+same state, one continuation without recovery and one with it.
+
+Per task, with one env (reset once) and one reply cache:
+
+1. the factual run (clean, no recovery), with an env snapshot after every env action;
+2. the perturbation point p (``cir.episode.perturb``) and prefix-feasibility for all conditions;
+3. per condition, one no-recovery arm shared by all delays: for ``clean`` it IS the
+   factual run; otherwise the factual prefix up to env action p with the shown text of
+   action p perturbed (the env is unchanged, so no env step is repeated), continued from
+   the factual snapshot after action p;
+4. per delay d and operation m, a branch from the arm's snapshot after env action p+d:
+   the recovery step, then the agent continues. If the arm ended at or before p+d the
+   recovery is not executed and ``y1 = y0``.
+
+Every branch is checked to share its prefix with its arm (step dicts up to the branch
+point) and every perturbed arm with the factual run (up to the perturbed step, and that
+step's action and true observation); a mismatch is a :class:`ReplayError` naming the task.
+
+The env is wrapped twice: a :class:`~cir.envs.branching.BranchingEnv` does each distinct
+transition once, and a :class:`~cir.envs.counting.CountingEnv` in front of it counts what
+the harness and the operations asked for. A task's costs are the agent's work (the
+harness), the env step requests (the counting env) and the env work actually done (the
+branching env), for run.json and the benchmark. Many tasks in parallel, into a run
+folder, are :mod:`cir.pairs.run`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from cir.envs.base import Env, refresh_query
+from cir.envs.branching import BranchingEnv
+from cir.envs.counting import CountingEnv
+from cir.episode.extractor import FeatureExtractor, extract, resolve_extractor
+from cir.episode.harness import Harness, SnapshotHook
+from cir.episode.perturb import (
+    Condition,
+    Perturbation,
+    feasibility,
+    parse_conditions,
+    perturbation_point,
+)
+from cir.episode.protocol import (
+    DEFAULT_CONDITIONS,
+    DEFAULT_DELAYS,
+    DEFAULT_FRACTION,
+    DEFAULT_MAX_ACTIONS,
+    DEFAULT_MAX_TURNS,
+    DEFAULT_OPERATIONS,
+)
+from cir.episode.recovery import Checkpoints, Operation, get_operation, parse_operations
+from cir.episode.transcript import Transcript
+from cir.pairs.paired import outcome_of
+from cir.util.errors import CirError
+
+
+class ReplayError(CirError):
+    """The two arms of a pair are not identical up to the branch point."""
+
+
+@dataclass(frozen=True)
+class ReplaySettings:
+    """What is run per task (everything that changes the paired table)."""
+
+    conditions: tuple[str, ...] = DEFAULT_CONDITIONS
+    delays: tuple[int, ...] = DEFAULT_DELAYS
+    operations: tuple[str, ...] = DEFAULT_OPERATIONS
+    perturb_fraction: float = DEFAULT_FRACTION
+    max_turns: int = DEFAULT_MAX_TURNS
+    max_actions: int = DEFAULT_MAX_ACTIONS
+
+    def __post_init__(self) -> None:
+        conds = parse_conditions(list(self.conditions))
+        parse_operations(list(self.operations))
+        if not self.delays:
+            raise CirError("delays: expected at least one delay (e.g. 0,1,2,4)")
+        for d in self.delays:
+            if isinstance(d, bool) or not isinstance(d, int) or d < 0:
+                raise CirError(f"delay {d!r}: expected an integer >= 0")
+        if len(set(self.delays)) != len(self.delays):
+            raise CirError(f"delays: {list(self.delays)} lists a delay twice")
+        if self.max_turns < 1 or self.max_actions < 1:
+            raise CirError(
+                f"budgets: max_turns={self.max_turns}, max_actions={self.max_actions}; expected >= 1"
+            )
+        perturbation_point(10, self.perturb_fraction)  # validates the fraction
+        object.__setattr__(self, "conditions", tuple(c.name for c in conds))
+        object.__setattr__(self, "delays", tuple(int(d) for d in self.delays))
+        object.__setattr__(self, "operations", tuple(str(o).strip() for o in self.operations))
+
+    def parsed_conditions(self) -> list[Condition]:
+        return parse_conditions(list(self.conditions))
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in data.items()}
+
+    @classmethod
+    def parse(cls, conditions: str, delays: str, operations: str, **budgets: Any) -> ReplaySettings:
+        """From comma lists (``clean,stale2``, ``0,1,2,4``, ``refresh``) as on the command line."""
+        conds = tuple(c.name for c in parse_conditions(conditions))
+        ops = tuple(o.name for o in parse_operations(operations))
+        return cls(conditions=conds, delays=parse_delays(delays), operations=ops, **budgets)
+
+
+def parse_delays(spec: str | Sequence[int]) -> tuple[int, ...]:
+    """``0,1,2,4`` -> (0, 1, 2, 4); a negative or non-integer delay is a :class:`CirError`."""
+    items = [s.strip() for s in spec.split(",")] if isinstance(spec, str) else list(spec)
+    out: list[int] = []
+    for item in items:
+        if item == "":
+            continue
+        try:
+            value = int(item)
+        except (TypeError, ValueError):
+            raise CirError(f"delay {item!r}: expected an integer >= 0") from None
+        if value < 0:
+            raise CirError(f"delay {value}: expected an integer >= 0 (env actions after the perturbation)")
+        out.append(value)
+    if not out:
+        raise CirError("delays: expected at least one delay (e.g. 0,1,2,4)")
+    return tuple(out)
+
+
+def agent_label(agent: Any) -> str:
+    """The agent's name with a short digest of its settings (the ``agent`` column)."""
+    settings = json.dumps(agent.settings(), sort_keys=True, ensure_ascii=False)
+    digest = hashlib.sha256(settings.encode("utf-8")).hexdigest()[:8]
+    return f"{agent.name}@{digest}"
+
+
+def _features(extractor: FeatureExtractor, transcript: Transcript, delay: int,
+              settings: ReplaySettings) -> dict[str, float]:
+    return extract(extractor, transcript, delay, max_turns=settings.max_turns,
+                   max_actions=settings.max_actions)
+
+
+@dataclass
+class TaskResult:
+    """Plain data from one task: paired rows, episodes, feasibility, costs, timing."""
+
+    task_id: str
+    split: str
+    task_type: str
+    agent: str
+    feasible: bool
+    reason: str
+    factual_env_actions: int
+    factual_success: bool
+    point: int | None
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    episodes: list[dict[str, Any]] = field(default_factory=list)
+    costs: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def summary(self) -> dict[str, Any]:
+        """Everything but the episodes (the per-task line of the store)."""
+        return {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "episodes"}
+
+
+def _episode(task_id: str, role: str, condition: str, transcript: Transcript | None, *,
+             delay: int | None = None, operation: str | None = None, executed: bool = True,
+             branch_step: int | None = None, same_as: str | None = None,
+             won: bool | None = None) -> dict[str, Any]:
+    """One episode record of the store: which arm or branch it is, its outcome, its transcript.
+
+    Roles: ``factual``; ``no_recovery`` per condition (for clean, ``same_as`` the factual
+    run); ``recovery`` per condition, delay and operation (not ``executed`` when the arm
+    ended before the delay). Whatever else is recorded per episode goes here, beside the
+    transcript; features never read these records.
+    """
+    return {
+        "task_id": task_id,
+        "role": role,
+        "condition": condition,
+        "delay": delay,
+        "operation": operation,
+        "executed": executed,
+        "branch_step": branch_step,
+        "same_as": same_as,
+        "won": bool(transcript.won) if transcript is not None else bool(won),
+        "env_actions": transcript.env_actions if transcript is not None else None,
+        "model_turns": transcript.model_turns if transcript is not None else None,
+        "transcript": _as_dict(transcript) if transcript is not None else None,
+        "trace": [e.to_dict() for e in transcript.trace] if transcript is not None else None,
+    }
+
+
+def _as_dict(t: Transcript) -> dict[str, Any]:
+    """``t.to_dict()`` without deep copies (same keys and values)."""
+    return {"task_id": t.task_id, "task_text": t.task_text,
+            "steps": [{**s.__dict__, "events": list(s.events)} for s in t.steps]}
+
+
+def _fingerprint(t: Transcript, n: int) -> str:
+    """Equal to ``t.prefix(n).fingerprint()`` (same JSON of the same step dicts)."""
+    payload = json.dumps({"task_id": t.task_id, "task_text": t.task_text,
+                          "steps": [dict(s.__dict__) for s in t.steps[:n]]},
+                         sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+def _same(a: Transcript, b: Transcript, n: int) -> bool:
+    return _fingerprint(a, n) == _fingerprint(b, n)
+
+
+def run_task_pairs(
+    task: Any,
+    agent: Any,
+    env: Env,
+    settings: ReplaySettings | None = None,
+    *,
+    reply_cache: dict[str, str] | None = None,
+    extractor: FeatureExtractor | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> TaskResult:
+    """All paired rows of one task (see the module docstring); ``env`` is reset here once.
+
+    ``task`` needs ``task_id`` (and uses ``split``, ``task_type`` when present). ``env`` is
+    any :class:`~cir.envs.base.Env` (refresh sends its refresh query); ``extractor`` writes
+    the ``f_*`` columns (:mod:`cir.episode.extractor`; default ALFWorld's).
+    ``progress(agent_calls, episodes)`` is called with the task's counts so far (agent
+    calls, finished episodes) after every agent call; it cannot change the result.
+    """
+    settings = settings or ReplaySettings()
+    started = time.perf_counter()
+    conditions = settings.parsed_conditions()
+    task_id = str(task.task_id)
+    episodes: list[dict[str, Any]] = []  # the result's, counted for progress reports
+    harness = Harness(agent, max_turns=settings.max_turns, max_actions=settings.max_actions,
+                      reply_cache=reply_cache, on_call=None if progress is None else
+                      lambda: progress(harness.costs.agent_calls, len(episodes)))
+    branching = env if isinstance(env, BranchingEnv) else BranchingEnv(env)
+    counted = CountingEnv(branching)
+
+    # 1. the factual run, snapshots after every env action (and after reset)
+    factual, snapshots = harness.episode_with_snapshots(counted, task_id)
+    n = factual.env_actions
+    result = TaskResult(
+        task_id=task_id, split=str(getattr(task, "split", "") or ""),
+        task_type=str(getattr(task, "task_type", "") or ""), agent=agent_label(agent), feasible=False,
+        reason="", factual_env_actions=n, factual_success=bool(factual.won), point=None,
+        episodes=episodes,
+    )
+    result.episodes.append(_episode(task_id, "factual", "clean", factual))
+
+    # 2. the perturbation point; 3. and 4. per condition
+    result.feasible, result.reason = feasibility(n, conditions, settings.perturb_fraction)
+    if result.feasible:
+        result.point = perturbation_point(n, settings.perturb_fraction)
+        fork = _Fork(harness, counted, settings, result, factual, snapshots, result.point,
+                     resolve_extractor(extractor))
+        for cond in conditions:
+            arm, arm_snaps = fork.no_recovery_arm(cond)
+            fork.recovery_pairs(cond, arm, arm_snaps)
+    result.costs = _costs(harness, counted, branching)
+    result.seconds = round(time.perf_counter() - started, 3)
+    return result
+
+
+class _Fork:
+    """One feasible task after its factual run: the state every arm and branch starts from.
+
+    ``snapshots`` are the factual run's env snapshots by step count; ``point`` is the
+    perturbation point. Arms, branches, episodes and rows go into ``result``.
+    """
+
+    def __init__(self, harness: Harness, env: CountingEnv, settings: ReplaySettings, result: TaskResult,
+                 factual: Transcript, snapshots: dict[int, Any], point: int,
+                 extractor: FeatureExtractor) -> None:
+        self.harness, self.env, self.settings, self.result = harness, env, settings, result
+        self.extractor = extractor
+        self.factual, self.snapshots, self.point = factual, snapshots, point
+        self.k_at = factual.steps_until_env_action(point)  # steps up to the perturbed env action
+        k_before = factual.steps_until_env_action(point - 1)
+        self.rewind = Checkpoints(snapshots={k_before: snapshots[k_before]}, anchor=self.k_at - 1)
+        self.operations = [get_operation(m, refresh_query(env)) for m in settings.operations]
+
+    def no_recovery_arm(self, cond: Condition) -> tuple[Transcript, dict[int, Any]]:
+        """3. The condition's arm and its snapshots from the perturbed step on."""
+        task_id, factual, k_at = self.result.task_id, self.factual, self.k_at
+        if cond.kind == "clean":
+            self.result.episodes.append(_episode(task_id, "no_recovery", cond.name, None,
+                                                 same_as="factual", won=factual.won))
+            return factual, {k: s for k, s in self.snapshots.items() if k >= k_at}
+        arm = factual.prefix(k_at)
+        perturbation = Perturbation(cond, self.point)
+        arm.steps[-1] = perturbation.apply(factual.prefix(k_at - 1), arm.steps[-1])
+        self.env.restore(self.snapshots[k_at])
+        hook = SnapshotHook(at={self.point + d for d in self.settings.delays})
+        self.harness.run(self.env, arm, hooks=[hook])
+        check_arm(task_id, cond.name, factual, arm, k_at)
+        self.result.episodes.append(_episode(task_id, "no_recovery", cond.name, arm))
+        return arm, {k_at: self.snapshots[k_at], **hook.snapshots}
+
+    def recovery_pairs(self, cond: Condition, arm: Transcript, arm_snaps: dict[int, Any]) -> None:
+        """4. A branch per delay and operation, and its paired row."""
+        task_id, settings, result = self.result.task_id, self.settings, self.result
+        y0 = int(arm.won)
+        for d in settings.delays:
+            j = self.point + d
+            k = arm.steps_until_env_action(j) if arm.env_actions >= j else None
+            executed = k is not None and k < len(arm.steps)
+            if executed:
+                features = _features(self.extractor, arm.prefix(k), d, settings)
+            else:  # the arm ended before the delay: the features where it ended
+                reached = min(j, arm.env_actions)
+                decision = arm.prefix(arm.steps_until_env_action(reached))
+                features = _features(self.extractor, decision, reached - self.point, settings)
+            for op in self.operations:
+                if k is not None and executed:
+                    branch = self._branch(cond, arm, arm_snaps, d, op, k)
+                    y1 = int(branch.won)
+                    result.episodes.append(_episode(task_id, "recovery", cond.name, branch, delay=d,
+                                                    operation=op.name, branch_step=k))
+                else:
+                    y1 = y0
+                    result.episodes.append(_episode(task_id, "recovery", cond.name, None, delay=d,
+                                                    operation=op.name, executed=False, won=bool(y0)))
+                row = {
+                    "task_id": task_id, "split": result.split, "task_type": result.task_type,
+                    "agent": result.agent, "condition": cond.name, "delay": d, "operation": op.name,
+                    "y0": y0, "y1": y1, "executed": bool(executed),
+                    # a branch that differs from its arm before the branch point raised above
+                    "factual_success": bool(self.factual.won), "prefix_match": True,
+                    "outcome": outcome_of(y0, y1),
+                }
+                row.update(features)
+                result.rows.append(row)
+
+    def _branch(self, cond: Condition, arm: Transcript, arm_snaps: dict[int, Any], d: int,
+                op: Operation, k: int) -> Transcript:
+        """The arm's first ``k`` steps, the recovery, then the agent to the end; prefix checked."""
+        branch = arm.prefix(k)
+        self.env.restore(arm_snaps[k])
+        self.harness.recover(self.env, branch, op, self.rewind)
+        self.harness.run(self.env, branch)
+        if not _same(branch, arm, k):
+            raise ReplayError(
+                f"task {self.result.task_id}: the {op.name} branch at delay {d} under {cond.name} "
+                f"differs from its no-recovery arm before the branch point (step {k})"
+            )
+        return branch
+
+
+def _costs(harness: Harness, env: CountingEnv, branching: BranchingEnv) -> dict[str, int]:
+    """Agent calls/cache hits, env step requests, and the env work actually done."""
+    return {**harness.costs.as_dict(), "env_step_requests": env.counts.steps, **branching.stats}
+
+
+def check_arm(task_id: str, condition: str, factual: Transcript, arm: Transcript, k_at: int) -> None:
+    """The perturbed arm shares the factual prefix and the perturbed step's action/true obs."""
+    same_prefix = _same(factual, arm, k_at - 1)
+    f, a = factual.steps[k_at - 1], arm.steps[k_at - 1]
+    same_step = (f.actor, f.reply, f.action, f.observation, f.done, f.won) == (
+        a.actor, a.reply, a.action, a.observation, a.done, a.won)
+    if not (same_prefix and same_step):
+        raise ReplayError(
+            f"task {task_id}: the {condition} arm differs from the factual run before the "
+            f"perturbed observation (step {k_at})"
+        )

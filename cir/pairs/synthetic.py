@@ -1,0 +1,134 @@
+"""Synthetic paired tables with a known answer, for examples, tests and benchmarks.
+
+Two generators, one per layer that needs a planted truth:
+
+* :func:`simulate_paired`: outcomes only, with task structure (rows of a task share a
+  latent skill), for the statistics (:mod:`cir.stats.effects`, :mod:`cir.stats.joint`);
+* :func:`simulate`: outcomes and ``f_*`` feature columns with a planted signal that a
+  policy can learn, for CIR (:mod:`cir.router.policy`, :mod:`cir.router.evaluation`).
+
+Both are deterministic functions of their seed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from cir.episode.protocol import DEFAULT_CONDITIONS, DEFAULT_DELAYS, TASK_TYPES
+from cir.pairs.paired import outcome_of, validate_paired
+
+
+def simulate_paired(
+    n_tasks: int = 100,
+    conditions: Sequence[str] = ("clean", "stale2"),
+    delays: Sequence[int] = DEFAULT_DELAYS,
+    operations: Sequence[str] = ("refresh",),
+    seed: int = 0,
+    rescue: dict[str, float] | None = None,
+    harm: dict[str, float] | None = None,
+) -> pd.DataFrame:
+    """A synthetic paired table with task structure, for examples, tests and benchmarks.
+
+    Each task has a latent skill shared by all its rows (so rows of a task are
+    correlated, as in real runs). y0 depends on skill and condition; recovery flips
+    a failure to success with probability ``rescue[condition]`` and a success to
+    failure with ``harm[condition]``, scaled per operation. Late delays sometimes find
+    the run already over (``executed`` false, y1 = y0).
+    """
+    rng = np.random.default_rng(seed)
+    rescue = {"clean": 0.05, **{c: 0.3 for c in conditions if c != "clean"}, **(rescue or {})}
+    harm = {"clean": 0.06, **{c: 0.08 for c in conditions if c != "clean"}, **(harm or {})}
+    op_scale = {"refresh": 1.0, "refresh_ablated": 0.8, "replan": 0.4, "rewind": 0.6}
+    records = []
+    for t in range(n_tasks):
+        skill = rng.normal()
+        factual = int(rng.random() < 1 / (1 + np.exp(-(skill + 1.2))))
+        length = int(rng.integers(4, 40))
+        task_id = f"task{t:04d}"
+        for condition in conditions:
+            penalty = 0.0 if condition == "clean" else 1.0
+            y0 = factual if condition == "clean" else int(rng.random() < 1 / (1 + np.exp(-(skill + 1.2 - penalty))))
+            shared = rng.random()  # how open this task-condition is to change: shared across cells
+            for delay in delays:
+                executed = int(delay < length)
+                for operation in operations:
+                    scale = op_scale.get(operation, 0.7)
+                    u = shared if rng.random() < 0.8 else rng.random()
+                    y1 = y0
+                    if executed:
+                        if y0 == 0 and u < rescue.get(condition, 0.2) * scale:
+                            y1 = 1
+                        elif y0 == 1 and u < harm.get(condition, 0.05) * scale:
+                            y1 = 0
+                    records.append({
+                        "task_id": task_id,
+                        "split": "valid_seen" if t % 2 else "valid_unseen",
+                        "task_type": TASK_TYPES[t % len(TASK_TYPES)],
+                        "agent": "builtin:synthetic",
+                        "condition": condition,
+                        "delay": int(delay),
+                        "operation": operation,
+                        "y0": y0,
+                        "y1": y1,
+                        "executed": executed,
+                        "factual_success": factual,
+                        "prefix_match": 1,
+                        "outcome": outcome_of(y0, y1),
+                    })
+    return pd.DataFrame.from_records(records)
+
+
+def simulate(n_tasks: int = 200, seed: int = 0, conditions: tuple[str, ...] = DEFAULT_CONDITIONS,
+             delays: tuple[int, ...] = DEFAULT_DELAYS, operation: str = "refresh") -> pd.DataFrame:
+    """A synthetic paired table with ``f_*`` columns and a planted signal (examples, tests).
+
+    Each task has a latent skill. An erroneous observation is visible in the features
+    (``f_suspect_seen_before``, ``f_suspect_mismatch``) most of the time, and sometimes
+    also on clean runs (false alarms). Only erroneous runs that *confuse* the agent
+    (visible as ``f_post_noops`` growing with the delay) lose success, and refresh
+    rescues those; refreshing a run that holds an object (``f_holding``) sometimes
+    harms it, errors or not. So an error detector alone refreshes many runs it cannot
+    help and some it harms; a policy that also predicts the outcomes can do better.
+    """
+    rng = np.random.default_rng(seed)
+    records = []
+
+    def sigmoid(z: float) -> float:
+        return 1.0 / (1.0 + math.exp(-z))
+
+    for t in range(n_tasks):
+        skill = rng.normal()
+        length = int(rng.integers(2, 14))  # env actions left after the perturbation point
+        progress = round(sigmoid(skill + rng.normal(scale=0.5)), 6)
+        for condition in conditions:
+            error = condition != "clean"
+            seen = int(rng.random() < (0.8 if error else 0.1))
+            mismatch = int(rng.random() < (0.6 if error else 0.05))
+            confused = error and rng.random() < 0.4
+            holding = int(rng.random() < 0.3)
+            y0 = int(rng.random() < sigmoid(1.5 * skill + 1.2 - (3.0 if confused else 0.0)))
+            y_rescued = int(rng.random() < sigmoid(1.5 * skill + 1.2))
+            noops = [int(rng.poisson(0.8 * d if confused else 0.15 * d)) for d in range(max(delays) + 1)]
+            for d in delays:
+                executed = int(d < length)
+                y1 = y0
+                if executed:
+                    if confused and y0 == 0:
+                        y1 = y_rescued
+                    elif y0 == 1 and rng.random() < (0.5 if holding else 0.01):
+                        y1 = 0
+                records.append({
+                    "task_id": f"syn{t:04d}", "split": "train", "task_type": TASK_TYPES[0],
+                    "agent": "synthetic", "condition": condition, "delay": int(d), "operation": operation,
+                    "y0": y0, "y1": y1, "executed": executed, "factual_success": int(skill > -0.8),
+                    "prefix_match": 1, "outcome": "",
+                    "f_delay": float(d), "f_suspect_seen_before": float(seen),
+                    "f_suspect_mismatch": float(mismatch), "f_post_noops": float(sum(noops[1:d + 1])),
+                    "f_holding": float(holding), "f_progress": progress,
+                    "f_env_actions": float(5 + d + int(rng.integers(0, 3))),
+                })
+    return validate_paired(pd.DataFrame.from_records(records), source="synthetic table")

@@ -1,0 +1,74 @@
+"""One live episode of one task, as ``cir episode`` shows it (optionally routed).
+
+Unlike the replayer (:mod:`cir.pairs.replay`), which runs every arm and branch of a task
+from snapshots, this runs what a harness in production would: the factual run (to find
+the perturbation point), then one episode under the condition, with a router deciding
+at its candidate delays whether to recover.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cir.envs.base import Env
+from cir.envs.counting import CountingEnv
+from cir.episode.harness import Harness
+from cir.episode.perturb import Perturbation, feasibility, parse_conditions, perturbation_point
+from cir.episode.protocol import DEFAULT_FRACTION, DEFAULT_MAX_ACTIONS, DEFAULT_MAX_TURNS
+from cir.episode.transcript import Transcript
+from cir.router.runtime import Advisor, RouterHook
+from cir.util.errors import CirError
+
+
+def run_episode(
+    task_id: str,
+    agent: Any,
+    env: Env,
+    condition: str = "clean",
+    *,
+    router: Advisor | None = None,
+    operation: str = "refresh",
+    perturb_fraction: float = DEFAULT_FRACTION,
+    max_turns: int = DEFAULT_MAX_TURNS,
+    max_actions: int = DEFAULT_MAX_ACTIONS,
+) -> tuple[Transcript, Transcript, dict[str, Any]]:
+    """One episode under ``condition`` (optionally routed), for ``cir episode``.
+
+    Returns ``(factual, episode, info)``; for a clean episode without router they are the
+    same run. A perturbed condition needs the factual run first (to find the point).
+    """
+    cond = parse_conditions([condition])[0]
+    harness = Harness(agent, max_turns=max_turns, max_actions=max_actions)
+    env = CountingEnv(env)
+    factual, snapshots = harness.episode_with_snapshots(env, task_id)
+    n = factual.env_actions
+    info: dict[str, Any] = {"factual_env_actions": n, "factual_success": factual.won,
+                            "condition": cond.name, "point": None, "feasible": True, "reason": "ok"}
+    if cond.kind == "clean" and router is None:
+        info["costs"] = _costs(harness, env)
+        return factual, factual, info
+    ok, reason = feasibility(n, [cond], perturb_fraction)
+    info["feasible"], info["reason"] = ok, reason
+    if not ok:
+        raise CirError(f"task {task_id}: not prefix-feasible under {cond.name}: {reason}")
+    p = perturbation_point(n, perturb_fraction)
+    info["point"] = p
+    k_at = factual.steps_until_env_action(p)
+    episode = factual.prefix(k_at)
+    episode.steps[-1] = Perturbation(cond, p).apply(factual.prefix(k_at - 1), episode.steps[-1])
+    env.restore(snapshots[k_at])
+    hook = RouterHook(router, at=p, operation=operation) if router is not None else None
+    if hook is not None and 0 in hook.delays:
+        hook.after_env_action(harness, env, episode)
+    harness.run(env, episode, hooks=[hook] if hook is not None else [])
+    if hook is not None:
+        info["router_decisions"] = [{"delay": d, "refresh": r} for d, r in hook.decisions]
+    info["costs"] = _costs(harness, env)
+    return factual, episode, info
+
+
+def _costs(harness: Harness, env: CountingEnv) -> dict[str, int]:
+    """The agent's work and the env calls of the episode."""
+    counts = env.counts
+    return {**harness.costs.as_dict(), "env_steps": counts.steps, "resets": counts.resets,
+            "restores": counts.restores, "snapshots": counts.snapshots}

@@ -1,0 +1,227 @@
+"""Effects of recovery and contrasts of effects, with task-level intervals and tests
+(paper, sections 5.1-5.4).
+
+:func:`effect_table`: per group, the paired outcome counts, the effect of recovery
+(success with minus without, pp) with a cluster-bootstrap interval, the sign-flip and
+McNemar tests, and the Tian-Pearl bounds. :func:`contrast_table`: the difference of
+two effects (e.g. stale2 minus clean) on shared task resamples. Cohorts and counts come
+from :mod:`cir.stats.decompose`, resampling from :mod:`cir.stats.bootstrap`, tests from
+:mod:`cir.stats.significance`; joint outcomes of two operations are in :mod:`cir.stats.joint`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from cir import __version__
+from cir.episode.protocol import DEFAULT_LEVEL, DEFAULT_RESAMPLES, DEFAULT_SEED
+from cir.stats.bootstrap import bootstrap_ratios, check_resamples, percentile_ci, task_group_sums
+from cir.stats.decompose import (
+    DEFAULT_BY,
+    check_keys,
+    check_pooling,
+    check_value,
+    count_outcomes,
+    group_index,
+    group_key,
+    select_cohort,
+    task_index,
+)
+from cir.stats.significance import group_seed, mcnemar_p, sign_flip_test
+from cir.util.errors import CirError
+
+EFFECT_COLUMNS = [
+    "n",
+    "n_tasks",
+    "n_executed",
+    "rescues",
+    "harms",
+    "stable_success",
+    "stable_failure",
+    "success_without",
+    "success_with",
+    "rescue_rate",
+    "harm_rate",
+    "effect_pp",
+    "ci_low_pp",
+    "ci_high_pp",
+    "sign_flip_p",
+    "mcnemar_p",
+    "rescue_bound_low_pp",
+    "rescue_bound_high_pp",
+    "harm_bound_low_pp",
+    "harm_bound_high_pp",
+]
+
+CONTRAST_COLUMNS = [
+    "a",
+    "b",
+    "n_a",
+    "rescues_a",
+    "harms_a",
+    "n_b",
+    "rescues_b",
+    "harms_b",
+    "n_paired",
+    "effect_a_pp",
+    "effect_b_pp",
+    "difference_pp",
+    "ci_low_pp",
+    "ci_high_pp",
+    "sign_flip_p",
+]
+
+def tian_pearl_bounds(success_with: np.ndarray, success_without: np.ndarray) -> dict[str, np.ndarray]:
+    """Bounds on P(rescue) and P(harm) from the two marginal success rates alone.
+
+    Tian and Pearl (2000): max(0, p1 - p0) <= P(y1=1, y0=0) <= min(p1, 1 - p0), and
+    symmetrically for harm. They show how little the marginals say; the paired
+    design measures the rescue rate directly, and it always lies inside these bounds.
+    """
+    p1 = np.asarray(success_with, dtype=float)
+    p0 = np.asarray(success_without, dtype=float)
+    return {
+        "rescue_low": np.maximum(0.0, p1 - p0),
+        "rescue_high": np.minimum(p1, 1.0 - p0),
+        "harm_low": np.maximum(0.0, p0 - p1),
+        "harm_high": np.minimum(p0, 1.0 - p1),
+    }
+
+
+def effect_table(
+    df: pd.DataFrame,
+    by: Sequence[str] = DEFAULT_BY,
+    cohort: str = "all",
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    level: float = DEFAULT_LEVEL,
+    require_prefix_match: bool = True,
+) -> pd.DataFrame:
+    """Paired outcome counts, effect of recovery (pp) with cluster-bootstrap CI, tests, bounds.
+
+    One row per group of ``by``. ``effect_pp`` = 100 * (mean y1 - mean y0) =
+    100 * (rescue rate - harm rate). The interval resamples the tasks of the cohort
+    (all groups on the same resamples). ``sign_flip_p`` tests the task-level sum of
+    y1 - y0; ``mcnemar_p`` is McNemar's exact test on rescues vs harms (NaN when a task
+    has several rows in the group, as its pairs are then not independent). Tian-Pearl
+    bounds on the rescue and harm probabilities (pp) sit beside the observed rates.
+    """
+    check_resamples(resamples, level)
+    rows = select_cohort(df, cohort, require_prefix_match)
+    keys = check_keys(rows, by)
+    check_pooling(rows, keys)
+    table = count_outcomes(rows, keys)
+    gcodes, groups = group_index(rows, keys)
+    tcodes, tasks = task_index(rows)
+    n_tasks, n_groups = len(tasks), len(groups)
+    diff = (rows["y1"] - rows["y0"]).to_numpy(dtype=float)
+    num = task_group_sums(tcodes, gcodes, diff, n_tasks, n_groups)
+    den = task_group_sums(tcodes, gcodes, np.ones(len(rows)), n_tasks, n_groups)
+    reps = bootstrap_ratios(num, den, resamples, seed)
+    low, high = percentile_ci(reps, level)
+    table["effect_pp"] = 100 * num.sum(axis=0) / den.sum(axis=0)
+    table["ci_low_pp"] = 100 * low
+    table["ci_high_pp"] = 100 * high
+    table["sign_flip_p"] = [
+        sign_flip_test(num[den[:, g] > 0, g], resamples, group_seed(seed, group_key(groups, keys, g)))
+        for g in range(n_groups)
+    ]
+    # McNemar treats pairs as independent: only sensible when each task gives one pair to the group.
+    table["mcnemar_p"] = [
+        mcnemar_p(r, h) if n == nt else np.nan
+        for r, h, n, nt in zip(table["rescues"], table["harms"], table["n"], table["n_tasks"], strict=True)
+    ]
+    bounds = tian_pearl_bounds(table["success_with"].to_numpy(), table["success_without"].to_numpy())
+    for name, values in bounds.items():
+        table[f"{name.replace('_', '_bound_')}_pp"] = 100 * values
+    table = table[keys + EFFECT_COLUMNS]
+    table.attrs.update(
+        cir_version=__version__, kind="effects", by=keys, cohort=cohort, resamples=int(resamples),
+        seed=int(seed), level=level, require_prefix_match=require_prefix_match,
+        dropped_prefix_mismatch=rows.attrs.get("dropped_prefix_mismatch", 0), tasks=n_tasks,
+    )
+    return table
+
+
+def contrast_table(
+    df: pd.DataFrame,
+    a: str,
+    b: str,
+    on: str = "condition",
+    by: Sequence[str] = ("operation", "delay"),
+    cohort: str = "all",
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    level: float = DEFAULT_LEVEL,
+    require_prefix_match: bool = True,
+) -> pd.DataFrame:
+    """Difference of recovery effects between two values of ``on`` (e.g. stale2 - clean) per group.
+
+    Both effects are computed on the same task resamples, so the correlation of a
+    task's conditions is kept. ``sign_flip_p`` tests the per-task difference of
+    effects on the ``n_paired`` tasks that have both ``a`` and ``b`` rows.
+    """
+    check_resamples(resamples, level)
+    rows = select_cohort(df, cohort, require_prefix_match)
+    (on_key,) = check_keys(rows, [on])
+    keys = check_keys(rows, by)
+    if on_key in keys:
+        raise CirError(f"contrast: {on!r} is compared (--a/--b), so it cannot also be a grouping key")
+    check_pooling(rows, keys, on_key)
+    if str(a) == str(b):
+        raise CirError(f"contrast: a and b are both {a!r}; choose two different {on} values")
+    check_value(rows, on_key, a)
+    check_value(rows, on_key, b)
+    side = rows[on_key].astype(str)
+    rows = rows.loc[side.isin([str(a), str(b)])]
+    is_a = (rows[on_key].astype(str) == str(a)).to_numpy()
+    gcodes, groups = group_index(rows, keys)
+    tcodes, tasks = task_index(rows)
+    n_tasks, n_groups = len(tasks), len(groups)
+    diff = (rows["y1"] - rows["y0"]).to_numpy(dtype=float)
+    ones = np.ones(len(rows))
+    num_a = task_group_sums(tcodes, gcodes, diff * is_a, n_tasks, n_groups)
+    den_a = task_group_sums(tcodes, gcodes, ones * is_a, n_tasks, n_groups)
+    num_b = task_group_sums(tcodes, gcodes, diff * ~is_a, n_tasks, n_groups)
+    den_b = task_group_sums(tcodes, gcodes, ones * ~is_a, n_tasks, n_groups)
+    reps = bootstrap_ratios(np.hstack([num_a, num_b]), np.hstack([den_a, den_b]), resamples, seed)
+    low, high = percentile_ci(reps[:, :n_groups] - reps[:, n_groups:], level)
+    counts_a = count_outcomes(rows.loc[is_a], keys)
+    counts_b = count_outcomes(rows.loc[~is_a], keys)
+    table = groups.reset_index(drop=True).copy() if keys else pd.DataFrame(index=range(1))
+    table["a"] = str(a)
+    table["b"] = str(b)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        effect_a = 100 * num_a.sum(axis=0) / den_a.sum(axis=0)
+        effect_b = 100 * num_b.sum(axis=0) / den_b.sum(axis=0)
+        paired = (den_a > 0) & (den_b > 0)
+        task_diff = num_a / np.where(den_a > 0, den_a, 1) - num_b / np.where(den_b > 0, den_b, 1)
+    for name, counts in (("a", counts_a), ("b", counts_b)):
+        merged = table[keys].merge(counts, on=keys, how="left") if keys else counts
+        table[f"n_{name}"] = merged["n"].fillna(0).astype(int).to_numpy()
+        table[f"rescues_{name}"] = merged["rescues"].fillna(0).astype(int).to_numpy()
+        table[f"harms_{name}"] = merged["harms"].fillna(0).astype(int).to_numpy()
+    table["n_paired"] = paired.sum(axis=0)
+    table["effect_a_pp"] = effect_a
+    table["effect_b_pp"] = effect_b
+    table["difference_pp"] = effect_a - effect_b
+    table["ci_low_pp"] = 100 * low
+    table["ci_high_pp"] = 100 * high
+    table["sign_flip_p"] = [
+        sign_flip_test(
+            task_diff[paired[:, g], g], resamples, group_seed(seed, group_key(groups, keys, g))
+        )
+        if paired[:, g].any()
+        else np.nan
+        for g in range(n_groups)
+    ]
+    table = table[keys + CONTRAST_COLUMNS]
+    table.attrs.update(
+        cir_version=__version__, kind="contrast", on=on_key, a=str(a), b=str(b), by=keys, cohort=cohort,
+        resamples=int(resamples), seed=int(seed), level=level,
+        require_prefix_match=require_prefix_match, tasks=n_tasks,
+    )
+    return table

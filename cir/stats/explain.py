@@ -1,0 +1,204 @@
+"""Why the two arms of a pair differ: the first divergence and the mechanisms behind it.
+
+For a paired row (task, condition, delay, operation), the no-recovery arm and the
+recovery branch share every step up to the branch point. They *diverge* when the agent's
+replies after it differ (in text or in number) or their outcomes differ. A divergence is
+*explained* by the mechanisms of :data:`cir.families.alfworld.agent.mechanisms.DIVERGENCE_MECHANISMS` that
+fired in the branch between the recovery step and the first divergent reply (for a
+branch that stopped early, its budget); those are the only ways a recovery step can
+change an episode of the built-in agent. An unexplained divergence is a defect of the
+instrument.
+
+Reads only the episode store (``episodes.jsonl.gz``), the explanation traces included;
+nothing here feeds the features or the router.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from cir.episode.transcript import AGENT, TraceEvent, Transcript
+from cir.families.alfworld.agent.mechanisms import DIVERGENCE_MECHANISMS
+from cir.pairs.paired import outcome_of
+from cir.pairs.store import read_episodes
+from cir.util.errors import CirError
+
+EXPLAIN_COLUMNS = [
+    "task_id", "condition", "delay", "operation", "executed", "y0", "y1", "outcome", "diverged",
+    "explained", "divergence_step", "mechanisms", "arm_mechanisms",
+]
+
+
+@dataclass
+class PairExplanation:
+    """One pair: its arms, where they first differ and what fired from the branch on."""
+
+    task_id: str
+    condition: str
+    delay: int
+    operation: str
+    executed: bool
+    arm: Transcript | None
+    branch: Transcript | None
+    branch_step: int | None
+    divergence: int | None = None  # index into the branch's steps (None: no divergence)
+    arm_divergence: int | None = None  # the same moment in the no-recovery arm
+    mechanisms: list[TraceEvent] = field(default_factory=list)  # explaining events in the branch
+    arm_mechanisms: list[TraceEvent] = field(default_factory=list)  # events in the arm from the branch point
+
+    @property
+    def y0(self) -> int:
+        return int(self.arm.won) if self.arm is not None else 0
+
+    @property
+    def y1(self) -> int:
+        if not self.executed or self.branch is None:
+            return self.y0
+        return int(self.branch.won)
+
+    @property
+    def diverged(self) -> bool:
+        return self.divergence is not None
+
+    @property
+    def explained(self) -> bool:
+        return not self.diverged or bool(self.mechanisms)
+
+
+def _agent_steps(t: Transcript, start: int) -> list[int]:
+    return [i for i in range(start, len(t.steps)) if t.steps[i].actor == AGENT]
+
+
+def explain_pair(task_id: str, condition: str, delay: int, operation: str, arm: Transcript,
+                 branch: Transcript | None, branch_step: int | None) -> PairExplanation:
+    """The first divergence of ``branch`` from ``arm`` after ``branch_step`` and its mechanisms."""
+    ex = PairExplanation(task_id, condition, delay, operation, branch is not None, arm, branch, branch_step)
+    if branch is None or branch_step is None:
+        return ex
+    k = branch_step
+    ex.arm_mechanisms = [e for e in arm.trace if e.at >= k]
+    a, b = _agent_steps(arm, k), _agent_steps(branch, k)
+    first = next((j for j, (ia, ib) in enumerate(zip(a, b, strict=False))
+                  if arm.steps[ia].reply != branch.steps[ib].reply), None)
+    if first is None and len(a) != len(b):
+        first = min(len(a), len(b))
+    if first is None and arm.won != branch.won:  # pragma: no cover - same replies, same world
+        first = len(b)
+    if first is None:
+        return ex
+    ex.divergence = b[first] if first < len(b) else len(branch.steps)
+    ex.arm_divergence = a[first] if first < len(a) else len(arm.steps)
+    ex.mechanisms = [e for e in branch.trace
+                     if e.mechanism in DIVERGENCE_MECHANISMS and k <= e.at <= ex.divergence]
+    return ex
+
+
+def _transcript(ep: dict[str, Any]) -> Transcript:
+    t = Transcript.from_dict(ep["transcript"])
+    t.trace = [TraceEvent.from_dict(e) for e in ep.get("trace") or []]
+    return t
+
+
+def iter_pair_explanations(run_dir: str | Path, *, task_id: str | None = None) -> Iterator[PairExplanation]:
+    """Every pair of a run (or of one task), explained, in store order."""
+    factual: dict[str, Transcript] = {}
+    arms: dict[tuple[str, str], Transcript] = {}
+    for ep in read_episodes(run_dir):
+        tid = str(ep["task_id"])
+        if task_id is not None and tid != task_id:
+            continue
+        role = ep["role"]
+        if role == "factual":
+            factual[tid] = _transcript(ep)
+        elif role == "no_recovery":
+            arms[(tid, ep["condition"])] = (factual[tid] if ep.get("same_as") == "factual"
+                                            else _transcript(ep))
+        elif role == "recovery":
+            arm = arms[(tid, ep["condition"])]
+            branch = _transcript(ep) if ep.get("executed") else None
+            yield explain_pair(tid, ep["condition"], int(ep["delay"]), ep["operation"], arm, branch,
+                               ep.get("branch_step"))
+
+
+def explain_table(explanations: Iterable[PairExplanation]) -> pd.DataFrame:
+    """One row per pair: outcome, whether the arms diverged, and the explaining mechanisms."""
+    rows = []
+    for ex in explanations:
+        rows.append({
+            "task_id": ex.task_id, "condition": ex.condition, "delay": ex.delay,
+            "operation": ex.operation, "executed": ex.executed, "y0": ex.y0, "y1": ex.y1,
+            "outcome": outcome_of(ex.y0, ex.y1), "diverged": ex.diverged, "explained": ex.explained,
+            "divergence_step": ex.divergence if ex.divergence is not None else -1,
+            "mechanisms": ",".join(sorted({e.mechanism for e in ex.mechanisms})),
+            "arm_mechanisms": ",".join(sorted({e.mechanism for e in ex.arm_mechanisms})),
+        })
+    return pd.DataFrame(rows, columns=EXPLAIN_COLUMNS)
+
+
+def explain_run(run_dir: str | Path) -> pd.DataFrame:
+    """:func:`explain_table` of every pair of a run folder."""
+    return explain_table(iter_pair_explanations(run_dir))
+
+
+def mechanism_counts(table: pd.DataFrame) -> pd.DataFrame:
+    """Per operation and mechanism: the pairs it explains, and among them rescues and harms."""
+    rows = []
+    for (op, ), sub in table[table["diverged"]].groupby(["operation"], sort=True):
+        for mech in sorted({m for ms in sub["mechanisms"] for m in ms.split(",") if m}):
+            hit = sub[sub["mechanisms"].str.split(",").apply(lambda ms, m=mech: m in ms)]
+            rows.append({"operation": op, "mechanism": mech, "pairs": len(hit),
+                         "rescues": int((hit["outcome"] == "rescue").sum()),
+                         "harms": int((hit["outcome"] == "harm").sum())})
+    return pd.DataFrame(rows, columns=["operation", "mechanism", "pairs", "rescues", "harms"])
+
+
+def find_pair(run_dir: str | Path, task_id: str, condition: str, delay: int, operation: str) -> PairExplanation:
+    """The explanation of one pair; a :class:`CirError` naming what was not found."""
+    for ex in iter_pair_explanations(run_dir, task_id=task_id):
+        if (ex.condition, ex.delay, ex.operation) == (condition, delay, operation):
+            return ex
+    raise CirError(f"{run_dir}: no pair for task {task_id!r}, condition {condition!r}, delay {delay}, "
+                   f"operation {operation!r}")
+
+
+def format_pair(ex: PairExplanation, width: int = 60) -> str:
+    """The two arms side by side from the branch point, the first divergence marked."""
+    k = ex.branch_step or 0
+    head = (f"task {ex.task_id}  {ex.condition}  delay {ex.delay}  {ex.operation}: "
+            f"y0={ex.y0} y1={ex.y1} ({outcome_of(ex.y0, ex.y1)})")
+    if ex.branch is None or ex.arm is None:
+        return head + "\n  the recovery did not run (the episode ended before this delay)"
+    lines = [head, f"  {'no recovery':<{width}} | {ex.operation}"]
+
+    def cell(t: Transcript, i: int) -> str:
+        if i >= len(t.steps):
+            return "(end: won)" if t.won else "(end)"
+        s = t.steps[i]
+        text = f"{i + 1:>3} {'>' if s.actor == AGENT else '#'} {s.reply if s.actor == AGENT else s.shown}"
+        return text[: width - 1]
+
+    ia, ib = k, k
+    while ia < len(ex.arm.steps) or ib < len(ex.branch.steps):
+        mark = "  <-- first divergence" if ib == ex.divergence else ""
+        if ib < len(ex.branch.steps) and ex.branch.steps[ib].actor != AGENT:
+            lines.append(f"  {'':<{width}} | {cell(ex.branch, ib)}{mark}")  # the harness step
+            ib += 1
+            continue
+        left = cell(ex.arm, ia) if ia < len(ex.arm.steps) else ""
+        right = cell(ex.branch, ib) if ib < len(ex.branch.steps) else ""
+        lines.append(f"  {left:<{width}} | {right}{mark}")
+        ia, ib = ia + 1, ib + 1
+    lines.append(f"  {cell(ex.arm, len(ex.arm.steps)):<{width}} | {cell(ex.branch, len(ex.branch.steps))}"
+                 + ("  <-- first divergence" if ex.divergence == len(ex.branch.steps) else ""))
+    if not ex.diverged:
+        lines.append("  the arms do not diverge")
+    else:
+        causes = "; ".join(f"{e.mechanism} at step {e.step + 1} ({e.about})" for e in ex.mechanisms)
+        lines.append(f"  first divergence at step {ex.divergence + 1}: "
+                     f"{causes if causes else 'NOT EXPLAINED by any mechanism'}")
+    return "\n".join(lines)

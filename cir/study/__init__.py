@@ -1,0 +1,1 @@
+"""The study end to end: experiment configs, reproduce, the report, its findings and figures."""

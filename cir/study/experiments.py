@@ -1,0 +1,170 @@
+"""Experiment configs: one TOML file per experiment of the paper (``experiments/``).
+
+A config names a cohort (split, number of tasks, full and ``--quick``), the grid of
+conditions, delays and operations, and its role in the study: ``effects`` (when does
+refresh help or harm), ``mechanism`` (why), ``eval`` (CIR's held-out evaluation) or
+``train`` (a cohort run only to fit CIR). Exactly one config says ``fit_cir = COHORT``:
+CIR is fitted on that cohort of its tasks (``factual-success`` or ``all``), as the paper
+fits it on the primary cohort's factual-success tasks; its split must share no layout
+with the evaluation cohort's. Cohorts on the same split take consecutive, disjoint
+slices of one generated split in ``order``, so they never share tasks.
+
+The grid is a :class:`~cir.pairs.replay.ReplaySettings`, the same settings object ``cir run``
+builds from its options; the perturbation fraction and the budgets are the protocol's
+(:mod:`cir.episode.protocol`).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from cir.episode.protocol import SPLITS
+from cir.pairs.replay import ReplaySettings
+from cir.util.errors import CirError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+ROLES = ("effects", "mechanism", "train", "eval")
+FIT_COHORTS = ("factual-success", "all")
+#: splits whose generated tasks share room layouts (scenes): train and valid_seen draw from
+#: the same scenes, valid_unseen from others (``cir.families.alfworld.scenes``)
+SHARED_LAYOUTS = {frozenset({"train", "valid_seen"})}
+_FIELDS = {
+    "name": str,
+    "role": str,
+    "order": int,
+    "split": str,
+    "n_tasks": int,
+    "quick_n_tasks": int,
+    "conditions": list,
+    "delays": list,
+    "operations": list,
+}
+_OPTIONAL = {"fit_cir": str}
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """One cohort of the study and the paired grid it runs."""
+
+    name: str
+    role: str
+    order: int
+    split: str
+    n_tasks: int
+    quick_n_tasks: int
+    replay: ReplaySettings
+    source: str = ""
+    fit_cir: str | None = None
+
+    def size(self, quick: bool) -> int:
+        return self.quick_n_tasks if quick else self.n_tasks
+
+    def identity(self) -> dict[str, object]:
+        """The config as the study record holds it (its fields, the file by name)."""
+        return {"name": self.name, "role": self.role, "order": self.order, "split": self.split,
+                "n_tasks": self.n_tasks, "quick_n_tasks": self.quick_n_tasks,
+                "conditions": list(self.replay.conditions), "delays": list(self.replay.delays),
+                "operations": list(self.replay.operations), "fit_cir": self.fit_cir,
+                "source": Path(self.source).name}
+
+
+def default_experiments_dir() -> Path:
+    """``experiments/`` of the source checkout this package runs from."""
+    return Path(__file__).resolve().parents[2] / "experiments"
+
+
+def load_experiment(path: str | Path) -> Experiment:
+    """Read and check one config; errors name the file and the field."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CirError(f"{path}: no such experiment config") from None
+    except tomllib.TOMLDecodeError as err:
+        raise CirError(f"{path}: not valid TOML ({err})") from None
+    unknown = sorted(set(data) - set(_FIELDS) - set(_OPTIONAL))
+    if unknown:
+        raise CirError(f"{path}: unknown field(s) {', '.join(unknown)}; expected "
+                       f"{', '.join(_FIELDS)} (and optionally {', '.join(_OPTIONAL)})")
+    if "fit_cir" in data and data["fit_cir"] not in FIT_COHORTS:
+        raise CirError(f"{path}: field 'fit_cir' must be one of {', '.join(FIT_COHORTS)}, got {data['fit_cir']!r}")
+    for field, kind in _FIELDS.items():
+        if field not in data:
+            raise CirError(f"{path}: missing field {field!r}")
+        if not isinstance(data[field], kind) or (kind is int and isinstance(data[field], bool)):
+            raise CirError(f"{path}: field {field!r} must be a {kind.__name__}, got {data[field]!r}")
+    if data["role"] not in ROLES:
+        raise CirError(f"{path}: role {data['role']!r} is not one of {', '.join(ROLES)}")
+    if data["split"] not in SPLITS:
+        raise CirError(f"{path}: split {data['split']!r} is not one of {', '.join(SPLITS)}")
+    for field in ("n_tasks", "quick_n_tasks"):
+        if data[field] < 1:
+            raise CirError(f"{path}: field {field!r} must be >= 1, got {data[field]}")
+    if any(not isinstance(d, int) or d < 0 for d in data["delays"]):
+        raise CirError(f"{path}: field 'delays' must hold integers >= 0, got {data['delays']!r}")
+    try:
+        replay = ReplaySettings(conditions=tuple(str(c) for c in data["conditions"]),
+                                delays=tuple(data["delays"]),
+                                operations=tuple(str(o) for o in data["operations"]))
+    except CirError as err:
+        raise CirError(f"{path}: {err}") from None
+    return Experiment(
+        name=data["name"],
+        role=data["role"],
+        order=data["order"],
+        split=data["split"],
+        n_tasks=data["n_tasks"],
+        quick_n_tasks=data["quick_n_tasks"],
+        replay=replay,
+        source=str(path),
+        fit_cir=data.get("fit_cir"),
+    )
+
+
+def load_experiments(folder: str | Path | None = None) -> list[Experiment]:
+    """All configs of a folder, in ``order``; one cohort to fit CIR on, one to evaluate it."""
+    folder = Path(folder) if folder else default_experiments_dir()
+    if not folder.is_dir():
+        raise CirError(f"{folder}: no experiments folder; pass --experiments DIR")
+    experiments = sorted((load_experiment(p) for p in folder.glob("*.toml")), key=lambda e: e.order)
+    if not experiments:
+        raise CirError(f"{folder}: no *.toml experiment configs")
+    names = [e.name for e in experiments]
+    if len(set(names)) != len(names):
+        raise CirError(f"{folder}: experiment names must be unique, got {names}")
+    evals = [e for e in experiments if e.role == "eval"]
+    fits = [e for e in experiments if e.fit_cir]
+    if len(evals) != 1:
+        raise CirError(f"{folder}: need exactly one experiment with role 'eval' (found {len(evals)})")
+    if len(fits) != 1:
+        raise CirError(f"{folder}: need exactly one experiment with fit_cir = \"factual-success\" or \"all\" "
+                       f"(found {len(fits)})")
+    fit, ev = fits[0], evals[0]
+    if fit is ev:
+        raise CirError(f"{fit.source}: CIR cannot be fitted on its own evaluation cohort")
+    if fit.split == ev.split or frozenset({fit.split, ev.split}) in SHARED_LAYOUTS:
+        raise CirError(f"{fit.source}: CIR is fitted on {fit.split} tasks, which share room layouts with the "
+                       f"{ev.split} evaluation cohort ({ev.source}); fit on valid_unseen and evaluate on "
+                       "valid_seen (or the reverse)")
+    for e in experiments:
+        if e.role == "train" and not e.fit_cir:
+            raise CirError(f"{e.source}: a 'train' cohort is run only to fit CIR: set fit_cir")
+    return experiments
+
+
+def task_slices(experiments: list[Experiment], quick: bool) -> dict[str, tuple[str, int, int]]:
+    """Map experiment name -> (split, start, stop): disjoint slices per split, in order."""
+    offsets: dict[str, int] = {}
+    slices: dict[str, tuple[str, int, int]] = {}
+    for exp in experiments:
+        start = offsets.get(exp.split, 0)
+        stop = start + exp.size(quick)
+        slices[exp.name] = (exp.split, start, stop)
+        offsets[exp.split] = stop
+    return slices

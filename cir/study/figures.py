@@ -1,0 +1,358 @@
+"""The paper's figures from any paired table (figures 2, 3, 5 and 6).
+
+Every figure is a function ``paired DataFrame -> matplotlib Figure`` for notebooks;
+:func:`write_figures` saves them all as PNG and SVG. Figures are built on
+``matplotlib.figure.Figure`` directly (no pyplot, no global state), so they are
+safe in scripts, tests and servers. A figure whose data is missing (e.g. one
+operation only: no joint heatmap) raises :class:`FigureSkipped` with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import matplotlib
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
+from tqdm import tqdm
+
+from cir import __version__
+from cir.episode.protocol import DEFAULT_LEVEL, DEFAULT_RESAMPLES, DEFAULT_SEED, PRIMARY_STALE
+from cir.pairs.paired import OUTCOMES
+from cir.stats.decompose import count_outcomes, select_cohort, sort_groups
+from cir.stats.effects import effect_table
+from cir.stats.joint import joint_matrix, joint_outcomes
+from cir.util.errors import CirError
+from cir.util.files import write_atomic
+from cir.util.progress import bar_settings
+
+# Okabe-Ito colours: distinguishable with common colour-vision deficiencies.
+_PALETTE = ["#0072B2", "#E69F00", "#D55E00", "#CC79A7", "#009E73", "#56B4E9", "#F0E442", "#000000"]
+_CONDITION_COLORS = {"clean": "#0072B2", "stale1": "#E69F00", "stale2": "#D55E00", "missing": "#CC79A7"}
+_OUTCOME_COLORS = {
+    "stable_success": "#56B4E9",
+    "rescue": "#009E73",
+    "harm": "#D55E00",
+    "stable_failure": "#BBBBBB",
+}
+_OUTCOME_LABELS = {
+    "stable_success": "stable success",
+    "rescue": "rescue",
+    "harm": "harm",
+    "stable_failure": "stable failure",
+}
+FIGURES = ("effects_by_delay", "mechanism_controls", "outcome_partitions", "joint_outcomes")
+
+
+class FigureSkipped(CirError):
+    """The table lacks what a figure needs (the message says what)."""
+
+
+def _color(value: str, i: int, table: dict[str, str] | None = None) -> str:
+    if table and value in table:
+        return table[value]
+    return _PALETTE[i % len(_PALETTE)]
+
+
+def _cohort_text(cohort: str, rows: pd.DataFrame) -> str:
+    name = "factual-success cohort" if cohort == "factual-success" else "all prefix-feasible tasks"
+    return f"{name}, {rows['task_id'].nunique()} tasks"
+
+
+# Figures are at most this wide (inches): at the report's 130 dpi and text width, their
+# text stays legible (tests/test_report_page.py measures the scaling in a browser).
+MAX_WIDTH = 11.0
+MIN_WIDTH = 7.0  # room for a two-line title over a single panel
+
+
+def _panels(n: int, width: float = 4.6, height: float = 3.8, max_cols: int = 3) -> tuple[Figure, list]:
+    """``n`` panels, at most ``max_cols`` a row, the figure between MIN_WIDTH and MAX_WIDTH."""
+    cols = min(n, max_cols)
+    rows = int(np.ceil(n / cols))
+    total = min(max(width * cols, MIN_WIDTH), MAX_WIDTH)
+    fig = Figure(figsize=(total, height * rows + 0.9), layout="constrained")
+    axes = fig.subplots(rows, cols, squeeze=False, sharey=True)
+    flat = list(axes.ravel())
+    for ax in flat[n:]:
+        ax.set_visible(False)
+    return fig, flat[:n]
+
+
+def _dodged_errorbars(ax, table: pd.DataFrame, x_key: str, series_key: str, colors: dict[str, str] | None,
+                      series_label: str) -> None:
+    """Points with CI bars: x positions are the values of ``x_key``, one offset per series."""
+    x_values = list(dict.fromkeys(sort_groups(table[[x_key]].drop_duplicates(), [x_key])[x_key]))
+    series = list(dict.fromkeys(sort_groups(table[[series_key]].drop_duplicates(), [series_key])[series_key]))
+    width = 0.7 / max(len(series), 1)
+    for i, s in enumerate(series):
+        part = table[table[series_key] == s]
+        pos = [x_values.index(v) - 0.35 + width * (i + 0.5) for v in part[x_key]]
+        low = part["effect_pp"] - part["ci_low_pp"]
+        high = part["ci_high_pp"] - part["effect_pp"]
+        ax.errorbar(pos, part["effect_pp"], yerr=[low.to_numpy(), high.to_numpy()], fmt="o", capsize=3,
+                    color=_color(str(s), i, colors), label=f"{series_label}{s}", markersize=5, linewidth=1.4)
+    ax.axhline(0, color="#444444", linewidth=0.8, linestyle="--")
+    ax.set_xticks(range(len(x_values)))
+    ax.set_xticklabels([str(v) for v in x_values])
+    ax.set_xlim(-0.6, len(x_values) - 0.4)
+    ax.grid(axis="y", alpha=0.3)
+
+
+def plot_effects(
+    df: pd.DataFrame,
+    cohort: str = "all",
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    level: float = DEFAULT_LEVEL,
+) -> Figure:
+    """Effect of recovery by delay and condition with task-level bootstrap CIs (paper fig. 2).
+
+    One panel per operation; x is the recovery delay, one colour per condition.
+    """
+    rows = select_cohort(df, cohort, True)
+    table = effect_table(rows, by=["operation", "condition", "delay"], cohort="all",
+                         resamples=resamples, seed=seed, level=level)
+    operations = list(dict.fromkeys(table["operation"]))
+    fig, axes = _panels(len(operations))
+    for ax, op in zip(axes, operations, strict=True):
+        _dodged_errorbars(ax, table[table["operation"] == op], "delay", "condition", _CONDITION_COLORS, "")
+        ax.set_title(f"operation: {op}")
+        ax.set_xlabel("recovery delay d (env actions after the modified observation)", fontsize=9)
+    axes[0].set_ylabel("effect on task success (pp)\nsuccess with - without recovery")
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, title="observation condition", loc="outside lower center",
+               ncols=len(labels), fontsize=9, title_fontsize=9, frameon=False)
+    fig.suptitle(
+        f"Effect of recovery by delay and observation condition\n"
+        f"({_cohort_text(cohort, rows)}; bars: {level:.0%} task-level cluster-bootstrap CI)",
+        fontsize=11,
+    )
+    return fig
+
+
+def plot_mechanisms(
+    df: pd.DataFrame,
+    cohort: str = "all",
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    level: float = DEFAULT_LEVEL,
+) -> Figure:
+    """Mechanism controls: effect of each recovery operation, per condition (paper fig. 3).
+
+    One panel per condition; x is the operation (refresh, content-ablated refresh,
+    replan, rewind), one colour per delay. Needs at least two operations.
+    """
+    rows = select_cohort(df, cohort, True)
+    operations = rows["operation"].unique()
+    if len(operations) < 2:
+        raise FigureSkipped(
+            f"mechanism controls need at least two operations; the table has only {operations[0]!r}"
+        )
+    table = effect_table(rows, by=["condition", "operation", "delay"], cohort="all",
+                         resamples=resamples, seed=seed, level=level)
+    conditions = list(dict.fromkeys(table["condition"]))
+    fig, axes = _panels(len(conditions), width=max(4.6, 0.9 * len(operations) + 1.5), height=3.4, max_cols=2)
+    delays = list(dict.fromkeys(sort_groups(table[["delay"]].drop_duplicates(), ["delay"])["delay"]))
+    delay_colors = {str(d): _PALETTE[i % len(_PALETTE)] for i, d in enumerate(delays)}
+    for ax, cond in zip(axes, conditions, strict=True):
+        _dodged_errorbars(ax, table[table["condition"] == cond], "operation", "delay", delay_colors, "d=")
+        ax.set_title(f"condition: {cond}")
+        ax.set_xlabel("recovery operation")
+        ax.tick_params(axis="x", labelrotation=30, labelsize=8)
+        for label in ax.get_xticklabels():
+            label.set_horizontalalignment("right")
+    axes[0].set_ylabel("effect on task success (pp)\nvs no recovery")
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, title="recovery delay", loc="outside lower center",
+               ncols=len(labels), fontsize=9, title_fontsize=9, frameon=False)
+    fig.suptitle(
+        f"Mechanism controls: effect of each recovery operation\n"
+        f"({_cohort_text(cohort, rows)}; bars: {level:.0%} task-level cluster-bootstrap CI)",
+        fontsize=11,
+    )
+    return fig
+
+
+def plot_partitions(df: pd.DataFrame, cohort: str = "all") -> Figure:
+    """Paired outcome partition (stable success, rescue, harm, stable failure) as stacked bars (fig. 6).
+
+    One panel per operation, one bar per condition and delay, segment width = count.
+    """
+    rows = select_cohort(df, cohort, True)
+    table = count_outcomes(rows, ["operation", "condition", "delay"])
+    operations = list(dict.fromkeys(table["operation"]))
+    n_bars = int(table.groupby("operation").size().max())
+    cols = min(len(operations), 3)
+    n_rows = int(np.ceil(len(operations) / cols))
+    fig = Figure(figsize=(min(max(MIN_WIDTH, 3.4 * cols + 1.2), MAX_WIDTH), 1.4 + n_rows * (0.32 * n_bars + 0.9)),
+                 layout="constrained")
+    axes = list(fig.subplots(n_rows, cols, squeeze=False, sharex=True).ravel())
+    for ax in axes[len(operations):]:
+        ax.set_visible(False)
+    axes = axes[: len(operations)]
+    columns = {"stable_success": "stable_success", "rescue": "rescues", "harm": "harms",
+               "stable_failure": "stable_failure"}
+    for ax, op in zip(axes, operations, strict=True):
+        part = table[table["operation"] == op].iloc[::-1]
+        labels = [f"{c}, d={d}" for c, d in zip(part["condition"], part["delay"], strict=True)]
+        left = np.zeros(len(part))
+        for outcome in OUTCOMES:
+            values = part[columns[outcome]].to_numpy(dtype=float)
+            bars = ax.barh(labels, values, left=left, color=_OUTCOME_COLORS[outcome],
+                           label=_OUTCOME_LABELS[outcome], edgecolor="white", linewidth=0.5)
+            total = part["n"].to_numpy(dtype=float)
+            for bar, v, t in zip(bars, values, total, strict=True):
+                if v > 0 and v / t >= 0.06:
+                    ax.text(bar.get_x() + bar.get_width() / 2, bar.get_y() + bar.get_height() / 2,
+                            f"{int(v)}", ha="center", va="center", fontsize=7)
+            left += values
+        ax.set_title(f"operation: {op}", fontsize=10)
+        ax.set_xlabel("task pairs (count)")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.tick_params(axis="x", labelbottom=True)  # a panel with none below it keeps its counts
+        ax.tick_params(axis="y", labelsize=8)
+    axes[0].set_ylabel("condition, delay")
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=4, fontsize=9, frameon=False)
+    fig.suptitle(f"Paired outcome partition per condition and delay ({_cohort_text(cohort, rows)})",
+                 fontsize=11)
+    return fig
+
+
+def _default_pair(rows: pd.DataFrame) -> tuple[str, str]:
+    ops = list(dict.fromkeys(sort_groups(rows[["operation"]].drop_duplicates(), ["operation"])["operation"]))
+    if len(ops) < 2:
+        raise FigureSkipped(
+            f"the joint outcome heatmap needs two operations on the same tasks; the table has only {ops[0]!r}"
+        )
+    if "refresh" in ops and "refresh_ablated" in ops:
+        return "refresh", "refresh_ablated"
+    return ops[0], ops[1]
+
+
+def _default_cell(rows: pd.DataFrame) -> tuple[str, int]:
+    conditions = list(rows["condition"].unique())
+    stale = sorted(c for c in conditions if c.startswith("stale"))
+    if PRIMARY_STALE in conditions:
+        condition = PRIMARY_STALE
+    elif stale:
+        condition = stale[0]
+    else:
+        condition = sorted(c for c in conditions if c != "clean")[0] if len(conditions) > 1 else conditions[0]
+    return condition, int(rows.loc[rows["condition"] == condition, "delay"].max())
+
+
+def plot_joint(
+    df: pd.DataFrame,
+    a: str | None = None,
+    b: str | None = None,
+    condition: str | None = None,
+    delay: int | None = None,
+    cohort: str = "all",
+) -> Figure:
+    """Heatmap of joint outcomes of two operations on the same tasks (paper fig. 5).
+
+    Rows: outcome under ``a``; columns: under ``b``; both relative to the same
+    no-recovery run. Defaults: refresh vs refresh_ablated (else the first two
+    operations), condition stale2 (else the first stale/non-clean one), its largest delay.
+    """
+    rows = select_cohort(df, cohort, True)
+    if a is None or b is None:
+        a, b = _default_pair(rows)
+    if condition is None or delay is None:
+        default_condition, default_delay = _default_cell(rows)
+        condition = condition if condition is not None else default_condition
+        delay = delay if delay is not None else default_delay
+    counts = joint_outcomes(rows, a, b, condition=condition, delay=delay, cohort="all")
+    matrix = joint_matrix(counts)
+    n = int(matrix.to_numpy().sum())
+    fig = Figure(figsize=(7.2, 6.0), layout="constrained")
+    ax = fig.subplots()
+    image = ax.imshow(matrix.to_numpy(), cmap="Blues")
+    labels = [_OUTCOME_LABELS[o] for o in OUTCOMES]
+    ax.set_xticks(range(4), labels, rotation=20)
+    ax.set_yticks(range(4), labels)
+    peak = max(int(matrix.to_numpy().max()), 1)
+    for i in range(4):
+        for j in range(4):
+            v = int(matrix.iloc[i, j])
+            ax.text(j, i, str(v), ha="center", va="center", fontsize=11,
+                    color="white" if v > 0.6 * peak else "black")
+    ax.set_ylabel(f"outcome under {a} (rows)")
+    ax.set_xlabel(f"outcome under {b} (columns)")
+    agree = int(np.trace(matrix.to_numpy()))
+    excluded = counts.attrs.get("excluded_not_executed", 0)
+    bar = fig.colorbar(image, ax=ax, label="tasks", shrink=0.8)
+    bar.locator = MaxNLocator(integer=True)  # counts: no fractional ticks
+    bar.update_ticks()
+    fig.suptitle(
+        f"Joint outcomes of {a} (rows) vs {b} (columns)\ncondition {condition}, delay {delay}: "
+        f"{n} tasks where both ran, {agree} on the diagonal (same outcome)"
+        + (f"\n{excluded} task(s) excluded: recovery not executed" if excluded else ""),
+        fontsize=11,
+    )
+    return fig
+
+
+def write_figures(
+    df: pd.DataFrame,
+    out: str | Path,
+    cohort: str = "all",
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    level: float = DEFAULT_LEVEL,
+    formats: Sequence[str] = ("png", "svg"),
+    joint: dict | None = None,
+    progress: bool = False,
+) -> dict[str, list[Path] | str]:
+    """Write every figure the table supports to ``out`` (PNG and SVG) with a ``figures.json`` manifest.
+
+    ``joint`` may set ``a``, ``b``, ``condition``, ``delay`` of the joint heatmap
+    (see :func:`plot_joint` for the defaults); ``progress`` shows a bar on standard error
+    (each figure bootstraps its intervals: seconds to a minute). Returns {figure name:
+    written paths, or the reason it was skipped}.
+    """
+    rows = select_cohort(df, cohort, True)
+    out = Path(out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise CirError(f"{out}: cannot create the output folder ({err.strerror})") from None
+    builders = {
+        "effects_by_delay": lambda: plot_effects(rows, "all", resamples, seed, level),
+        "mechanism_controls": lambda: plot_mechanisms(rows, "all", resamples, seed, level),
+        "outcome_partitions": lambda: plot_partitions(rows, "all"),
+        "joint_outcomes": lambda: plot_joint(rows, cohort="all", **(joint or {})),
+    }
+    settings = {"cir_version": __version__, "cohort": cohort, "resamples": int(resamples), "seed": int(seed),
+                "level": level, "tasks": int(rows["task_id"].nunique()), "rows": len(rows)}
+    result: dict[str, list[Path] | str] = {}
+    bar = tqdm(builders.items(), total=len(builders), unit="figure", desc="figures", disable=not progress,
+               **bar_settings())
+    for name, build in bar:
+        bar.set_postfix_str(name)
+        try:
+            fig = build()
+        except FigureSkipped as err:
+            result[name] = f"skipped: {err}"
+            continue
+        paths = []
+        for fmt in formats:
+            path = out / f"{name}.{fmt}"
+            meta = {"Title": name, "Description": json.dumps(settings, sort_keys=True)}
+            if fmt == "png":
+                meta["Software"] = f"cir {__version__}"
+            else:
+                meta["Date"] = None
+            with matplotlib.rc_context({"svg.hashsalt": "cir"}):
+                fig.savefig(path, dpi=150, metadata=meta)
+            paths.append(path)
+        result[name] = paths
+    manifest = {"settings": settings,
+                "figures": {k: [p.name for p in v] if isinstance(v, list) else v for k, v in result.items()}}
+    write_atomic(out / "figures.json", json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    return result

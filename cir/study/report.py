@@ -1,0 +1,327 @@
+"""The analysis of a reproduced study, written as tables, figures and a report.
+
+The report opens with its findings: one sentence per question of the paper, with the
+number, its interval and its test, generated from the tables (:mod:`cir.study.findings`), and a
+plain warning when the cohorts are too small for an interval to exclude zero. Then it
+walks through the three questions in order: the effects of refresh (by condition and
+delay, in the factual-success and complete cohorts of every ``effects`` experiment), the
+mechanism controls (and the joint outcome table of full vs content-ablated refresh), and
+CIR (fit on the cohort a config marks ``fit_cir``, held-out evaluation against the
+baselines and the oracle). Every table is written as CSV under ``tables/`` before it is
+put in the report, so each number can be traced to a file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+import pandas as pd
+from matplotlib.figure import Figure
+
+from cir.episode.protocol import (
+    DEFAULT_D_MIN,
+    DEFAULT_FRACTION,
+    DEFAULT_MAX_ACTIONS,
+    DEFAULT_MAX_TURNS,
+    PRIMARY_STALE,
+)
+from cir.pairs.paired import read_paired
+from cir.pairs.record import RunRecord
+from cir.router.calibration import calibration_figure, calibration_table
+from cir.router.evaluation import evaluate
+from cir.router.policy import CIRPolicy
+from cir.stats.decompose import decompose, select_cohort
+from cir.stats.effects import contrast_table, effect_table
+from cir.stats.explain import explain_run, mechanism_counts
+from cir.stats.joint import joint_effects, joint_matrix, joint_outcomes
+from cir.study.experiments import Experiment
+from cir.study.figures import plot_effects, plot_joint, plot_mechanisms, plot_partitions
+from cir.study.findings import (
+    Finding,
+    cir_finding,
+    effect_finding,
+    mechanism_finding,
+    small_cohort_warning,
+)
+from cir.study.page import Report
+
+# the columns of the stats tables that the report shows
+EFFECT_SHOWN = ["n", "rescues", "harms", "stable_success", "stable_failure", "success_without",
+                "success_with", "effect_pp", "ci_low_pp", "ci_high_pp", "sign_flip_p"]
+EVAL_SHOWN = ["n", "success_never", "success_policy", "effect_pp", "ci_low_pp", "ci_high_pp", "sign_flip_p",
+              "rescues", "harms", "intervention_rate", "clean_harm_rate"]
+CONTRAST_SHOWN = ["effect_a_pp", "effect_b_pp", "difference_pp", "ci_low_pp", "ci_high_pp", "sign_flip_p"]
+
+
+def _save(df: pd.DataFrame, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    df.to_csv(path, index=False, float_format="%.6g")
+    return path
+
+
+def _fig(fig: Figure, folder: Path, name: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    png = folder / f"{name}.png"
+    with matplotlib.rc_context({"svg.hashsalt": "cir"}):
+        fig.savefig(png, dpi=130, metadata={"Software": None})
+        fig.savefig(folder / f"{name}.svg", metadata={"Date": None})
+    return png
+
+
+def _cols(df: pd.DataFrame, keys: list[str], wanted: list[str]) -> pd.DataFrame:
+    return df[[c for c in keys + wanted if c in df.columns]]
+
+
+def _setup_section(report: Report, out: Path, experiments: list[Experiment], runs: dict[str, RunRecord],
+                   agent: str, quick: bool) -> None:
+    rows = []
+    for exp in experiments:
+        rec = runs[exp.name]
+        c, costs, grid = rec.counts, rec.costs, exp.replay
+        rows.append({
+            "experiment": exp.name, "role": exp.role, "split": exp.split, "tasks": c.tasks,
+            "prefix_feasible": c.tasks_feasible, "factual_success": c.factual_success,
+            "pairs": c.pairs, "agent_calls": costs.agent_calls,
+            "cache_hits": costs.cache_hits, "env_steps": costs.env_steps,
+            "conditions": ", ".join(grid.conditions), "delays": ", ".join(map(str, grid.delays)),
+            "operations": ", ".join(grid.operations),
+        })
+    table = pd.DataFrame(rows)
+    report.heading("Setup")
+    report.text(
+        f"Agent `{agent}`; {'quick' if quick else 'full'} cohorts of generated ALFWorld tasks on the real "
+        f"engine; budgets {DEFAULT_MAX_TURNS} model turns and {DEFAULT_MAX_ACTIONS} env actions; the "
+        f"observation of the env action after {DEFAULT_FRACTION:.0%} of the factual run's env actions is "
+        "modified (`stale2`: the observation from two env actions earlier; `stale1`: one; `missing`: a fixed "
+        "unavailable message). Recovery at delay d runs after d more env actions. Cohorts never share tasks. "
+        "Intervals: 95% task-level cluster bootstrap."
+    )
+    report.text(
+        "Where everything is, beside this report: every table it shows as CSV in `tables/` (each table "
+        "names its file), the figures in `figures/`, each cohort's run folder in `runs/<experiment>/` "
+        "(`paired.csv`, the run record `run.json`, every episode in `episodes.jsonl.gz`), the fitted "
+        "router in `router.json`, the generated tasks with their manifests in `tasks/<split>/`, and "
+        "the study's settings and timings in `study.json`."
+    )
+    source = _save(table, out / "tables" / "cohorts.csv")
+    grid_columns = ["experiment", "role", "split", "tasks", "prefix_feasible", "factual_success", "pairs",
+                    "conditions", "delays", "operations"]
+    report.table(table[grid_columns], source, "Cohorts and what was run on them")
+    report.text(
+        "`factual_success` counts every task whose factual run succeeded, prefix-infeasible ones "
+        "included (a factual run too short to perturb); the factual-success cohorts below keep the "
+        "prefix-feasible ones."
+    )
+    report.table(table[["experiment", "pairs", "agent_calls", "cache_hits", "env_steps"]], source,
+                 "The work each cohort took")
+
+
+def _effects_section(report: Report, out: Path, experiments: list[Experiment], resamples: int,
+                     seed: int) -> Finding | None:
+    """The effects of refresh per ``effects`` cohort; the finding of the first cohort."""
+    report.heading("1. Effects of refresh by condition and delay")
+    report.text(
+        "Effect of refresh = success with refresh minus success without, from the same state, in "
+        "percentage points; rescues turn a failure into a success, harms the reverse. In the "
+        "factual-success cohort the clean no-recovery run reproduces a success, so clean refresh can "
+        "only harm; the complete cohort keeps every prefix-feasible task."
+    )
+    finding = None
+    for exp in (e for e in experiments if e.role == "effects"):
+        df = read_paired(out / "runs" / exp.name)
+        df = df[df["operation"] == "refresh"]
+        shown: list[pd.DataFrame] = []
+        for cohort in ("factual-success", "all"):
+            tab = effect_table(df, by=["condition", "delay"], cohort=cohort, resamples=resamples, seed=seed)
+            tab = _cols(tab, ["condition", "delay"], EFFECT_SHOWN)
+            con = contrast_table(df, PRIMARY_STALE, "clean", on="condition", by=["delay"], cohort=cohort,
+                                 resamples=resamples, seed=seed)
+            con = _cols(con, ["delay"], ["n_paired", *CONTRAST_SHOWN])
+            suffix = cohort.replace("-", "_")
+            tab_csv = _save(tab, out / "tables" / f"effects_{exp.name}_{suffix}.csv")
+            con_csv = _save(con, out / "tables" / f"contrast_{exp.name}_{suffix}.csv")
+            if finding is None and cohort == "factual-success":
+                delays = sorted(set(tab["delay"]))
+                delay = DEFAULT_D_MIN if DEFAULT_D_MIN in delays else delays[0]
+                finding = effect_finding(tab, f"`{exp.name}` cohort's factual-success tasks", PRIMARY_STALE,
+                                         delay)
+            if shown and tab.equals(shown[0]):
+                # every prefix-feasible task succeeded in its factual run: one table says it all
+                report.text(f"In the `{exp.name}` cohort every prefix-feasible task's factual run succeeded, "
+                            "so its complete cohort is its factual-success cohort (the tables above; "
+                            f"also in `{tab_csv.name}`).")
+                continue
+            shown.append(tab)
+            report.table(tab, tab_csv, f"{exp.name} cohort ({cohort}): refresh effect by condition and delay")
+            report.table(con, con_csv,
+                         f"{exp.name} cohort ({cohort}): {PRIMARY_STALE} minus clean effect at each delay")
+        fig = plot_effects(df, cohort="factual-success", resamples=resamples, seed=seed)
+        report.figure(_fig(fig, out / "figures", f"effects_{exp.name}"),
+                      f"{exp.name}: refresh effects by delay and condition (factual-success cohort)")
+        d1 = df[df["delay"] == 1] if (df["delay"] == 1).any() else df
+        parts = decompose(d1, by=["condition", "delay"], cohort="factual-success")
+        _save(parts, out / "tables" / f"partitions_{exp.name}.csv")
+        report.figure(_fig(plot_partitions(d1, cohort="factual-success"), out / "figures", f"partitions_{exp.name}"),
+                      f"{exp.name}: paired outcomes at delay {int(d1['delay'].iloc[0])} (factual-success cohort)")
+    return finding
+
+
+def _mechanism_section(report: Report, out: Path, experiments: list[Experiment], resamples: int,
+                       seed: int) -> Finding | None:
+    """The mechanism controls per ``mechanism`` cohort; the finding of the first one."""
+    finding = None
+    for exp in (e for e in experiments if e.role == "mechanism"):
+        report.heading("2. Mechanism controls: what part of refresh acts")
+        report.text(
+            "Mechanism controls on their own cohort: full refresh (the refresh query, result shown), "
+            "content-ablated refresh (same env query, content hidden), replan (no env query, the agent is "
+            "asked to reconsider), rewind (context and env restored to before the modified observation, with "
+            "a short memory of the abandoned branch) and placebo (a content-free harness message: the "
+            "interruption alone). Cells as in the paper: clean at delay 0 and "
+            f"{PRIMARY_STALE} at delay 4; the full grid is in the CSV."
+        )
+        df = read_paired(out / "runs" / exp.name)
+        full = effect_table(df, by=["condition", "delay", "operation"], cohort="all", resamples=resamples, seed=seed)
+        _save(full, out / "tables" / f"mechanism_{exp.name}_grid.csv")
+        cells = full[((full["condition"] == "clean") & (full["delay"] == 0))
+                     | ((full["condition"] == PRIMARY_STALE) & (full["delay"] == 4))]
+        cells = _cols(cells, ["condition", "delay", "operation"], EFFECT_SHOWN)
+        report.table(cells, _save(cells, out / "tables" / f"mechanism_{exp.name}.csv"),
+                     f"{exp.name} cohort: effect of each operation vs no recovery")
+        ops = set(df["operation"])
+        if {"refresh", "refresh_ablated"} <= ops and (df["condition"] == PRIMARY_STALE).any():
+            delay = 4 if (df["delay"] == 4).any() else int(df["delay"].max())
+            counts = joint_outcomes(df, "refresh", "refresh_ablated", condition=PRIMARY_STALE, delay=delay, by=[])
+            matrix = joint_matrix(counts).reset_index().rename(columns={"outcome_a": "refresh \\ refresh_ablated"})
+            matrix.columns.name = None
+            report.table(matrix, _save(matrix, out / "tables" / f"joint_{exp.name}.csv"),
+                         f"Joint outcomes at {PRIMARY_STALE}, delay {delay} (executed pairs; rows: full refresh, "
+                         "columns: content-ablated refresh)")
+            eff = joint_effects(df, "refresh", "refresh_ablated", condition=PRIMARY_STALE, delay=delay, by=[],
+                                resamples=resamples, seed=seed)
+            report.table(eff, _save(eff, out / "tables" / f"joint_effects_{exp.name}.csv"),
+                         "Paired effects on the tasks where both operations ran")
+            if finding is None:
+                finding = mechanism_finding(eff, full, PRIMARY_STALE, delay)
+            fig = plot_joint(df, "refresh", "refresh_ablated", condition=PRIMARY_STALE, delay=delay)
+            report.figure(_fig(fig, out / "figures", f"joint_{exp.name}"),
+                          f"Joint outcomes of full vs content-ablated refresh ({PRIMARY_STALE}, delay {delay})")
+        report.figure(_fig(plot_mechanisms(df, cohort="all", resamples=resamples, seed=seed), out / "figures",
+                           f"mechanism_{exp.name}"), f"{exp.name}: mechanism controls by operation")
+    return finding
+
+
+def _explanation_section(report: Report, out: Path, experiments: list[Experiment]) -> None:
+    """Which mechanisms of the agent explain the rescues and harms (agents that record them)."""
+    tables = [explain_run(out / "runs" / e.name).assign(experiment=e.name) for e in experiments]
+    table = pd.concat(tables, ignore_index=True)
+    traced = table["arm_mechanisms"].str.len().gt(0).any() or table["mechanisms"].str.len().gt(0).any()
+    if not traced:
+        return
+    report.heading("What the agent's mechanisms explain")
+    diverged = table[table["diverged"]]
+    unexplained = int((~table["explained"]).sum())
+    report.text(
+        "The built-in agent records which of its named mechanisms fired at each step (the explanation "
+        "trace, beside each transcript in the episode store; never read by features or the router). Two "
+        "arms of a pair diverge when the agent's replies after the branch point differ; each divergence is "
+        "explained by the recovery-reachable mechanisms that fired between the recovery step and the first "
+        f"divergent reply (`cir explain` shows one pair). {len(diverged)} of {len(table)} pairs diverge; "
+        f"{unexplained} divergences are explained by no mechanism."
+    )
+    counts = mechanism_counts(table)
+    report.table(counts, _save(counts, out / "tables" / "mechanisms_explained.csv"),
+                 "Pairs, rescues and harms each mechanism explains, by operation (all cohorts)")
+
+
+def _cir_section(report: Report, out: Path, experiments: list[Experiment], resamples: int, seed: int) -> Finding:
+    train = next(e for e in experiments if e.fit_cir)
+    test = next(e for e in experiments if e.role == "eval")
+    report.heading("3. Selective recovery: CIR on held-out tasks")
+    train_df = select_cohort(read_paired(out / "runs" / train.name, require_features=True), train.fit_cir or "all")
+    test_df = read_paired(out / "runs" / test.name, require_features=True)
+    policy = CIRPolicy(seed=seed).fit(train_df)
+    router = policy.to_router(task_ids=sorted(set(train_df["task_id"])))
+    router.save(out / "router.json")
+    t, s = policy.thresholds_, policy.oof_summary_
+    grid = policy.grid_
+    fit = pd.DataFrame([{
+        "train_tasks": policy.n_tasks_, "lambda": policy.lam, "epsilon": policy.epsilon, "d_min": policy.d_min,
+        "delays": ",".join(map(str, policy.delays)), "alpha": t["alpha"], "beta": t["beta"], "gamma": t["gamma"],
+        "settings_searched": len(grid), "settings_within_epsilon": int(grid["feasible"].sum()),
+        "oof_net_gain_pp": 100 * s["net_gain"], "oof_clean_harm": s["clean_harm"],
+        "oof_intervention_rate": s["intervention_rate"],
+    }])
+    report.text(
+        f"CIR is fitted on the `{train.name}` cohort's {train.fit_cir} tasks ({train.split}), as in the "
+        "paper: three L2 logistic models (C=0.1) for p_err, p0 and p1; thresholds (alpha, beta, gamma >= 0) "
+        f"searched over {len(grid)} settings on 5-fold out-of-fold predictions grouped by task, under a "
+        "clean-harm limit epsilon; then refitted on all fitting tasks (`router.json`). It is evaluated, with "
+        f"every baseline chosen the same way, on the held-out `{test.name}` cohort ({test.split}), which "
+        "shares no task and no room layout with the fitting tasks."
+    )
+    report.table(fit, _save(fit, out / "tables" / "cir_fit.csv"), "CIR fit: thresholds and out-of-fold results")
+    result = evaluate(router, test_df, resamples=resamples, seed=seed, source=str(out / "runs" / test.name))
+    summary, margins = result["summary"], result["margins"]
+    _save(result["episodes"], out / "tables" / "cir_eval_episodes.csv")
+    eval_csv = _save(summary, out / "tables" / "cir_eval.csv")
+    report.table(_cols(summary[summary["condition"] == "all"], ["policy"], EVAL_SHOWN), eval_csv,
+                 "Held-out evaluation, all conditions (per-condition rows and more columns in the CSV)")
+    report.table(_cols(summary[summary["policy"] == "cir"], ["condition"], EVAL_SHOWN), eval_csv,
+                 "CIR by observation condition")
+    optimism = _optimism(s, result["episodes"])
+    report.table(optimism, _save(optimism, out / "tables" / "cir_optimism.csv"),
+                 f"CIR out of fold (the threshold search's own estimate, over {len(grid)} settings) "
+                 "next to the held-out result")
+    report.table(margins[margins["condition"] == "all"], _save(margins, out / "tables" / "cir_margins.csv"),
+                 "Margins of CIR over each policy (pp, paired by task)")
+    cal = calibration_table(router, test_df)
+    cal_csv = _save(cal, out / "tables" / "cir_calibration.csv")
+    brier = cal.groupby("model", sort=False)["brier"].first().reset_index()
+    report.table(brier, cal_csv, "Brier scores of the three models on the held-out cohort")
+    report.figure(_fig(calibration_figure(router, test_df), out / "figures", "cir_calibration"),
+                  "Reliability of p_err, p0 and p1 on the held-out cohort")
+    return cir_finding(summary, policy.epsilon)
+
+
+def _optimism(oof: dict[str, float], episodes: pd.DataFrame) -> pd.DataFrame:
+    """The objective and constraint of the paper's eq. 4, out of fold and held out."""
+    err = episodes["condition"] != "clean"
+    clean = ~err
+    gain = (episodes["y_cir"] - episodes["y_never"])[err].mean() if err.any() else float("nan")
+    harm = ((episodes["y_never"] == 1) & (episodes["y_cir"] == 0))[clean].mean() if clean.any() else float("nan")
+    return pd.DataFrame([
+        {"estimate": "out of fold (fitting tasks)", "net_gain_erroneous_pp": 100 * oof["net_gain"],
+         "clean_harm": oof["clean_harm"], "intervention_rate": oof["intervention_rate"]},
+        {"estimate": "held out", "net_gain_erroneous_pp": 100 * float(gain), "clean_harm": float(harm),
+         "intervention_rate": float(episodes["int_cir"].mean())},
+    ])
+
+
+def _findings_section(report: Report, findings: list[Finding], quick: bool) -> None:
+    report.heading("Findings")
+    report.text("The paper's three questions, each answered from a table below (number, 95% task-level "
+                "cluster-bootstrap interval, sign-flip test).")
+    for i, finding in enumerate(findings, 1):
+        report.text(f"**{i}. {finding.question}.** {finding.sentence}")
+    warning = small_cohort_warning(findings, quick)
+    if warning:
+        report.warning(warning)
+
+
+def write_study_report(out: Path, experiments: list[Experiment], runs: dict[str, RunRecord], *,
+                       resamples: int, seed: int, agent: str, quick: bool) -> Path:
+    """Write tables, figures, ``router.json`` and ``report.md`` / ``report.html`` into ``out``."""
+    title = f"cir reproduction{' (quick)' if quick else ''}: when harnesses lose the signal"
+    body = Report(title)
+    _setup_section(body, out, experiments, runs, agent, quick)
+    effects = _effects_section(body, out, experiments, resamples, seed)
+    mechanism = _mechanism_section(body, out, experiments, resamples, seed)
+    _explanation_section(body, out, experiments)
+    selective = _cir_section(body, out, experiments, resamples, seed)
+    report = Report(title)
+    _findings_section(report, [f for f in (effects, mechanism, selective) if f is not None], quick)
+    report.blocks += body.blocks
+    md, _ = report.write(out)
+    return md

@@ -1,0 +1,180 @@
+"""The whole study of the paper, end to end: tasks -> paired runs -> analysis -> CIR -> report.
+
+``reproduce(out)`` generates the tasks, runs every experiment config through the
+paired replayer (each cohort a resumable RUN_DIR under ``out/runs``), writes the
+analysis tables under ``out/tables`` and the figures under ``out/figures``, fits
+CIR on the training cohort, evaluates it with its baselines on the held-out cohort,
+and writes ``report.md`` / ``report.html``. A second call with the same settings
+resumes where the first stopped; different settings for the same ``out`` are refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from cir import __version__
+from cir.agents.factory import LLMConfig, make_agent
+from cir.episode.protocol import DEFAULT_RESAMPLES, DEFAULT_SEED
+from cir.families.alfworld.generate import generate_split
+from cir.families.alfworld.tasks import load_tasks
+from cir.pairs.record import RunRecord
+from cir.pairs.run import run_experiment
+from cir.study.experiments import Experiment, load_experiments, task_slices
+from cir.study.report import write_study_report
+from cir.util.errors import CirError
+from cir.util.files import read_json, write_atomic
+
+STUDY_JSON = "study.json"
+
+
+@dataclass(frozen=True)
+class StudySettings:
+    """Everything that changes the study's results (recorded in ``study.json``)."""
+
+    quick: bool = False
+    agent: str = "builtin"
+    seed: int = DEFAULT_SEED
+    resamples: int = DEFAULT_RESAMPLES
+    base_url: str | None = None
+    llm: dict[str, Any] | None = None  # the LLM agent's settings (LLMConfig), None for the default
+
+
+def _check_study(out: Path, identity: dict[str, Any]) -> list[dict[str, Any]]:
+    """Refuse a folder written by other settings; return the timings of earlier calls."""
+    path = out / STUDY_JSON
+    record = read_json(path, "study record", missing_ok=True)
+    if record is None:
+        return []
+    try:
+        old = record["settings"]
+    except (KeyError, TypeError):
+        raise CirError(f"{path}: unreadable study record; remove it or choose another --out") from None
+    for key, there, now in _differences(old, identity):
+        raise CirError(
+            f"{out}: written by other settings ({key}: {there!r} there, {now!r} now); "
+            "use another --out or the same settings to resume"
+        )
+    earlier = record.get("earlier_calls", [])
+    return [*earlier, record["timings"]] if record.get("timings") else earlier
+
+
+def _differences(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    """(setting, old value, new value) for each setting that differs; experiments by name
+    and field, so the message names the one field that changed."""
+    diffs = []
+    for key in sorted(set(old) | set(new)):
+        a, b = old.get(key), new.get(key)
+        if key == "experiments" and isinstance(a, list) and a != b:
+            by_name = {e.get("name"): e for e in a if isinstance(e, dict)}
+            for exp in b:
+                prev = by_name.pop(exp["name"], None)
+                if prev is None:
+                    diffs.append((f"experiment {exp['name']}", "absent", "present"))
+                    continue
+                diffs += [(f"experiment {exp['name']}, {field}", prev.get(field), exp.get(field))
+                          for field in sorted(set(prev) | set(exp)) if prev.get(field) != exp.get(field)]
+            diffs += [(f"experiment {name}", "present", "absent") for name in by_name]
+        elif a != b:
+            diffs.append((key, a, b))
+    return diffs
+
+
+def _write_study(out: Path, study: dict[str, Any]) -> None:
+    write_atomic(out / STUDY_JSON, json.dumps(study, indent=2, sort_keys=True) + "\n")
+
+
+def _mixed_order(task_id: str) -> str:
+    """Cohort order: a hash of the id, so slices mix task types (ids sort by type)."""
+    return hashlib.sha256(task_id.encode("utf-8")).hexdigest()
+
+
+def cohort_tasks(out: Path, experiments: list[Experiment], quick: bool, seed: int,
+                 progress: bool, jobs: int = 1, engine_savings: bool = True) -> dict[str, list[Any]]:
+    """Generate each split once (as large as its cohorts need) and slice it into cohorts."""
+    slices = task_slices(experiments, quick)
+    need: dict[str, int] = {}
+    for split, _, stop in slices.values():
+        need[split] = max(need.get(split, 0), stop)
+    by_split = {}
+    for split, n in sorted(need.items()):
+        generate_split(out / "tasks", split, n, seed, progress=progress, jobs=jobs, savings=engine_savings)
+        by_split[split] = sorted(load_tasks(out / "tasks" / split), key=lambda t: _mixed_order(t.task_id))
+    return {name: by_split[split][start:stop] for name, (split, start, stop) in slices.items()}
+
+
+def reproduce(
+    out: str | Path,
+    *,
+    quick: bool = False,
+    agent: str = "builtin",
+    jobs: int = 1,
+    seed: int = 0,
+    resamples: int = DEFAULT_RESAMPLES,
+    backend: str = "loky",
+    scheduler: str | None = None,
+    base_url: str | None = None,
+    llm: LLMConfig | None = None,
+    cache_dir: str | Path | None = None,
+    experiments_dir: str | Path | None = None,
+    engine_savings: bool = True,
+    progress: bool = True,
+    echo: Callable[[str], None] = print,
+) -> Path:
+    """Run the study into ``out``; return the path of ``report.md``.
+
+    ``engine_savings=False`` generates and runs on textworld's engine unmodified: slower,
+    the same files and tables (a check of the savings, ``cir.families.alfworld.engine``).
+    ``llm`` sets how an LLM agent asks its server; ``cache_dir`` is one reply cache for
+    every cohort (default: each run folder's own), which a later study can share.
+    """
+    out = Path(out)
+    experiments = load_experiments(experiments_dir)
+    llm = llm or LLMConfig()
+    make_agent(agent, base_url=base_url, seed=seed, llm=llm)  # a bad agent setting: before any folder
+    settings = StudySettings(quick=quick, agent=agent, seed=seed, resamples=resamples, base_url=base_url,
+                             llm=None if llm.is_default() else llm.as_dict())
+    identity = {**asdict(settings), "experiments": [e.identity() for e in experiments]}
+    out.mkdir(parents=True, exist_ok=True)
+    earlier = _check_study(out, identity)
+    # a resumed study keeps what earlier calls took; "timings" is this call's
+    study = {"cir_version": __version__, "settings": identity, "timings": {}, "earlier_calls": earlier}
+    _write_study(out, study)
+    t_start = time.perf_counter()
+
+    echo(f"[1/4] tasks: generating {'quick' if quick else 'full'} cohorts under {out / 'tasks'}")
+    t0 = time.perf_counter()
+    cohorts = cohort_tasks(out, experiments, quick, seed, progress, jobs, engine_savings)
+    study["timings"]["tasks_seconds"] = round(time.perf_counter() - t0, 1)
+
+    runs: dict[str, RunRecord] = {}
+    for i, exp in enumerate(experiments, 1):
+        grid = exp.replay
+        echo(f"[2/4] run {i}/{len(experiments)}: {exp.name} ({len(cohorts[exp.name])} {exp.split} tasks, "
+             f"{', '.join(grid.conditions)} x delays {','.join(map(str, grid.delays))} x "
+             f"{', '.join(grid.operations)})")
+        t0 = time.perf_counter()
+        record = run_experiment(
+            cohorts[exp.name], out / "runs" / exp.name, agent=agent, seed=seed, settings=grid,
+            jobs=jobs, backend=backend, scheduler=scheduler, base_url=base_url, llm=llm,
+            cache_dir=cache_dir, tasks_source=f"{exp.split}[{exp.name}]",
+            engine_savings=engine_savings, progress=progress, echo=echo,
+        )
+        runs[exp.name] = record
+        study["timings"][f"run_{exp.name}_seconds"] = round(time.perf_counter() - t0, 1)
+        _write_study(out, study)
+
+    echo("[3/4] analysis: tables, figures, CIR fit and held-out evaluation")
+    t0 = time.perf_counter()
+    report = write_study_report(out, experiments, runs, resamples=resamples, seed=seed, agent=agent, quick=quick)
+    study["timings"]["analysis_seconds"] = round(time.perf_counter() - t0, 1)
+    study["timings"]["total_seconds"] = round(time.perf_counter() - t_start, 1)
+    _write_study(out, study)
+    echo(f"[4/4] report: {report} and {report.with_suffix('.html')} "
+         f"({study['timings']['total_seconds']:.0f} s in this call)")
+    return report

@@ -1,0 +1,141 @@
+"""Run one function over many items in worker processes (joblib: loky, threading or Dask).
+
+Why a module: task generation and the replayer both fan work out per task, and both meet
+the same quirk of the engine: each game loads a copy of Fast Downward's library, which can
+never be unloaded, and textworld keeps every fact it ever made. ``cir.families.alfworld.memory`` recycles
+the copies and drops the facts when a game's engine closes, so a worker's memory stays flat
+over hundreds of tasks. As a second line, loky replaces a worker whose memory has grown by
+300 MB since its first task; it measures that with psutil (a dependency for this reason:
+without it loky silently skips the check) and warns "A worker stopped while some jobs were
+given to the executor"; that warning is noise to a user, so it is silenced here, and only here.
+
+Two guards against runaway processes: ``jobs`` is bounded by the machine's cores
+(:func:`check_jobs`; a remote Dask cluster is not bounded), and a local worker process
+ends when the process that started it dies (killed with ``kill -9``, say), instead of
+finishing its task for nobody (:class:`_EndWithParent`).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import joblib
+
+from cir.util.errors import CirError
+
+BACKENDS = ("loky", "threading", "dask")
+_WORKER_RESTART = "A worker stopped while some jobs were given to the executor"
+#: Local workers per core at most: more only queue for the CPU (and each holds an engine).
+MAX_JOBS_PER_CORE = 4
+_PARENT_POLL = 0.5  # seconds between a worker's checks that its parent is alive
+
+
+def cores() -> int:
+    """CPU cores this process may use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not on Linux
+        return os.cpu_count() or 1
+
+
+def check_jobs(jobs: int, backend: str = "loky", scheduler: str | None = None) -> None:
+    """Refuse a number of workers this machine cannot hold (a CirError naming the limit)."""
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise CirError(f"--jobs {jobs!r}: expected an integer >= 1")
+    if backend == "dask" and scheduler:
+        return  # workers of a running cluster, on its machines
+    limit = MAX_JOBS_PER_CORE * cores()
+    if jobs > limit:
+        raise CirError(f"--jobs {jobs}: at most {limit} local workers on this machine "
+                       f"({MAX_JOBS_PER_CORE} per core, {cores()} cores); for more, run on a Dask "
+                       "cluster (--backend dask --scheduler ADDRESS)")
+
+
+class _EndWithParent:
+    """``fn`` in a local worker process that exits as soon as its parent is gone."""
+
+    def __init__(self, fn: Callable[..., Any], parent: int) -> None:
+        self.fn = fn
+        self.parent = parent
+
+    def __call__(self, *args: Any) -> Any:
+        _watch_parent(self.parent)
+        return self.fn(*args)
+
+
+_watching: set[int] = set()
+
+
+def _watch_parent(parent: int) -> None:
+    """In a direct child of ``parent``: a daemon thread that ends the process when the
+    parent dies (the child is then adopted, so its parent pid changes)."""
+    if parent in _watching or os.getpid() == parent or os.getppid() != parent:
+        return
+    _watching.add(parent)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(_PARENT_POLL)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="cir-end-with-parent", daemon=True).start()
+
+
+def parallel_map(fn: Callable[..., Any], items: Iterable[Any], *args: Any, jobs: int = 1,
+                 backend: str = "loky", scheduler: str | None = None,
+                 ordered: bool = True) -> Iterator[Any]:
+    """Yield ``fn(item, *args)`` for each item, in order or (``ordered=False``) as finished.
+
+    ``jobs == 1`` runs in this process (no pickling, plain tracebacks), except on Dask.
+    ``scheduler`` is the address of a running Dask scheduler; without it, Dask starts a
+    local cluster of ``jobs`` processes.
+    """
+    if backend not in BACKENDS:
+        raise CirError(f"unknown backend {backend!r}: expected one of {', '.join(BACKENDS)}")
+    check_jobs(jobs, backend, scheduler)
+    if jobs == 1 and backend != "dask":
+        for item in items:
+            yield fn(item, *args)
+        return
+    if backend == "loky":
+        fn = _EndWithParent(fn, os.getpid())
+    calls = (joblib.delayed(fn)(item, *args) for item in items)
+    return_as = "generator" if ordered else "generator_unordered"
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=_WORKER_RESTART, category=UserWarning)
+        if backend != "dask":
+            yield from joblib.Parallel(n_jobs=jobs, backend=backend, return_as=return_as)(calls)
+            return
+        with _dask_client(jobs, scheduler), joblib.parallel_config(backend="dask"):
+            yield from joblib.Parallel(n_jobs=jobs, return_as=return_as)(calls)
+
+
+@contextmanager
+def _dask_client(jobs: int, scheduler: str | None) -> Iterator[Any]:
+    """A Dask client on ``scheduler``, or on a local cluster of ``jobs`` processes."""
+    try:  # an optional extra, imported only for this backend
+        from dask.distributed import Client, LocalCluster
+    except ImportError:  # pragma: no cover - depends on the installation
+        raise CirError("--backend dask needs dask[distributed]: pip install 'cir[dask]'") from None
+    cluster = None
+    try:
+        if scheduler:
+            client = Client(scheduler, timeout="20s")
+        else:
+            cluster = LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True,
+                                   dashboard_address=None)
+            client = Client(cluster)
+    except OSError as err:
+        raise CirError(f"--scheduler {scheduler!r}: cannot connect to the Dask scheduler ({err})") from None
+    try:
+        yield client
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
