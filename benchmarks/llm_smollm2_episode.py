@@ -29,7 +29,7 @@ def main() -> int:
     parser.add_argument("--out", help="folder for transcript.json and stats.json")
     args = parser.parse_args()  # before the engine: fast_downward rewrites sys.argv
 
-    from llm_server import MODEL_NAME, LlamaServer, free_port
+    from support.llm_server import MODEL_NAME, LlamaServer, free_port
 
     from cir.agents.llm import LLMAgent
     from cir.episode.harness import Harness

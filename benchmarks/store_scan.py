@@ -29,7 +29,7 @@ def build(folder: Path, n_tasks: int) -> None:
     """A finished run of ``n_tasks`` fake tasks (the default grid; 20 run, the rest copies
     with their own ids), with its table and record."""
     sys.path.insert(0, str(HERE.parent / "tests"))
-    from test_replay_support import fake_tasks, make_fake_agent, make_fake_env
+    from support.replay import fake_tasks, make_fake_agent, make_fake_env
 
     from cir.pairs.paired import paired_text, text_digest
     from cir.pairs.record import RunRecord

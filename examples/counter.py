@@ -33,14 +33,17 @@ from typing import Any
 
 import pandas as pd
 
-from cir.episode.protocol import REFRESH_PREFIX
-from cir.episode.transcript import Transcript
-from cir.pairs.paired import validate_paired
-from cir.pairs.replay import ReplaySettings, run_task_pairs
-from cir.router.evaluation import evaluate
-from cir.router.policy import CIRPolicy
-from cir.router.runtime import Router
-from cir.stats.effects import effect_table
+from cir import (
+    REFRESH_PREFIX,
+    CIRPolicy,
+    ReplaySettings,
+    Router,
+    Transcript,
+    effect_table,
+    evaluate,
+    run_task_pairs,
+    validate_paired,
+)
 
 _SHOWS = re.compile(r"The counter shows (\d+)\.")
 _CLICKS = re.compile(r"The counter clicks (\d+) times?\.")

@@ -12,7 +12,7 @@ CITED = re.compile(r"(?<![\w/.-])((?:\.\./)*[\w./-]*[\w-]\.md)\b")
 
 
 def _sources() -> list[Path]:
-    files = [*ROOT.glob("cir/**/*.py"), *ROOT.glob("tests/*.py"), *ROOT.glob("benchmarks/*.py"),
+    files = [*ROOT.glob("cir/**/*.py"), *ROOT.glob("tests/**/*.py"), *ROOT.glob("benchmarks/*.py"),
              *ROOT.glob("examples/*.py"), *ROOT.glob("*.md"), *ROOT.glob("docs/*.md"),
              *ROOT.glob("experiments/*.md"), *ROOT.glob("benchmarks/*.md")]
     return [f for f in files if f.name != "test_docs.py"]

@@ -1,4 +1,4 @@
-"""The package's import graph: no cycles, no private names across modules, a light router."""
+"""The package's import graph: the layer order, no cycles, no private names across modules, a light router."""
 
 from __future__ import annotations
 
@@ -119,6 +119,47 @@ def test_the_graph_sees_known_edges():
     assert "cir.episode.recovery" in graph["cir.episode.harness"]
     assert "cir.episode.harness" not in graph["cir.router.runtime"]  # typing-only import
     assert cycles({"a": {"b": []}, "b": {"c": []}, "c": {"a": []}, "d": {"a": []}}) == [{"a", "b", "c"}]
+
+
+#: The layers, lowest first: a module may import its own layer and the layers below it.
+LAYERS = ("util", "envs", "agents", "episode", "families", "pairs", "stats", "router", "study", "cli")
+
+#: Imports that still run upward, each with the issue that removes it. The test fails when
+#: one is added and when one of these is gone (so the list only shrinks, and stays true).
+KNOWN_UPWARD: set[tuple[str, str]] = {
+    # issue 22: the agent factory, the LLM agent's prompt and the default extractor come from a family
+    ("cir.agents.factory", "cir.families.alfworld.agent.builtin"),
+    ("cir.agents.llm", "cir.families.alfworld.actions"),
+    ("cir.agents.llm", "cir.families.alfworld.prompts"),
+    ("cir.episode.extractor", "cir.families.alfworld.features"),
+}
+
+
+def layer_of(module: str) -> int | None:
+    """The layer's rank of a ``cir.LAYER...`` module; None for ``cir`` and ``cir.__main__``."""
+    parts = module.split(".")
+    if len(parts) < 2 or parts[1] not in LAYERS:
+        return None
+    return LAYERS.index(parts[1])
+
+
+def upward_imports(graph: dict[str, dict[str, list[str]]]) -> set[tuple[str, str]]:
+    return {(module, target) for module, edges in graph.items() for target in edges
+            if layer_of(module) is not None and layer_of(target) is not None
+            and layer_of(target) > layer_of(module)}
+
+
+def test_every_module_is_in_a_layer():
+    flat = [m for m in MODULES if layer_of(m) is None and m not in ("cir", "cir.__main__")]
+    assert not flat, f"modules outside the layer folders: {flat}"
+
+
+def test_a_lower_layer_never_imports_a_higher_one():
+    assert upward_imports({"cir.util.x": {"cir.pairs.y": []}, "cir.pairs.y": {"cir.util.x": []}}) == {
+        ("cir.util.x", "cir.pairs.y")}
+    found = upward_imports(import_graph())
+    assert found - KNOWN_UPWARD == set(), f"imports from a lower layer to a higher one: {sorted(found - KNOWN_UPWARD)}"
+    assert KNOWN_UPWARD - found == set(), f"gone, remove from KNOWN_UPWARD: {sorted(KNOWN_UPWARD - found)}"
 
 
 def test_no_import_cycles():

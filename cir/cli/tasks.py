@@ -13,7 +13,7 @@ from typing import Any, TextIO
 
 from cir.cli.limits import MAX_TASKS, check_int, writer_lock
 from cir.cli.style import add_quiet, command
-from cir.episode.protocol import SPLITS
+from cir.families.alfworld.text import SPLITS
 from cir.util.errors import CirError
 
 HELP_TEXT = """\

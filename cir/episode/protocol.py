@@ -1,4 +1,4 @@
-"""The shared vocabulary: ALFWorld's names and texts, and the paper's protocol defaults.
+"""The shared vocabulary: the harness's texts and the paper's protocol defaults.
 
 Several layers must agree on these (the engine adapter, the agents, the harness, the
 features, the statistics, the command line), so each is written once, here, and
@@ -8,21 +8,8 @@ imported where it is needed. Every default is a setting somewhere (DESIGN.md,
 
 from __future__ import annotations
 
-# -- ALFWorld -----------------------------------------------------------------------------
-#: The six task types, in ALFWorld's own spelling and order.
-TASK_TYPES: tuple[str, ...] = (
-    "pick_and_place_simple",
-    "look_at_obj_in_light",
-    "pick_clean_then_place_in_recep",
-    "pick_heat_then_place_in_recep",
-    "pick_cool_then_place_in_recep",
-    "pick_two_obj_and_place",
-)
-SPLITS: tuple[str, ...] = ("train", "valid_seen", "valid_unseen")
-#: The engine's answer to an action that does not apply.
+# -- the harness's answer to an empty action (ALFWorld's text for an action that does not apply)
 NOTHING_HAPPENS = "Nothing happens."
-#: The line of the first observation that states the goal.
-GOAL_PREFIX = "Your task is to:"
 
 # -- the agent's turn (ReAct) -----------------------------------------------------------------
 #: A reply starting with this is a thought: a model turn without an env action.

@@ -18,7 +18,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from cir.episode.protocol import DEFAULT_CONDITIONS, DEFAULT_DELAYS, TASK_TYPES
+from cir.episode.protocol import DEFAULT_CONDITIONS, DEFAULT_DELAYS
+from cir.families.alfworld.text import TASK_TYPES
 from cir.pairs.paired import outcome_of, validate_paired
 
 

@@ -20,7 +20,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from cir.episode.protocol import SPLITS
+from cir.families.alfworld.text import SPLITS
 from cir.pairs.replay import ReplaySettings
 from cir.util.errors import CirError
 

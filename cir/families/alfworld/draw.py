@@ -19,10 +19,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cir.episode.protocol import SPLITS, TASK_TYPES
 from cir.families.alfworld import scenes
 from cir.families.alfworld.pddl import Goal, problem_text
 from cir.families.alfworld.scenes import Layout, PlacedObject
+from cir.families.alfworld.text import SPLITS, TASK_TYPES
 from cir.util.errors import CirError
 
 SPLIT_CODE = {"train": 1, "valid_seen": 2, "valid_unseen": 3}

@@ -34,13 +34,12 @@ from dataclasses import dataclass
 from cir.episode.protocol import (
     DEFAULT_MAX_ACTIONS,
     DEFAULT_MAX_TURNS,
-    GOAL_PREFIX,
     NOTHING_HAPPENS,
     THINK_PREFIX,
 )
 from cir.episode.transcript import AGENT, Transcript
 from cir.families.alfworld import text as tx
-from cir.families.alfworld.text import answers
+from cir.families.alfworld.text import GOAL_PREFIX, answers
 
 # name -> one-line meaning. Order is the column order of the paired table.
 FEATURES: dict[str, str] = {

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import re
 
-from cir.episode.protocol import GOAL_PREFIX, NOTHING_HAPPENS, THINK_ACK, THINK_PREFIX
+from cir.episode.protocol import NOTHING_HAPPENS, THINK_ACK, THINK_PREFIX
+from cir.families.alfworld.text import GOAL_PREFIX
 
 PROMPT_VERSION = "cir-react-3"
 

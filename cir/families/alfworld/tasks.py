@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cir.episode.protocol import SPLITS, TASK_TYPES
 from cir.families.alfworld.gamefile import GAME_FILE, read_game_file
+from cir.families.alfworld.text import SPLITS, TASK_TYPES
 from cir.util.errors import CirError
 
 if TYPE_CHECKING:

@@ -12,6 +12,19 @@ import re
 
 from cir.episode.protocol import NOTHING_HAPPENS
 
+#: The six task types, in ALFWorld's own spelling and order.
+TASK_TYPES: tuple[str, ...] = (
+    "pick_and_place_simple",
+    "look_at_obj_in_light",
+    "pick_clean_then_place_in_recep",
+    "pick_heat_then_place_in_recep",
+    "pick_cool_then_place_in_recep",
+    "pick_two_obj_and_place",
+)
+SPLITS: tuple[str, ...] = ("train", "valid_seen", "valid_unseen")
+#: The line of the first observation that states the goal.
+GOAL_PREFIX = "Your task is to:"
+
 NOT_CARRYING = "You are not carrying anything."
 
 NAME = r"[a-z]+ \d+"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from cir.episode.protocol import GOAL_PREFIX, TASK_TYPES
+from cir.families.alfworld.text import GOAL_PREFIX, TASK_TYPES
 
 SIMPLE, LOOK, CLEAN, HEAT, COOL, TWO = TASK_TYPES
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from test_replay_support import FakeAgent, fake_tasks, make_fake_agent, make_fake_env
+from support.replay import FakeAgent, fake_tasks, make_fake_agent, make_fake_env
 
 from cir.episode.transcript import Transcript
 from cir.pairs.paired import PAIRED_COLUMNS, validate_paired

@@ -136,7 +136,7 @@ def test_real_episode_prints_transcript(real_tasks, tmp_path):
 
 
 def test_format_episode_marks_perturbation_and_recovery():
-    from test_replay_support import FakeAgent, fake_tasks, make_fake_env
+    from support.replay import FakeAgent, fake_tasks, make_fake_env
 
     from cir.cli.episode import Painter, format_episode
     from cir.router.live import run_episode

@@ -6,20 +6,16 @@ import json
 import multiprocessing
 import pickle
 import socket
-import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from fake_openai import FakeOpenAI, Reply  # noqa: E402
+from support.fake_openai import FakeOpenAI, Reply  # noqa: E402
 
 from cir.agents.cache import ResponseCache, request_key  # noqa: E402
 from cir.agents.llm import LLMAgent  # noqa: E402
-from cir.episode.protocol import TASK_TYPES  # noqa: E402
 from cir.families.alfworld.actions import parse_action  # noqa: E402
 from cir.families.alfworld.prompts import EXAMPLES, completion_prompt, goal_sentence, task_type  # noqa: E402
+from cir.families.alfworld.text import TASK_TYPES
 from cir.util.errors import CirError  # noqa: E402
 
 TASK = (

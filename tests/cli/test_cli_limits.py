@@ -13,7 +13,7 @@ import stat
 from pathlib import Path
 
 import pytest
-from test_replay_support import fake_tasks, make_fake_agent, make_fake_env
+from support.replay import fake_tasks, make_fake_agent, make_fake_env
 
 from cir.cli import main
 from cir.pairs.replay import ReplaySettings

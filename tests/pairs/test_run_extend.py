@@ -7,15 +7,11 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from fake_openai import FakeOpenAI, Reply  # noqa: E402
-from test_replay_support import FakeAgent, fake_tasks, make_fake_env  # noqa: E402
+from support.fake_openai import FakeOpenAI, Reply  # noqa: E402
+from support.replay import FakeAgent, fake_tasks, make_fake_env  # noqa: E402
 
 from cir.agents.factory import LLMConfig, make_agent  # noqa: E402
 from cir.cli import main  # noqa: E402

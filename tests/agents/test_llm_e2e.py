@@ -8,14 +8,10 @@ kept short (8 env actions) so the whole file runs in about a minute on 2 cores.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from llm_server import MODEL_NAME, LlamaServer, free_port, missing_packages  # noqa: E402
+from support.llm_server import MODEL_NAME, LlamaServer, free_port, missing_packages  # noqa: E402
 
 from cir.agents.llm import LLMAgent  # noqa: E402
 from cir.util.errors import CirError  # noqa: E402

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_replay_support import fake_tasks, make_fake_agent, make_fake_env
+from support.replay import fake_tasks, make_fake_agent, make_fake_env
 
 from cir.pairs.record import RunRecord
 from cir.pairs.replay import ReplaySettings

@@ -303,7 +303,7 @@ def test_the_agent_reads_only_what_it_is_shown(envs):
 def test_every_mechanism_and_parameter_is_in_the_agent_guide():
     from pathlib import Path
 
-    guide = (Path(__file__).resolve().parents[1] / "docs/builtin-agent.md").read_text(encoding="utf-8")
+    guide = (Path(__file__).resolve().parents[3] / "docs/builtin-agent.md").read_text(encoding="utf-8")
     for name in MECHANISMS:
         assert f"| `{name}` |" in guide, name
     for param in PARAMETERS:

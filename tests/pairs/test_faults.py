@@ -24,8 +24,8 @@ import time
 from pathlib import Path
 
 import pytest
-from fake_openai import FAULTS, FakeOpenAI, Reply
-from test_replay_support import fake_tasks, make_fake_agent, make_fake_env
+from support.fake_openai import FAULTS, FakeOpenAI, Reply
+from support.replay import fake_tasks, make_fake_agent, make_fake_env
 
 from cir.agents.cache import valid_record
 from cir.agents.llm import LLMAgent
@@ -35,7 +35,7 @@ from cir.pairs.run import run_experiment
 from cir.pairs.store import EPISODES, RunStore, scan_store
 from cir.util.errors import CirError
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).resolve().parents[1]  # the tests folder
 N_TASKS = 6
 AGENT = "fake:0.001"  # a little slow, so that kills land mid-run
 SETTINGS = ReplaySettings(operations=("refresh", "replan"))
@@ -43,7 +43,7 @@ SETTINGS = ReplaySettings(operations=("refresh", "replan"))
 SCRIPT = """
 import sys
 sys.path.insert(0, {tests!r})
-from test_replay_support import fake_tasks, make_fake_agent, make_fake_env
+from support.replay import fake_tasks, make_fake_agent, make_fake_env
 from cir.pairs.replay import ReplaySettings
 from cir.pairs.run import run_experiment
 run_experiment(fake_tasks({n}), {out!r}, agent={agent!r},

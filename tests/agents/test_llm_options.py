@@ -4,14 +4,10 @@ another, and the command-line forms of these settings."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from fake_openai import FakeOpenAI, Reply  # noqa: E402
+from support.fake_openai import FakeOpenAI, Reply  # noqa: E402
 
 from cir.agents.cache import ResponseCache, request_key  # noqa: E402
 from cir.agents.factory import LLMConfig, make_agent, parse_llm_options  # noqa: E402

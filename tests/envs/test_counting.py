@@ -3,7 +3,7 @@ operations alike, and consistent with the env work the branching env actually di
 
 from __future__ import annotations
 
-from test_replay_support import FakeAgent, fake_tasks, make_fake_env
+from support.replay import FakeAgent, fake_tasks, make_fake_env
 
 from cir.envs.counting import CountingEnv
 from cir.episode.harness import Harness

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from test_replay_support import FakeAgent, FakeEnv
+from support.replay import FakeAgent, FakeEnv
 
 from cir.envs.counting import CountingEnv
 from cir.episode.harness import Harness, SnapshotHook
@@ -105,8 +105,8 @@ def test_operation_names():
 
 def test_registry_matches_the_vocabulary():
     """Every operation the harness can apply is named once in cir.episode.protocol (display order)."""
-    from cir.episode.recovery import OPERATIONS
     from cir.episode import protocol
+    from cir.episode.recovery import OPERATIONS
 
     assert tuple(OPERATIONS) == protocol.OPERATIONS
 

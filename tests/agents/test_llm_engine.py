@@ -4,15 +4,9 @@ replies with no action (answered ``Nothing happens.``) and answers with no reply
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from fake_openai import FakeOpenAI, Reply  # noqa: E402
-from llm_server import free_port  # noqa: E402
+from support.fake_openai import FakeOpenAI, Reply  # noqa: E402
+from support.llm_server import free_port  # noqa: E402
 
 from cir.agents.llm import LLMAgent  # noqa: E402
 from cir.episode.harness import Harness  # noqa: E402

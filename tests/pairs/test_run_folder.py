@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from test_replay_support import fake_tasks, make_fake_agent, make_fake_env
+from support.replay import fake_tasks, make_fake_agent, make_fake_env
 
 from cir import __version__
 from cir.cli import main
@@ -25,7 +25,7 @@ from cir.pairs.store import EPISODES, RunStore, read_episodes, read_task_summari
 from cir.pairs.synthetic import simulate
 from cir.util.errors import CirError
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SETTINGS = ReplaySettings(operations=("refresh", "replan"))
 
 

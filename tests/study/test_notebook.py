@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-NOTEBOOK = Path(__file__).resolve().parents[1] / "experiments" / "analysis.ipynb"
+NOTEBOOK = Path(__file__).resolve().parents[2] / "experiments" / "analysis.ipynb"
 
 
 @pytest.mark.notebook

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_replay_support import fake_tasks, make_fake_agent, make_fake_env
+from support.replay import fake_tasks, make_fake_agent, make_fake_env
 
 from cir.pairs.record import RunRecord
 from cir.pairs.replay import ReplaySettings
@@ -20,7 +20,7 @@ from cir.pairs.run import run_experiment
 from cir.pairs.store import RunStore, read_episodes, read_records, read_task_summaries
 from cir.util.errors import CirError
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).resolve().parents[1]  # the tests folder
 
 
 def test_append_and_torn_tail(tmp_path):
@@ -73,7 +73,7 @@ def test_settings_refusal_and_foreign_folder(tmp_path):
 SCRIPT = """
 import sys
 sys.path.insert(0, {tests!r})
-from test_replay_support import fake_tasks, make_fake_agent, make_fake_env
+from support.replay import fake_tasks, make_fake_agent, make_fake_env
 from cir.pairs.replay import ReplaySettings
 from cir.pairs.run import run_experiment
 run_experiment(fake_tasks({n}), {out!r}, agent={agent!r},

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_replay_support import fake_tasks, make_fake_agent, make_fake_env
+from support.replay import fake_tasks, make_fake_agent, make_fake_env
 
 from cir.pairs.replay import ReplaySettings
 from cir.pairs.run import run_experiment
@@ -21,7 +21,7 @@ from cir.pairs.store import EPISODES, scan_store
 from cir.util.errors import CirError
 from cir.util.lock import LOCK_FILE, FolderLock
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).resolve().parents[1]  # the tests folder
 
 HOLD = """
 import sys, time
@@ -94,7 +94,7 @@ def test_a_lock_is_reentrant_in_its_owner_and_released_once(tmp_path):
 RUN = """
 import sys
 sys.path.insert(0, {tests!r})
-from test_replay_support import fake_tasks, make_fake_agent, make_fake_env
+from support.replay import fake_tasks, make_fake_agent, make_fake_env
 from cir.pairs.replay import ReplaySettings
 from cir.pairs.run import run_experiment
 run_experiment(fake_tasks(4), {out!r}, agent="fake:0.003", settings=ReplaySettings(operations=("refresh",)),

@@ -11,10 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from test_replay_support import fake_tasks, make_fake_agent, make_fake_env  # noqa: E402
+from support.replay import fake_tasks, make_fake_agent, make_fake_env  # noqa: E402
 
 from cir.pairs.replay import ReplaySettings  # noqa: E402
 from cir.pairs.run import run_experiment  # noqa: E402

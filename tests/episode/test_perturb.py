@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from test_replay_support import FakeAgent, FakeEnv
+from support.replay import FakeAgent, FakeEnv
 
 from cir.episode.harness import Harness
 from cir.episode.perturb import (

@@ -2,7 +2,7 @@
 
 Used by the ``llm`` tests; also runnable by hand to try the LLM agent::
 
-    python tests/llm_server.py --port 8765      # serves http://127.0.0.1:8765/v1 until Ctrl-C
+    python tests/support/llm_server.py --port 8765      # serves http://127.0.0.1:8765/v1 until Ctrl-C
 
 One thread for prompt and generation: on 2-core machines the default thread count made
 generation 20-200 times slower (measured on the machines this project runs on).

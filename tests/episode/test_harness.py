@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from test_replay_support import FakeAgent, FakeEnv
+from support.replay import FakeAgent, FakeEnv
 
 from cir.episode.harness import Harness, SnapshotHook
 from cir.episode.protocol import THINK_ACK
