@@ -112,9 +112,9 @@ FEATURES: dict[str, str] = {
     # what a harness message can act on (the harm channels of a recovery)
     "f_last_progress": "1 if the latest env action was answered by a sub-goal text (take, move, heat/cool/clean, lamp)",
     "f_last_open": "1 if the latest env action was answered by an open text",
-    "f_here_listed": "objects the latest shown listing of the current place lists (0 if none was shown)",
-    "f_here_goal_obj": "1 if that listing lists an object of the goal's type",
-    "f_here_lookalike": "1 if that listing lists an object of a type often taken for the goal's (a look-alike)",
+    "f_here_listed": "objects the current place holds per the shown text (its latest listing, with pickups and placements since)",
+    "f_here_goal_obj": "1 if among them is an object of the goal's type",
+    "f_here_lookalike": "1 if among them is an object of a type often taken for the goal's (a look-alike)",
     "f_here_could_hold": "1 if the current place (per the shown text) is of a type that can hold the goal's object",
     "f_prev_take_or_move": "1 if the env action before the suspect was answered by a pickup or placement text",
 }
@@ -443,6 +443,10 @@ def _here(goal: Goal, seen: _Shown, k: int) -> dict[str, float]:
         for pattern in (tx.RE_ON, tx.RE_IS_OPEN):
             if m := pattern.search(s):
                 listings[m.group(1)] = tx.names(m.group(2))
+        if m := tx.RE_PICK.search(s):  # the shown text says what left or came to a place
+            listings[m.group(2)] = [o for o in listings.get(m.group(2), []) if o != m.group(1)]
+        if m := tx.RE_MOVE.search(s):
+            listings[m.group(2)] = [*listings.get(m.group(2), []), m.group(1)]
         if tx.RE_MIDDLE.search(s):
             here = None
     listed = listings.get(here or "", [])

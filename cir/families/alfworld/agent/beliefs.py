@@ -13,7 +13,7 @@ lose track and go round its last two commands (``lost_track``, acted on by the d
 doubt is settled by a later text that tells what the command did
 (:func:`cir.families.alfworld.text.settles`).
 
-A believed stale text that was first shown two or more commands earlier may take the
+A believed stale text that was last shown two or more commands earlier may take the
 agent back to its hands of that moment (``stale_rollback``): a two-step-old text is further
 from the truth than a one-step-old one, which describes the state just before the command.
 
@@ -184,7 +184,6 @@ def _number(name: str) -> tuple[str, int]:
     return (t, int(n) if n.isdigit() else 0)
 
 
-
 def initial_beliefs(task_text: str) -> Beliefs:
     """The beliefs after reading the task text (room listing and goal)."""
     m = tx.RE_MIDDLE.search(task_text)
@@ -300,7 +299,7 @@ class _Reader:
         self._roll_back(key, attempt, text)
 
     def _roll_back(self, key: str, attempt: int, text: str) -> None:
-        """A believed text first shown two or more commands ago describes that moment: it
+        """A believed text last shown two or more commands ago describes that moment: it
         may take its hands to be as they were then (``stale_rollback``). A one-step-old text
         describes the state just before this command, which the error above covers."""
         b = self.b

@@ -83,7 +83,7 @@ PARAMETERS["over_correct"] = ("chance (x step weight x how strongly the message 
                               "factor) that a harness message makes it doubt its last, right step and undo or redo it")
 PARAMETERS["distraction"] = ("chance that a refreshed text pulls it to what the text names: a look-alike of the "
                              "goal's object known there, or a place it had ruled out")
-PARAMETERS["stale_rollback"] = ("chance that a believed text first shown two or more commands earlier takes it "
+PARAMETERS["stale_rollback"] = ("chance that a believed text last shown two or more commands earlier takes it "
                                 "back to its hands of that moment")
 PARAMETERS["fatigue"] = ("how much more a harness message derails it late in an episode: interruption and "
                          "over_correct chances x (1 + fatigue x min(1, its env commands so far / 40))")

@@ -2,7 +2,8 @@
 
 In order: a reaction to a harness message it has not answered yet (re-check a doubted
 step, or re-plan the sub-goal in progress); the next command of the cycle it goes round
-when it has lost track (``lost_track``), unless it notices (``notice_loop``); a check of
+when it has lost track (``lost_track``) or doubts a right step (``over_correct``, set on
+reading the message), unless it notices (``notice_loop``); a check of
 a text it noticed was wrong; a reaction to a failed command (retry, check itself); a
 repeat slip; else the plan: take a known object of the goal's type, transform it, carry
 it to the target, or search the likeliest unseen place. The decision reads only the

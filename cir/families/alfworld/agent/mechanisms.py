@@ -66,7 +66,7 @@ _ALL = (
     Mechanism("missing_text", "error", "missing_text",
               "an unreadable text: assumes the command worked (a place gone to counts as searched)"),
     Mechanism("stale_rollback", "error", "stale_rollback",
-              "believes a text first shown two or more commands earlier and takes its hands to be as they "
+              "believes a text last shown two or more commands earlier and takes its hands to be as they "
               "were then (a pickup or placement since is undone in belief)"),
     Mechanism("lost_track", "error", "lost_track",
               "misled by a stale or missing text, loses track of its plan and goes round its last two "

@@ -4,7 +4,10 @@
 ``alfworld/gen/constants.py``, lower-cased, movable receptacles and slices left out),
 copied here so that the agent imports nothing heavy. ``TYPICAL`` is the kind of
 guess an LLM makes ("an apple is likely in the fridge or on a countertop"); it is
-deliberately imperfect: it ranks places, it does not know the scene.
+deliberately imperfect: it ranks places, it does not know the scene. ``LOOKALIKES`` are
+the types read fast or from a vague goal take for one another (the ``confuse`` slip, and
+what a refreshed text can pull the agent to: ``distraction``); the features read it too,
+to say what a place holds that could be taken for the goal's object.
 """
 
 from __future__ import annotations
