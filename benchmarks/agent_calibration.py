@@ -13,6 +13,9 @@ in this run:
 - rescues and harms per operation, condition and delay;
 - how often each mechanism fired, and how many rescues and harms each explains;
 - the number of diverging pairs no mechanism explains (must be 0);
+- whether the features a router reads see where a refresh harms a clean run: the
+  out-of-fold AUC (5 folds grouped by task) of an L2 logistic model of harm on the ``f_*``
+  columns of the clean, factual-success refresh rows (a check, not a target);
 - every target below, per seed, met or missed.
 
 Usage::
@@ -169,6 +172,7 @@ def reference_summary(run: Path, prof: str, conditions: tuple[str, ...],
     if len(hit):
         out["clean_refresh_d0_harms"] = int((hit["outcome"] == "harm").sum())
         out["clean_refresh_d0_harm_share"] = _pct(out["clean_refresh_d0_harms"], len(hit))
+    out["clean_refresh_harm_auc"] = harm_visibility(paired)
     table = explain_run(run)
     out["pairs"] = len(table)
     out["diverged"] = int(table["diverged"].sum())
@@ -189,6 +193,26 @@ def reference_summary(run: Path, prof: str, conditions: tuple[str, ...],
             fired[e["mechanism"]] += 1
     out["mechanism_events"] = dict(sorted(fired.items()))
     return out
+
+
+def harm_visibility(paired: Any) -> float | None:
+    """Out-of-fold AUC of harm among clean factual-success refresh rows, from the features
+    (None with fewer than 5 harms or 5 tasks)."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.metrics import roc_auc_score
+    from sklearn.model_selection import GroupKFold, cross_val_predict
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    rows = paired[(paired["condition"] == "clean") & (paired["operation"] == "refresh")
+                  & (paired["factual_success"] == 1) & paired["executed"].astype(bool)]
+    y = (rows["outcome"] == "harm").astype(int).to_numpy()
+    if y.sum() < 5 or rows["task_id"].nunique() < 5:
+        return None
+    model = make_pipeline(StandardScaler(), LogisticRegression(C=0.1, max_iter=2000))
+    x = rows[[c for c in rows.columns if c.startswith("f_")]].to_numpy()
+    p = cross_val_predict(model, x, y, cv=GroupKFold(5), groups=rows["task_id"], method="predict_proba")[:, 1]
+    return round(float(roc_auc_score(y, p)), 3)
 
 
 def _pct(k: int, n: int) -> float:
