@@ -3,7 +3,8 @@
 A grid of real generated tasks x conditions x delays x every recovery operation runs
 through the paired replayer with the built-in default agent; then every pair whose arms
 diverge must name a mechanism that fired at or after the decision, and a placebo message
-on a clean run must leave the episode identical exactly when no interruption fired.
+on a clean run must leave the episode identical exactly when neither an interruption nor an
+over-correction fired (the two reactions a content-free message can cause there).
 The default run uses six tasks (one per type); ``-m slow`` runs 40.
 """
 
@@ -48,16 +49,20 @@ def _check(run: Path) -> pd.DataFrame:
     assert unexplained.empty, unexplained.head().to_string()
     # an arm that never diverged has the same outcome
     assert (table.loc[~table["diverged"], "y0"] == table.loc[~table["diverged"], "y1"]).all()
-    # placebo on clean runs: identical exactly when no interruption fired
+    # placebo on clean runs: identical exactly when an interruption or an over-correction fired
     placebo = table[(table["operation"] == "placebo") & (table["condition"] == "clean") & table["executed"]]
-    interrupted = placebo["mechanisms"].str.contains("interruption")
-    assert (placebo["diverged"] == interrupted).all()
+    reacted = placebo["mechanisms"].str.contains("interruption|over_correct")
+    assert (placebo["diverged"] == reacted).all()
     assert len(placebo) and (~placebo["diverged"]).mean() > 0.5
-    # what can explain a divergence is reachable by the operation
+    # what can explain a divergence is reachable by the operation: only a shown refreshed
+    # text can correct, be misread or distract
     counts = mechanism_counts(table)
     by_op = counts.groupby("operation")["mechanism"].apply(set).to_dict()
-    assert by_op.get("placebo", set()) <= {"harness_recheck", "interruption"}
-    assert by_op.get("refresh_ablated", set()) <= {"harness_recheck", "interruption", "budget"}
+    content_free = {"harness_recheck", "interruption", "over_correct", "budget"}
+    assert by_op.get("placebo", set()) <= content_free
+    assert by_op.get("replan", set()) <= content_free
+    assert by_op.get("refresh_ablated", set()) <= content_free
+    assert by_op.get("refresh", set()) <= content_free | {"refresh_correction", "misread_refresh", "distraction"}
     assert "rewind" in by_op.get("rewind", {"rewind"})
     return table
 

@@ -39,6 +39,7 @@ from cir.episode.protocol import (
 )
 from cir.episode.transcript import AGENT, Transcript
 from cir.families.alfworld import text as tx
+from cir.families.alfworld.agent.priors import CAN_HOLD, LOOKALIKES
 from cir.families.alfworld.text import GOAL_PREFIX, answers
 
 # name -> one-line meaning. Order is the column order of the paired table.
@@ -108,6 +109,14 @@ FEATURES: dict[str, str] = {
     "f_subgoals_left": "sub-goals of the goal (take, transform, move) not yet shown done",
     "f_progress_since_suspect": "sub-goal texts shown after the suspect observation (what a rewind would discard)",
     "f_self_checks_since": "commands after the suspect that check the state (look, inventory, examine) or repeat it",
+    # what a harness message can act on (the harm channels of a recovery)
+    "f_last_progress": "1 if the latest env action was answered by a sub-goal text (take, move, heat/cool/clean, lamp)",
+    "f_last_open": "1 if the latest env action was answered by an open text",
+    "f_here_listed": "objects the current place holds per the shown text (its latest listing, with pickups and placements since)",
+    "f_here_goal_obj": "1 if among them is an object of the goal's type",
+    "f_here_lookalike": "1 if among them is an object of a type often taken for the goal's (a look-alike)",
+    "f_here_could_hold": "1 if the current place (per the shown text) is of a type that can hold the goal's object",
+    "f_prev_take_or_move": "1 if the env action before the suspect was answered by a pickup or placement text",
 }
 
 
@@ -363,6 +372,7 @@ def extract_features(
     progress = _progress(goal, shown_env)
     f.update(progress)
     f.update(_knowledge(goal, transcript.task_text, seen, n_act - delay, progress))
+    f.update(_here(goal, seen, n_act - delay))
     # Round so that values survive a CSV round trip bit-for-bit (router == offline).
     return {name: round(float(v), 6) for name, v in f.items()}
 
@@ -417,6 +427,41 @@ def _knowledge(goal: Goal, task_text: str, seen: _Shown, k: int, progress: dict[
             seen.add(a[1])
     f["f_unvisited"] = float(len(room - seen))
     return f
+
+
+def _here(goal: Goal, seen: _Shown, k: int) -> dict[str, float]:
+    """The current place and what its latest shown listing holds, the latest step's kind,
+    and the step before the suspect (see FEATURES): what over-correction, distraction and
+    an older stale text act on."""
+    here: str | None = None
+    listings: dict[str, list[str]] = {}
+    for s in seen.shown:
+        for pattern, group in ((tx.RE_ARRIVE, 1), (tx.RE_OPENED, 1), (tx.RE_FACING, 1), (tx.RE_PICK, 2),
+                               (tx.RE_MOVE, 2), (tx.RE_CLOSE, 1), (tx.RE_APPLY, 3)):
+            if m := pattern.search(s):
+                here = m.group(group)
+        for pattern in (tx.RE_ON, tx.RE_IS_OPEN):
+            if m := pattern.search(s):
+                listings[m.group(1)] = tx.names(m.group(2))
+        if m := tx.RE_PICK.search(s):  # the shown text says what left or came to a place
+            listings[m.group(2)] = [o for o in listings.get(m.group(2), []) if o != m.group(1)]
+        if m := tx.RE_MOVE.search(s):
+            listings[m.group(2)] = [*listings.get(m.group(2), []), m.group(1)]
+        if tx.RE_MIDDLE.search(s):
+            here = None
+    listed = listings.get(here or "", [])
+    alike = set(LOOKALIKES.get(goal.obj or "", ()))
+    last = seen.shown[-1] if seen.shown else ""
+    prev = seen.shown[k - 2] if k >= 2 else ""
+    return {
+        "f_last_progress": float(_is_progress(last)),
+        "f_last_open": float(bool(tx.RE_OPENED.search(last))),
+        "f_here_listed": float(len(listed)),
+        "f_here_goal_obj": float(any(tx.otype(o) == goal.obj for o in listed)),
+        "f_here_lookalike": float(any(tx.otype(o) in alike for o in listed)),
+        "f_here_could_hold": float(here is not None and (goal.obj or "") in CAN_HOLD.get(tx.otype(here), ())),
+        "f_prev_take_or_move": float(prev.startswith(("You pick up the ", "You move the ", "You put the "))),
+    }
 
 
 def _is_progress(shown: str) -> bool:

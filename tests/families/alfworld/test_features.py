@@ -234,3 +234,24 @@ def test_property_truth_events_and_suffix_never_matter(
     c = build(False, False)
     c.steps[n:] = [Step("agent", "go to sofa 1", "go to sofa 1", "x", "Nothing happens.")]
     assert extract_features(a.prefix(n), delay) == extract_features(c.prefix(n), delay)
+
+
+def test_what_a_harness_message_can_act_on() -> None:
+    """The current place's listing, the last step's kind and the step before the suspect:
+    the state over-correction, distraction and a two-step-old text act on."""
+    t = clean_transcript()
+    arrived = extract_features(t.prefix(1), 0)  # at countertop 1: an apple and a knife
+    assert arrived["f_here_listed"] == 2 and arrived["f_here_goal_obj"] == 1
+    assert arrived["f_here_lookalike"] == 0 and arrived["f_here_could_hold"] == 1
+    assert arrived["f_last_progress"] == 0 and arrived["f_prev_take_or_move"] == 0
+    taken = extract_features(t.prefix(3), 0)  # picked the apple up there
+    assert taken["f_last_progress"] == 1 and taken["f_here_listed"] == 1 and taken["f_here_goal_obj"] == 0
+    carried = extract_features(t.prefix(4), 0)  # the go-to after the pickup is the suspect
+    assert carried["f_prev_take_or_move"] == 1 and carried["f_last_progress"] == 0
+    assert carried["f_here_listed"] == 0 and carried["f_here_could_hold"] == 1  # a microwave holds apples
+    opened = extract_features(t, 0)
+    assert opened["f_last_open"] == 1 and opened["f_here_listed"] == 0
+    # a look-alike of the goal's object listed here (an apple is taken for a tomato and back)
+    lure = Transcript("t", TASK, [step("go to countertop 1", "You arrive at countertop 1. On the countertop 1, "
+                                                            "you see a tomato 1.")])
+    assert extract_features(lure, 0)["f_here_lookalike"] == 1
