@@ -189,8 +189,7 @@ def format_episode(episode: Any, task: Any, info: dict[str, Any], paint: Painter
         fact = "won" if info["factual_success"] else "lost"
         tail += f"; factual run {fact} in {info['factual_env_actions']} env actions"
     if info.get("router_decisions") is not None:
-        dec = ", ".join(f"d={d}:{'refresh' if r else 'skip'}" for d, r in
-                        ((x["delay"], x["refresh"]) for x in info["router_decisions"])) or "none"
+        dec = ", ".join(f"d={x['delay']}:{x['operation'] or 'skip'}" for x in info["router_decisions"]) or "none"
         tail += f"; router {dec}"
     lines.append(paint(tail, "won" if won else "lost"))
     return "\n".join(lines)

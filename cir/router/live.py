@@ -27,7 +27,6 @@ def run_episode(
     condition: str = "clean",
     *,
     router: Advisor | None = None,
-    operation: str = "refresh",
     perturb_fraction: float = DEFAULT_FRACTION,
     max_turns: int = DEFAULT_MAX_TURNS,
     max_actions: int = DEFAULT_MAX_ACTIONS,
@@ -35,7 +34,9 @@ def run_episode(
     """One episode under ``condition`` (optionally routed), for ``cir episode``.
 
     Returns ``(factual, episode, info)``; for a clean episode without router they are the
-    same run. A perturbed condition needs the factual run first (to find the point).
+    same run. A perturbed condition needs the factual run first (to find the point). The
+    router decides whether and with which operation to recover (the one it was fitted for,
+    or the one it chooses among several); ``info["router_decisions"]`` lists each decision.
     """
     cond = parse_conditions([condition])[0]
     harness = Harness(agent, max_turns=max_turns, max_actions=max_actions)
@@ -57,12 +58,13 @@ def run_episode(
     episode = factual.prefix(k_at)
     episode.steps[-1] = Perturbation(cond, p).apply(factual.prefix(k_at - 1), episode.steps[-1])
     env.restore(snapshots[k_at])
-    hook = RouterHook(router, at=p, operation=operation) if router is not None else None
+    hook = RouterHook(router, at=p) if router is not None else None
     if hook is not None and 0 in hook.delays:
         hook.after_env_action(harness, env, episode)
     harness.run(env, episode, hooks=[hook] if hook is not None else [])
     if hook is not None:
-        info["router_decisions"] = [{"delay": d, "refresh": r} for d, r in hook.decisions]
+        info["router_decisions"] = [{"delay": d, "recover": op is not None, "operation": op}
+                                    for d, op in hook.decisions]
     info["costs"] = _costs(harness, env)
     return factual, episode, info
 

@@ -103,7 +103,7 @@ def test_live_decision_equals_offline_decision(policy: CIRPolicy, router_file: P
     pd.DataFrame(records).to_csv(tmp_path / "paired.csv", index=False)
     table = read_paired(tmp_path / "paired.csv")
     offline = policy.decide(table)
-    assert [d.refresh for d in live] == offline["refresh"].tolist()
+    assert [d.recover for d in live] == offline["recover"].tolist()
     assert [d.blocked_by for d in live] == offline["blocked_by"].tolist()
     assert [d.p_err for d in live] == offline["p_err"].tolist()
     assert [d.utility for d in live] == offline["utility"].tolist()
@@ -122,7 +122,7 @@ def test_decision_fields_and_rules(router: Router) -> None:
     assert router.decide(t, 0).blocked_by == "delay"  # below d_min
     recovered = Transcript(t.task_id, t.task_text,
                            [*t.steps, Step("harness", "refresh", "look", "x", "You are facing the desk 1.")])
-    assert router.decide(recovered, 1).refresh is False
+    assert router.decide(recovered, 1).recover is False
     assert router.decide(recovered, 1).blocked_by == "already_recovered"
 
 
@@ -180,8 +180,8 @@ def test_missing_and_extra_keys(router_file: Path, tmp_path: Path) -> None:
     with pytest.raises(CirError, match="unexpected key 'models.p0.bias'"):
         Router.load(_write(tmp_path, data))
     data = _data(router_file)
-    del data["models"]["p1"]
-    with pytest.raises(CirError, match="missing key 'models.p1'"):
+    del data["models"]["p1[refresh]"]
+    with pytest.raises(CirError, match=r"missing model 'p1\[refresh\]'"):
         Router.load(_write(tmp_path, data))
 
 
@@ -269,7 +269,7 @@ def test_live_equals_offline_with_every_feature(tmp_path: Path) -> None:
     assert [d.p_err for d in live] == offline["p_err"].tolist()
     assert [d.p0 for d in live] == offline["p0"].tolist()
     assert [d.p1 for d in live] == offline["p1"].tolist()
-    assert [d.refresh for d in live] == offline["refresh"].tolist()
+    assert [d.recover for d in live] == offline["recover"].tolist()
 
 
 def test_transcript_from_messages_is_the_inverse_of_context():
@@ -297,11 +297,25 @@ def test_transcript_from_messages_is_the_inverse_of_context():
         Transcript.from_messages("x", [{"role": "user", "content": TASK}, {"role": "robot", "content": "a"}])
 
 
-def test_a_router_file_of_format_version_1_is_alfworld_s(router: Router, tmp_path: Path):
+def _as_version_2(data: dict) -> dict:
+    """A version 3 file of the paper's estimator as cir wrote it before (format version 2)."""
+    settings = {k: v for k, v in data["settings"].items() if k not in ("delta", "Cs")}
+    models = data["models"]
+    return {**{k: v for k, v in data.items() if k not in ("estimator", "operations", "budget")},
+            "format_version": 2, "settings": {**settings, "operation": data["operations"][0]},
+            "models": {"p_err": models["p_err"], "p0": models["p0"], "p1": models["p1[refresh]"]}}
+
+
+def test_router_files_of_format_versions_1_and_2_still_load(router: Router, tmp_path: Path):
     data = router.to_dict()
-    assert data["format_version"] == FORMAT_VERSION == 2 and data["extractor"] == "alfworld"
-    old = {k: v for k, v in data.items() if k != "extractor"} | {"format_version": 1}
+    assert data["format_version"] == FORMAT_VERSION == 3 and data["extractor"] == "alfworld"
+    v2 = _as_version_2(data)
+    (tmp_path / "v2.json").write_text(json.dumps(v2))
+    loaded = Router.load(tmp_path / "v2.json")
+    assert loaded.estimator.name == "paper" and loaded.operations == ("refresh",)
+    assert {k: m.to_dict() for k, m in loaded.models.items()} == data["models"]
+    old = {k: v for k, v in v2.items() if k != "extractor"} | {"format_version": 1}
     (tmp_path / "v1.json").write_text(json.dumps(old))
     assert Router.load(tmp_path / "v1.json").extractor.name == "alfworld"
     with pytest.raises(CirError, match="unexpected key 'extractor'"):
-        Router.from_dict({**data, "format_version": 1})
+        Router.from_dict({**v2, "format_version": 1})
