@@ -161,7 +161,7 @@ def _budgets(args: argparse.Namespace, df: Any) -> tuple[int, int]:
         turns = DEFAULT_MAX_TURNS if args.max_turns is None else args.max_turns
         actions = DEFAULT_MAX_ACTIONS if args.max_actions is None else args.max_actions
         return turns, actions
-    found = {"--max-turns": record.settings.max_turns, "--max-actions": record.settings.max_actions}
+    found = {"--max-turns": record.settings.replay.max_turns, "--max-actions": record.settings.replay.max_actions}
     for flag, given in (("--max-turns", args.max_turns), ("--max-actions", args.max_actions)):
         if given is not None and given != found[flag]:
             raise CirError(f"{flag} {given}: the run {run} was made with {flag} {found[flag]}, and the "

@@ -87,7 +87,8 @@ def decide_rows(model: Router | Fitted, paired: pd.DataFrame, source: str = "pai
     out = s.copy()
     out["blocked_by"] = pd.Series(blockers, index=out.index, dtype=object)  # None: recover
     out["recover"] = [b is None for b in blockers]
-    out["operation"] = out["operation"].where(out["recover"], None)
+    out["operation"] = pd.Series([op if r else None for op, r in zip(out["operation"], out["recover"], strict=True)],
+                                 index=out.index, dtype=object)
     return out
 
 

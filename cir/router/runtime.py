@@ -74,6 +74,7 @@ from cir.util.files import read_json, write_atomic
 if TYPE_CHECKING:  # pragma: no cover
     from cir.envs.base import Env
     from cir.episode.harness import Harness
+    from cir.episode.recovery import Checkpoints
 
 FORMAT = "cir-router"
 FORMAT_VERSION = 3
@@ -452,6 +453,8 @@ class Advisor(Protocol):
 class RouterHook:
     """A harness hook (:class:`cir.episode.harness.Hook`): ask an advisor whether to recover at
     candidate delays after the perturbation point ``at``, and apply the operation it chooses.
+    ``checkpoints`` (:class:`cir.episode.recovery.Checkpoints`) are what a ``rewind`` returns
+    to: an env snapshot from before the suspect observation and the index of its step.
 
     At most ``max_interventions`` recoveries (the CIR protocol: recover at most once);
     the delays are checked in order. Each decision is recorded as an event on the
@@ -460,9 +463,10 @@ class RouterHook:
     """
 
     def __init__(self, router: Advisor, at: int, *, delays: tuple[int, ...] | None = None,
-                 max_interventions: int = 1) -> None:
+                 max_interventions: int = 1, checkpoints: Checkpoints | None = None) -> None:
         self.router = router
         self.at = int(at)
+        self.checkpoints = checkpoints  # what a rewind returns to (the state before the suspect text)
         self.delays = tuple(delays if delays is not None else router.delays)
         self.max_interventions = max_interventions
         self.interventions = 0
@@ -482,4 +486,4 @@ class RouterHook:
         transcript.steps[-1].events.append(f"router:d={delay}:{operation or 'skip'}")
         if operation:
             self.interventions += 1
-            harness.recover(env, transcript, operation)
+            harness.recover(env, transcript, operation, self.checkpoints)
