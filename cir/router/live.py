@@ -29,6 +29,7 @@ def run_episode(
     *,
     router: Advisor | None = None,
     perturb_fraction: float = DEFAULT_FRACTION,
+    perturb_at: int | None = None,
     max_turns: int = DEFAULT_MAX_TURNS,
     max_actions: int = DEFAULT_MAX_ACTIONS,
 ) -> tuple[Transcript, Transcript, dict[str, Any]]:
@@ -49,11 +50,11 @@ def run_episode(
     if cond.kind == "clean" and router is None:
         info["costs"] = _costs(harness, env)
         return factual, factual, info
-    ok, reason = feasibility(n, [cond], perturb_fraction)
+    ok, reason = feasibility(n, [cond], perturb_fraction, perturb_at)
     info["feasible"], info["reason"] = ok, reason
     if not ok:
         raise CirError(f"task {task_id}: not prefix-feasible under {cond.name}: {reason}")
-    p = perturbation_point(n, perturb_fraction)
+    p = perturbation_point(n, perturb_fraction, perturb_at)
     info["point"] = p
     k_at = factual.steps_until_env_action(p)
     episode = factual.prefix(k_at)
