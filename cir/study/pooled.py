@@ -28,6 +28,7 @@ from cir.study.findings import (
 )
 from cir.study.page import Report, format_number, save_csv, save_figure
 from cir.study.replicates import (
+    control_cells,
     headlines,
     pooled_evaluation,
     pooled_paired,
@@ -92,17 +93,18 @@ def _mechanism(report: Report, out: Path, studies: dict[int, Path], experiments:
     report.heading("2. Mechanism controls (pooled)")
     df = pooled_paired(studies, exp.name)
     full = effect_table(df, by=["condition", "delay", "operation"], cohort="all", resamples=resamples, seed=seed)
-    cells = full[((full["condition"] == "clean") & (full["delay"] == 0))
-                 | ((full["condition"] == PRIMARY_STALE) & (full["delay"] == 4))]
+    cells = control_cells(full)
+    stale_at = int(cells.loc[cells["condition"] == PRIMARY_STALE, "delay"].max()) if len(cells) else 4
     cells = cells[[c for c in ["condition", "delay", "operation", *EFFECT_SHOWN] if c in cells.columns]]
     report.table(cells, save_csv(cells, out / "tables" / f"mechanism_{exp.name}_pooled.csv"),
                  f"{exp.name} cohort: each operation vs no recovery, {len(studies)} replicates pooled")
-    if {"refresh", "refresh_ablated"} <= set(df["operation"]):
-        eff = joint_effects(df, "refresh", "refresh_ablated", condition=PRIMARY_STALE, delay=4, by=[],
+    if {"refresh", "refresh_ablated"} <= set(df["operation"]) and (df["condition"] == PRIMARY_STALE).any():
+        eff = joint_effects(df, "refresh", "refresh_ablated", condition=PRIMARY_STALE, delay=stale_at, by=[],
                             resamples=resamples, seed=seed)
         report.table(eff, save_csv(eff, out / "tables" / f"joint_effects_{exp.name}_pooled.csv"),
-                     "Full vs content-ablated refresh on the tasks where both ran, pooled")
-        return mechanism_finding(eff, full, PRIMARY_STALE, 4)
+                     f"Full vs content-ablated refresh at {PRIMARY_STALE}, delay {stale_at}, on the tasks where "
+                     "both ran, pooled")
+        return mechanism_finding(eff, full, PRIMARY_STALE, stale_at)
     return None
 
 
@@ -183,8 +185,8 @@ def write_pooled_report(out: Path, experiments: list[Experiment], studies: dict[
     if len(cohorts):
         body.table(cohorts[["seed", "experiment", "split", "tasks", "prefix_feasible", "factual_success", "pairs"]],
                    save_csv(cohorts, out / "tables" / "cohorts_replicates.csv"), "Cohorts of each replicate")
-    shown = spread_table[["headline", "condition", "delay", "policy", "versus", "pooled_pp", "pooled_ci_low_pp",
-                          "pooled_ci_high_pp", "min_pp", "median_pp", "max_pp", "sd_pp"]]
+    shown = spread_table[["headline", "condition", "delay", "operation", "policy", "versus", "pooled_pp",
+                          "pooled_ci_low_pp", "pooled_ci_high_pp", "min_pp", "median_pp", "max_pp", "sd_pp"]]
     body.table(shown, out / "tables" / "replicate_spread.csv", "Every headline: pooled, and the replicates' spread")
     fig = spread_figure(per, pooled, SPREAD_SHOWN)
     body.figure(save_figure(fig, out / "figures", "replicates_spread"), "Headlines: each replicate and the pool")

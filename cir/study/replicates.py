@@ -82,6 +82,15 @@ def pooled_evaluation(studies: dict[int, Path], test: Experiment, *, resamples: 
     return arms, summary, margins
 
 
+def control_cells(df: pd.DataFrame) -> pd.DataFrame:
+    """The mechanism controls' cells: clean at delay 0 and the primary stale condition at delay 4
+    (the paper's), or the nearest delays of a grid without them."""
+    delays = set(df["delay"])
+    clean_at, stale_at = (0 if 0 in delays else min(delays)), (4 if 4 in delays else max(delays))
+    return df[((df["condition"] == "clean") & (df["delay"] == clean_at))
+              | ((df["condition"] == PRIMARY_STALE) & (df["delay"] == stale_at))]
+
+
 def _effect_rows(tab: pd.DataFrame, headline: str, cohort: str) -> list[dict]:
     return [{"headline": headline, "cohort": cohort, "condition": r["condition"], "delay": int(r["delay"]),
              "operation": r["operation"], "n": int(r["n"]), "n_tasks": int(r["n"]), "value_pp": r["effect_pp"],
@@ -93,8 +102,9 @@ def headlines(primary: pd.DataFrame, mechanism: pd.DataFrame | None, summary: pd
               margins: pd.DataFrame, *, resamples: int, seed: int) -> pd.DataFrame:
     """The headline rows of one study (or of the pool): effects of refresh in the primary
     factual-success cohort at every delay (clean and the primary stale condition), the stale
-    minus clean contrast, the mechanism controls at clean/delay 0 and stale/delay 4, and every
-    policy's held-out effect and each router's margins."""
+    minus clean contrast, the mechanism controls at clean/delay 0 and stale/delay 4 (the
+    paper's cells; the nearest delays a grid without them has), and every policy's held-out
+    effect and each router's margins."""
     refresh = primary[primary["operation"] == "refresh"]
     eff = effect_table(refresh[refresh["condition"].isin(["clean", PRIMARY_STALE])],
                        by=["condition", "delay", "operation"], cohort="factual-success",
@@ -107,8 +117,7 @@ def headlines(primary: pd.DataFrame, mechanism: pd.DataFrame | None, summary: pd
               "n": int(r["n_paired"]), "n_tasks": int(r["n_paired"]), "value_pp": r["difference_pp"],
               "ci_low_pp": r["ci_low_pp"], "ci_high_pp": r["ci_high_pp"]} for _, r in con.iterrows()]
     if mechanism is not None:
-        cells = mechanism[((mechanism["condition"] == "clean") & (mechanism["delay"] == 0))
-                          | ((mechanism["condition"] == PRIMARY_STALE) & (mechanism["delay"] == 4))]
+        cells = control_cells(mechanism)
         mech = effect_table(cells, by=["condition", "delay", "operation"], cohort="all", resamples=resamples,
                             seed=seed)
         rows += _effect_rows(mech, "mechanism control", "mechanism, all")
@@ -149,10 +158,15 @@ def spread(per_replicate: pd.DataFrame, pooled: pd.DataFrame) -> pd.DataFrame:
     """Per headline: the pooled value with its interval beside the replicates' min, median, max
     and standard deviation."""
     keys = ["headline", "cohort", "condition", "delay", "operation", "policy", "versus"]
-    per = per_replicate.fillna({k: "" for k in keys})
+
+    def keyed(df: pd.DataFrame) -> pd.DataFrame:
+        df = df.assign(delay=[("" if pd.isna(v) else str(int(v))) for v in df["delay"]])
+        return df.fillna({k: "" for k in keys})
+
+    per = keyed(per_replicate)
     stats = (per.groupby(keys, sort=False, dropna=False)["value_pp"]
              .agg(replicates="count", min_pp="min", median_pp="median", max_pp="max", sd_pp="std").reset_index())
-    pool = pooled.fillna({k: "" for k in keys})[[*keys, "n_tasks", "value_pp", "ci_low_pp", "ci_high_pp"]]
+    pool = keyed(pooled)[[*keys, "n_tasks", "value_pp", "ci_low_pp", "ci_high_pp"]]
     pool = pool.rename(columns={"value_pp": "pooled_pp", "ci_low_pp": "pooled_ci_low_pp",
                                 "ci_high_pp": "pooled_ci_high_pp", "n_tasks": "pooled_n_tasks"})
     return pool.merge(stats, on=keys, how="left")
@@ -168,6 +182,8 @@ def spread_figure(per_replicate: pd.DataFrame, pooled: pd.DataFrame, headline_fi
             mask = np.ones(len(df), dtype=bool)
             for k, v in where.items():
                 mask &= (df[k] == v).to_numpy()
+            if "operation" not in where and "policy" not in where:
+                mask &= (df["operation"] == "refresh").to_numpy()
             return df[mask]
         reps, pool = pick(per_replicate), pick(pooled)
         y = len(headline_filter) - 1 - i

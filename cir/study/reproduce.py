@@ -157,11 +157,11 @@ def reproduce(
     llm_settings = None if (llm or LLMConfig()).is_default() else (llm or LLMConfig()).as_dict()
     settings = StudySettings(quick=quick, agent=agent, seed=seed, resamples=resamples, base_url=base_url,
                              llm=llm_settings, perturb_at=perturb_at)
-    identity = {**asdict(settings), "replicates": replicates, "replicate_seeds": seeds,
-                "experiments": [e.identity() for e in experiments]}
+    identity = {**asdict(settings), "replicates": replicates, "experiments": [e.identity() for e in experiments]}
     out.mkdir(parents=True, exist_ok=True)
     earlier = _check_study(out, identity)
-    study = {"cir_version": __version__, "settings": identity, "timings": {}, "earlier_calls": earlier}
+    study = {"cir_version": __version__, "settings": identity, "replicate_seeds": seeds, "timings": {},
+             "earlier_calls": earlier}
     _write_study(out, study)
     t_start = time.perf_counter()
     studies = {}
