@@ -97,8 +97,10 @@ def walk_policies(model: Router | Fitted, paired: pd.DataFrame, source: str = "p
     """Every policy's sequential walk on ``paired``: one row per arm (task, condition).
 
     Columns ``y_<policy>``, ``int_<policy>`` (intervened), ``delay_<policy>`` and
-    ``op_<policy>`` (the operation used, "" where none) for never, always, anomaly,
-    anomaly_rate_matched, the router (``name``) and oracle.
+    ``op_<policy>`` (the operation used, "" where none) for never, each baseline of the
+    router (always, anomaly, anomaly_rate_matched, and for a router over several operations
+    always_<op> and anomaly_<op>, each with its own operation), the router (``name``) and
+    the oracle (recover where some operation rescues, with the first that does).
     """
     router = as_router(model)
     df = validate_paired(paired, source=source)
@@ -106,25 +108,20 @@ def walk_policies(model: Router | Fitted, paired: pd.DataFrame, source: str = "p
     delays, d_min = router.delays, router.settings["d_min"]
     grid = build_grid(df, delays, router.operations, source)
     g = grid.spread(router.predict(grid.cells[router.features].to_numpy(dtype=float)))
-    chosen = grid.outcome_if_chosen(g["choice"])
-    first_op = grid.y1[..., 0]
     delay_ok = grid.delay_ok(d_min)
-    always = np.zeros(grid.status.shape, dtype=bool)
-    always[:, delays.index(router.baselines["always"]["delay"])] = True
-    rescues = (grid.y0[:, None, None] == 0) & (grid.y1 == 1)
+    walks = {"never": (np.zeros(grid.status.shape, dtype=bool), grid.y1[..., 0], 0)}
     with np.errstate(invalid="ignore"):
-        walks = {
-            "never": (np.zeros(grid.status.shape, dtype=bool), first_op, 0),
-            "always": (always, first_op, 0),
-            "anomaly": (delay_ok & passes(g["p_err_chosen"], router.baselines["anomaly"]["alpha"]), first_op, 0),
-            "anomaly_rate_matched": (delay_ok & passes(g["p_err_chosen"],
-                                                       router.baselines["anomaly_rate_matched"]["alpha"]),
-                                     first_op, 0),
-            name: (grid.rule_fires(router.estimator, g, router.thresholds, d_min), chosen, g["choice"]),
-            # the oracle recovers where some operation rescues, with the first that does
-            "oracle": (delay_ok & rescues.any(axis=-1), rescues.any(axis=-1).astype(int),
-                       np.argmax(rescues, axis=-1)),
-        }
+        for baseline in sorted(router.baselines, key=_baseline_order):
+            b = router.baselines[baseline]
+            o = router.operations.index(b["operation"])
+            if "delay" in b:  # always recover at one delay
+                fire = np.zeros(grid.status.shape, dtype=bool)
+                fire[:, delays.index(b["delay"])] = True
+            else:  # the error detector alone
+                fire = delay_ok & passes(g["p_err_chosen"], b["alpha"])
+            walks[baseline] = (fire, grid.y1[..., o], o)
+        walks[name] = (grid.rule_fires(router.estimator, g, router.thresholds, d_min),
+                       grid.outcome_if_chosen(g["choice"]), g["choice"])
     out = grid.arms.copy()
     d = np.asarray(delays)
     ops = np.asarray(grid.operations, dtype=object)
@@ -136,25 +133,57 @@ def walk_policies(model: Router | Fitted, paired: pd.DataFrame, source: str = "p
         out[f"int_{policy}"] = intervened.astype(int)
         out[f"delay_{policy}"] = np.where(first >= 0, d[np.maximum(first, 0)], -1)
         out[f"op_{policy}"] = np.where(intervened, ops[np.clip(picked, 0, len(ops) - 1)], "")
+    out = out.merge(walk_oracle(df, delays, d_min, router.operations, source), on=ARM_KEYS, how="left",
+                    validate="1:1")
     out.attrs["meta"] = grid.meta
+    out.attrs["policies"] = [*walks, "oracle"]
     return out
+
+
+def _baseline_order(name: str) -> tuple[int, str]:
+    """always, anomaly, anomaly_rate_matched, then the per-operation ones by name."""
+    main = ("always", "anomaly", "anomaly_rate_matched")
+    return (main.index(name), "") if name in main else (len(main), name)
 
 
 def walk_routers(models: Mapping[str, Router | Fitted], paired: pd.DataFrame,
                  source: str = "paired table") -> tuple[pd.DataFrame, list[str]]:
     """Walk several routers on one table: the first one's walk with its baselines, then each
-    other router's own column and its rate-matched anomaly baseline. Returns (arms, the
-    policies in display order)."""
-    names = list(models)
-    out = walk_policies(models[names[0]], paired, source, name=names[0])
-    policies = [p if p != "cir" else names[0] for p in POLICIES]
+    other router's own column and its rate-matched anomaly baseline, and the oracle over every
+    operation any of them may use. Returns (arms, the policies in display order)."""
+    routers = {name: as_router(m) for name, m in models.items()}
+    names = list(routers)
+    out = walk_policies(routers[names[0]], paired, source, name=names[0])
+    policies = [p for p in out.attrs["policies"] if p != "oracle"]
+    out = out.drop(columns=[f"{k}_oracle" for k in ("y", "int", "delay", "op")])
     for name in names[1:]:
-        other = walk_policies(models[name], paired, source, name=name)
+        other = walk_policies(routers[name], paired, source, name=name)
         renamed = {f"{k}_anomaly_rate_matched": f"{k}_anomaly_matched_{name}" for k in ("y", "int", "delay", "op")}
         keep = [c for c in other.columns if c.endswith(f"_{name}")] + list(renamed)
         out = out.merge(other[ARM_KEYS + keep].rename(columns=renamed), on=ARM_KEYS, how="left", validate="1:1")
-        policies[policies.index("oracle"):policies.index("oracle")] = [f"anomaly_matched_{name}", name]
-    return out, policies
+        policies += [f"anomaly_matched_{name}", name]
+    operations = tuple(dict.fromkeys(op for r in routers.values() for op in r.operations))
+    first = routers[names[0]]
+    oracle = walk_oracle(paired, first.delays, int(first.settings["d_min"]), operations, source)
+    out = out.merge(oracle, on=ARM_KEYS, how="left", validate="1:1")
+    return out, [*policies, "oracle"]
+
+
+def walk_oracle(paired: pd.DataFrame, delays: tuple[int, ...], d_min: int, operations: tuple[str, ...],
+                source: str = "paired table") -> pd.DataFrame:
+    """The oracle's walk: recover at the first candidate delay where some operation rescues,
+    with the first operation that does (one row per arm: y, int, delay and op of ``oracle``)."""
+    grid = build_grid(validate_paired(paired, source=source), delays, operations, source)
+    rescues = (grid.y0[:, None, None] == 0) & (grid.y1 == 1)
+    fire = grid.delay_ok(d_min) & rescues.any(axis=-1)
+    outcome, intervened, first = walk(grid, fire, rescues.any(axis=-1).astype(int))
+    picked = np.take_along_axis(np.argmax(rescues, axis=-1), np.maximum(first, 0)[:, None], axis=1)[:, 0]
+    out = grid.arms[ARM_KEYS].copy()
+    out["y_oracle"] = outcome.astype(int)
+    out["int_oracle"] = intervened.astype(int)
+    out["delay_oracle"] = np.where(first >= 0, np.asarray(delays)[np.maximum(first, 0)], -1)
+    out["op_oracle"] = np.where(intervened, np.asarray(operations, dtype=object)[picked], "")
+    return out
 
 
 def _task_sums(arms: pd.DataFrame, values: dict[str, np.ndarray], groups: list[str]) -> tuple[

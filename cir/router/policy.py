@@ -366,9 +366,32 @@ class CIRPolicy(BaseEstimator):
 
     def _fit_baselines(self, grid: Grid, g: dict[str, np.ndarray], cir_rate: float,
                        budget: Budget) -> dict[str, Any]:
-        """The anomaly detector (its OOF threshold, and the threshold whose rate matches the
-        router's) and always recovering at one fixed delay, with the first operation."""
-        y1 = grid.y1[..., 0]
+        """The baselines, each with the operation it recovers with: the anomaly detector (its
+        OOF threshold, and the threshold whose rate matches the router's) and always
+        recovering at one fixed delay. Per operation each is chosen on the training table;
+        ``anomaly``, ``anomaly_rate_matched`` and ``always`` use the operation that gained most
+        (the only one for a single-operation router), and a router over several operations
+        also keeps ``anomaly_<op>`` and ``always_<op>`` for every operation."""
+        per_op = {op: self._baselines_of(grid, g, o, cir_rate, budget) for o, op in enumerate(grid.operations)}
+        best_anomaly = max(grid.operations, key=lambda op: (per_op[op]["anomaly"]["oof_net_gain"],
+                                                             -grid.operations.index(op)))
+        best_always = max(grid.operations, key=lambda op: (per_op[op]["always"]["meets_epsilon"],
+                                                            per_op[op]["always"]["train_net_gain"],
+                                                            -grid.operations.index(op)))
+        out = {"anomaly": per_op[best_anomaly]["anomaly"],
+               "anomaly_rate_matched": per_op[best_anomaly]["anomaly_rate_matched"],
+               "always": per_op[best_always]["always"]}
+        if len(grid.operations) > 1:
+            for op in grid.operations:
+                out[f"anomaly_{op}"] = per_op[op]["anomaly"]
+                out[f"always_{op}"] = per_op[op]["always"]
+        return out
+
+    def _baselines_of(self, grid: Grid, g: dict[str, np.ndarray], o: int, cir_rate: float,
+                      budget: Budget) -> dict[str, dict[str, Any]]:
+        """The three baselines recovering with the grid's operation ``o``."""
+        op = grid.operations[o]
+        y1 = grid.y1[..., o]
         alphas = np.append(np.unique(g["p_err_chosen"][np.isfinite(g["p_err_chosen"])]), np.inf)
         delay_ok = grid.delay_ok(self.d_min)
         with np.errstate(invalid="ignore"):
@@ -387,8 +410,8 @@ class CIRPolicy(BaseEstimator):
         anomaly["rate_gap"] = (anomaly["intervention_rate"] - cir_rate).abs()
         matched = anomaly.sort_values(["rate_gap", "gain_count", "alpha"], ascending=[True, False, False],
                                       kind="mergesort").iloc[0]
-        return {"anomaly": _pick(best), "anomaly_rate_matched": _pick(matched),
-                "always": self._always(grid, y1, budget)}
+        return {"anomaly": {**_pick(best), "operation": op}, "anomaly_rate_matched": {**_pick(matched), "operation": op},
+                "always": {**self._always(grid, y1, budget), "operation": op}}
 
     def _always(self, grid: Grid, y1: np.ndarray, budget: Budget) -> dict[str, Any]:
         """Always recover at one fixed delay, chosen on the training table itself (no model)."""

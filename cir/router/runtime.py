@@ -95,22 +95,24 @@ _ANOMALY_SPEC = {"alpha": _OPT_NUM, "oof_net_gain": _NUM, "oof_clean_harm": _NUM
 _BUDGET_SPEC = {"kind": str, "epsilon": _NUM, "delta": _NUM, "n_clean": int, "settings_searched": int,
                 "settings_within_budget": int, "bound": bool, "certified_any": _OPT_BOOL,
                 "clean_arms_to_certify_one": (int, type(None))}
-_BASELINES_SPEC = {"anomaly": _ANOMALY_SPEC, "anomaly_rate_matched": _ANOMALY_SPEC,
-                   "always": {"delay": int, "train_net_gain": _NUM, "train_clean_harm": _NUM,
-                              "meets_epsilon": bool}}
+_ALWAYS_SPEC = {"delay": int, "train_net_gain": _NUM, "train_clean_harm": _NUM, "meets_epsilon": bool}
+_BASELINES_SPEC_V2 = {"anomaly": _ANOMALY_SPEC, "anomaly_rate_matched": _ANOMALY_SPEC, "always": _ALWAYS_SPEC}
+# version 3: each baseline names the operation it recovers with
+_ANOMALY_SPEC_V3 = {**_ANOMALY_SPEC, "operation": str}
+_ALWAYS_SPEC_V3 = {**_ALWAYS_SPEC, "operation": str}
 _TRAINING_SPEC = {"n_tasks": int, "decision_cells": int, "oof_net_gain": _NUM, "oof_clean_harm": _NUM,
                   "oof_intervention_rate": _NUM, "task_ids": list, "agents": list}
 _SPEC: dict[str, Any] = {
     "format": str, "format_version": int, "cir_version": str, "extractor": str, "estimator": str,
     "operations": list, "features": list, "models": dict, "thresholds": dict, "budget": _BUDGET_SPEC,
-    "settings": _SETTINGS_SPEC, "baselines": _BASELINES_SPEC, "training": _TRAINING_SPEC,
+    "settings": _SETTINGS_SPEC, "baselines": dict, "training": _TRAINING_SPEC,
 }
 # version 2: the paper's estimator, one operation (in its settings), models p_err, p0, p1
 _SPEC_V2: dict[str, Any] = {
     "format": str, "format_version": int, "cir_version": str, "extractor": str, "features": list,
     "models": {name: _MODEL_SPEC for name in ("p_err", "p0", "p1")},
     "thresholds": {"alpha": _OPT_NUM, "beta": _OPT_NUM, "gamma": _OPT_NUM},
-    "settings": _SETTINGS_SPEC_V2, "baselines": _BASELINES_SPEC, "training": _TRAINING_SPEC,
+    "settings": _SETTINGS_SPEC_V2, "baselines": _BASELINES_SPEC_V2, "training": _TRAINING_SPEC,
 }
 _SPEC_V1 = {k: v for k, v in _SPEC_V2.items() if k != "extractor"}
 
@@ -301,6 +303,7 @@ class Router:
         features = _features(data["features"], extractor, source)
         models = _models(data["models"], estimator, operations, len(features), source)
         thresholds = _thresholds(data["thresholds"], estimator, source)
+        _baselines(data["baselines"], operations, source)
         _check_settings(data, source)
         return cls(features, models, thresholds, data["settings"], data["baselines"], data["training"],
                    cir_version=data["cir_version"], extractor=extractor, estimator=estimator.name,
@@ -339,8 +342,9 @@ def _upgrade(data: dict[str, Any], version: int, source: str) -> dict[str, Any]:
     operation = settings.pop("operation")
     settings.update(delta=0.1, Cs=[float(settings["C"])])
     models = data["models"]
+    baselines = {name: {**b, "operation": operation} for name, b in data["baselines"].items()}
     return {**data, "format_version": 3, "extractor": data.get("extractor", "alfworld"),
-            "estimator": "paper", "operations": [operation], "settings": settings,
+            "estimator": "paper", "operations": [operation], "settings": settings, "baselines": baselines,
             "models": {"p_err": models["p_err"], "p0": models["p0"], f"p1[{operation}]": models["p1"]},
             "budget": {"kind": "empirical", "epsilon": float(settings["epsilon"]), "delta": 0.1,
                        "n_clean": 0, "settings_searched": 0, "settings_within_budget": 0, "bound": False,
@@ -399,6 +403,19 @@ def _thresholds(data: dict[str, Any], estimator: Estimator, source: str) -> dict
     return dict(data)
 
 
+def _baselines(data: dict[str, Any], operations: tuple[str, ...], source: str) -> None:
+    """The baselines' parameters: the three of every router, and per operation for several."""
+    specs = {"anomaly": _ANOMALY_SPEC_V3, "anomaly_rate_matched": _ANOMALY_SPEC_V3, "always": _ALWAYS_SPEC_V3}
+    if len(operations) > 1:
+        for op in operations:
+            specs[f"anomaly_{op}"], specs[f"always_{op}"] = _ANOMALY_SPEC_V3, _ALWAYS_SPEC_V3
+    _check(data, specs, "baselines.", source)
+    for name, b in data.items():
+        if b["operation"] not in operations:
+            raise CirError(f"{source}: baselines.{name}.operation {b['operation']!r} is not one of the "
+                           f"router's operations ({', '.join(operations)})")
+
+
 def _check_settings(data: dict[str, Any], source: str) -> None:
     settings = data["settings"]
     delays = settings["delays"]
@@ -414,8 +431,9 @@ def _check_settings(data: dict[str, Any], source: str) -> None:
     for key in ("task_ids", "agents"):
         if any(not isinstance(t, str) for t in data["training"][key]):
             raise CirError(f"{source}: training.{key} must hold strings")
-    if data["baselines"]["always"]["delay"] not in delays:
-        raise CirError(f"{source}: baselines.always.delay is not one of settings.delays")
+    for name, b in data["baselines"].items():
+        if "delay" in b and b["delay"] not in delays:
+            raise CirError(f"{source}: baselines.{name}.delay is not one of settings.delays")
 
 
 def _extractor_for(fitted_with: str, given: FeatureExtractor | None, source: str) -> FeatureExtractor:

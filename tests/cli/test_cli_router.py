@@ -81,3 +81,33 @@ def test_cir_fit_on_a_table_uses_the_flags_or_the_paper_budgets(tmp_path: Path,
     assert "fitted the paired estimator for refresh" in printed and "budget (certified)" in printed
     data = json.loads(router.read_text())
     assert data["estimator"] == "paired" and data["budget"]["kind"] == "certified"
+
+
+@pytest.fixture(scope="module")
+def multi_router_data() -> dict:
+    ops = ("refresh", "replan", "rewind")
+    policy = CIRPolicy(estimator="paired", operations=ops, grid_size=5, Cs=(0.1,))
+    return policy.fit(simulate(60, seed=7, operations=ops)).to_router().to_dict()
+
+
+@pytest.mark.parametrize("operation", ["refresh", "replan", "rewind"])
+def test_a_router_over_several_operations_applies_the_one_it_chooses_live(
+        pick_place_task, multi_router_data: dict, operation: str, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A multi-operation router whose utilities favour ``operation`` recovers with it live."""
+    data = json.loads(json.dumps(multi_router_data))
+    data["thresholds"] = {"alpha": 0.0, "gamma": -1e9}  # its gates always pass
+    for name, model in data["models"].items():
+        if name.startswith("p_rescue[") or name.startswith("p_harm["):
+            model["coef"] = [0.0] * len(model["coef"])
+            chosen = name in (f"p_rescue[{operation}]",)
+            model["intercept"] = 5.0 if chosen else -5.0
+    path = tmp_path / "multi.json"
+    path.write_text(json.dumps(data))
+    out = tmp_path / "episode.json"
+    assert main(["episode", str(pick_place_task.game_file), "--condition", "stale2", "--router", str(path),
+                 "--json", str(out), "--quiet"]) == 0
+    assert f"router d=1:{operation}" in capsys.readouterr().out
+    steps = json.loads(out.read_text())["transcript"]["steps"]
+    harness = [s for s in steps if s["actor"] == "harness"]
+    assert len(harness) == 1 and harness[0]["events"] == [f"recovery:{operation}"]

@@ -17,7 +17,7 @@ from sklearn.utils.estimator_checks import (
 from sklearn.utils.validation import check_is_fitted
 
 from cir.pairs.synthetic import simulate
-from cir.router.evaluation import POLICIES, evaluate, walk_policies
+from cir.router.evaluation import POLICIES, decide_rows, evaluate, walk_policies
 from cir.router.policy import CIRPolicy
 from cir.router.walk import build_grid, walk
 from cir.util.errors import CirError
@@ -286,3 +286,56 @@ def test_bad_estimator_budget_and_operations_are_refused(train: pd.DataFrame) ->
         CIRPolicy(delta=0.0).fit(train)
     with pytest.raises(CirError, match="operations: expected distinct"):
         CIRPolicy(operations=("refresh", "refresh")).fit(train)
+
+
+@pytest.fixture(scope="module")
+def several() -> tuple[pd.DataFrame, pd.DataFrame]:
+    ops = ("refresh", "replan", "rewind")
+    test = simulate(150, seed=202, operations=ops)
+    test["task_id"] = "test-" + test["task_id"]
+    return simulate(200, seed=201, operations=ops), test
+
+
+def test_a_router_over_several_operations_chooses_per_state(several) -> None:
+    train, test = several
+    ops = ("refresh", "replan", "rewind")
+    fast = {"Cs": (0.1, 1.0), "grid_size": 11}  # a small search: the test is about the choice
+    multi = CIRPolicy(estimator="paired", operations=ops, **fast).fit(train)
+    assert set(multi.models_) == {"p_err", *[f"p_{k}[{op}]" for op in ops for k in ("rescue", "harm")]}
+    singles = {f"cir_paired_{op}": CIRPolicy(estimator="paired", operations=(op,), **fast).fit(train) for op in ops}
+    result = evaluate({"cir_multi": multi, **singles}, test, resamples=500, seed=0)
+    summary = result["summary"].set_index(["policy", "condition"])
+    arms = result["episodes"]
+    # the router's choice depends on the state: more than one operation is used
+    used = arms.loc[arms["int_cir_multi"] == 1, "op_cir_multi"].value_counts()
+    assert len(used) >= 2, used
+    # per-operation baselines, each recovering with its own operation, and the oracle over all
+    policies = list(dict.fromkeys(result["summary"]["policy"]))
+    for op in ops:
+        assert f"anomaly_{op}" in policies and f"always_{op}" in policies
+        assert set(arms.loc[arms[f"int_anomaly_{op}"] == 1, f"op_anomaly_{op}"]) <= {op}
+    assert set(arms.loc[arms["int_oracle"] == 1, "op_oracle"]) <= set(ops)
+    # (refresh rescues every confused run of this table, so the oracle's first rescuer is refresh)
+    assert summary.loc[("oracle", "all"), "rescues"] >= max(summary.loc[(n, "all"), "rescues"] for n in singles)
+    best_single = max(summary.loc[(name, "all"), "effect_pp"] for name in singles)
+    assert summary.loc[("cir_multi", "all"), "effect_pp"] >= best_single - 2.0
+    assert summary.loc[("oracle", "all"), "effect_pp"] >= summary.loc[("cir_multi", "all"), "effect_pp"]
+    # a rescue by the router is a rescue of the operation it chose, at the delay it chose
+    test_rows = test.set_index(["task_id", "condition", "delay", "operation"])
+    for _, arm in arms[arms["int_cir_multi"] == 1].head(30).iterrows():
+        row = test_rows.loc[(arm["task_id"], arm["condition"], arm["delay_cir_multi"], arm["op_cir_multi"])]
+        assert row["y1"] == arm["y_cir_multi"]
+
+
+def test_the_live_multi_operation_decision_equals_the_offline_one(several) -> None:
+    train, test = several
+    router = CIRPolicy(estimator="paired", operations=("refresh", "replan", "rewind"), Cs=(0.1, 1.0),
+                       grid_size=11).fit(train).to_router()
+    offline = decide_rows(router, test)
+    for i in range(0, len(test), 37):
+        row = test.iloc[i]
+        live = router.decide_features({f: row[f] for f in router.features}, int(row["delay"]))
+        assert (live.recover, live.operation, live.blocked_by) == (
+            offline["recover"].iloc[i], offline["operation"].iloc[i], offline["blocked_by"].iloc[i])
+        assert live.utility == offline["utility"].iloc[i]
+        assert set(live.utilities) == {"refresh", "replan", "rewind"}

@@ -307,8 +307,9 @@ def _as_version_2(data: dict) -> dict:
     """A version 3 file of the paper's estimator as cir wrote it before (format version 2)."""
     settings = {k: v for k, v in data["settings"].items() if k not in ("delta", "Cs")}
     models = data["models"]
+    baselines = {k: {f: v for f, v in b.items() if f != "operation"} for k, b in data["baselines"].items()}
     return {**{k: v for k, v in data.items() if k not in ("estimator", "operations", "budget")},
-            "format_version": 2, "settings": {**settings, "operation": data["operations"][0]},
+            "format_version": 2, "settings": {**settings, "operation": data["operations"][0]}, "baselines": baselines,
             "models": {"p_err": models["p_err"], "p0": models["p0"], "p1": models["p1[refresh]"]}}
 
 
