@@ -149,8 +149,11 @@ def _baseline_order(name: str) -> tuple[int, str]:
 def walk_routers(models: Mapping[str, Router | Fitted], paired: pd.DataFrame,
                  source: str = "paired table") -> tuple[pd.DataFrame, list[str]]:
     """Walk several routers on one table: the first one's walk with its baselines, then each
-    other router's own column and its rate-matched anomaly baseline, and the oracle over every
-    operation any of them may use. Returns (arms, the policies in display order)."""
+    other router's own column with its always-recover (``always_<name>``: the operation and
+    delay best on its training table) and rate-matched anomaly (``anomaly_matched_<name>``)
+    baselines, the per-operation baselines of a router over several operations, and the
+    oracle over every operation any of them may use. Returns (arms, the policies in display
+    order)."""
     routers = {name: as_router(m) for name, m in models.items()}
     names = list(routers)
     out = walk_policies(routers[names[0]], paired, source, name=names[0])
@@ -158,10 +161,17 @@ def walk_routers(models: Mapping[str, Router | Fitted], paired: pd.DataFrame,
     out = out.drop(columns=[f"{k}_oracle" for k in ("y", "int", "delay", "op")])
     for name in names[1:]:
         other = walk_policies(routers[name], paired, source, name=name)
-        renamed = {f"{k}_anomaly_rate_matched": f"{k}_anomaly_matched_{name}" for k in ("y", "int", "delay", "op")}
-        keep = [c for c in other.columns if c.endswith(f"_{name}")] + list(renamed)
-        out = out.merge(other[ARM_KEYS + keep].rename(columns=renamed), on=ARM_KEYS, how="left", validate="1:1")
-        policies += [f"anomaly_matched_{name}", name]
+        # its own rate-matched anomaly and always-recover baselines, and the per-operation ones
+        # (of a router over several operations) that no earlier router brought
+        own = {"anomaly_rate_matched": f"anomaly_matched_{name}"}
+        if len(routers[name].operations) > 1:  # its always may recover with another operation
+            own["always"] = f"always_{name}"
+        new = [p for p in other.attrs["policies"] if p not in policies and p not in ("never", "oracle", *own)]
+        added = [*(own[p] for p in ("always", "anomaly_rate_matched") if p in own), *new]
+        renamed = {f"{k}_{p}": f"{k}_{own.get(p, p)}" for p in [*own, *new] for k in ("y", "int", "delay", "op")}
+        out = out.merge(other[ARM_KEYS + list(renamed)].rename(columns=renamed), on=ARM_KEYS, how="left",
+                        validate="1:1")
+        policies += [p for p in added if p != name] + [name]
     operations = tuple(dict.fromkeys(op for r in routers.values() for op in r.operations))
     first = routers[names[0]]
     oracle = walk_oracle(paired, first.delays, int(first.settings["d_min"]), operations, source)

@@ -467,6 +467,10 @@ class CIRPolicy(BaseEstimator):
                       extractor=self.extractor_, estimator=self.estimator, operations=ops,
                       budget=dict(self.budget_))
 
+    def estimator_scores(self, probabilities: dict[str, np.ndarray], operation: str) -> dict[str, np.ndarray]:
+        """The estimator's scores of ``operation`` from model probabilities (by model name)."""
+        return ESTIMATORS[self.estimator].scores(probabilities, operation, self.lam)
+
     def predict_scores(self, paired: pd.DataFrame) -> pd.DataFrame:
         """The scores of the estimator (of the chosen operation) for every row of ``paired``."""
         return score_rows(self.to_router(), paired)

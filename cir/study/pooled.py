@@ -36,7 +36,7 @@ from cir.study.replicates import (
     spread,
     spread_figure,
 )
-from cir.study.report import EFFECT_SHOWN, EVAL_SHOWN, budget_sentence
+from cir.study.report import EFFECT_SHOWN, EVAL_SHOWN, budget_sentence, which_recovery_section
 
 #: Per-replicate tables each replicate's own report wrote, gathered with a seed column.
 GATHERED = ("cohorts", "cir_fit", "cir_optimism", "cir_discrimination", "mechanisms_explained")
@@ -108,16 +108,14 @@ def _mechanism(report: Report, out: Path, studies: dict[int, Path], experiments:
     return None
 
 
-def _selective(report: Report, out: Path, studies: dict[int, Path], experiments: list[Experiment],
-               resamples: int, seed: int, spread_table: pd.DataFrame) -> Finding:
-    test = next(e for e in experiments if e.role == "eval")
+def _selective(report: Report, out: Path, studies: dict[int, Path], evaluation: tuple[pd.DataFrame, ...]) -> Finding:
     report.heading("3. Selective recovery on held-out tasks (pooled)")
     report.text(
         "Each replicate fits its own routers on its own fitting cohort and evaluates them on its own held-out "
         "cohort, as the paper does; the held-out arms of every replicate are then summarised together "
         "(task-level cluster bootstrap over all replicates' tasks)."
     )
-    arms, summary, margins = pooled_evaluation(studies, test, resamples=resamples, seed=seed)
+    arms, summary, margins = evaluation
     save_csv(arms, out / "tables" / "cir_eval_episodes_pooled.csv")
     path = save_csv(summary, out / "tables" / "cir_eval_pooled.csv")
     report.table(summary[summary["condition"] == "all"][["policy", *EVAL_SHOWN, "oracle_fraction"]], path,
@@ -161,10 +159,10 @@ def write_pooled_report(out: Path, experiments: list[Experiment], studies: dict[
     """Write the pooled tables, figures and ``report.md`` / ``report.html`` into ``out``."""
     primary = next(e for e in experiments if e.fit_cir)
     mechanism = next((e for e in experiments if e.role == "mechanism"), None)
-    test = next(e for e in experiments if e.role == "eval")
     per = replicate_headlines(studies, experiments, resamples=resamples, seed=seed)
     save_csv(per, out / "tables" / "replicates.csv")
-    _, summary, margins = pooled_evaluation(studies, test, resamples=resamples, seed=seed)
+    evaluation = pooled_evaluation(studies, experiments, resamples=resamples, seed=seed)
+    _, summary, margins = evaluation
     pooled = headlines(pooled_paired(studies, primary.name),
                        pooled_paired(studies, mechanism.name) if mechanism else None, summary, margins,
                        resamples=resamples, seed=seed).assign(replicate="pooled", seed=None)
@@ -198,7 +196,8 @@ def write_pooled_report(out: Path, experiments: list[Experiment], studies: dict[
             [c for c in ("pairs", "rescues", "harms") if c in counts.columns]].sum()
         body.table(total, save_csv(total, out / "tables" / "mechanisms_explained_pooled.csv"),
                    "Pairs, rescues and harms each mechanism of the agent explains, all replicates")
-    selective = _selective(body, out, studies, experiments, resamples, seed, spread_table)
+    selective = _selective(body, out, studies, evaluation)
+    which_recovery_section(body, out, evaluation[0], evaluation[1], evaluation[2], suffix="_pooled")
     findings = [f for f in (effects, mechanism_f, selective) if f is not None]
     report = Report(title)
     report.heading("Findings")

@@ -31,7 +31,7 @@ from cir.router.evaluation import summarize_walks, walk_routers
 from cir.router.runtime import Router
 from cir.stats.effects import contrast_table, effect_table
 from cir.study.experiments import Experiment
-from cir.study.selective import ROUTER_FILES, ROUTERS
+from cir.study.selective import experiment_operations, router_file, study_routers
 
 #: Replicate r of a study with seed S uses seed S + STRIDE * r (replicate 0 is the study itself).
 #: A stride of 1000 keeps every replicate away from the agent's calibration cohort (generator seed 1).
@@ -63,22 +63,26 @@ def pooled_paired(studies: dict[int, Path], experiment: str) -> pd.DataFrame:
                      ignore_index=True)
 
 
-def walked_arms(study: Path, test: Experiment) -> tuple[pd.DataFrame, list[str]]:
-    """The study's routers walked on its own held-out cohort (arms, policies in display order)."""
-    routers = {name: Router.load(study / ROUTER_FILES[name]) for name in ROUTERS}
-    return walk_routers(routers, read_paired(study / "runs" / test.name, require_features=True),
-                        source=str(study / "runs" / test.name))
+def walked_arms(study: Path, experiments: list[Experiment]) -> tuple[pd.DataFrame, list[str], list[str]]:
+    """The study's routers walked on its own held-out cohort: (arms, policies in display order,
+    the routers)."""
+    test = next(e for e in experiments if e.role == "eval")
+    names = list(study_routers(experiment_operations(experiments)))
+    routers = {name: Router.load(study / router_file(name)) for name in names}
+    arms, policies = walk_routers(routers, read_paired(study / "runs" / test.name, require_features=True),
+                                  source=str(study / "runs" / test.name))
+    return arms, policies, names
 
 
-def pooled_evaluation(studies: dict[int, Path], test: Experiment, *, resamples: int,
+def pooled_evaluation(studies: dict[int, Path], experiments: list[Experiment], *, resamples: int,
                       seed: int) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(arms, summary, margins) over every replicate's held-out arms."""
-    parts, policies = [], None
+    parts, policies, names = [], [], []
     for s, d in studies.items():
-        arms, policies = walked_arms(d, test)
+        arms, policies, names = walked_arms(d, experiments)
         parts.append(_prefixed(arms, s).assign(seed=s))
     arms = pd.concat(parts, ignore_index=True)
-    summary, margins = summarize_walks(arms, policies, list(ROUTERS), resamples=resamples, seed=seed)
+    summary, margins = summarize_walks(arms, policies, names, resamples=resamples, seed=seed)
     return arms, summary, margins
 
 
@@ -142,11 +146,10 @@ def replicate_headlines(studies: dict[int, Path], experiments: list[Experiment],
     """:func:`headlines` of each replicate, one block of rows per replicate."""
     primary = next(e for e in experiments if e.fit_cir)
     mechanism = next((e for e in experiments if e.role == "mechanism"), None)
-    test = next(e for e in experiments if e.role == "eval")
     blocks = []
     for r, (s, d) in enumerate(studies.items()):
-        arms, policies = walked_arms(d, test)
-        summary, margins = summarize_walks(arms, policies, list(ROUTERS), resamples=resamples, seed=seed)
+        arms, policies, names = walked_arms(d, experiments)
+        summary, margins = summarize_walks(arms, policies, names, resamples=resamples, seed=seed)
         mech = read_paired(d / "runs" / mechanism.name) if mechanism else None
         rows = headlines(read_paired(d / "runs" / primary.name), mech, summary, margins,
                          resamples=resamples, seed=seed)

@@ -31,7 +31,14 @@ from cir.stats.effects import contrast_table, effect_table
 from cir.stats.explain import explain_run, mechanism_counts
 from cir.stats.joint import joint_effects, joint_matrix, joint_outcomes
 from cir.study.experiments import Experiment
-from cir.study.figures import plot_effects, plot_joint, plot_mechanisms, plot_partitions
+from cir.study.figures import (
+    FigureSkipped,
+    plot_effects,
+    plot_joint,
+    plot_mechanisms,
+    plot_partitions,
+    plot_recovery_mix,
+)
 from cir.study.findings import (
     Finding,
     cir_finding,
@@ -41,9 +48,11 @@ from cir.study.findings import (
 )
 from cir.study.page import Report, format_number, save_csv, save_figure
 from cir.study.selective import (
+    MULTI,
     ROUTERS,
     discrimination_table,
     fit_table,
+    mix_table,
     optimism_table,
     run_selective,
 )
@@ -254,6 +263,7 @@ def _cir_section(report: Report, out: Path, experiments: list[Experiment], resam
     for name in ROUTERS:
         report.table(_cols(summary[summary["policy"] == name], ["condition"], EVAL_SHOWN), eval_csv,
                      f"{name} by observation condition")
+    which_recovery_section(report, out, result["episodes"], summary, margins)
     optimism = optimism_table(sel.policies, result["episodes"])
     report.table(optimism, save_csv(optimism, out / "tables" / "cir_optimism.csv"),
                  "Out of fold (the threshold search's own estimate) next to the held-out result")
@@ -270,6 +280,49 @@ def _cir_section(report: Report, out: Path, experiments: list[Experiment], resam
     report.figure(save_figure(calibration_figure(router, test_df), out / "figures", "cir_calibration"),
                   "Reliability of p_err, p0 and p1 on the held-out cohort")
     return cir_finding(summary, float(fit["epsilon"].iloc[0]))
+
+
+def which_recovery_section(report: Report, out: Path, arms: pd.DataFrame, summary: pd.DataFrame,
+                           margins: pd.DataFrame, suffix: str = "") -> None:
+    """"Which recovery?": the router over several operations against each single-operation
+    router, always the best single operation, the anomaly rule with each operation and the
+    oracle over all; and the mix of operations it chose by condition and delay."""
+    if f"y_{MULTI}" not in arms.columns:
+        return
+    report.heading("Which recovery?")
+    singles = [p for p in summary["policy"].unique() if p.startswith("cir_paired")]
+    report.text(
+        f"`{MULTI}` fits the paired estimator for every operation the cohorts ran (P(rescue) and P(harm) per "
+        "operation) and recovers, at the first candidate delay where the p_err gate and the utility "
+        "threshold pass, with the operation of highest utility, at most once; its thresholds are searched "
+        "over all operations together under the same clean-harm budget. It is compared with the paired "
+        f"single-operation routers ({', '.join(f'`{s}`' for s in singles)}), with always recovering with the "
+        f"operation and delay that gained most on the fitting tasks (`always_{MULTI}`) and with each operation "
+        "at its best delay (`always_<op>`), with the anomaly rule recovering with each operation "
+        "(`anomaly_<op>`), and with the oracle, which recovers wherever some operation "
+        "rescues. Every operation's branches were run from the same states, so this comparison is exact: no "
+        "off-policy estimate is involved."
+    )
+    ops = sorted({op for op in arms[f"op_{MULTI}"] if op} | {p.removeprefix("always_") for p in summary["policy"]
+                                                              if p.startswith("always_") and not p.startswith("always_cir")})
+    keep = [*singles, MULTI, f"always_{MULTI}", *[f"always_{op}" for op in ops], *[f"anomaly_{op}" for op in ops],
+            "oracle"]
+    rows = summary[(summary["condition"] == "all") & summary["policy"].isin(keep)]
+    path = out / "tables" / f"cir_eval{suffix}.csv"
+    report.table(_cols(rows, ["policy"], [*EVAL_SHOWN, "oracle_fraction"]), path,
+                 "Held-out, all conditions: the operation chooser and what it is measured against")
+    m = margins[(margins["policy"] == MULTI) & (margins["condition"] == "all")
+                & margins["versus"].isin([*singles, f"always_{MULTI}", "oracle", "anomaly",
+                                          *[f"anomaly_{op}" for op in ops]])]
+    report.table(m, out / "tables" / f"cir_margins{suffix}.csv", f"Margins of {MULTI} (pp, paired by task)")
+    mix = mix_table(arms, MULTI)
+    report.table(mix, save_csv(mix, out / "tables" / f"cir_mix{suffix}.csv"),
+                 f"The operations {MULTI} chose, by condition and delay (delay -1: no recovery)")
+    try:
+        report.figure(save_figure(plot_recovery_mix(mix), out / "figures", f"cir_mix{suffix}"),
+                      f"Which recovery {MULTI} chose, by condition and delay")
+    except FigureSkipped as skipped:
+        report.text(f"No figure of the mix: {skipped}.")
 
 
 def budget_sentence(fit: pd.DataFrame) -> str:

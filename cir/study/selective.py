@@ -31,9 +31,10 @@ from cir.router.policy import CIRPolicy
 from cir.router.runtime import Router
 from cir.router.walk import build_grid, model_labels
 
-#: The study's routers: policy name -> estimator, and the file each is written to.
+#: The study's two refresh routers: policy name -> estimator. ``cir`` is the default router.
 ROUTERS = {"cir": "paper", "cir_paired": "paired"}
-ROUTER_FILES = {"cir": "router.json", "cir_paired": "router_paired.json"}
+#: The router that chooses among several operations (when the cohorts run more than refresh).
+MULTI = "cir_multi"
 #: Per estimator: the score that should rank rescue cells high and the one for harm cells.
 RESCUE_HARM_SCORES = {"paper": ("s_R", "s_H"), "paired": ("p_rescue", "p_harm")}
 
@@ -47,20 +48,52 @@ class Selective:
     evaluation: dict[str, Any]
 
 
-def fit_routers(train: pd.DataFrame, seed: int) -> dict[str, CIRPolicy]:
-    """Both estimators fitted on the fitting cohort, with every other setting the paper's."""
-    return {name: CIRPolicy(estimator=estimator, seed=seed).fit(train) for name, estimator in ROUTERS.items()}
+def study_routers(operations: tuple[str, ...]) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """The routers of a study whose fitting and held-out cohorts both run ``operations``:
+    name -> (estimator, operations). Always ``cir`` and ``cir_paired`` (refresh); with more
+    operations, a paired single-operation router for each other one (``cir_paired_<op>``) and
+    ``cir_multi``, the paired estimator choosing among all of them."""
+    routers = {name: (estimator, ("refresh",)) for name, estimator in ROUTERS.items()}
+    others = tuple(op for op in operations if op != "refresh")
+    if others:
+        routers.update({f"cir_paired_{op}": ("paired", (op,)) for op in others})
+        routers[MULTI] = ("paired", ("refresh", *others))
+    return routers
+
+
+def router_file(name: str) -> str:
+    """``router.json`` for cir (the default router), ``router_<rest>.json`` for the others."""
+    return "router.json" if name == "cir" else f"router_{name.removeprefix('cir_')}.json"
+
+
+def shared_operations(*tables: pd.DataFrame) -> tuple[str, ...]:
+    """The operations every table runs, refresh first (the order of the first table otherwise)."""
+    ops = [op for op in dict.fromkeys(tables[0]["operation"]) if all(op in set(t["operation"]) for t in tables)]
+    return tuple(sorted(ops, key=lambda op: op != "refresh"))
+
+
+def experiment_operations(experiments: list) -> tuple[str, ...]:
+    """The operations both the fitting and the held-out cohorts run (from their configs)."""
+    fit = next(e for e in experiments if e.fit_cir).replay.operations
+    test = next(e for e in experiments if e.role == "eval").replay.operations
+    return tuple(sorted((op for op in fit if op in test), key=lambda op: op != "refresh"))
+
+
+def fit_routers(train: pd.DataFrame, seed: int, operations: tuple[str, ...] = ("refresh",)) -> dict[str, CIRPolicy]:
+    """The study's routers fitted on the fitting cohort, every other setting the paper's."""
+    return {name: CIRPolicy(estimator=estimator, operations=ops, seed=seed).fit(train)
+            for name, (estimator, ops) in study_routers(operations).items()}
 
 
 def run_selective(train: pd.DataFrame, test: pd.DataFrame, out: Path | None, *, resamples: int, seed: int,
                   source: str) -> Selective:
-    """Fit both routers, write their files into ``out`` (when given), evaluate them on ``test``."""
-    policies = fit_routers(train, seed)
+    """Fit the routers, write their files into ``out`` (when given), evaluate them on ``test``."""
+    policies = fit_routers(train, seed, shared_operations(train, test))
     task_ids = sorted(set(train["task_id"]))
     routers = {name: p.to_router(task_ids=task_ids) for name, p in policies.items()}
     if out is not None:
         for name, router in routers.items():
-            router.save(out / ROUTER_FILES[name])
+            router.save(out / router_file(name))
     result = evaluate(routers, test, resamples=resamples, seed=seed, source=source)
     return Selective(policies, routers, result)
 
@@ -106,30 +139,52 @@ def _auc(labels: np.ndarray, score: np.ndarray) -> float:
 
 
 def _discrimination_rows(name: str, where: str, estimator: str, cells: pd.DataFrame,
-                         scores: pd.DataFrame, operation: str) -> list[dict[str, Any]]:
+                         scores: dict[str, np.ndarray], operation: str) -> list[dict[str, Any]]:
+    """AUC of the rescue score, the harm score and the utility of ``operation`` at ``cells``."""
     rescue_score, harm_score = RESCUE_HARM_SCORES[estimator]
     rows = []
     for outcome, score, sign in (("rescue", rescue_score, 1), ("harm", harm_score, -1)):
         labels = model_labels(cells, f"p_{outcome}[{operation}]")
-        rows.append({"router": name, "where": where, "outcome": outcome, "cells": int(len(labels)),
-                     "positives": int(labels.sum()), "score": score,
-                     "auc_score": _auc(labels, scores[score].to_numpy()),
+        rows.append({"router": name, "where": where, "operation": operation, "outcome": outcome,
+                     "cells": int(len(labels)), "positives": int(labels.sum()), "score": score,
+                     "auc_score": _auc(labels, scores[score]),
                      # the utility should rank rescues high and harms low
-                     "auc_utility": _auc(labels, sign * scores["utility"].to_numpy())})
+                     "auc_utility": _auc(labels, sign * scores["utility"])})
     return rows
+
+
+def _scores_by_operation(router: Router, X: np.ndarray) -> dict[str, dict[str, np.ndarray]]:
+    """Each operation's scores at the rows of ``X`` (the estimator's, before the choice)."""
+    s = router.predict(X)
+    return {op: {k: v[:, i] for k, v in s.items() if k != "choice" and not k.endswith("_chosen")}
+            for i, op in enumerate(router.operations)}
 
 
 def discrimination_table(policies: dict[str, CIRPolicy], routers: dict[str, Router],
                          test: pd.DataFrame) -> pd.DataFrame:
     """How well each router tells rescue and harm cells apart from the rest (ROC AUC of its rescue
-    score, its harm score and its utility), out of fold on the fitting tasks and held out."""
+    score, its harm score and its utility), per operation, out of fold on the fitting tasks and
+    held out."""
     rows = []
     for name, p in policies.items():
-        op = p.operations[0]
-        rows += _discrimination_rows(name, "out of fold", p.estimator, p.oof_, p.oof_, op)
         router = as_router(routers[name])
+        oof = p.oof_
+        oof_probs = {m: oof[m].to_numpy() for m in p.models_}
+        for op in p.operations:
+            s = p.estimator_scores(oof_probs, op)
+            rows += _discrimination_rows(name, "out of fold", p.estimator, oof, s, op)
         cells = build_grid(test, router.delays, router.operations, "held-out table").cells
-        s = router.predict(cells[router.features].to_numpy(dtype=float))
-        scores = pd.DataFrame({k[: -len("_chosen")]: v for k, v in s.items() if k.endswith("_chosen")})
-        rows += _discrimination_rows(name, "held out", p.estimator, cells, scores, op)
+        held = _scores_by_operation(router, cells[router.features].to_numpy(dtype=float))
+        for op in p.operations:
+            rows += _discrimination_rows(name, "held out", p.estimator, cells, held[op], op)
     return pd.DataFrame(rows)
+
+
+def mix_table(arms: pd.DataFrame, policy: str) -> pd.DataFrame:
+    """Which recovery ``policy`` chose, by condition and delay: arms recovered with each
+    operation (and ``none``), as counts and shares of the condition's arms."""
+    chosen = arms.assign(operation=arms[f"op_{policy}"].replace("", "none"),
+                         delay=arms[f"delay_{policy}"].where(arms[f"int_{policy}"] == 1, -1))
+    table = chosen.groupby(["condition", "delay", "operation"], as_index=False).size().rename(columns={"size": "arms"})
+    table["share"] = table["arms"] / table.groupby("condition")["arms"].transform("sum")
+    return table.assign(policy=policy)[["policy", "condition", "delay", "operation", "arms", "share"]]

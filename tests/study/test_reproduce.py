@@ -18,9 +18,9 @@ from cir.study.reproduce import reproduce
 from cir.util.errors import CirError
 
 TINY = {
-    "primary": ("effects", 1, "valid_unseen", 8, ["refresh"]),
+    "primary": ("effects", 1, "valid_unseen", 8, ["refresh", "replan"]),
     "mechanism": ("mechanism", 2, "valid_unseen", 2, ["refresh", "refresh_ablated", "placebo"]),
-    "cir_eval": ("eval", 4, "valid_seen", 3, ["refresh"]),
+    "cir_eval": ("eval", 4, "valid_seen", 3, ["refresh", "replan"]),
 }
 
 
@@ -87,12 +87,23 @@ def test_writes_report_tables_figures_and_router(study) -> None:
     assert fit["train_tasks"] <= factual.sum() and fit["settings_searched"] > 1
     assert pd.isna(fit["gamma"]) or fit["gamma"] >= 0
     optimism = pd.read_csv(out / "tables" / "cir_optimism.csv")
-    assert list(optimism["estimate"]) == ["out of fold (fitting tasks)", "held out"] * 2
-    assert list(optimism["router"]) == ["cir", "cir", "cir_paired", "cir_paired"]
+    assert list(optimism["estimate"]) == ["out of fold (fitting tasks)", "held out"] * 4
+    assert list(optimism["router"]) == [r for r in ("cir", "cir_paired", "cir_paired_replan", "cir_multi")
+                                        for _ in range(2)]
+    # with replan run too: a paired router per operation and one that chooses between them
+    assert "## Which recovery?" in headings
+    fits = pd.read_csv(out / "tables" / "cir_fit.csv")
+    assert list(fits["router"]) == ["cir", "cir_paired", "cir_paired_replan", "cir_multi"]
+    assert list(fits["operations"]) == ["refresh", "refresh", "replan", "refresh,replan"]
+    assert {json.loads((out / f).read_text())["operations"] == ops for f, ops in (
+        ("router_multi.json", ["refresh", "replan"]), ("router_paired_replan.json", ["replan"]))} == {True}
+    mix = pd.read_csv(out / "tables" / "cir_mix.csv")
+    assert set(mix["operation"]) <= {"refresh", "replan", "none"}
+    assert mix.groupby("condition")["share"].sum().round(9).eq(1).all()
     # the built-in agent's mechanisms explain every divergence of the study
     assert "0 divergences are explained by no mechanism" in report
     explained = pd.read_csv(out / "tables" / "mechanisms_explained.csv")
-    assert set(explained["operation"]) <= {"refresh", "refresh_ablated", "placebo"}
+    assert set(explained["operation"]) <= {"refresh", "refresh_ablated", "placebo", "replan"}
     assert list((out / "figures").glob("*.png"))
     html = (out / "report.html").read_text(encoding="utf-8")
     # self-contained: every figure is embedded, none is linked
@@ -179,14 +190,17 @@ def test_replicates_are_whole_studies_pooled_in_one_report(study, replicated) ->
     evaluation = pd.read_csv(out / "tables" / "cir_eval_pooled.csv")
     assert list(dict.fromkeys(evaluation["policy"])) == [
         "never", "always", "anomaly", "anomaly_rate_matched", "cir", "anomaly_matched_cir_paired", "cir_paired",
-        "oracle"]
+        "anomaly_matched_cir_paired_replan", "cir_paired_replan", "always_cir_multi", "anomaly_matched_cir_multi",
+        "always_refresh", "always_replan", "anomaly_refresh", "anomaly_replan", "cir_multi", "oracle"]
     each = [pd.read_csv(out / "replicates" / f"seed-{s}" / "tables" / "cir_eval.csv") for s in seeds]
     n_tasks = lambda t: int(t.query("policy == 'never' and condition == 'all'")["n_tasks"].iloc[0])  # noqa: E731
     assert n_tasks(evaluation) == sum(n_tasks(t) for t in each)
     rescues = lambda t: int(t.query("policy == 'cir_paired' and condition == 'all'")["rescues"].iloc[0])  # noqa: E731
     assert rescues(evaluation) == sum(rescues(t) for t in each)
     margins = pd.read_csv(out / "tables" / "cir_margins_pooled.csv")
-    assert {"cir", "cir_paired"} == set(margins["policy"])
+    assert {"cir", "cir_paired", "cir_paired_replan", "cir_multi"} == set(margins["policy"])
+    assert "## Which recovery?" in (out / "report.md").read_text(encoding="utf-8")
+    assert (out / "tables" / "cir_mix_pooled.csv").is_file()
     spread = pd.read_csv(out / "tables" / "replicate_spread.csv")
     assert (spread["replicates"] == 2).all() and (spread["min_pp"] <= spread["max_pp"]).all()
     report = (out / "report.md").read_text(encoding="utf-8")
