@@ -29,8 +29,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-BUDGETS = ("empirical", "certified")
-
 
 @dataclass(frozen=True)
 class Budget:

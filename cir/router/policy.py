@@ -51,9 +51,9 @@ from cir.episode.protocol import (
     PAIRED_CS,
 )
 from cir.pairs.paired import validate_paired
-from cir.router.budget import BUDGETS, Budget
+from cir.router.budget import Budget
 from cir.router.evaluation import decide_rows, score_rows
-from cir.router.rule import ESTIMATORS, Estimator, LinearModel, choose, split_model_name
+from cir.router.rule import BUDGETS, ESTIMATORS, Estimator, LinearModel, choose, split_model_name
 from cir.router.runtime import Router
 from cir.router.walk import Grid, build_grid, check_features, model_labels, summarize, walk
 from cir.util.errors import CirError

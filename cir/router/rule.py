@@ -33,6 +33,8 @@ from typing import Any
 
 import numpy as np
 
+#: The clean-harm budgets of the threshold search (:mod:`cir.router.budget`).
+BUDGETS = ("empirical", "certified")
 #: Every condition of the rule, in the order a blocked decision names the first that failed.
 BLOCKERS = ("delay", "p_err", "p_fail", "utility")
 _PER_OPERATION = re.compile(r"^([a-z_0-9]+)\[([a-z_0-9]+)\]$")

@@ -60,8 +60,8 @@ import numpy as np
 from cir import __version__
 from cir.episode.extractor import FeatureExtractor, builtin_extractors, extract, resolve_extractor
 from cir.episode.transcript import HARNESS, Transcript
-from cir.router.budget import BUDGETS
 from cir.router.rule import (
+    BUDGETS,
     ESTIMATORS,
     Estimator,
     LinearModel,
