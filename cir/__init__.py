@@ -44,6 +44,7 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "Router": "cir.router.runtime",
     "RouterHook": "cir.router.runtime",
     "Decision": "cir.router.runtime",
+    "recover_messages": "cir.router.chat",
     # the study
     "reproduce": "cir.study.reproduce",
     "plot_effects": "cir.study.figures",

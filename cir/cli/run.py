@@ -63,6 +63,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0, help="agent seed")
     p.add_argument("--perturb-fraction", type=float, default=DEFAULT_FRACTION,
                    help="perturb the env action after this fraction of the factual run")
+    p.add_argument("--perturb-at", type=int, default=None, metavar="N",
+                   help="perturb env action N of every task instead (the decision point then says "
+                        "nothing about the factual run's length)")
     p.add_argument("--max-turns", type=int, default=DEFAULT_MAX_TURNS, help="model-turn budget")
     p.add_argument("--max-actions", type=int, default=DEFAULT_MAX_ACTIONS, help="env-action budget")
     p.add_argument("--snapshots", default="fast", choices=["fast", "replay"],
@@ -85,7 +88,8 @@ def handle(args: argparse.Namespace) -> int:
     check_int("--max-turns", args.max_turns, 1, MAX_BUDGET)
     check_int("--max-actions", args.max_actions, 1, MAX_BUDGET)
     settings = ReplaySettings.parse(args.conditions, args.delays, args.operations,
-                                    perturb_fraction=args.perturb_fraction, max_turns=args.max_turns,
+                                    perturb_fraction=args.perturb_fraction, perturb_at=args.perturb_at,
+                                    max_turns=args.max_turns,
                                     max_actions=args.max_actions)
     for delay in settings.delays:
         check_int("--delays: delay", delay, 0, MAX_DELAY)

@@ -52,6 +52,10 @@ DEFAULT_D_MIN = 1
 DEFAULT_CANDIDATE_DELAYS: tuple[int, ...] = (1, 2, 4)
 DEFAULT_C = 0.1
 DEFAULT_FOLDS = 5
+#: The certified budget's confidence: clean harm <= epsilon with probability >= 1 - delta.
+DEFAULT_DELTA = 0.1
+#: The candidate C of the paired estimator's outcome models (chosen by grouped cross-validation).
+PAIRED_CS: tuple[float, ...] = (0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0)
 
 # -- inference ------------------------------------------------------------------------------------
 DEFAULT_RESAMPLES = 10_000

@@ -84,7 +84,9 @@ class RunSettings:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], source: str) -> RunSettings:
-        replay = {f.name: _part(data, f.name, source) for f in fields(ReplaySettings)}
+        # a setting added later (with a default) is absent from older records
+        replay = {f.name: _part(data, f.name, source) for f in fields(ReplaySettings)
+                  if f.name in data or f.default is MISSING}
         replay = {k: tuple(v) if isinstance(v, list) else v for k, v in replay.items()}
         try:
             settings = ReplaySettings(**replay)
@@ -286,7 +288,7 @@ def check_extension(old: RunRecord, new: RunSettings, new_ids: Sequence[str], so
                        f"{' (' + '; '.join(diff) + ')' if diff and there else ''}; an extension "
                        "needs the same agent, or none of its replies can be reused")
     old_replay, new_replay = was.replay, new.replay
-    for name in ("perturb_fraction", "max_turns", "max_actions"):
+    for name in ("perturb_fraction", "perturb_at", "max_turns", "max_actions"):
         if getattr(old_replay, name) != getattr(new_replay, name):
             raise CirError(f"{head}: it has {name}={getattr(old_replay, name)!r}, this run "
                            f"{getattr(new_replay, name)!r}; an extension keeps it")

@@ -72,6 +72,8 @@ class ReplaySettings:
     delays: tuple[int, ...] = DEFAULT_DELAYS
     operations: tuple[str, ...] = DEFAULT_OPERATIONS
     perturb_fraction: float = DEFAULT_FRACTION
+    #: a fixed perturbed env action for every task instead of the fraction (None: the paper's)
+    perturb_at: int | None = None
     max_turns: int = DEFAULT_MAX_TURNS
     max_actions: int = DEFAULT_MAX_ACTIONS
 
@@ -89,7 +91,7 @@ class ReplaySettings:
             raise CirError(
                 f"budgets: max_turns={self.max_turns}, max_actions={self.max_actions}; expected >= 1"
             )
-        perturbation_point(10, self.perturb_fraction)  # validates the fraction
+        perturbation_point(10, self.perturb_fraction, self.perturb_at)  # validates the point rule
         object.__setattr__(self, "conditions", tuple(c.name for c in conds))
         object.__setattr__(self, "delays", tuple(int(d) for d in self.delays))
         object.__setattr__(self, "operations", tuple(str(o).strip() for o in self.operations))
@@ -251,9 +253,9 @@ def run_task_pairs(
     result.episodes.append(_episode(task_id, "factual", "clean", factual))
 
     # 2. the perturbation point; 3. and 4. per condition
-    result.feasible, result.reason = feasibility(n, conditions, settings.perturb_fraction)
+    result.feasible, result.reason = feasibility(n, conditions, settings.perturb_fraction, settings.perturb_at)
     if result.feasible:
-        result.point = perturbation_point(n, settings.perturb_fraction)
+        result.point = perturbation_point(n, settings.perturb_fraction, settings.perturb_at)
         fork = _Fork(harness, counted, settings, result, factual, snapshots, result.point,
                      resolve_extractor(extractor))
         for cond in conditions:

@@ -15,6 +15,7 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from dataclasses import replace as dc_replace
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,8 @@ from cir.families.alfworld.tasks import load_tasks
 from cir.pairs.record import RunRecord
 from cir.pairs.run import run_experiment
 from cir.study.experiments import Experiment, load_experiments, task_slices
+from cir.study.pooled import write_pooled_report
+from cir.study.replicates import replicate_dir, replicate_seeds
 from cir.study.report import write_study_report
 from cir.util.errors import CirError
 from cir.util.files import read_json, write_atomic
@@ -43,6 +46,7 @@ class StudySettings:
     resamples: int = DEFAULT_RESAMPLES
     base_url: str | None = None
     llm: dict[str, Any] | None = None  # the LLM agent's settings (LLMConfig), None for the default
+    perturb_at: int | None = None  # a fixed perturbed env action for every cohort (None: the paper's 25%)
 
 
 def _check_study(out: Path, identity: dict[str, Any]) -> list[dict[str, Any]]:
@@ -115,6 +119,8 @@ def reproduce(
     agent: str = "builtin",
     jobs: int = 1,
     seed: int = 0,
+    replicates: int = 1,
+    perturb_at: int | None = None,
     resamples: int = DEFAULT_RESAMPLES,
     backend: str = "loky",
     scheduler: str | None = None,
@@ -128,17 +134,84 @@ def reproduce(
 ) -> Path:
     """Run the study into ``out``; return the path of ``report.md``.
 
+    ``replicates`` > 1 runs that many independent replicates of the whole study (seeds
+    :func:`cir.study.replicates.replicate_seeds`: replicate 0 is this study), each a complete
+    study folder under ``out/replicates/seed-S/``, and writes the pooled report into ``out``
+    (:mod:`cir.study.pooled`). ``perturb_at`` perturbs the same env action in every task
+    instead of the one after 25% of the factual run (:mod:`cir.episode.perturb`).
     ``engine_savings=False`` generates and runs on textworld's engine unmodified: slower,
     the same files and tables (a check of the savings, ``cir.families.alfworld.engine``).
     ``llm`` sets how an LLM agent asks its server; ``cache_dir`` is one reply cache for
     every cohort (default: each run folder's own), which a later study can share.
     """
     out = Path(out)
+    if isinstance(replicates, bool) or not isinstance(replicates, int) or replicates < 1:
+        raise CirError(f"replicates {replicates!r}: expected an integer >= 1")
+    kwargs = dict(quick=quick, agent=agent, jobs=jobs, perturb_at=perturb_at, resamples=resamples,
+                  backend=backend, scheduler=scheduler, base_url=base_url, llm=llm, cache_dir=cache_dir,
+                  experiments_dir=experiments_dir, engine_savings=engine_savings, progress=progress, echo=echo)
+    if replicates == 1:
+        return _study(out, seed=seed, **kwargs)
     experiments = load_experiments(experiments_dir)
+    seeds = replicate_seeds(seed, replicates)
+    llm_settings = None if (llm or LLMConfig()).is_default() else (llm or LLMConfig()).as_dict()
+    settings = StudySettings(quick=quick, agent=agent, seed=seed, resamples=resamples, base_url=base_url,
+                             llm=llm_settings, perturb_at=perturb_at)
+    identity = {**asdict(settings), "replicates": replicates, "experiments": [e.identity() for e in experiments]}
+    out.mkdir(parents=True, exist_ok=True)
+    earlier = _check_study(out, identity)
+    study = {"cir_version": __version__, "settings": identity, "replicate_seeds": seeds, "timings": {},
+             "earlier_calls": earlier}
+    _write_study(out, study)
+    t_start = time.perf_counter()
+    studies = {}
+    for i, s in enumerate(seeds, 1):
+        echo(f"== replicate {i}/{replicates} (seed {s}) in {replicate_dir(out, s)}")
+        t0 = time.perf_counter()
+        _study(replicate_dir(out, s), seed=s, **kwargs)
+        studies[s] = replicate_dir(out, s)
+        study["timings"][f"replicate_seed_{s}_seconds"] = round(time.perf_counter() - t0, 1)
+        _write_study(out, study)
+    echo(f"== pooled: {replicates} replicates, tables, figures and the report")
+    t0 = time.perf_counter()
+    report = write_pooled_report(out, experiments, studies, resamples=resamples, seed=seed, agent=agent, quick=quick)
+    study["timings"]["pooled_analysis_seconds"] = round(time.perf_counter() - t0, 1)
+    study["timings"]["total_seconds"] = round(time.perf_counter() - t_start, 1)
+    _write_study(out, study)
+    echo(f"report: {report} and {report.with_suffix('.html')} ({study['timings']['total_seconds']:.0f} s in this call)")
+    return report
+
+
+def _study(
+    out: Path,
+    *,
+    quick: bool,
+    agent: str,
+    jobs: int,
+    seed: int,
+    perturb_at: int | None,
+    resamples: int,
+    backend: str,
+    scheduler: str | None,
+    base_url: str | None,
+    llm: LLMConfig | None,
+    cache_dir: str | Path | None,
+    experiments_dir: str | Path | None,
+    engine_savings: bool,
+    progress: bool,
+    echo: Callable[[str], None],
+) -> Path:
+    """One study (one replicate) into ``out``; the path of its ``report.md``."""
+    experiments = load_experiments(experiments_dir)
+    if perturb_at is not None:
+        try:
+            experiments = [dc_replace(e, replay=dc_replace(e.replay, perturb_at=perturb_at)) for e in experiments]
+        except CirError as err:
+            raise CirError(f"--perturb-at: {err}") from None
     llm = llm or LLMConfig()
     make_agent(agent, base_url=base_url, seed=seed, llm=llm)  # a bad agent setting: before any folder
     settings = StudySettings(quick=quick, agent=agent, seed=seed, resamples=resamples, base_url=base_url,
-                             llm=None if llm.is_default() else llm.as_dict())
+                             llm=None if llm.is_default() else llm.as_dict(), perturb_at=perturb_at)
     identity = {**asdict(settings), "experiments": [e.identity() for e in experiments]}
     out.mkdir(parents=True, exist_ok=True)
     earlier = _check_study(out, identity)

@@ -245,3 +245,23 @@ def test_branching_env_does_each_transition_once():
     assert env.stats["env_restores"] == 1 and real.steps == 4
     with pytest.raises(CirError, match="unknown state"):
         env.restore(("fly",))
+
+
+def test_a_fixed_perturbation_point_is_the_same_env_action_in_every_task():
+    from cir.episode.perturb import feasibility, parse_conditions, perturbation_point
+    from cir.pairs.replay import run_task_pairs
+
+    settings = ReplaySettings(conditions=("clean", "stale2"), delays=(0, 1), perturb_at=3)
+    points = set()
+    for task in fake_tasks(6):
+        result = run_task_pairs(task, FakeAgent(), make_fake_env(task), settings)
+        assert result.feasible, result.reason
+        points.add(result.point)
+    assert points == {3}
+    assert perturbation_point(40, 0.25, at=3) == 3 and perturbation_point(40, 0.25) == 11
+    ok, reason = feasibility(2, parse_conditions("stale2"), at=3)
+    assert not ok and "env action 3" in reason
+    ok, reason = feasibility(10, parse_conditions("stale2"), at=2)
+    assert not ok and "stale2 needs 2 env actions before" in reason
+    with pytest.raises(CirError, match="perturbation point 0"):
+        ReplaySettings(perturb_at=0)
