@@ -152,11 +152,12 @@ def test_run_episode_router_and_condition():
         delays = (1, 2, 4)
 
         def decide(self, transcript, delay):
-            return type("D", (), {"refresh": delay == 2})()
+            return type("D", (), {"recover": delay == 2, "operation": "refresh"})()
 
     factual, ep, info = run_episode(task.task_id, FakeAgent(), make_fake_env(task), "stale2", router=Yes())
     assert info["point"] and info["router_decisions"][:2] == [
-        {"delay": 1, "refresh": False}, {"delay": 2, "refresh": True}]
+        {"delay": 1, "recover": False, "operation": None},
+        {"delay": 2, "recover": True, "operation": "refresh"}]
     assert sum(1 for s in ep.steps if s.actor == "harness") == 1
     f2, e2, info2 = run_episode(task.task_id, FakeAgent(), make_fake_env(task))
     assert f2 is e2 and info2["point"] is None

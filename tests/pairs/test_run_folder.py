@@ -201,7 +201,7 @@ def test_allowed_partial_results_say_so_in_every_format(synthetic, capsys, tmp_p
                         "--allow-partial")
     assert code == 0 and "note: fitted on a partial run (58 of 60 tasks)" in out
     code, out, _ = _cli(capsys, "evaluate", synthetic["router"], p, "--allow-partial", "--resamples", "20")
-    assert code == 0 and out.startswith("CIR on 58 held-out tasks (partial run: 58 of 60 tasks)")
+    assert code == 0 and out.startswith("Routers on 58 held-out tasks (partial run: 58 of 60 tasks)")
 
 
 def test_a_complete_synthetic_run_reads_as_complete(synthetic, capsys):

@@ -107,4 +107,4 @@ def test_a_study_with_replicates_publishes_each_replicate_and_a_generated_summar
     readme.write_text(f"kept\n{publish.BEGIN}\nold numbers\n{publish.END}\nkept too\n")
     assert publish.fill_summary(readme, text)
     assert readme.read_text() == f"kept\n{publish.BEGIN}\n{text}\n{publish.END}\nkept too\n"
-    assert not publish.fill_summary(tmp_path / "none.md", text)
+    assert not publish.fill_summary(tmp_path / "absent.txt", text)
