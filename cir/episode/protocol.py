@@ -17,7 +17,7 @@ THINK_PREFIX = "think:"
 #: What the harness shows after a thought.
 THINK_ACK = "OK."
 
-# -- what the harness shows (recovery operations, ``cir.episode.recovery``) ------------------------------
+# -- what the harness shows (recovery operations: ``cir.episode.operations``) ------------------------
 #: Before the answer to a refresh query.
 REFRESH_PREFIX = "[Refreshed observation]"
 #: Instead of the answer to a content-ablated refresh query.
@@ -39,8 +39,7 @@ DEFAULT_CONDITIONS: tuple[str, ...] = ("clean", "stale2", "stale1", "missing")
 #: The stale condition the paper reports first.
 PRIMARY_STALE = "stale2"
 DEFAULT_DELAYS: tuple[int, ...] = (0, 1, 2, 4)
-#: Every recovery operation, in display order (``cir.episode.recovery.OPERATIONS`` implements them).
-OPERATIONS: tuple[str, ...] = ("refresh", "refresh_ablated", "replan", "rewind", "placebo")
+#: The operations a run applies by default (every one: ``cir.episode.operations.OPERATIONS``).
 DEFAULT_OPERATIONS: tuple[str, ...] = ("refresh",)
 #: The perturbed env action comes after this fraction of the factual run's env actions.
 DEFAULT_FRACTION = 0.25

@@ -15,7 +15,8 @@ import pandas as pd
 import pytest
 
 from cir.cli import main
-from cir.episode.protocol import DEFAULT_CONDITIONS, DEFAULT_DELAYS, OPERATIONS
+from cir.episode.operations import OPERATIONS
+from cir.episode.protocol import DEFAULT_CONDITIONS, DEFAULT_DELAYS
 from cir.episode.transcript import AGENT, Transcript
 from cir.families.alfworld.agent.beliefs import read_context
 from cir.families.alfworld.agent.builtin import PROFILES, BuiltinAgent
@@ -35,7 +36,7 @@ def _grid(root: Path, n: int) -> Path:
     out = root / "run"
     run_experiment(load_tasks(root / "tasks" / "valid_unseen"), out, jobs=2, progress=False,
                    settings=ReplaySettings(conditions=DEFAULT_CONDITIONS, delays=DEFAULT_DELAYS,
-                                           operations=OPERATIONS),
+                                           operations=tuple(OPERATIONS)),
                    echo=lambda s: None)
     return out
 
