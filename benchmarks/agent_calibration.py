@@ -59,9 +59,10 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     # parse before the engine is imported: fast_downward overwrites sys.argv
     args = _parse_args(argv)
+    from cir.episode.delays import check_delays
     from cir.families.alfworld.tasks import load_tasks
-    from cir.pairs.replay import ReplaySettings, parse_delays
     from cir.pairs.run import run_experiment
+    from cir.pairs.settings import ReplaySettings, RunSettings
     from cir.pairs.store import read_episodes
     from cir.stats.explain import explain_run, mechanism_counts
 
@@ -90,25 +91,25 @@ def main(argv: list[str] | None = None) -> int:
         ref = prof == args.reference
         settings = ReplaySettings(
             conditions=tuple(args.conditions.split(",")) if ref else ("clean",),
-            delays=parse_delays(args.delays) if ref else (0,),
+            delays=check_delays(args.delays) if ref else (0,),
             operations=tuple(args.operations.split(",")) if ref else ("placebo",),
         )
         run = work / prof
-        run_experiment(tasks, run, agent=f"builtin:{prof}", settings=settings, jobs=args.jobs,
-                       seed=args.agent_seed, tasks_source=str(task_dir), progress=False,
-                       echo=lambda s: None)
-        factual = [ep for ep in read_episodes(run) if ep["role"] == "factual"]
-        summary[f"{prof}:clean_success"] = _pct(sum(ep["won"] for ep in factual), len(factual))
-        summary[f"{prof}:mean_env_actions"] = round(sum(ep["env_actions"] for ep in factual) / len(factual), 2)
+        run_experiment(tasks, run, RunSettings(replay=settings, agent=f"builtin:{prof}", jobs=args.jobs,
+                                               seed=args.agent_seed),
+                       tasks_source=str(task_dir), progress=False, echo=lambda s: None)
+        factual = [ep for ep in read_episodes(run) if ep.role == "factual"]
+        summary[f"{prof}:clean_success"] = _pct(sum(ep.won for ep in factual), len(factual))
+        summary[f"{prof}:mean_env_actions"] = round(sum(ep.env_actions for ep in factual) / len(factual), 2)
         if not ref:
             continue
-        arms = {(ep["task_id"], ep["condition"]): ep for ep in read_episodes(run) if ep["role"] == "no_recovery"}
+        arms = {(ep.task_id, ep.condition): ep for ep in read_episodes(run) if ep.role == "no_recovery"}
         feasible = sorted({t for t, _ in arms})
         summary["feasible"] = len(feasible)
-        won = {ep["task_id"]: ep["won"] for ep in factual}
+        won = {ep.task_id: ep.won for ep in factual}
         for cond in settings.conditions:
             # an infeasible task keeps its factual outcome (nothing was perturbed)
-            wins = sum(arms[(t, cond)]["won"] if (t, cond) in arms else won[t] for t in won)
+            wins = sum(arms[(t, cond)].won if (t, cond) in arms else won[t] for t in won)
             summary[f"{prof}:{cond}_success"] = _pct(wins, len(won))
             summary[f"{prof}:{cond}_drop_points"] = round(
                 summary[f"{prof}:clean_success"] - summary[f"{prof}:{cond}_success"], 1)
@@ -129,8 +130,8 @@ def main(argv: list[str] | None = None) -> int:
         summary["explained_by"] = mechanism_counts(table).to_dict(orient="records")
         fired: Counter[str] = Counter()
         for ep in read_episodes(run):
-            for e in ep.get("trace") or []:
-                fired[e["mechanism"]] += 1
+            for e in ep.transcript.trace if ep.transcript is not None else []:
+                fired[e.mechanism] += 1
         summary["mechanism_events"] = dict(sorted(fired.items()))
     if "weak" in profiles and "strong" in profiles:
         summary["strong_minus_weak_points"] = round(

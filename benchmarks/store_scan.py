@@ -29,7 +29,7 @@ def build(folder: Path, n_tasks: int) -> None:
     """A finished run of ``n_tasks`` fake tasks (the default grid; 20 run, the rest copies
     with their own ids), with its table and record."""
     sys.path.insert(0, str(HERE.parent / "tests"))
-    from support.replay import fake_tasks, make_fake_agent, make_fake_env
+    from support.replay import fake_settings, fake_tasks
 
     from cir.pairs.paired import paired_text, text_digest
     from cir.pairs.record import RunRecord
@@ -37,8 +37,9 @@ def build(folder: Path, n_tasks: int) -> None:
     from cir.pairs.store import RunStore, read_records
 
     seed = folder / "seed"
-    record = run_experiment(fake_tasks(20), seed, agent="fake", agent_factory=make_fake_agent,
-                            env_factory=make_fake_env, tasks_source="fake", progress=False)
+    record = run_experiment(fake_tasks(20), seed,
+                            fake_settings(agent="fake"),
+                            tasks_source="fake", progress=False)
     tasks: dict[str, list[dict]] = {}
     for rec in read_records(seed):
         tasks.setdefault(rec["task_id"], []).append(rec)

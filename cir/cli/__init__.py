@@ -17,13 +17,14 @@ import sys
 import textwrap
 
 from cir import __version__
-from cir.util.errors import CirError
+from cir.util.errors import CirError, SettingError
 
 # Command modules, in the order they appear in ``cir --help``.
 COMMAND_MODULES = [
     "cir.cli.tasks",  # cir tasks generate|list|play
     "cir.cli.episode",  # cir episode
     "cir.cli.run",  # cir run
+    "cir.cli.repair",  # cir repair
     "cir.cli.analysis",  # cir table|contrast|joint|figures
     "cir.cli.policy",  # cir fit|evaluate
     "cir.cli.explain",  # cir explain
@@ -78,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.handler(args) or 0)
     except CirError as err:
-        print(f"cir: error: {err}", file=sys.stderr)
+        print(f"cir: error: {err.as_option() if isinstance(err, SettingError) else err}", file=sys.stderr)
         return 2
     except OSError as err:  # a disk error no module named a path for
         where = f"{err.filename}: " if err.filename else ""

@@ -33,6 +33,8 @@ PLACEBO_TEXT = "[harness] no new information"
 # -- the harness budgets (paper) ---------------------------------------------------------------
 DEFAULT_MAX_TURNS = 49
 DEFAULT_MAX_ACTIONS = 64
+#: Model turns and env actions per episode at most (a larger budget is a typo).
+MAX_BUDGET = 100_000
 
 # -- the paired design ----------------------------------------------------------------------------
 DEFAULT_CONDITIONS: tuple[str, ...] = ("clean", "stale2", "stale1", "missing")
@@ -56,3 +58,5 @@ DEFAULT_FOLDS = 5
 DEFAULT_RESAMPLES = 10_000
 DEFAULT_LEVEL = 0.95
 DEFAULT_SEED = 0
+#: Seeds of the agent, the bootstrap, the folds and the study: what numpy and scikit-learn accept.
+MAX_SEED = 2**32 - 1

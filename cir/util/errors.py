@@ -8,13 +8,15 @@ class CirError(Exception):
 class SettingError(CirError):
     """A setting with a value it cannot take, found where the settings are built.
 
-    In Python the message names the setting (``max_turns 0: expected ...``); the command line
-    names the option that set it instead (:meth:`as_option`: ``--max-turns 0: expected ...``).
+    In Python the message names the setting (``max_turns 0: expected ...``), or the item of a
+    list setting (``delay -1: expected ...``); the command line names the option that set it
+    instead (:meth:`as_option`: ``--max-turns 0: expected ...``, ``--delays: delay -1: ...``).
     """
 
-    def __init__(self, setting: str, value: object, expected: str) -> None:
-        self.setting, self.value, self.expected = setting, value, expected
-        super().__init__(f"{setting} {value!r}: expected {expected}")
+    def __init__(self, setting: str, value: object, expected: str, item: str | None = None) -> None:
+        self.setting, self.value, self.expected, self.item = setting, value, expected, item
+        super().__init__(f"{item or setting} {value!r}: expected {expected}")
 
     def as_option(self) -> str:
-        return f"--{self.setting.replace('_', '-')} {self.value!r}: expected {self.expected}"
+        option = "--" + self.setting.replace("_", "-")
+        return f"{option}: {self}" if self.item else f"{option} {self.value!r}: expected {self.expected}"

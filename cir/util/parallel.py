@@ -18,10 +18,13 @@ finishing its task for nobody (:class:`_EndWithParent`).
 from __future__ import annotations
 
 import os
+import re
+import signal
 import threading
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from typing import Any
 
@@ -34,6 +37,24 @@ _WORKER_RESTART = "A worker stopped while some jobs were given to the executor"
 #: Local workers per core at most: more only queue for the CPU (and each holds an engine).
 MAX_JOBS_PER_CORE = 4
 _PARENT_POLL = 0.5  # seconds between a worker's checks that its parent is alive
+
+
+class WorkerLost(CirError):
+    """A worker process ended in the middle of its work (killed, or out of memory)."""
+
+
+def _lost(err: BaseException) -> WorkerLost:
+    """One line for a worker that died, naming the signal that ended it when the pool says."""
+    listed = re.search(r"\{(.*?)\}", str(err))  # loky: "The exit codes of the workers are {SIGKILL(-9)}"
+    codes = re.findall(r"-?\d+", listed.group(1)) if listed else []
+    names = []
+    for code in codes:
+        try:
+            names.append(signal.Signals(-int(code)).name if int(code) < 0 else f"exit code {code}")
+        except ValueError:
+            names.append(f"exit code {code}")
+    how = f" ({', '.join(sorted(set(names)))})" if names else ""
+    return WorkerLost(f"a worker process ended in the middle of a task{how}: killed, or out of memory")
 
 
 def cores() -> int:
@@ -109,11 +130,14 @@ def parallel_map(fn: Callable[..., Any], items: Iterable[Any], *args: Any, jobs:
     return_as = "generator" if ordered else "generator_unordered"
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=_WORKER_RESTART, category=UserWarning)
-        if backend != "dask":
-            yield from joblib.Parallel(n_jobs=jobs, backend=backend, return_as=return_as)(calls)
-            return
-        with _dask_client(jobs, scheduler), joblib.parallel_config(backend="dask"):
-            yield from joblib.Parallel(n_jobs=jobs, return_as=return_as)(calls)
+        try:
+            if backend != "dask":
+                yield from joblib.Parallel(n_jobs=jobs, backend=backend, return_as=return_as)(calls)
+                return
+            with _dask_client(jobs, scheduler), joblib.parallel_config(backend="dask"):
+                yield from joblib.Parallel(n_jobs=jobs, return_as=return_as)(calls)
+        except BrokenProcessPool as err:
+            raise _lost(err) from None
 
 
 @contextmanager

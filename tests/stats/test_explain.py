@@ -24,6 +24,7 @@ from cir.families.alfworld.agent.mechanisms import Draws
 from cir.families.alfworld.features import extract_features
 from cir.pairs.replay import ReplaySettings
 from cir.pairs.run import run_experiment
+from cir.pairs.settings import RunSettings
 from cir.pairs.store import read_episodes
 from cir.stats.explain import explain_run, find_pair, format_pair, mechanism_counts
 
@@ -34,10 +35,10 @@ def _grid(root: Path, n: int) -> Path:
 
     generate_split(root / "tasks", "valid_unseen", n, 0, progress=False, jobs=2)
     out = root / "run"
-    run_experiment(load_tasks(root / "tasks" / "valid_unseen"), out, jobs=2, progress=False,
-                   settings=ReplaySettings(conditions=DEFAULT_CONDITIONS, delays=DEFAULT_DELAYS,
-                                           operations=tuple(OPERATIONS)),
-                   echo=lambda s: None)
+    run_experiment(load_tasks(root / "tasks" / "valid_unseen"), out,
+                   RunSettings(replay=ReplaySettings(conditions=DEFAULT_CONDITIONS, delays=DEFAULT_DELAYS,
+                                           operations=tuple(OPERATIONS)), jobs=2),
+                   progress=False, echo=lambda s: None)
     return out
 
 

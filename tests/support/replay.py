@@ -169,3 +169,12 @@ def fake_tasks(n: int, root: Path | None = None) -> list[FakeTask]:
 
 def dump(obj: object) -> str:
     return json.dumps(obj, sort_keys=True)
+
+
+def fake_settings(replay: object = None, agent: str = "fake", **more: object):  # noqa: ANN201
+    """The RunSettings of a run with the fake agent and env (``agent`` ``fake:SECONDS`` is a
+    slow one); ``more`` sets any other setting (jobs, backend, ...)."""
+    from cir.pairs.settings import ReplaySettings, RunSettings
+
+    return RunSettings(replay=replay or ReplaySettings(), agent=agent, agent_factory=make_fake_agent,
+                       env_factory=make_fake_env, **more)

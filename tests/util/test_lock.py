@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support.replay import fake_tasks, make_fake_agent, make_fake_env
+from support.replay import fake_settings, fake_tasks
 
 from cir.pairs.replay import ReplaySettings
 from cir.pairs.run import run_experiment
@@ -94,12 +94,11 @@ def test_a_lock_is_reentrant_in_its_owner_and_released_once(tmp_path):
 RUN = """
 import sys
 sys.path.insert(0, {tests!r})
-from support.replay import fake_tasks, make_fake_agent, make_fake_env
-from cir.pairs.replay import ReplaySettings
+from support.replay import fake_settings, fake_tasks
 from cir.pairs.run import run_experiment
-run_experiment(fake_tasks(4), {out!r}, agent="fake:0.003", settings=ReplaySettings(operations=("refresh",)),
-               agent_factory=make_fake_agent, env_factory=make_fake_env, tasks_source="fake",
-               progress=False, echo=lambda s: None)
+from cir.pairs.settings import ReplaySettings
+run_experiment(fake_tasks(4), {out!r}, fake_settings(ReplaySettings(operations=("refresh",)), "fake:0.003"),
+               tasks_source="fake", progress=False, echo=lambda s: None)
 """
 
 
@@ -112,9 +111,9 @@ def test_two_runs_on_one_folder_one_is_refused_and_nothing_is_doubled(tmp_path):
         while not (out / "run.json").exists() and time.monotonic() < deadline:
             time.sleep(0.02)
         with pytest.raises(CirError, match="another cir process is writing this run folder"):
-            run_experiment(fake_tasks(4), out, agent="fake:0.003", settings=ReplaySettings(operations=("refresh",)),
-                           agent_factory=make_fake_agent, env_factory=make_fake_env, tasks_source="fake",
-                           progress=False, echo=lambda s: None)
+            run_experiment(fake_tasks(4), out,
+                           fake_settings(ReplaySettings(operations=("refresh",)), "fake:0.003"),
+                           tasks_source="fake", progress=False, echo=lambda s: None)
     finally:
         _, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err.decode()[-2000:]
