@@ -337,9 +337,10 @@ def check_run(run_dir: str | Path, allow_partial: bool = False) -> tuple[str, di
     summaries = scan.summaries()
     done = [summaries[i] for i in ids if i in summaries]
     text = paired_text(done, record.settings.replay.conditions, record.settings.replay.operations)
+    status = _partial(run_dir, n, len(done), scan.damage_text(), allow_partial)  # refused first
     if text != current:
         _note_derived(store, text, current)
-    return text, _partial(run_dir, n, len(done), scan.damage_text(), allow_partial), scan
+    return text, status, scan
 
 
 def check_record(record: RunRecord, store: RunStore) -> None:

@@ -12,6 +12,7 @@ Tasks a repair leaves missing are run by the same ``cir run`` command.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from cir import __version__
@@ -33,10 +34,12 @@ def repair_run(run_dir: str | Path, echo: Callable[[str], None] = print) -> RunR
             raise CirError(f"{store.dir}: has no {RUN_JSON}, so nothing says which tasks, agent and grid "
                            "its store must hold; rerun the `cir run` command that made it")
         ids = record.task_ids
-        if ids is None or len(ids) != record.settings.n_tasks or task_set_digest(ids) != record.settings.task_set:
-            raise CirError(f"{store.run_json_path}: its task ids do not match its settings (n_tasks, "
-                           "task_set), so the run's tasks are unknown; rerun the `cir run` command "
-                           "that made it into a new --out folder")
+        if ids is None or task_set_digest(ids) != record.settings.task_set:
+            raise CirError(f"{store.run_json_path}: its task ids do not match its settings' digest of "
+                           "them (task_set), so the run's tasks are unknown; rerun the `cir run` "
+                           "command that made it into a new --out folder")
+        # the number of tasks is the number of the ids the digest vouches for
+        record = replace(record, settings=replace(record.settings, n_tasks=len(ids)))
         scan = store.open(foreign_member(record.settings, ids))
         summaries = scan.summaries()
         done = [summaries[i] for i in ids if i in summaries]

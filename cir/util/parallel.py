@@ -7,7 +7,9 @@ the copies and drops the facts when a game's engine closes, so a worker's memory
 over hundreds of tasks. As a second line, loky replaces a worker whose memory has grown by
 300 MB since its first task; it measures that with psutil (a dependency for this reason:
 without it loky silently skips the check) and warns "A worker stopped while some jobs were
-given to the executor"; that warning is noise to a user, so it is silenced here, and only here.
+given to the executor"; that warning is noise to a user, so it is silenced here, and only here,
+as is joblib's note that finished results went unused when the caller stops early (its own
+error, Ctrl-C), which would come before the caller's error line.
 
 Two guards against runaway processes: ``jobs`` is bounded by the machine's cores
 (:func:`check_jobs`; a remote Dask cluster is not bounded), and a local worker process
@@ -34,6 +36,9 @@ from cir.util.errors import CirError
 
 BACKENDS = ("loky", "threading", "dask")
 _WORKER_RESTART = "A worker stopped while some jobs were given to the executor"
+#: what joblib says when the caller stops early (an error in the caller, Ctrl-C): noise
+#: printed before the caller's own error line
+_STOPPED_EARLY = r"\d+ tasks (have been successfully executed|which were still being processed)"
 #: Local workers per core at most: more only queue for the CPU (and each holds an engine).
 MAX_JOBS_PER_CORE = 4
 _PARENT_POLL = 0.5  # seconds between a worker's checks that its parent is alive
@@ -130,6 +135,7 @@ def parallel_map(fn: Callable[..., Any], items: Iterable[Any], *args: Any, jobs:
     return_as = "generator" if ordered else "generator_unordered"
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=_WORKER_RESTART, category=UserWarning)
+        warnings.filterwarnings("ignore", message=_STOPPED_EARLY, category=UserWarning)
         try:
             if backend != "dask":
                 yield from joblib.Parallel(n_jobs=jobs, backend=backend, return_as=return_as)(calls)

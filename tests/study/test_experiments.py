@@ -59,7 +59,7 @@ def test_cohort_slices_never_share_tasks(quick):
         (lambda s: s.replace('role = "effects"', 'role = "fun"'), "role 'fun'"),
         (lambda s: s.replace('split = "valid_unseen"', 'split = "test"'), "split 'test'"),
         (lambda s: s.replace("n_tasks = 10\n", "n_tasks = 0\n"), "'n_tasks' must be >= 1"),
-        (lambda s: s.replace("delays = [0, 1]", "delays = [0, -1]"), "delays): delay -1"),
+        (lambda s: s.replace("delays = [0, 1]", "delays = [0, -1]"), "delays, operations): delay -1"),
         (lambda s: s.replace("delays = [0, 1]", "delays = [0, true]"), "delay True"),
         (lambda s: s.replace("order = 1\n", ""), "missing field 'order'"),
         (lambda s: s + "\ncolour = 1\n", "unknown field(s) colour"),
