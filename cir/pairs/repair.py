@@ -40,6 +40,7 @@ def repair_run(run_dir: str | Path, echo: Callable[[str], None] = print) -> RunR
                            "command that made it into a new --out folder")
         # the number of tasks is the number of the ids the digest vouches for
         record = replace(record, settings=replace(record.settings, n_tasks=len(ids)))
+        _check_fits(store, record, ids)
         scan = store.open(foreign_member(record.settings, ids))
         summaries = scan.summaries()
         done = [summaries[i] for i in ids if i in summaries]
@@ -53,6 +54,16 @@ def repair_run(run_dir: str | Path, echo: Callable[[str], None] = print) -> RunR
     echo(f"{store.dir}: {len(done)} of {len(ids)} tasks in the store, {new.counts.pairs} pairs"
          + (f"; {missing} task(s) missing: the same `cir run` command runs them" if missing else "; complete"))
     return new
+
+
+def _check_fits(store: RunStore, record: RunRecord, ids: list[str]) -> None:
+    """Refuse, changing nothing, when no task of the store fits the record: then the record is
+    the one in doubt (its settings edited, or another run's), not the store."""
+    scan = store.scan(foreign_member(record.settings, ids))
+    if scan.foreign and not scan.members:
+        raise CirError(f"{store.dir}: none of the {len(scan.foreign)} task(s) in {EPISODES} fits the "
+                       f"settings of {RUN_JSON} ({scan.foreign[0].problem}); was {RUN_JSON} edited or "
+                       "copied from another run? Nothing was changed")
 
 
 def _rewrite(store: RunStore, old: RunRecord, new: RunRecord, text: str, echo: Callable[[str], None]) -> None:
