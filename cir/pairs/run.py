@@ -7,7 +7,9 @@ rewrites ``paired.csv`` and ``run.json`` (:class:`~cir.pairs.record.RunRecord`) 
 So an interrupted run loses nothing and the same call resumes it; the table does not
 depend on the completion order, the number of workers or the backend.
 
-An LLM agent keeps its replies in ``RUN_DIR/agent_cache`` or in a shared ``cache_dir``.
+Everything a run is given is one :class:`~cir.pairs.settings.RunSettings` (checked where it
+is built), and the worker processes get it as it is. An LLM agent keeps its replies in
+``RUN_DIR/agent_cache`` or in a shared ``cache_dir``.
 A study grows by a new run folder: ``extend=OLD_RUN`` checks that the new settings only
 add tasks, conditions, delays or operations to OLD_RUN's, and reads OLD_RUN's replies
 (copying those it uses into the new folder's cache), so the part already computed costs
