@@ -361,20 +361,35 @@ def _healed_by_writer(lab: Lab, case: Case, folder: Path, proc: subprocess.Compl
 
 def _interrupted(lab: Lab, case: Case, folder: Path) -> tuple[str, str]:
     """A run interrupted (kill -9 of cir or of a worker, Ctrl-C), then the same command: the
-    interruption says so in one line (a kill -9 of cir cannot), and the resume is pristine."""
+    interruption says so in one line (a kill -9 of cir cannot), and the resume is pristine.
+
+    The run gets a session of its own, as a command typed in a terminal has: Ctrl-C is a
+    SIGINT to its whole process group, and whatever of it outlives the case is ended."""
     argv = lab.run_argv(folder)
-    proc = subprocess.Popen([CIR, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    if case.extra.get("kill_worker"):
-        worker = _a_worker(proc.pid, deadline=time.monotonic() + 60)
-        time.sleep(1.0)
-        if worker is not None:
-            os.kill(worker, signal.SIGKILL)
-    else:
-        time.sleep(case.signal_after or 0)
-        if proc.poll() is None:
-            proc.send_signal(case.sig)
-    out, err = proc.communicate(timeout=600)
+    proc = subprocess.Popen([CIR, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, preexec_fn=_default_sigint)
+    try:
+        if case.extra.get("kill_worker"):
+            worker = _a_worker(proc.pid, deadline=time.monotonic() + 60)
+            time.sleep(1.0)
+            if worker is not None:
+                os.kill(worker, signal.SIGKILL)
+        else:
+            time.sleep(case.signal_after or 0)
+            if proc.poll() is None:
+                if case.sig == signal.SIGINT:
+                    os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the terminal signals the group
+                else:
+                    proc.send_signal(case.sig)
+        out, err = proc.communicate(timeout=180)
+    except subprocess.TimeoutExpired:
+        out, err = "", "a process of the run outlived it for 180 s (workers left behind)"
+        proc.returncode = -999
+    finally:
+        _end_group(proc.pid)
     first = subprocess.CompletedProcess(argv, proc.returncode, out, err)
+    if first.returncode == -999:
+        return "traceback", err
     then = cir(argv)
     right = then.returncode == 0 and (folder / "paired.csv").read_bytes() == lab.paired
     said = f"exit {first.returncode}" if first.returncode < 0 else _said(first)
@@ -384,6 +399,19 @@ def _interrupted(lab: Lab, case: Case, folder: Path) -> tuple[str, str]:
     if first.returncode in (0, -signal.SIGKILL):  # finished first, or killed outright (nothing could print)
         return classify(then, right), said
     return classify(first, right, interrupted=case.sig == signal.SIGINT), said
+
+
+def _default_sigint() -> None:
+    """A command started from a terminal handles Ctrl-C (a background shell would ignore it)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def _end_group(pgid: int) -> None:
+    """End what is left of a case's own process group (the run's workers, if any outlived it)."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _a_worker(parent: int, deadline: float) -> int | None:

@@ -99,10 +99,15 @@ _watching: set[int] = set()
 
 
 def _watch_parent(parent: int) -> None:
-    """In a direct child of ``parent``: a daemon thread that ends the process when the
-    parent dies (the child is then adopted, so its parent pid changes)."""
-    if parent in _watching or os.getpid() == parent or os.getppid() != parent:
+    """In a worker process of ``parent`` (a direct child): a daemon thread that ends the
+    process when the parent dies (the child is then adopted, so its parent pid changes).
+    Called when the worker starts (loky's initializer: an idle worker ends too) and again
+    before each call; a worker that finds its parent already gone ends at once (it was still
+    loading its first task when the parent was killed)."""
+    if parent in _watching or os.getpid() == parent:
         return
+    if os.getppid() != parent:
+        os._exit(1)
     _watching.add(parent)
 
     def watch() -> None:
@@ -137,6 +142,10 @@ def parallel_map(fn: Callable[..., Any], items: Iterable[Any], *args: Any, jobs:
         warnings.filterwarnings("ignore", message=_WORKER_RESTART, category=UserWarning)
         warnings.filterwarnings("ignore", message=_STOPPED_EARLY, category=UserWarning)
         try:
+            if backend == "loky":  # each worker watches for its parent from its start
+                with joblib.parallel_config(backend="loky", initializer=_watch_parent, initargs=(os.getpid(),)):
+                    yield from joblib.Parallel(n_jobs=jobs, return_as=return_as)(calls)
+                return
             if backend != "dask":
                 yield from joblib.Parallel(n_jobs=jobs, backend=backend, return_as=return_as)(calls)
                 return

@@ -162,6 +162,47 @@ def test_workers_end_when_their_parent_is_killed(tmp_path):
             proc.wait()
 
 
+IDLE = """
+import os, time
+from pathlib import Path
+from cir.util.parallel import parallel_map
+
+def slow(i, folder):
+    Path(folder, "busy").write_text(str(os.getpid()))
+    time.sleep(120)
+    return i
+
+list(parallel_map(slow, range(1), {folder!r}, jobs=2, backend="loky"))  # two workers, one task
+"""
+
+
+def test_a_worker_without_a_task_ends_when_its_parent_is_killed(tmp_path):
+    """The idle worker ends with its parent too: every worker watches from its start."""
+    import psutil
+
+    proc = subprocess.Popen([sys.executable, "-c", IDLE.format(folder=str(tmp_path))], stderr=subprocess.DEVNULL)
+    pids: list[int] = []
+    try:
+        deadline = time.monotonic() + 60
+        while (len(pids) < 2 or not (tmp_path / "busy").exists()) and time.monotonic() < deadline:
+            pids = [k.pid for k in psutil.Process(proc.pid).children() if "popen_loky" in " ".join(k.cmdline())]
+            time.sleep(0.05)
+        assert len(pids) == 2 and proc.poll() is None
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        deadline = time.monotonic() + 15
+        while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not any(_alive(p) for p in pids)
+    finally:
+        for pid in pids:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 @pytest.mark.parametrize(("argv", "what"), [
     (["tasks", "generate", "--split", "train", "--n", "2", "--out", "{folder}"], "task folder"),
     (["reproduce", "--quick", "--out", "{folder}"], "study folder"),
