@@ -95,7 +95,10 @@ class Lab:
         self.pristine = work / "pristine"
         self.n = 0
 
-    def setup(self) -> None:
+    def setup(self, reuse: bool = False) -> None:
+        if reuse and (self.pristine / "run.json").exists() and (self.work / "other-seed" / "run.json").exists():
+            self._references()  # a --work folder of an earlier call: its runs are reused
+            return
         gen = cir(["tasks", "generate", "--split", "valid_unseen", "--n", "4", "--seed", "3",
                    "--out", str(self.work / "tasks"), "--max-plan-length", "9", "--quiet"])
         assert gen.returncode == 0, gen.stderr
@@ -104,6 +107,9 @@ class Lab:
         other = cir(["run", "--tasks", str(self.tasks), "--out", str(self.work / "other-seed"), "--seed", "1",
                      "--jobs", "2", *GRID])
         assert other.returncode == 0, other.stderr
+        self._references()
+
+    def _references(self) -> None:
         self.paired = (self.pristine / "paired.csv").read_bytes()
         self.table = cir(["table", str(self.pristine), "--resamples", "200"]).stdout
         self.explain = cir(["explain", str(self.pristine)]).stdout
@@ -439,8 +445,10 @@ def _said(proc: subprocess.CompletedProcess) -> str:
 def full_disk(lab: Lab) -> list[tuple[str, str, str, str]]:
     """`cir run` onto a full disk: a clear error; moved to a disk with room, the same command heals."""
     disk = lab.work / "small-disk"
-    disk.mkdir()
-    size = max(64, (lab.pristine / "episodes.jsonl.gz").stat().st_size // 2048)  # half the store, in KiB
+    disk.mkdir(exist_ok=True)
+    shutil.rmtree(lab.work / "moved", ignore_errors=True)
+    need = sum((lab.pristine / name).stat().st_size for name in ("episodes.jsonl.gz", "paired.csv", "run.json"))
+    size = max(8, need // 3 // 1024)  # a third of what the run writes, in KiB: full before the end
     if subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}k", "tmpfs", str(disk)],
                       capture_output=True).returncode != 0:
         return [("full disk", "cir run onto a full disk", "skipped", "cannot mount a tmpfs here")]
@@ -465,17 +473,22 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--work", default=None, help="working folder (default: a temporary one)")
     ap.add_argument("--kills", type=int, default=4, help="kill -9 trials of the cir process")
+    ap.add_argument("--only", default=None, metavar="GROUPS",
+                    help="comma list of the classes to try (e.g. 'full disk,kills during a run')")
     args = ap.parse_args(argv)
+    only = None if args.only is None else {g.strip() for g in args.only.split(",")}
     work = Path(args.work or tempfile.mkdtemp(prefix="cir-hostile-"))
     work.mkdir(parents=True, exist_ok=True)
     lab = Lab(work)
-    lab.setup()
+    lab.setup(reuse=args.work is not None)
     rows = []
     for case in [*bad_values(lab), *damaged_folders(lab), *wrong_folders(lab), *kills(lab, args.kills)]:
+        if only is not None and case.group not in only:
+            continue
         outcome, said = run_case(lab, case)
         rows.append((case.group, case.name, outcome, said))
         print(f"{outcome:15} {case.group:30} {case.name}: {said}", flush=True)
-    for row in full_disk(lab):
+    for row in full_disk(lab) if only is None or "full disk" in only else []:
         rows.append(row)
         print(f"{row[2]:15} {row[0]:30} {row[1]}: {row[3]}", flush=True)
     counts = Counter((group, outcome) for group, _, outcome, _ in rows)

@@ -332,9 +332,9 @@ def check_run(run_dir: str | Path, allow_partial: bool = False) -> tuple[str, di
     if record.complete and current is not None and digest == record.paired_sha256 \
             and record.members is not None and verify_members(store.episodes_path, record.members) is None:
         return current, _partial(run_dir, n, n, "", allow_partial), None
-    ids = record.task_ids if record.task_ids is not None else sorted(record.feasibility)
-    scan = store.scan(foreign_member(record.settings, ids))
+    scan = store.scan(foreign_member(record.settings, record.task_ids))
     summaries = scan.summaries()
+    ids = record.task_ids if record.task_ids is not None else sorted(summaries)
     done = [summaries[i] for i in ids if i in summaries]
     text = paired_text(done, record.settings.replay.conditions, record.settings.replay.operations)
     status = _partial(run_dir, n, len(done), scan.damage_text(), allow_partial)  # refused first

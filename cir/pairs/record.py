@@ -112,18 +112,19 @@ class RunIdentity:
         return cls(**own, replay=settings)
 
 
-def foreign_member(identity: RunIdentity, task_ids: Sequence[str]) -> Callable[[dict[str, Any]], str | None]:
+def foreign_member(identity: RunIdentity, task_ids: Sequence[str] | None) -> Callable[[dict[str, Any]], str | None]:
     """What makes a stored task's summary another run's, or None for one of this run.
 
-    A member of this run has a task of ``task_ids``, this run's agent (name, settings digest,
-    seed: all in ``agent_label``) on every row, and one row per cell of the grid when its
-    factual run was prefix-feasible (none otherwise).
+    A member of this run has a task of ``task_ids`` (None: a record of an older version,
+    which does not list them), this run's agent (name, settings digest, seed: all in
+    ``agent_label``) on every row, and one row per cell of the grid when its factual run was
+    prefix-feasible (none otherwise).
     """
-    ids, label, cells = set(task_ids), identity.agent_label, identity.replay.cells()
+    ids, label, cells = None if task_ids is None else set(task_ids), identity.agent_label, identity.replay.cells()
 
     def problem(summary: dict[str, Any]) -> str | None:
         task, rows = summary.get("task_id"), summary.get("rows") or []
-        if task not in ids:
+        if ids is not None and task not in ids:
             return "from another run (a task this run does not have)"
         agents = {summary.get("agent"), *(r.get("agent") for r in rows)} - {None}
         if agents != {label}:

@@ -242,8 +242,8 @@ class _Run:
                     self._finished(res, session, bar)
                     flush(False)
             except WorkerLost as err:
-                raise CirError(f"{self.store.dir}: {err}; the {len(self.done)} finished task(s) are "
-                               "saved: run the same command again to resume") from None
+                saved = f"the {len(self.done)} finished task(s) are saved" if self.done else "no task had finished"
+                raise CirError(f"{self.store.dir}: {err}; {saved}: run the same command again to resume") from None
         record = flush(True)
         self.echo(self._summary_line(record, session))
         return record
