@@ -168,10 +168,13 @@ class _Run:
         self.sessions = list(old.sessions) if old else []
 
     def _keep_edited(self) -> None:
-        """A record this writer did not write (edited: it contradicts itself) is kept before
-        the run rebuilds it from the store."""
+        """A record this writer did not write (edited: it contradicts itself; or an older
+        cir's, without the store's member digests) is kept before the run rebuilds it."""
         old, store = self.old, self.store
-        problem = None if old is None else old.inconsistency()
+        if old is None:
+            return
+        problem = old.inconsistency() or (None if old.members is not None else
+                                          "written by an older cir (no digests of the store's tasks)")
         if problem:
             kept = store.keep_copy(store.run_json_path, "replaced")
             log.warning("%s: %s; rebuilt from the episode store (the old one kept as %s)",

@@ -230,6 +230,10 @@ def test_a_run_record_of_an_older_version_is_still_checked(run):
     path.write_bytes(path.read_bytes()[: scan_store(path).members[-1].start])
     with pytest.raises(CirError, match="partial run: 1 of 5 tasks missing"):
         read_paired(run)
+    _run(run)  # the writer rewrites the older record with the store's digests, keeping the old one
+    (kept,) = run.glob("run.json.replaced-*")
+    assert "store" not in json.loads(kept.read_text())
+    assert len(json.loads((run / "run.json").read_text())["store"]["members"]) == 5
 
 
 def test_kept_results_without_their_store_are_read_when_the_record_vouches_for_them(tmp_path):
