@@ -113,8 +113,9 @@ def main(argv: list[str] | None = None) -> int:
 def calibrate_seed(args: argparse.Namespace, tasks: list[Any], task_dir: Path, seed: int,
                    work: Path) -> dict[str, Any]:
     """Every profile's runs with one agent seed, and what they measure."""
-    from cir.pairs.replay import ReplaySettings, parse_delays
+    from cir.episode.delays import check_delays
     from cir.pairs.run import run_experiment
+    from cir.pairs.settings import ReplaySettings, RunSettings
     from cir.pairs.store import read_episodes
 
     profiles = [p.strip() for p in args.profiles.split(",") if p.strip()]
@@ -126,15 +127,16 @@ def calibrate_seed(args: argparse.Namespace, tasks: list[Any], task_dir: Path, s
         ref = prof == args.reference
         settings = ReplaySettings(
             conditions=tuple(args.conditions.split(",")) if ref else ("clean",),
-            delays=parse_delays(args.delays) if ref else (0,),
+            delays=check_delays(args.delays) if ref else (0,),
             operations=tuple(args.operations.split(",")) if ref else ("placebo",),
         )
         run = work / prof
-        run_experiment(tasks, run, agent=f"builtin:{prof}", settings=settings, jobs=args.jobs,
-                       seed=seed, tasks_source=str(task_dir), progress=False, echo=lambda s: None)
-        factual = [ep for ep in read_episodes(run) if ep["role"] == "factual"]
-        summary[f"{prof}:clean_success"] = _pct(sum(ep["won"] for ep in factual), len(factual))
-        summary[f"{prof}:mean_env_actions"] = round(sum(ep["env_actions"] for ep in factual) / len(factual), 2)
+        run_experiment(tasks, run, RunSettings(replay=settings, agent=f"builtin:{prof}", jobs=args.jobs,
+                                               seed=seed),
+                       tasks_source=str(task_dir), progress=False, echo=lambda s: None)
+        factual = [ep for ep in read_episodes(run) if ep.role == "factual"]
+        summary[f"{prof}:clean_success"] = _pct(sum(ep.won for ep in factual), len(factual))
+        summary[f"{prof}:mean_env_actions"] = round(sum(ep.env_actions for ep in factual) / len(factual), 2)
         if ref:
             summary.update(reference_summary(run, prof, settings.conditions, factual))
     if "weak" in profiles and "strong" in profiles:
@@ -145,7 +147,7 @@ def calibrate_seed(args: argparse.Namespace, tasks: list[Any], task_dir: Path, s
 
 
 def reference_summary(run: Path, prof: str, conditions: tuple[str, ...],
-                      factual: list[dict[str, Any]]) -> dict[str, Any]:
+                      factual: list[Any]) -> dict[str, Any]:
     """The reference profile's perturbed arms, recovery outcomes and explanations."""
     import pandas as pd
 
@@ -153,18 +155,18 @@ def reference_summary(run: Path, prof: str, conditions: tuple[str, ...],
     from cir.stats.explain import explain_run, mechanism_counts
 
     out: dict[str, Any] = {}
-    arms = {(ep["task_id"], ep["condition"]): ep for ep in read_episodes(run) if ep["role"] == "no_recovery"}
+    arms = {(ep.task_id, ep.condition): ep for ep in read_episodes(run) if ep.role == "no_recovery"}
     out["feasible"] = len({t for t, _ in arms})
-    won = {ep["task_id"]: ep["won"] for ep in factual}
+    won = {ep.task_id: ep.won for ep in factual}
     clean = _pct(sum(won.values()), len(won))
     for cond in conditions:
         # an infeasible task keeps its factual outcome (nothing was perturbed)
-        wins = sum(arms[(t, cond)]["won"] if (t, cond) in arms else won[t] for t in won)
+        wins = sum(arms[(t, cond)].won if (t, cond) in arms else won[t] for t in won)
         out[f"{prof}:{cond}_success"] = _pct(wins, len(won))
         out[f"{prof}:{cond}_drop_points"] = round(clean - out[f"{prof}:{cond}_success"], 1)
     if "stale1" in conditions and "stale2" in conditions:
         both = [t for t in won if (t, "stale1") in arms and (t, "stale2") in arms]
-        same = sum(arms[(t, "stale1")]["won"] == arms[(t, "stale2")]["won"] for t in both)
+        same = sum(arms[(t, "stale1")].won == arms[(t, "stale2")].won for t in both)
         out["stale1_stale2_agreement"] = _pct(same, len(both))
     paired = pd.read_csv(run / "paired.csv")
     hit = paired[(paired["condition"] == "clean") & (paired["delay"] == 0) & (paired["operation"] == "refresh")
@@ -189,8 +191,8 @@ def reference_summary(run: Path, prof: str, conditions: tuple[str, ...],
     out["explained_by"] = mechanism_counts(table).to_dict(orient="records")
     fired: Counter[str] = Counter()
     for ep in read_episodes(run):
-        for e in ep.get("trace") or []:
-            fired[e["mechanism"]] += 1
+        for e in ep.transcript.trace if ep.transcript is not None else []:
+            fired[e.mechanism] += 1
     out["mechanism_events"] = dict(sorted(fired.items()))
     return out
 

@@ -23,6 +23,7 @@ from typing import Any
 from cir.cli.analysis import partial_label
 from cir.cli.limits import MAX_BUDGET, MAX_RESAMPLES, MAX_SEED, check_int
 from cir.cli.style import add_columns, command
+from cir.episode.operations import OPERATIONS
 from cir.episode.protocol import (
     DEFAULT_C,
     DEFAULT_CANDIDATE_DELAYS,
@@ -35,7 +36,6 @@ from cir.episode.protocol import (
     DEFAULT_MAX_TURNS,
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
-    OPERATIONS,
 )
 from cir.util.errors import CirError
 from cir.util.files import disk_error

@@ -83,7 +83,7 @@ class Harness:
         self.max_turns = int(max_turns)
         self.max_actions = int(max_actions)
         self.reply_cache: dict[str, Any] = {} if reply_cache is None else reply_cache
-        self.settings: dict[str, Any] = dict(agent.settings())
+        self.agent_settings: dict[str, Any] = dict(agent.settings())  # they key the reply cache
         self.costs = Costs()
         self.on_call = on_call
 
@@ -100,7 +100,7 @@ class Harness:
         """The reply and, for an agent that explains itself (``act_traced``), the
         mechanisms that fired reading the last message and deciding the reply."""
         context = transcript.context()
-        key = context_hash(context, self.settings)
+        key = context_hash(context, self.agent_settings)
         cached = self.reply_cache.get(key)
         if cached is not None:
             self.costs.cache_hits += 1

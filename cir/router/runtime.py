@@ -352,7 +352,7 @@ def _upgrade(data: dict[str, Any], version: int, source: str) -> dict[str, Any]:
 
 
 def _operations(ops: list[Any], source: str) -> tuple[str, ...]:
-    from cir.episode.protocol import OPERATIONS
+    from cir.episode.operations import OPERATIONS
 
     if not ops or len(set(map(str, ops))) != len(ops):
         raise CirError(f"{source}: 'operations' must list distinct operations, got {ops!r}")

@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from cir.pairs.settings import RunSettings
 from cir.study.reproduce import reproduce
 from cir.util.errors import CirError
 
@@ -125,7 +126,7 @@ def test_second_call_resumes_and_writes_identical_tables(study) -> None:
 def test_other_settings_are_refused_by_name(study) -> None:
     out, configs, _ = study
     with pytest.raises(CirError, match=r"written by other settings \(seed: 0 there, 1 now\)"):
-        reproduce(out, quick=True, experiments_dir=configs, seed=1, resamples=200, progress=False,
+        reproduce(out, RunSettings(seed=1), quick=True, experiments_dir=configs, resamples=200, progress=False,
                   echo=lambda line: None)
 
 
@@ -148,11 +149,12 @@ def test_llm_settings_are_checked_before_the_study_folder_and_part_of_its_settin
     from cir.study.reproduce import StudySettings, _differences
 
     with pytest.raises(CirError, match="--temperature"):
-        reproduce(tmp_path / "out", quick=True, llm=LLMConfig(temperature=0.5), progress=False,
+        reproduce(tmp_path / "out", RunSettings(llm=LLMConfig(temperature=0.5)), quick=True, progress=False,
                   echo=lambda line: None)
     with pytest.raises(CirError, match="LLM option 'seed'"):
-        reproduce(tmp_path / "out", quick=True, agent="openai:m", base_url="http://127.0.0.1:9/v1",
-                  llm=LLMConfig(options={"seed": 3}), progress=False, echo=lambda line: None)
+        reproduce(tmp_path / "out", RunSettings(agent="openai:m", base_url="http://127.0.0.1:9/v1",
+                                                llm=LLMConfig(options={"seed": 3})),
+                  quick=True, progress=False, echo=lambda line: None)
     assert not (tmp_path / "out").exists()
     greedy = StudySettings(agent="openai:m").__dict__
     warm = StudySettings(agent="openai:m", llm=LLMConfig(temperature=0.7).as_dict()).__dict__

@@ -15,8 +15,8 @@ from cir.families.alfworld.features import (
     action_kind,
     answers,
     extract_features,
-    parse_goal,
 )
+from cir.families.alfworld.goals import parse_goal
 
 TASK = ("You are in the middle of a room. Looking quickly around you, you see a cabinet 1, "
         "a countertop 1, a fridge 1, and a microwave 1.\nYour task is to: heat some apple and put it in "
@@ -184,7 +184,24 @@ def test_budget_progress_and_repetition() -> None:
 ])
 def test_goal_parsing(goal: str, obj: str, two: bool, transform: bool, look: bool) -> None:
     g = parse_goal(f"You are in the middle of a room.\nYour task is to: {goal}.")
-    assert (g.obj, g.pick_two, g.transform, g.look) == (obj, two, transform, look)
+    assert (g.obj, g.count == 2, g.transform is not None, g.look) == (obj, two, transform, look)
+
+
+def test_the_features_and_the_agent_read_the_goal_with_one_parser() -> None:
+    from cir.families.alfworld import features, goals
+    from cir.families.alfworld.agent import beliefs
+
+    assert features.parse_goal is goals.parse_goal is beliefs.parse_goal
+
+
+def test_a_goal_that_fits_no_template_asks_for_one_object_placed() -> None:
+    text = "You are in the middle of a room.\nYour task is to: dance a little."
+    t = Transcript("t", text, [Step("agent", "look", "look", "You are in the middle of a room.",
+                                    "You are in the middle of a room.")])
+    f = extract_features(t, 0)
+    assert parse_goal(text) is None
+    assert (f["f_task_pick_two"], f["f_task_transform"], f["f_task_look"], f["f_goal_obj_seen"]) == (0, 0, 0, 0)
+    assert f["f_subgoals_left"] == 2  # take one, place it
 
 
 def test_answers_and_kinds() -> None:
