@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from support.replay import fake_tasks, make_fake_agent, make_fake_env
+from support.replay import fake_settings, fake_tasks
 
 from cir.cli import main
 from cir.pairs.replay import ReplaySettings
@@ -47,8 +47,8 @@ def test_a_router_fitted_for_an_operation_applies_it_in_cir_episode(
 def short_budget_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("budgets") / "run"
     settings = ReplaySettings(conditions=("clean", "stale2"), delays=(0, 1, 2, 4), max_turns=30, max_actions=40)
-    run_experiment(fake_tasks(12), out, settings=settings, agent="fake", agent_factory=make_fake_agent,
-                   env_factory=make_fake_env, tasks_source="fake", progress=False, echo=lambda _: None)
+    run_experiment(fake_tasks(12), out, fake_settings(settings), tasks_source="fake", progress=False,
+                   echo=lambda _: None)
     return out
 
 
