@@ -26,11 +26,20 @@ what is skipped, each switchable, each checked byte-identical against the unmodi
 With none of the first five on, ``load_game`` builds textworld's own ``PddlEnv`` (with the
 text memo if asked): "unmodified" means the engine's own code, not this module with its
 switches off.
+
+Threads. Engine work is serialised per process (:data:`ENGINE_LOCK`): textworld parses its
+text templates with one module-level TatSu parser (two threads parsing at once corrupt its
+stack: ``IndexError: pop from empty list``, at load and at steps that meet a new template),
+and Fast Downward's translator swaps ``sys.argv`` and ``sys.stdout`` while it runs. So
+``load_game`` loads under the lock and returns the game wrapped in :class:`Serialised`, whose
+``reset`` and ``step`` take it too, and ``Engine.close`` gives its library copy back under
+it. Threads that wait for an LLM's reply hold no engine, so requests still overlap.
 """
 
 from __future__ import annotations
 
 import sys
+import threading
 from collections import Counter, defaultdict
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -52,6 +61,10 @@ from cir.families.alfworld.commands import cache_blocker
 from cir.families.alfworld.grammar import parse_logic
 from cir.families.alfworld.textmemo import install_memo
 from cir.util.errors import CirError
+
+#: Held by every engine call of this process (module docstring, "Threads"). Reentrant:
+#: garbage collection may close an engine inside a thread that holds it.
+ENGINE_LOCK = threading.RLock()
 
 
 @dataclass(frozen=True)
@@ -343,31 +356,51 @@ class Engine(PddlEnv):
         """Release the engine's memory (``release_memory``); the engine is unusable after."""
         if getattr(self, "_closed", True) or sys.is_finalizing():
             return  # never built, already closed, or the interpreter is exiting
-        self._closed = True
-        if self.savings.release_memory:
-            memory.give_back(self.downward_lib)
-            memory.forget_facts()
+        with ENGINE_LOCK:
+            self._closed = True
+            if self.savings.release_memory:
+                memory.give_back(self.downward_lib)
+                memory.forget_facts()
+
+
+class Serialised(textworld.core.Wrapper):
+    """A loaded game whose ``reset`` and ``step`` hold :data:`ENGINE_LOCK` (one engine at a
+    time per process); everything else passes through to the wrapped game."""
+
+    def load(self, path: Any) -> None:
+        with ENGINE_LOCK:
+            self._wrapped_env.load(path)
+
+    def reset(self) -> GameState:
+        with ENGINE_LOCK:
+            return self._wrapped_env.reset()
+
+    def step(self, command: str) -> tuple[GameState, float, bool]:
+        with ENGINE_LOCK:
+            return self._wrapped_env.step(command)
 
 
 def load_game(data: Mapping[str, Any], savings: Savings, infos: textworld.EnvInfos, *,
               replanner: bool = False, logic: GameLogic | None = None) -> Any:
-    """A loaded ``AlfredDemangler`` over an ``Engine`` (or textworld's ``PddlEnv``, no savings).
+    """A loaded ``AlfredDemangler`` over an ``Engine`` (or textworld's ``PddlEnv``, no savings),
+    :class:`Serialised` (safe to use from several threads of one process).
 
     ``replanner`` and ``logic`` are as for ``Engine``; the unmodified engine always makes
     the replanner's translation and parses the grammar itself. Exceptions of the engine
     pass through (the caller knows what was being loaded); the engine is closed first.
     """
-    if savings.in_engine():
-        engine: PddlEnv = Engine(infos, savings, replanner=replanner, logic=logic)
-    else:
-        engine = PddlEnv(infos)
-    env = AlfredDemangler(shuffle=False)(engine)  # shuffle uses the global random: keep it off
-    try:
-        with keep_argv():
-            env.load(dict(data))
-    except BaseException:
-        engine.close()
-        raise
-    if savings.memo_text:
-        install_memo(engine)
-    return env
+    with ENGINE_LOCK:
+        if savings.in_engine():
+            engine: PddlEnv = Engine(infos, savings, replanner=replanner, logic=logic)
+        else:
+            engine = PddlEnv(infos)
+        env = AlfredDemangler(shuffle=False)(engine)  # shuffle uses the global random: keep it off
+        try:
+            with keep_argv():
+                env.load(dict(data))
+        except BaseException:
+            engine.close()
+            raise
+        if savings.memo_text:
+            install_memo(engine)
+    return Serialised(env)
