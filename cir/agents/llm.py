@@ -103,7 +103,7 @@ def strip_thinking(text: str) -> tuple[str, bool]:
     return text, False
 
 
-def _endpoint_base(base_url: str) -> str:
+def endpoint_base(base_url: str) -> str:
     """``base_url`` as the OpenAI SDK takes it (ending in ``/v1`` or a provider's own path).
 
     A bare ``http://host:port`` gets ``/v1`` appended, since every server named above
@@ -247,7 +247,7 @@ class LLMAgent:
                 f"LLM retries: max_retries={max_retries}, backoff={backoff}, max_backoff={max_backoff}; expected values >= 0"
             )
         self.model = model
-        self.base_url = _endpoint_base(base_url)
+        self.base_url = endpoint_base(base_url)
         self.api_key = api_key
         self.mode = mode
         self.seed = int(seed)

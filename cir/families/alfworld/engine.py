@@ -29,15 +29,19 @@ switches off.
 
 Threads. Engine work is serialised per process (:data:`ENGINE_LOCK`): textworld parses its
 text templates with one module-level TatSu parser (two threads parsing at once corrupt its
-stack: ``IndexError: pop from empty list``, at load and at steps that meet a new template),
-and Fast Downward's translator swaps ``sys.argv`` and ``sys.stdout`` while it runs. So
-``load_game`` loads under the lock and returns the game wrapped in :class:`Serialised`, whose
-``reset`` and ``step`` take it too, and ``Engine.close`` gives its library copy back under
-it. Threads that wait for an LLM's reply hold no engine, so requests still overlap.
+stack: ``IndexError: pop from empty list``, at load and at steps that meet a new template)
+and keeps every fact in one memo. So ``load_game`` returns the game wrapped in
+:class:`Serialised`, whose ``reset`` and ``step`` take the lock, an ``Engine`` loads under
+it and ``close`` gives its library copy back under it. Fast Downward's translator (most of a
+load: about 1 s a game) keeps its options in module state and swaps ``sys.argv`` and
+``sys.stdout`` while it runs: translations take :data:`TRANSLATE_LOCK` instead, so one game's
+translation does not stop the other games' steps (the two are taken in that order: the
+translator's first). Threads that wait for an LLM's reply hold neither, so requests overlap.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 from collections import Counter, defaultdict
@@ -65,6 +69,9 @@ from cir.util.errors import CirError
 #: Held by every engine call of this process (module docstring, "Threads"). Reentrant:
 #: garbage collection may close an engine inside a thread that holds it.
 ENGINE_LOCK = threading.RLock()
+#: Held by every translation of this process, and wherever ``sys.argv`` is saved to be put
+#: back (:func:`keep_argv`). Taken before ENGINE_LOCK when both are held, never after it.
+TRANSLATE_LOCK = threading.RLock()
 
 
 @dataclass(frozen=True)
@@ -100,12 +107,14 @@ class Savings:
 
 @contextmanager
 def keep_argv() -> Iterator[None]:
-    """fast_downward overwrites ``sys.argv`` while translating; put it back."""
-    saved = list(sys.argv)
-    try:
-        yield
-    finally:
-        sys.argv[:] = saved
+    """fast_downward overwrites ``sys.argv`` while translating; put it back. Holds
+    :data:`TRANSLATE_LOCK`: no other thread translates (and changes it) meanwhile."""
+    with TRANSLATE_LOCK:
+        saved = list(sys.argv)
+        try:
+            yield
+        finally:
+            sys.argv[:] = saved
 
 
 @dataclass(frozen=True)
@@ -246,13 +255,19 @@ class Engine(PddlEnv):
 
     def load(self, data: Mapping[str, Any]) -> None:
         """Load a game from its data (``pddl_domain``, ``grammar``, ``pddl_problem``)."""
-        self._check_open()
-        self._game_file = None
-        self._game_data = data
-        self.walkthrough = data.get("walkthrough", None)
-        logic, self._given_logic = self._given_logic, None
-        self._logic = logic if logic is not None else parse_logic(data, reuse=self.savings.parse_once)
-        self._translation = self._translate()
+        with ENGINE_LOCK:
+            self._check_open()
+            self._game_file = None
+            self._game_data = data
+            self.walkthrough = data.get("walkthrough", None)
+            logic, self._given_logic = self._given_logic, None
+            self._logic = logic if logic is not None else parse_logic(data, reuse=self.savings.parse_once)
+        self._translation = self._translate()  # under TRANSLATE_LOCK only
+        with ENGINE_LOCK:
+            self._build(data)
+
+    def _build(self, data: Mapping[str, Any]) -> None:
+        """The loaded game's state, names and command cache (under ENGINE_LOCK)."""
         self._pddl_state = EngineState(self.downward_lib, data["pddl_problem"], self._logic,
                                        self._translation)
         self._fresh_state = True
@@ -372,7 +387,7 @@ class Serialised(textworld.core.Wrapper):
             self._wrapped_env.load(path)
 
     def reset(self) -> GameState:
-        with ENGINE_LOCK:
+        with TRANSLATE_LOCK, ENGINE_LOCK:  # a reset may translate again (translate_once off)
             return self._wrapped_env.reset()
 
     def step(self, command: str) -> tuple[GameState, float, bool]:
@@ -389,18 +404,26 @@ def load_game(data: Mapping[str, Any], savings: Savings, infos: textworld.EnvInf
     the replanner's translation and parses the grammar itself. Exceptions of the engine
     pass through (the caller knows what was being loaded); the engine is closed first.
     """
-    with ENGINE_LOCK:
+    # textworld's own engine parses and translates inside its load: it holds both locks
+    whole = contextlib.nullcontext() if savings.in_engine() else _both_locks()
+    with whole:
         if savings.in_engine():
             engine: PddlEnv = Engine(infos, savings, replanner=replanner, logic=logic)
         else:
             engine = PddlEnv(infos)
         env = AlfredDemangler(shuffle=False)(engine)  # shuffle uses the global random: keep it off
         try:
-            with keep_argv():
-                env.load(dict(data))
+            env.load(dict(data))  # the demangler names this engine's entities: its own data
         except BaseException:
             engine.close()
             raise
-        if savings.memo_text:
+    if savings.memo_text:
+        with ENGINE_LOCK:
             install_memo(engine)
     return Serialised(env)
+
+
+@contextmanager
+def _both_locks() -> Iterator[None]:
+    with keep_argv(), ENGINE_LOCK:  # keep_argv holds TRANSLATE_LOCK
+        yield
