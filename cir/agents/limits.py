@@ -123,6 +123,10 @@ class Limiter:
         self.waited = 0.0  # seconds threads waited here, summed
         self.paused = 0.0  # seconds of pause set by refusals (overlaps merged)
 
+    def now(self) -> float:
+        """The limiter's clock (monotonic seconds)."""
+        return self._clock()
+
     def acquire(self, tokens: int = 0) -> Ticket:
         """Wait for a place in the window, the request's turn in the pace, the end of a pause."""
         start = self._clock()

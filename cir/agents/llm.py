@@ -480,7 +480,7 @@ class LLMAgent:
                 self.usage.add(usage)
                 return outcome.record
             if outcome.refused:
-                now = time.monotonic()
+                now = limiter.now()
                 refused_since = now if refused_since is None else refused_since
                 wait = min(delay if outcome.wait is None else outcome.wait, self.max_backoff)
                 limiter.release(ticket, refused=True, wait=wait)
