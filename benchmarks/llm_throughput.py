@@ -14,6 +14,11 @@ its tasks) and its share of the requests in flight (``RequestLimits(concurrency=
 processes)``), over one keep-alive pool per process. No reply cache on disk and a fresh
 server for each concurrency, so every run asks the server everything.
 
+A hosted API's rate limits: ``--refuse-share S --retry-after R`` (the server answers that
+share of requests 429 with ``Retry-After: R``) or ``--server-rpm N`` (it refuses beyond N
+requests a minute), with or without ``--client-rpm`` (the run's own limit, shared out to the
+processes); what each worker's limiter did is reported beside the table.
+
 Reported per concurrency: wall time (from starting the workers to the last result) against
 the ideal (requests x latency / concurrency), start-up (until the server's first request),
 requests at the server (every concurrency must send exactly the sequential run's), requests
@@ -48,14 +53,15 @@ SERVER = ROOT / "tests" / "support" / "fake_openai.py"
 def worker(tasks: list[Any], cfg: dict[str, Any]) -> dict[str, Any]:
     """One worker process: its tasks through run_tasks; plain results and its CPU."""
     from cir.agents.factory import make_agent
-    from cir.agents.limits import RequestLimits
+    from cir.agents.limits import RequestLimits, shared_limiter
+    from cir.agents.llm import endpoint_base
     from cir.families.alfworld.env import AlfworldEnv
     from cir.pairs.replay import ReplaySettings, run_task_pairs
     from cir.pairs.schedule import run_tasks
 
     cpu0 = time.process_time()
     settings = ReplaySettings(**cfg["settings"])
-    limits = RequestLimits(concurrency=cfg["concurrency"])
+    limits = RequestLimits(concurrency=cfg["concurrency"], rpm=cfg["rpm"])
 
     def one(task: Any, pool: Any) -> dict[str, Any]:
         agent = make_agent(cfg["agent"], base_url=cfg["base_url"], limits=limits)
@@ -65,7 +71,8 @@ def worker(tasks: list[Any], cfg: dict[str, Any]) -> dict[str, Any]:
 
     out = list(run_tasks(tasks, one, concurrency=cfg["concurrency"],
                          tasks_at_once=cfg["tasks_at_once"] or len(tasks)))
-    return {"results": out, "cpu_s": time.process_time() - cpu0}
+    limiter = shared_limiter(endpoint_base(cfg["base_url"]), limits).stats()
+    return {"results": out, "cpu_s": time.process_time() - cpu0, "limiter": limiter}
 
 
 class Sampler:
@@ -100,9 +107,13 @@ class Sampler:
         self._thread.join()
 
 
-def start_server(latency: float) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen([sys.executable, str(SERVER), "--latency", str(latency)],
-                            stdout=subprocess.PIPE, text=True)
+def start_server(args: argparse.Namespace) -> tuple[subprocess.Popen[str], str]:
+    cmd = [sys.executable, str(SERVER), "--latency", str(args.latency)]
+    if args.refuse_share:
+        cmd += ["--refuse-share", str(args.refuse_share), "--retry-after", str(args.retry_after)]
+    if args.server_rpm:
+        cmd += ["--rpm", str(args.server_rpm)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     line = proc.stdout.readline() if proc.stdout else ""
     if not line.startswith("port "):
         proc.kill()
@@ -125,9 +136,10 @@ def measure(tasks: list[Any], concurrency: int, args: argparse.Namespace,
     """One run at one concurrency, against a fresh server."""
     processes = 1 if concurrency == 1 else min(args.processes, len(tasks))
     share = -(-concurrency // processes)
-    server, base_url = start_server(args.latency)
+    server, base_url = start_server(args)
     cfg = {"agent": "openai-completion:fake", "base_url": base_url, "settings": settings,
-           "concurrency": share, "tasks_at_once": args.tasks_at_once}
+           "concurrency": share, "tasks_at_once": args.tasks_at_once,
+           "rpm": args.client_rpm / processes if args.client_rpm else None}
     slices = [tasks[i::processes] for i in range(processes)]
     server_proc = psutil.Process(server.pid)
     server_cpu0 = sum(server_proc.cpu_times()[:2])
@@ -156,9 +168,22 @@ def measure(tasks: list[Any], concurrency: int, args: argparse.Namespace,
         "cpu_workers_s": round(sum(o["cpu_s"] for o in outs), 1), "cpu_server_s": round(server_cpu, 1),
         "peak_rss_mb": round(rss.peak / 2**20), "tasks": len(results),
         "model_calls": sum(r["stats"]["model_calls"] for r in results),
+        "refused": stats["refused"], "limiter": _summed([o["limiter"] for o in outs]),
         "paired_sha256": paired_digest([r["summary"] for r in results], settings),
         "episodes_sha256": hashlib.sha256(episodes.encode("utf-8")).hexdigest(),
     }
+
+
+def _summed(stats: list[dict[str, Any]]) -> dict[str, Any]:
+    """The worker processes' limiter counts, summed (the smallest window of any)."""
+    out: dict[str, Any] = {}
+    for one in stats:
+        for key, value in one.items():
+            if key in ("window", "window_min"):
+                out[key] = value if out.get(key) is None else min(out[key], value if value is not None else out[key])
+            elif value is not None:
+                out[key] = round(out.get(key, 0) + value, 3)
+    return out
 
 
 def cohort(args: argparse.Namespace) -> list[Any]:
@@ -202,6 +227,11 @@ def main() -> int:
     parser.add_argument("--operations", default="refresh,refresh_ablated,replan,placebo")
     parser.add_argument("--max-turns", type=int, default=12)
     parser.add_argument("--max-actions", type=int, default=12)
+    parser.add_argument("--refuse-share", type=float, default=0.0,
+                        help="the server answers this share of requests with 429")
+    parser.add_argument("--retry-after", type=float, default=1.0, help="the Retry-After of those 429s")
+    parser.add_argument("--server-rpm", type=int, default=0, help="the server refuses beyond this rpm")
+    parser.add_argument("--client-rpm", type=float, default=0.0, help="the run's own rpm limit")
     parser.add_argument("--json", help="write the settings and results here")
     args = parser.parse_args()
     settings = {"conditions": args.conditions.split(","),
@@ -214,8 +244,12 @@ def main() -> int:
         rows.append(measure(tasks, c, args, settings))
         print(json.dumps(rows[-1]), flush=True)
     print(table(rows))
-    same = len({(r["requests"], r["paired_sha256"], r["episodes_sha256"]) for r in rows}) == 1
-    print(f"identical requests, paired tables and episodes at every concurrency: {same}")
+    same = len({(r["requests"] - r["refused"], r["paired_sha256"], r["episodes_sha256"]) for r in rows}) == 1
+    print(f"identical answered requests, paired tables and episodes at every concurrency: {same}")
+    for r in rows:
+        if r["refused"] or r["limiter"].get("waited_s"):
+            print(f"concurrency {r['concurrency']}: {r['refused']} requests refused (429); "
+                  f"the limiters: {json.dumps(r['limiter'])}")
     if args.json:
         Path(args.json).write_text(json.dumps({"settings": {**vars(args), "replay": settings},
                                                "rows": rows, "identical": same}, indent=1))

@@ -35,13 +35,16 @@ and keeps every fact in one memo. So ``load_game`` returns the game wrapped in
 it and ``close`` gives its library copy back under it. Fast Downward's translator (most of a
 load: about 1 s a game) keeps its options in module state and swaps ``sys.argv`` and
 ``sys.stdout`` while it runs: translations take :data:`TRANSLATE_LOCK` instead, so one game's
-translation does not stop the other games' steps (the two are taken in that order: the
+translation does not stop the other games' steps, and its capture of ``sys.stdout`` takes
+only the translating thread's output (:class:`_ThreadCapture`), not what other threads print
+meanwhile (the two are taken in that order: the
 translator's first). Threads that wait for an LLM's reply hold neither, so requests overlap.
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
 import sys
 import threading
 from collections import Counter, defaultdict
@@ -51,6 +54,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 import fast_downward
+import fast_downward.interface
 import textworld
 from alfworld.agents.environment.alfred_tw_env import AlfredDemangler
 from fast_downward.translate.pddl import conditions, f_expression
@@ -115,6 +119,44 @@ def keep_argv() -> Iterator[None]:
             yield
         finally:
             sys.argv[:] = saved
+
+
+class _Routed(io.TextIOBase):
+    """``sys.stdout`` while a translation runs: the translating thread's writes go to the
+    capture, every other thread's to the stream that was there before."""
+
+    def __init__(self, other: Any, capture: io.StringIO) -> None:
+        self._other, self._capture, self._owner = other, capture, threading.get_ident()
+
+    def _target(self) -> Any:
+        return self._capture if threading.get_ident() == self._owner else self._other
+
+    def write(self, text: str) -> int:
+        return self._target().write(text)
+
+    def flush(self) -> None:
+        self._target().flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._other, name)
+
+
+class _ThreadCapture(list):
+    """fast_downward's ``CapturingStdout`` (the lines the translator prints), for one thread."""
+
+    def __enter__(self) -> _ThreadCapture:
+        self._stdout = sys.stdout
+        self._stringio = io.StringIO()
+        sys.stdout = _Routed(self._stdout, self._stringio)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.extend(self._stringio.getvalue().splitlines())
+        del self._stringio
+        sys.stdout = self._stdout
+
+
+fast_downward.interface.CapturingStdout = _ThreadCapture  # what pddl2sas captures with
 
 
 @dataclass(frozen=True)
