@@ -49,6 +49,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -131,14 +132,19 @@ _COUNTERS = ("calls", "cache_hits", "in_flight_shared", "http_requests", "retrie
 _MAX_DOUBLINGS = 30
 
 
+@dataclass(frozen=True)
 class _Outcome:
     """One attempt's result: a record to cache, or why not (a refusal asks to ``wait``)."""
 
-    __slots__ = ("problem", "record", "refused", "wait")
+    record: dict[str, Any] | None = None
+    problem: str = ""
+    refused: bool = False
+    wait: float | None = None
 
-    def __init__(self, record: dict[str, Any] | None = None, problem: str = "", *,
-                 refused: bool = False, wait: float | None = None) -> None:
-        self.record, self.problem, self.refused, self.wait = record, problem, refused, wait
+
+def _counter(name: str, doc: str) -> property:
+    """A read-only view of one of an agent's counters."""
+    return property(lambda self: self._counts[name], doc=doc)
 
 
 def _estimate_tokens(body: dict[str, Any], max_tokens: int) -> int:
@@ -238,14 +244,9 @@ class LLMAgent:
         if max_tokens is None:
             max_tokens = THINK_MAX_TOKENS if think else MAX_TOKENS
         _check_decoding(temperature, logprobs)
-        for field, value, low in (("timeout", timeout, 0.0), ("max_tokens", max_tokens, 1),
-                                  ("max_reply_bytes", max_reply_bytes, 1), ("patience", patience, 0.0)):
-            if not value > low:
-                raise CirError(f"LLM {field} {value!r}: expected a number above {low}")
-        if max_retries < 0 or backoff < 0 or max_backoff < 0:
-            raise CirError(
-                f"LLM retries: max_retries={max_retries}, backoff={backoff}, max_backoff={max_backoff}; expected values >= 0"
-            )
+        _check_requests(timeout=timeout, max_tokens=max_tokens, max_reply_bytes=max_reply_bytes,
+                        patience=patience, max_retries=max_retries, backoff=backoff,
+                        max_backoff=max_backoff)
         self.model = model
         self.base_url = endpoint_base(base_url)
         self.api_key = api_key
@@ -287,15 +288,13 @@ class LLMAgent:
             for name, n in counts.items():
                 self._counts[name] += n
 
-    calls = property(lambda self: self._counts["calls"], doc="Answers obtained from the server.")
-    cache_hits = property(lambda self: self._counts["cache_hits"], doc="Replies without a request.")
-    in_flight_shared = property(lambda self: self._counts["in_flight_shared"],
-                                doc="Replies taken from another thread's request in flight.")
-    http_requests = property(lambda self: self._counts["http_requests"], doc="Attempts sent.")
-    retries = property(lambda self: self._counts["retries"], doc="Attempts after a request's first.")
-    refusals = property(lambda self: self._counts["refusals"], doc="HTTP 429/503 answers.")
-    invalid_answers = property(lambda self: self._counts["invalid_answers"],
-                               doc="Answers without a reply (retried).")
+    calls = _counter("calls", "Answers obtained from the server.")
+    cache_hits = _counter("cache_hits", "Replies without a request (cache, or a request in flight).")
+    in_flight_shared = _counter("in_flight_shared", "Replies taken from another thread's request.")
+    http_requests = _counter("http_requests", "Attempts sent.")
+    retries = _counter("retries", "Attempts after a request's first.")
+    refusals = _counter("refusals", "HTTP 429/503 answers.")
+    invalid_answers = _counter("invalid_answers", "Answers without a reply (retried).")
 
     # -- the Agent contract -------------------------------------------------------------
     def settings(self) -> dict[str, Any]:
@@ -596,6 +595,17 @@ class LLMAgent:
 
     def __repr__(self) -> str:
         return f"LLMAgent(model={self.model!r}, base_url={self.base_url!r}, mode={self.mode!r})"
+
+
+def _check_requests(*, max_retries: int, backoff: float, max_backoff: float, **above: float) -> None:
+    for field, value in above.items():
+        low = 0.0 if field in ("timeout", "patience") else 1
+        if not value > low:
+            raise CirError(f"LLM {field} {value!r}: expected a number above {low}")
+    if max_retries < 0 or backoff < 0 or max_backoff < 0:
+        raise CirError(
+            f"LLM retries: max_retries={max_retries}, backoff={backoff}, max_backoff={max_backoff}; expected values >= 0"
+        )
 
 
 def _check_decoding(temperature: Any, logprobs: Any) -> None:
