@@ -4,7 +4,9 @@ latency-bound fake OpenAI-compatible server on loopback.
     python benchmarks/llm_throughput.py                      # 8 generated tasks, 300 ms a request
     python benchmarks/llm_throughput.py --concurrency 1,8 --tasks-at-once 1 --json out.json
 
-The server (``tests/support/fake_openai.py``, its own process) answers every request after
+The run is the paper's grid (4 conditions x 4 delays x 5 operations) with budgets cut to 12
+turns and 12 env actions, so that the sequential run takes minutes, not hours. The server
+(``tests/support/fake_openai.py``, its own process) answers every request after
 ``--latency`` seconds with a command that is a pure function of the prompt, and logs when
 each request arrived and was answered. The run: ``--n`` ALFWorld tasks (generated once into
 ``--work``) through the paired replayer with the LLM agent, spread over ``--processes``
@@ -222,9 +224,9 @@ def main() -> int:
     parser.add_argument("--processes", type=int, default=os.cpu_count() or 1,
                         help="worker processes (concurrency 1 uses one)")
     parser.add_argument("--tasks-at-once", type=int, default=0, help="per process; 0: all of its tasks")
-    parser.add_argument("--conditions", default="clean,stale2")
+    parser.add_argument("--conditions", default="clean,stale2,stale1,missing")
     parser.add_argument("--delays", default="0,1,2,4")
-    parser.add_argument("--operations", default="refresh,refresh_ablated,replan,placebo")
+    parser.add_argument("--operations", default="refresh,refresh_ablated,replan,rewind,placebo")
     parser.add_argument("--max-turns", type=int, default=12)
     parser.add_argument("--max-actions", type=int, default=12)
     parser.add_argument("--refuse-share", type=float, default=0.0,

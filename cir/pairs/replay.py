@@ -295,8 +295,13 @@ class _Fork:
         self.rewind = Checkpoints(snapshots={k_before: snapshots[k_before]}, anchor=self.k_at - 1)
         self.operations = [get_operation(m, refresh_query(env)) for m in settings.operations]
 
-    def no_recovery_arm(self, cond: Condition, env: CountingEnv | None = None) -> tuple[Transcript, dict[int, Any]]:
-        """3. The condition's arm and its snapshots from the perturbed step on."""
+    def no_recovery_arm(self, cond: Condition, env: CountingEnv | None = None,
+                        at_branch_point: BranchPointCall | None = None) -> tuple[Transcript, dict[int, Any]]:
+        """3. The condition's arm and its snapshots from the perturbed step on.
+
+        ``at_branch_point(d, k, snapshot, prefix, goes_on)`` is told when the arm reaches
+        each delay's branch point, so that its branches may start before the arm ends.
+        """
         task_id, factual, k_at = self.result.task_id, self.factual, self.k_at
         env = env or self.env
         if cond.kind == "clean":
@@ -306,7 +311,13 @@ class _Fork:
         arm.steps[-1] = perturbation.apply(factual.prefix(k_at - 1), arm.steps[-1])
         env.restore(self.snapshots[k_at])
         hook = SnapshotHook(at={self.point + d for d in self.settings.delays})
-        self.harness.run(env, arm, hooks=[hook])
+        hooks: list[Any] = [hook]
+        if at_branch_point is not None:
+            hooks.append(_BranchPoints(self.point, hook, at_branch_point))
+            if 0 in self.settings.delays:  # delay 0 branches where the arm starts
+                at_branch_point(0, k_at, self.snapshots[k_at], arm.prefix(k_at),
+                                self.harness.can_continue(arm))
+        self.harness.run(env, arm, hooks=hooks)
         check_arm(task_id, cond.name, factual, arm, k_at)
         return arm, {k_at: self.snapshots[k_at], **hook.snapshots}
 
@@ -380,6 +391,28 @@ class _Fork:
                 f"differs from its no-recovery arm before the branch point (step {k})"
             )
         return branch
+
+
+#: ``(delay, step count, snapshot, the arm's first steps, whether the arm goes on)``
+BranchPointCall = Callable[[int, int, Any, Transcript, bool], None]
+
+
+class _BranchPoints:
+    """A harness hook (after the arm's SnapshotHook): at each branch point, the call.
+
+    ``goes_on`` is whether the arm takes another turn there (the harness's own test), which
+    is whether the recovery is executed at that delay; the prefix is a copy made in the
+    arm's thread. The final arm still decides what is recorded (:meth:`_Fork.branch_points`).
+    """
+
+    def __init__(self, point: int, snaps: SnapshotHook, call: BranchPointCall) -> None:
+        self.point, self.snaps, self.call = point, snaps, call
+
+    def after_env_action(self, harness: Harness, env: Any, transcript: Transcript) -> None:
+        k = len(transcript.steps)
+        if k in self.snaps.snapshots:
+            self.call(transcript.env_actions - self.point, k, self.snaps.snapshots[k],
+                      transcript.prefix(k), harness.can_continue(transcript))
 
 
 def _costs(harness: Harness, env: CountingEnv, branching: BranchingEnv) -> dict[str, int]:

@@ -3,8 +3,11 @@ once, and several tasks at once in one process.
 
 Within a task only the factual run is sequential. After it, each condition's no-recovery
 arm starts from the factual run's snapshots, and each branch from its arm's: they depend
-on nothing else, so :func:`run_fork` runs them in threads (the arms first; an arm's
-branches as soon as it ends), each on its own cursor of the task's branching env. An LLM
+on nothing else, so :func:`run_fork` runs them in threads, each on its own cursor of the
+task's branching env: the arms at once, and a branch as soon as its arm has passed the
+branch point (not when the arm ends). Which branches are recorded is still decided by
+the finished arm; a branch started early for a point the finished arm does not confirm
+(the replayer's own test says this cannot happen) would be run again from it. An LLM
 agent's requests then overlap: a small study fills a server too. Engine work stays
 serialised (the branching env's lock, :data:`cir.families.alfworld.engine.ENGINE_LOCK`),
 so threads only gain while they wait for replies; for the built-in agent nothing changes
@@ -49,7 +52,8 @@ class Fork(Protocol):
     env: Any  # a CountingEnv over a BranchingEnv (it has cursor())
     operations: list[Any]
 
-    def no_recovery_arm(self, cond: Any, env: Any = None) -> tuple[Any, dict[int, Any]]: ...
+    def no_recovery_arm(self, cond: Any, env: Any = None,
+                        at_branch_point: Callable[..., None] | None = None) -> tuple[Any, dict[int, Any]]: ...
 
     def branch_points(self, arm: Any) -> list[tuple[int, int | None, bool]]: ...
 
@@ -148,39 +152,72 @@ def _run_in_order(fork: Fork, conditions: list[Any], finished: list[int]) -> lis
 
 
 class _Concurrent:
-    """One task's arms and branches in a pool's threads; waits in the calling thread."""
+    """One task's arms and branches in a pool's threads; waits in the calling thread.
+
+    Branches are submitted from the arms' threads (at their branch points) and from this
+    one (when an arm ends), so the table of jobs is locked.
+    """
 
     def __init__(self, fork: Fork, pool: JobPool, finished: list[int]) -> None:
         self.fork, self.pool, self.finished = fork, pool, finished
         self.stop = threading.Event()
+        self.lock = threading.Lock()
         self.jobs: dict[Future[Any], tuple[Any, ...]] = {}
         self.arms: dict[str, Any] = {}
         self.branches: dict[str, Branches] = {}
+        self.early: dict[tuple[str, int], int] = {}  # (condition, delay) -> step count started at
 
     def _cursor(self) -> _Stoppable:
         return _Stoppable(self.fork.env.cursor(), self.stop)
 
+    def _submit(self, what: tuple[Any, ...], fn: Callable[..., Any], *args: Any) -> None:
+        with self.lock:
+            if not self.stop.is_set():
+                self.jobs[self.pool.submit(fn, *args)] = what
+
     def _submit_arm(self, cond: Any) -> None:
         self.branches[cond.name] = {}
-        job = self.pool.submit(self.fork.no_recovery_arm, cond, self._cursor())
-        self.jobs[job] = ("arm", cond)
 
-    def _submit_branches(self, cond: Any, arm: Any, snaps: dict[int, Any]) -> None:
+        def at_branch_point(d: int, k: int, snapshot: Any, prefix: Any, goes_on: bool) -> None:
+            if goes_on:  # the arm's thread: the branches start from its copy of the prefix
+                with self.lock:
+                    self.early[(cond.name, d)] = k
+                self._submit_delay(cond, prefix, {k: snapshot}, d, k)
+
+        self._submit(("arm", cond), self.fork.no_recovery_arm, cond, self._cursor(), at_branch_point)
+
+    def _submit_delay(self, cond: Any, arm: Any, snaps: dict[int, Any], d: int, k: int) -> None:
+        for op in self.fork.operations:
+            self._submit(("branch", cond, d, op.name, k), self.fork.branch, cond, arm, snaps, d, op, k,
+                         self._cursor())
+
+    def _arm_ended(self, cond: Any, arm: Any, snaps: dict[int, Any]) -> None:
+        """The branches the finished arm confirms: those not started early start now."""
         for d, k, executed in self.fork.branch_points(arm):
-            if executed:
-                for op in self.fork.operations:
-                    job = self.pool.submit(self.fork.branch, cond, arm, snaps, d, op, k, self._cursor())
-                    self.jobs[job] = ("branch", cond, d, op.name)
+            with self.lock:
+                started = self.early.get((cond.name, d))
+            if executed and started != k:
+                with self.lock:
+                    self.early[(cond.name, d)] = k
+                self._submit_delay(cond, arm, snaps, d, k)
+            elif not executed and started is not None:
+                with self.lock:
+                    del self.early[(cond.name, d)]
 
     def run(self, conditions: list[Any]) -> list[tuple[Any, Any, Branches]]:
         error: BaseException | None = None
         try:
             for cond in conditions:
                 self._submit_arm(cond)
-            while self.jobs:
-                done, _ = wait(self.jobs, return_when=FIRST_COMPLETED)
+            while True:
+                with self.lock:
+                    pending = list(self.jobs)
+                if not pending:
+                    break
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for job in done:
-                    what = self.jobs.pop(job)
+                    with self.lock:
+                        what = self.jobs.pop(job)
                     if job.cancelled():
                         continue
                     exc = job.exception()
@@ -204,15 +241,19 @@ class _Concurrent:
             cond = what[1]
             arm, snaps = value
             self.arms[cond.name] = arm
-            self._submit_branches(cond, arm, snaps)
-        else:
-            _, cond, d, op = what
+            self._arm_ended(cond, arm, snaps)
+            return
+        _, cond, d, op, k = what
+        with self.lock:
+            current = self.early.get((cond.name, d)) == k
+        if current:  # else started for a point the finished arm does not confirm
             self.branches[cond.name][(d, op)] = value
 
     def _stop_all(self) -> None:
-        self.stop.set()
-        for job in self.jobs:
-            job.cancel()
+        with self.lock:
+            self.stop.set()
+            for job in self.jobs:
+                job.cancel()
 
 
 _END = object()

@@ -133,6 +133,59 @@ def test_run_tasks_finishes_the_running_tasks_then_raises_the_first_error():
     assert len(started) < len(tasks)  # no new task started after the failure
 
 
+class StubFork:
+    """A fork whose arm reports two branch points before it ends (one at the step count the
+    finished arm confirms, one at a count it does not) and records when things happen."""
+
+    class Env:
+        def cursor(self):
+            return self
+
+    class Op:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+    def __init__(self) -> None:
+        self.env, self.operations = self.Env(), [self.Op("a"), self.Op("b")]
+        self.events: list[tuple] = []
+        self.lock = threading.Lock()
+
+    def _event(self, *what) -> None:
+        with self.lock:
+            self.events.append(what)
+
+    def no_recovery_arm(self, cond, env=None, at_branch_point=None):
+        if at_branch_point is not None:
+            at_branch_point(1, 5, "snap5", "prefix5", True)
+            at_branch_point(2, 7, "snap7", "prefix7", True)  # the finished arm says 8
+            at_branch_point(3, 9, "snap9", "prefix9", False)  # the arm ends there
+        time.sleep(0.3)
+        self._event("arm ended")
+        return "arm", {5: "snap5", 8: "snap8"}
+
+    def branch_points(self, arm):
+        return [(1, 5, True), (2, 8, True), (3, 9, False)]
+
+    def branch(self, cond, arm, snaps, d, op, k, env=None):
+        self._event("branch", d, op.name, arm)
+        return f"{arm}-{d}-{op.name}-{k}"
+
+
+def test_a_branch_starts_when_its_arm_passes_the_branch_point_and_the_finished_arm_decides():
+    class Cond:
+        name = "stale1"
+
+    fork = StubFork()
+    [(_, arm, branches)] = run_fork(fork, [Cond()], concurrency=4)
+    assert arm == "arm"
+    assert branches == {(1, "a"): "prefix5-1-a-5", (1, "b"): "prefix5-1-b-5",
+                        (2, "a"): "arm-2-a-8", (2, "b"): "arm-2-b-8"}
+    ended = fork.events.index(("arm ended",))
+    assert {e for e in fork.events[:ended]} == {("branch", 1, "a", "prefix5"), ("branch", 1, "b", "prefix5"),
+                                               ("branch", 2, "a", "prefix7"), ("branch", 2, "b", "prefix7")}
+    assert not any(e[1] == 3 for e in fork.events if e[0] == "branch")  # the arm ended there
+
+
 def test_bad_concurrency_is_a_clear_error():
     for bad in (0, -1, 1.5, True, "4"):
         with pytest.raises(CirError, match=r"concurrency .*: expected an integer >= 1"):

@@ -275,9 +275,11 @@ def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             wait = reply.delay + (fake.latency if reply.status == 200 else 0.0)
             if wait:
                 time.sleep(wait)
-            self._send(reply.status, fake.payload(self.path, body, reply), reply.headers, reply.trickle)
+            payload = fake.payload(self.path, body, reply)
+            answered = time.monotonic()  # the answer is ready: the client may read it now
             with fake._lock:
-                fake.log.append((arrived, time.monotonic(), reply.status))
+                fake.log.append((arrived, answered, reply.status))
+            self._send(reply.status, payload, reply.headers, reply.trickle)
 
         def _send(self, status: int, payload: bytes, headers: dict[str, str], trickle: float = 0.0) -> None:
             try:
