@@ -1,7 +1,7 @@
 """LLM studies at the server's speed: the same run at concurrency 1, 8, 32 and 128 against a
 latency-bound fake OpenAI-compatible server on loopback.
 
-    python benchmarks/llm_throughput.py                      # 8 generated tasks, 300 ms a request
+    python benchmarks/llm_throughput.py                      # 16 generated tasks, 300 ms a request
     python benchmarks/llm_throughput.py --concurrency 1,8 --tasks-at-once 1 --json out.json
 
 The run is the paper's grid (4 conditions x 4 delays x 5 operations) with budgets cut to 12
@@ -216,7 +216,7 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=8, help="tasks")
+    parser.add_argument("--n", type=int, default=16, help="tasks")
     parser.add_argument("--seed", type=int, default=3, help="task generator seed")
     parser.add_argument("--work", default="/tmp/cir-llm-throughput", help="where tasks are generated")
     parser.add_argument("--concurrency", default="1,8,32,128")
