@@ -69,7 +69,7 @@ def worker(tasks: list[Any], cfg: dict[str, Any]) -> dict[str, Any]:
         agent = make_agent(cfg["agent"], base_url=cfg["base_url"], limits=limits)
         with AlfworldEnv(task.game_file) as env:
             result = run_task_pairs(task, agent, env, settings, pool=pool)
-        return {"summary": result.summary(), "episodes": result.episodes, "stats": agent.stats()}
+        return {"summary": result.summary(), "episodes": [e.to_dict() for e in result.episodes], "stats": agent.stats()}
 
     out = list(run_tasks(tasks, one, concurrency=cfg["concurrency"],
                          tasks_at_once=cfg["tasks_at_once"] or len(tasks)))

@@ -31,7 +31,7 @@ def main(run_dir: str, router_path: str) -> int:
     router = Router.load(router_path)
     path = Path(run_dir) / "episodes.jsonl.gz"
     table = read_paired(Path(run_dir) / "paired.csv")
-    table = table[table["operation"] == router.settings["operation"]]
+    table = table[table["operation"] == router.operations[0]]
     summaries = read_task_summaries(path)
     factual: dict[str, dict] = {}
     arms: list[tuple[str, str, dict]] = []
@@ -77,14 +77,14 @@ def main(run_dir: str, router_path: str) -> int:
     start = time.perf_counter()
     offline = decide_rows(router, offline_rows)
     t_off = time.perf_counter() - start
-    agree = sum(a.refresh == b and a.blocked_by == c for a, b, c in
-                zip(live, offline["refresh"], offline["blocked_by"], strict=True))
+    agree = sum(a.recover == b and a.blocked_by == c and a.operation == o for a, b, c, o in
+                zip(live, offline["recover"], offline["blocked_by"], offline["operation"], strict=True))
     same_p = sum(a.p_err == b and a.utility == u for a, b, u in
                  zip(live, offline["p_err"], offline["utility"], strict=True))
     n = len(live)
     print(f"decisions compared: {n}; equal decisions and blockers: {agree}; equal scores: {same_p}; "
           f"rows whose CSV features differ from live features: {mismatched_features}")
-    print(f"live refreshes: {sum(d.refresh for d in live)}; "
+    print(f"live recoveries: {sum(d.recover for d in live)}; "
           f"blocked by: {pd.Series([d.blocked_by for d in live]).value_counts(dropna=False).to_dict()}")
     print(f"time per live decision (features + 3 models): {1e3 * t_live / n:.3f} ms; per offline row "
           f"(batched): {1e3 * t_off / n:.3f} ms; ratio {t_live / max(t_off, 1e-12):.1f}x")

@@ -28,10 +28,11 @@ import tracemalloc
 from typing import Any
 
 from cir.agents.factory import make_agent
+from cir.episode.delays import check_delays
 from cir.episode.transcript import Transcript, context_hash
 from cir.families.alfworld.env import AlfworldEnv
 from cir.families.alfworld.tasks import load_tasks
-from cir.pairs.replay import ReplaySettings, parse_delays, run_task_pairs
+from cir.pairs.replay import ReplaySettings, run_task_pairs
 
 
 def unique_and_naive(result: Any, settings: dict[str, Any]) -> dict[str, int]:
@@ -86,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     settings = ReplaySettings(conditions=tuple(args.conditions.split(",")),
-                              delays=parse_delays(args.delays),
+                              delays=check_delays(args.delays),
                               operations=tuple(args.operations.split(",")))
     tasks = load_tasks(args.tasks)[: args.n]
     agent_settings = make_agent(args.agent, seed=0).settings()

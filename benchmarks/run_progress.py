@@ -27,11 +27,13 @@ def main() -> int:
 
     from cir.families.alfworld.tasks import load_tasks
     from cir.pairs.run import run_experiment
+    from cir.pairs.settings import RunSettings
 
     tasks = load_tasks(args.tasks)[: args.n]
     with tempfile.TemporaryDirectory(prefix="cir-progress-") as tmp:
-        run_experiment(tasks, Path(tmp) / "run", jobs=args.jobs, tasks_source=args.tasks,
-                       progress=args.progress == "on", echo=lambda line: None)
+        run_experiment(tasks, Path(tmp) / "run", RunSettings(jobs=args.jobs),
+                       tasks_source=args.tasks, progress=args.progress == "on",
+                       echo=lambda line: None)
         digest = hashlib.sha256((Path(tmp) / "run" / "paired.csv").read_bytes()).hexdigest()
     print(f"progress {args.progress}, jobs {args.jobs}, {len(tasks)} tasks: paired.csv sha256 {digest[:16]}")
     return 0

@@ -5,8 +5,8 @@ then each line's JSON) so that damage is located by task; before, only the first
 each member was parsed and the first bad member ended the scan. ``--mode old`` times the
 former way (decompress all members, parse first lines: the baseline), ``--mode new``
 times :meth:`cir.pairs.store.RunStore.open`'s scan, ``--mode read`` a checked ``read_paired``
-of the folder (the fast path: sizes and digest against run.json) and ``--mode derive`` the
-slow path that rebuilds the table from the store. Build the folder once, then time modes
+of the folder (the fast path: the table's digest and every store member's size and sha256
+against run.json) and ``--mode derive`` the slow path that derives the table from the store. Build the folder once, then time modes
 against each other with any timer that runs two commands in turn, e.g.::
 
     python benchmarks/store_scan.py --build /tmp/store-bench --tasks 300
@@ -20,6 +20,7 @@ import json
 import sys
 import time
 import zlib
+from dataclasses import replace
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -29,36 +30,38 @@ def build(folder: Path, n_tasks: int) -> None:
     """A finished run of ``n_tasks`` fake tasks (the default grid; 20 run, the rest copies
     with their own ids), with its table and record."""
     sys.path.insert(0, str(HERE.parent / "tests"))
-    from support.replay import fake_tasks, make_fake_agent, make_fake_env
+    from support.replay import fake_settings, fake_tasks
 
+    from cir.pairs.episode_record import EpisodeRecord
     from cir.pairs.paired import paired_text, text_digest
     from cir.pairs.record import RunRecord
     from cir.pairs.run import run_experiment
+    from cir.pairs.settings import task_set_digest
     from cir.pairs.store import RunStore, read_records
 
     seed = folder / "seed"
-    record = run_experiment(fake_tasks(20), seed, agent="fake", agent_factory=make_fake_agent,
-                            env_factory=make_fake_env, tasks_source="fake", progress=False)
+    record = run_experiment(fake_tasks(20), seed, fake_settings(agent="fake"), tasks_source="fake",
+                            progress=False)
     tasks: dict[str, list[dict]] = {}
     for rec in read_records(seed):
         tasks.setdefault(rec["task_id"], []).append(rec)
     originals = list(tasks.values())
     store = RunStore(folder / "run")
     store.open()
-    summaries, ids = [], []
+    summaries, ids, members = [], [], []
     for i in range(n_tasks):
         task_id = f"task{i:05d}"
         recs = json.loads(json.dumps(originals[i % len(originals)]).replace(
             originals[i % len(originals)][0]["task_id"], task_id))
         summary = {k: v for k, v in recs[0].items() if k != "kind"}
-        store.append_task(summary, [{k: v for k, v in r.items() if k != "kind"} for r in recs[1:]])
+        members.append(store.append_task(summary, [EpisodeRecord.from_dict(r) for r in recs[1:]]))
         summaries.append({"kind": "task", **summary})
         ids.append(task_id)
     replay = record.settings.replay
     text = paired_text(summaries, replay.conditions, replay.operations)
-    settings = record.settings.__class__(**{**record.settings.__dict__, "n_tasks": n_tasks})
+    settings = replace(record.settings, n_tasks=n_tasks, task_set=task_set_digest(ids))
     out = RunRecord.summarize(record.cir_version, settings, ids, summaries, [], True)
-    store.write_run_json(out.with_store(store.episodes_bytes(), text_digest(text)).to_dict())
+    store.write_run_json(out.with_store(store.episodes_bytes(), text_digest(text), members).to_dict())
     store.write_paired(text)
     size = store.episodes_bytes() / 1e6
     print(f"{folder / 'run'}: {n_tasks} tasks, store {size:.1f} MB, table {len(text) / 1e6:.1f} MB")

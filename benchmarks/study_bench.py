@@ -175,15 +175,16 @@ def child_run(cfg: dict[str, Any]) -> dict[str, Any]:
     from cir.families.alfworld.tasks import load_tasks
     from cir.pairs.replay import ReplaySettings
     from cir.pairs.run import run_experiment
+    from cir.pairs.settings import RunSettings
 
     settings = ReplaySettings(conditions=tuple(cfg["conditions"]), delays=tuple(cfg["delays"]),
                               operations=tuple(cfg["operations"]))
     tasks = load_tasks(cfg["tasks"])
     out = Path(cfg["out"])
     t0 = time.process_time()
-    run_experiment(tasks, out, settings=settings, jobs=1, progress=False, echo=lambda _: None,
-                   agent_factory=make_agent,
-                   env_factory=partial(make_env, savings=savings_of(cfg["arm"])))
+    run_experiment(tasks, out,
+                   RunSettings(replay=settings, jobs=1, agent_factory=make_agent, env_factory=partial(make_env, savings=savings_of(cfg["arm"]))),
+                   progress=False, echo=lambda _: None)
     cpu = time.process_time() - t0
     groups = dict(TIMERS.seconds)
     groups["rest"] = cpu - sum(groups.values())

@@ -8,7 +8,10 @@ reproducing the same study before and after it and comparing the digests:
 Each file under the output folder is hashed as it is, except: ``run.json`` and
 ``study.json`` without their timings (wall times, sessions, per-task seconds), and each
 ``episodes.jsonl.gz`` as its decompressed records, task by task in task-id order (workers
-finish tasks in any order) without each task's seconds. Reply caches are skipped. Prints
+finish tasks in any order) without each task's seconds. ``run.json``'s account of the
+compressed store (its byte size and each member's size and digest, under ``store``) is left
+out too: the members hold the tasks' seconds, so their compressed bytes differ from run to
+run; the table's digest (``store.paired_sha256``) is kept. Reply caches are skipped. Prints
 one line per file (``digest path`` or, for two folders, ``same``/``DIFFERENT``/``missing``)
 and exits 1 when two folders differ.
 """
@@ -36,6 +39,14 @@ def _without_timings(data: Any) -> Any:
     return data
 
 
+def _run_record(data: Any) -> Any:
+    """A run record without timings and without the compressed store's sizes and digests."""
+    data = _without_timings(data)
+    if isinstance(data, dict) and isinstance(data.get("store"), dict):
+        data["store"] = {"paired_sha256": data["store"].get("paired_sha256")}
+    return data
+
+
 def _episodes(path: Path) -> bytes:
     tasks: dict[str, list[str]] = {}
     current = None
@@ -56,7 +67,7 @@ def digests(root: Path) -> dict[str, str]:
         if path.name.endswith(".jsonl.gz"):
             out[rel] = _sha(_episodes(path))
         elif path.name in ("run.json", "study.json"):
-            data = _without_timings(json.loads(path.read_text(encoding="utf-8")))
+            data = _run_record(json.loads(path.read_text(encoding="utf-8")))
             out[rel] = _sha(json.dumps(data, sort_keys=True).encode())
         else:
             out[rel] = _sha(path.read_bytes())

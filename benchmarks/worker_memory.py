@@ -50,10 +50,12 @@ def logged_env(task: Any, *, snapshots: str, savings: Any, log: str) -> Any:
 def child(cfg: dict[str, Any]) -> None:
     from cir.families.alfworld.tasks import load_tasks
     from cir.pairs.run import run_experiment
+    from cir.pairs.settings import RunSettings
 
     tasks = load_tasks(cfg["tasks"])[: cfg["n"]]
-    run_experiment(tasks, cfg["out"], jobs=cfg["jobs"], progress=False, echo=lambda _: None,
-                   env_factory=partial(logged_env, savings=savings_of(cfg["arm"]), log=cfg["log"]))
+    run_experiment(tasks, cfg["out"],
+                   RunSettings(jobs=cfg["jobs"], env_factory=partial(logged_env, savings=savings_of(cfg["arm"]), log=cfg["log"])),
+                   progress=False, echo=lambda _: None)
 
 
 def slope(ys: list[float]) -> float:

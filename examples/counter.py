@@ -207,10 +207,10 @@ def chat_harness(task: CounterTask, router: Router, suspect_move: int) -> tuple[
             continue
         transcript = Transcript.from_messages(task.task_id, messages, refresh_query=env.refresh_query)
         decision = router.decide(transcript, delay=move - suspect_move)
-        log.append({"move": move, "delay": decision.delay, "refresh": decision.refresh,
+        log.append({"move": move, "delay": decision.delay, "recover": decision.operation,
                     "p_err": round(decision.p_err, 3), "p0": round(decision.p0, 3),
                     "p1": round(decision.p1, 3), "blocked_by": decision.blocked_by})
-        if decision.refresh:
+        if decision.recover:  # this router was fitted for refresh, its one operation
             answer, done, won = env.step(env.refresh_query)  # one move, like any action
             messages.append({"role": "user", "content": f"{REFRESH_PREFIX} {answer}"})
             log.append({"move": move, "recovery": "refresh", "query": env.refresh_query, "shown": answer})

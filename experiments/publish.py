@@ -9,7 +9,10 @@ report's figure links are rewritten to ``../figures/``. The generated games them
 are left out: ``cir reproduce`` with the settings in ``data/study.json`` rebuilds them
 identically, and the manifests list them with their digests.
 
-``data/README.md`` (what the study shows) is written by hand and kept.
+``data/README.md`` (how the study was made, what it shows) is written by hand and kept, but
+for its summary and the top-level README's: for a study with replicates, the text between
+``<!-- summary -->`` and ``<!-- /summary -->`` in both files is generated here from the
+study's pooled tables (:func:`summary`), so no number in them is typed by hand.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 RUN_FILES = ("paired.csv", "run.json", "episodes.jsonl.gz")
 KEPT = {"README.md"}  # hand-written, not part of the study's output
+BEGIN, END = "<!-- summary -->", "<!-- /summary -->"
 
 
 def _clear(folder: Path) -> None:
@@ -36,8 +40,10 @@ def _clear(folder: Path) -> None:
 
 def publish(study: Path, data: Path, figures: Path) -> list[Path]:
     """Copy ``study`` into ``data`` and ``figures``; the files written."""
-    missing = [name for name in ("report.md", "report.html", "router.json", "study.json", "tables", "runs")
-               if not (study / name).exists()]
+    pooled = (study / "tables" / "headlines_pooled.csv").exists()
+    needed = ("report.md", "report.html", "study.json", "tables") if pooled else (
+        "report.md", "report.html", "router.json", "study.json", "tables", "runs")
+    missing = [name for name in needed if not (study / name).exists()]
     if missing:
         raise SystemExit(f"{study}: not a finished `cir reproduce` output (no {', '.join(missing)})")
     _clear(data)
@@ -59,19 +65,109 @@ def publish(study: Path, data: Path, figures: Path) -> list[Path]:
               f"its figures in `figures/`. `data/README.md` says how it was made.\n{rest}")
     (data / "report.md").write_text(report, encoding="utf-8")
     written.append(data / "report.md")
-    for name in ("report.html", "router.json", "study.json"):  # report.html embeds its figures
+    for name in ("report.html", "study.json"):  # report.html embeds its figures
         copy(study / name, data / name)
     for table in sorted((study / "tables").glob("*.csv")):
         copy(table, data / "tables" / table.name)
-    for run in sorted(p for p in (study / "runs").iterdir() if p.is_dir()):
-        for name in RUN_FILES:
-            if (run / name).exists():
-                copy(run / name, data / "runs" / run.name / name)
-    for manifest in sorted((study / "tasks").glob("*/manifest.json")):
-        copy(manifest, data / "tasks" / manifest.parent.name / "manifest.json")
     for fig in sorted((study / "figures").iterdir()):
         copy(fig, figures / fig.name)
+    # one study's data, or each replicate's (its report, tables, routers, runs and manifests)
+    singles = [(study, data)] if not pooled else [
+        (r, data / "replicates" / r.name) for r in sorted((study / "replicates").iterdir()) if r.is_dir()]
+    for src, dst in singles:
+        for name in ("report.md", "study.json", *sorted(p.name for p in src.glob("router*.json"))):
+            if (src / name).exists() and not (src is study and name == "report.md"):
+                copy(src / name, dst / name)
+        if src is not study:
+            for table in sorted((src / "tables").glob("*.csv")):
+                copy(table, dst / "tables" / table.name)
+        for run in sorted(p for p in (src / "runs").iterdir() if p.is_dir()):
+            for name in RUN_FILES:
+                if (run / name).exists():
+                    copy(run / name, dst / "runs" / run.name / name)
+        for manifest in sorted((src / "tasks").glob("*/manifest.json")):
+            copy(manifest, dst / "tasks" / manifest.parent.name / "manifest.json")
     return written
+
+
+def _pp(v: float) -> str:
+    return f"{'+' if v > 0 else ''}{v:.1f}"
+
+
+def _row(spread, **where: object) -> object:
+    rows = spread
+    for k, v in where.items():
+        rows = rows[rows[k].astype(str) == str(v)]
+    return rows.iloc[0] if len(rows) else None
+
+
+def _headline(r: object) -> str:
+    """``+x.x pp [lo, hi] (replicates a to b)`` of one spread row."""
+    return (f"{_pp(r['pooled_pp'])} pp [{_pp(r['pooled_ci_low_pp'])}, {_pp(r['pooled_ci_high_pp'])}] "
+            f"(replicates {_pp(r['min_pp'])} to {_pp(r['max_pp'])})")
+
+
+def summary(study: Path) -> str:
+    """The study's headlines in a few lines of Markdown, from its pooled tables alone."""
+    import pandas as pd
+
+    tables = study / "tables"
+    spread = pd.read_csv(tables / "replicate_spread.csv", dtype={"delay": str}).fillna("")
+    spread["delay"] = [str(int(float(d))) if d != "" else "" for d in spread["delay"]]
+    evaluation = pd.read_csv(tables / "cir_eval_pooled.csv")
+    fits = pd.read_csv(tables / "cir_fit_replicates.csv")
+    n = int(spread["replicates"].max())
+    lines = [f"Pooled over {n} replicates (95% task-level cluster-bootstrap intervals; the replicates' "
+             "range beside each):", ""]
+    effects = []
+    for condition in ("clean", "stale2"):
+        each = [f"delay {d}: {_headline(r)}" for d in ("0", "1", "2", "4")
+                if (r := _row(spread, headline="effect", condition=condition, delay=d)) is not None]
+        effects.append(f"- **Refresh after a {condition} observation** (primary cohort, factual-success "
+                       f"tasks): " + "; ".join(each) + ".")
+    lines += effects
+    r = _row(spread, headline="stale2 minus clean", delay="0")
+    if r is not None:
+        lines.append(f"- **stale2 minus clean** at delay 0: {_headline(r)}.")
+    controls = [f"{op} {_headline(r)}" for op in ("refresh", "refresh_ablated", "replan", "rewind", "placebo")
+                if (r := _row(spread, headline="mechanism control", condition="stale2", operation=op)) is not None]
+    if controls:
+        lines.append("- **Mechanism controls** at stale2 / delay 4: " + "; ".join(controls) + ".")
+    rows = evaluation[evaluation["condition"] == "all"].set_index("policy")
+    clean = evaluation[evaluation["condition"] == "clean"].set_index("policy")
+    held = []
+    for policy in ("cir", "cir_paired", "cir_multi", "anomaly", "anomaly_rate_matched", "oracle"):
+        if policy in rows.index:
+            p = rows.loc[policy]
+            share = "" if policy == "oracle" or pd.isna(p["oracle_fraction"]) else (
+                f", {100 * p['oracle_fraction']:.0f}% of the oracle's gain")
+            held.append(f"`{policy}` {_pp(p['effect_pp'])} pp [{_pp(p['ci_low_pp'])}, {_pp(p['ci_high_pp'])}]"
+                        f"{share}, recovering in {100 * p['intervention_rate']:.1f}% of arms, clean harm "
+                        f"{100 * clean.loc[policy, 'clean_harm_rate']:.1f}%")
+    lines.append(f"- **Held out** ({int(rows.loc['never', 'n_tasks'])} tasks): " + "; ".join(held) + ".")
+    margins = [f"`{a}` - `{b}` {_headline(r)}" for a, b in (
+        ("cir_paired", "anomaly"), ("cir_paired", "anomaly_matched_cir_paired"), ("cir", "anomaly"))
+        if (r := _row(spread, headline="held-out margin", policy=a, versus=b)) is not None]
+    if margins:
+        lines.append("- **Margins**: " + "; ".join(margins) + ".")
+    bound = fits.groupby("router")["budget_bound"].apply(lambda b: int(b.astype(bool).sum()))
+    lines.append("- **The clean-harm budget** bound the threshold search in " + ", ".join(
+        f"{bound[r]} of {n} replicates for `{r}`" for r in bound.index) + ".")
+    return "\n".join(lines)
+
+
+def fill_summary(path: Path, text: str) -> bool:
+    """Replace the generated block of ``path`` (between the markers) with ``text``; False if
+    the file has no such block."""
+    if not path.exists():
+        return False
+    content = path.read_text(encoding="utf-8")
+    if BEGIN not in content or END not in content:
+        return False
+    head, rest = content.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    path.write_text(f"{head}{BEGIN}\n{text}\n{END}{tail}", encoding="utf-8")
+    return True
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -83,6 +179,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     written = publish(args.study, args.data.resolve(), args.figures.resolve())
     print(f"{len(written)} files into {args.data} and {args.figures}", file=sys.stderr)
+    if (args.study / "tables" / "headlines_pooled.csv").exists():
+        text = summary(args.study)
+        for readme in (args.data.resolve() / "README.md", ROOT / "README.md"):
+            print(f"{readme}: summary {'written' if fill_summary(readme, text) else 'not written (no markers)'}",
+                  file=sys.stderr)
     return 0
 
 

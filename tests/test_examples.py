@@ -76,7 +76,7 @@ def test_the_router_records_its_extractor_and_refuses_another(study, tmp_path):
 
 def test_the_chat_harness_logs_the_refresh_the_router_asked_for(study):
     log = study["log"]
-    asked = [e for e in log if e.get("refresh")]
+    asked = [e for e in log if e.get("recover") == "refresh"]
     done = [e for e in log if e.get("recovery") == "refresh"]
     assert len(asked) == 1 and len(done) == 1 and done[0]["query"] == "read counter"
     assert all(e["blocked_by"] == "already_recovered" for e in log if "delay" in e and e["move"] > asked[0]["move"])

@@ -4,8 +4,10 @@ Each command group lives in its own module of this package and exposes
 ``register(subparsers)``; handlers import their heavy dependencies lazily so that
 ``cir --help`` stays fast. A :class:`~cir.util.errors.CirError` is printed as one line, and so
 is an OS error no module turned into one (a full or read-only disk); the notes the
-modules log (a rebuilt table, a stale lock taken over, a partial run analysed) are
-printed as ``cir: note: ...`` lines on standard error.
+modules log (a table derived from the store, a stale lock taken over, a partial run
+analysed) are printed as ``cir: note: ...`` lines on standard error. Warnings of the
+libraries are held back while the command runs and printed as notes after its output, so
+that none comes before the real error.
 """
 
 from __future__ import annotations
@@ -15,15 +17,18 @@ import importlib
 import logging
 import sys
 import textwrap
+import warnings
+from pathlib import Path
 
 from cir import __version__
-from cir.util.errors import CirError
+from cir.util.errors import CirError, SettingError
 
 # Command modules, in the order they appear in ``cir --help``.
 COMMAND_MODULES = [
     "cir.cli.tasks",  # cir tasks generate|list|play
     "cir.cli.episode",  # cir episode
     "cir.cli.run",  # cir run
+    "cir.cli.repair",  # cir repair
     "cir.cli.analysis",  # cir table|contrast|joint|figures
     "cir.cli.policy",  # cir fit|evaluate
     "cir.cli.explain",  # cir explain
@@ -75,10 +80,22 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     notes = _show_notes()
+    with warnings.catch_warnings(record=True) as held:
+        try:
+            return _run(args)
+        finally:
+            for w in held:  # after the command's output and its error line, never before
+                print(f"cir: note: {w.category.__name__} from {Path(w.filename).name}: "
+                      f"{' '.join(str(w.message).split())}", file=sys.stderr)
+            logging.getLogger("cir").removeHandler(notes)
+
+
+def _run(args: argparse.Namespace) -> int:
+    """The command's handler; an error a user can act on as one line and exit code 2."""
     try:
         return int(args.handler(args) or 0)
     except CirError as err:
-        print(f"cir: error: {err}", file=sys.stderr)
+        print(f"cir: error: {err.as_option() if isinstance(err, SettingError) else err}", file=sys.stderr)
         return 2
     except OSError as err:  # a disk error no module named a path for
         where = f"{err.filename}: " if err.filename else ""
@@ -88,8 +105,6 @@ def main(argv: list[str] | None = None) -> int:
         print("cir: interrupted; finished work is saved, run the same command again to resume",
               file=sys.stderr)
         return 130
-    finally:
-        logging.getLogger("cir").removeHandler(notes)
 
 
 if __name__ == "__main__":  # pragma: no cover

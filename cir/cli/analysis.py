@@ -51,6 +51,11 @@ def _common(parser: argparse.ArgumentParser, resamples: bool = True, fmt: bool =
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    for add in (_register_table, _register_contrast, _register_joint, _register_figures):
+        add(subparsers)
+
+
+def _register_table(subparsers: argparse._SubParsersAction) -> None:
     p = command(subparsers, "table", help="paired outcomes and recovery effects with bootstrap CIs",
                 description="Rescue/harm counts, effect of recovery (pp) with task-level cluster-bootstrap "
                             "CI, sign-flip and McNemar p, Tian-Pearl bounds, per group. Pairs of different "
@@ -65,6 +70,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_columns(p, TABLE_COLUMNS)
     p.set_defaults(handler=_table)
 
+
+def _register_contrast(subparsers: argparse._SubParsersAction) -> None:
     p = command(subparsers, "contrast", help="difference of recovery effects between two conditions",
                 description="Effect under --a minus effect under --b (e.g. stale2 - clean) per group, on "
                             "shared task resamples.",
@@ -79,6 +86,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_columns(p, CONTRAST_COLUMNS)
     p.set_defaults(handler=_contrast)
 
+
+def _register_joint(subparsers: argparse._SubParsersAction) -> None:
     p = command(subparsers, "joint", help="joint outcomes of two recovery operations on the same tasks",
                 description="Joint outcome table (rows: outcome under --a, columns: under --b) and paired "
                             "effects, on tasks where both operations ran.",
@@ -98,6 +107,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_columns(p, JOINT_COLUMNS)
     p.set_defaults(handler=_joint)
 
+
+def _register_figures(subparsers: argparse._SubParsersAction) -> None:
     p = command(subparsers, "figures", help="write the paper's figures (PNG and SVG)",
                 description="Effects by delay and condition, mechanism controls, outcome partitions and the "
                             "joint outcome heatmap; figures the table cannot support are skipped with a note.",

@@ -57,6 +57,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0, help="agent seed")
     p.add_argument("--perturb-fraction", type=float, default=DEFAULT_FRACTION,
                    help="perturb the env action after this fraction of the factual run")
+    p.add_argument("--perturb-at", type=int, default=None, metavar="N",
+                   help="perturb env action N instead")
     p.add_argument("--max-turns", type=int, default=DEFAULT_MAX_TURNS, help="model-turn budget")
     p.add_argument("--max-actions", type=int, default=DEFAULT_MAX_ACTIONS, help="env-action budget")
     p.add_argument("--show", action="store_true",
@@ -124,7 +126,7 @@ def handle(args: argparse.Namespace) -> int:
               disable=args.quiet, leave=False, **bar_settings()) as bar:
         factual, episode, info = run_episode(
             task.task_id, agent, _Ticking(AlfworldEnv(task.game_file), bar), cond.name, router=router,
-            perturb_fraction=args.perturb_fraction, max_turns=args.max_turns,
+            perturb_fraction=args.perturb_fraction, perturb_at=args.perturb_at, max_turns=args.max_turns,
             max_actions=args.max_actions,
         )
     paint = Painter(sys.stdout.isatty() and not os.environ.get("NO_COLOR"))
@@ -189,8 +191,7 @@ def format_episode(episode: Any, task: Any, info: dict[str, Any], paint: Painter
         fact = "won" if info["factual_success"] else "lost"
         tail += f"; factual run {fact} in {info['factual_env_actions']} env actions"
     if info.get("router_decisions") is not None:
-        dec = ", ".join(f"d={d}:{'refresh' if r else 'skip'}" for d, r in
-                        ((x["delay"], x["refresh"]) for x in info["router_decisions"])) or "none"
+        dec = ", ".join(f"d={x['delay']}:{x['operation'] or 'skip'}" for x in info["router_decisions"]) or "none"
         tail += f"; router {dec}"
     lines.append(paint(tail, "won" if won else "lost"))
     return "\n".join(lines)

@@ -28,10 +28,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--delay", type=int, help="recovery delay")
     p.add_argument("--operation", help="recovery operation, e.g. refresh")
     p.add_argument("--width", type=int, default=60, help="width of each arm's column")
+    p.add_argument("--allow-partial", action="store_true",
+                   help="explain a run that lacks tasks (refused by default); the output says so")
     p.set_defaults(handler=_explain)
 
 
 def _explain(args: argparse.Namespace) -> int:
+    from cir.cli.analysis import partial_label
     from cir.stats.explain import explain_run, find_pair, format_pair, mechanism_counts
     from cir.study.page import markdown_table
     from cir.util.errors import CirError
@@ -40,15 +43,18 @@ def _explain(args: argparse.Namespace) -> int:
     if any(v is not None for v in one):
         if any(v is None for v in one):
             raise CirError("explain one pair: give --task, --condition, --delay and --operation together")
-        print(format_pair(find_pair(args.run, args.task, args.condition, args.delay, args.operation),
-                          width=args.width))
+        print(format_pair(find_pair(args.run, args.task, args.condition, args.delay, args.operation,
+                                    allow_partial=args.allow_partial), width=args.width))
         return 0
-    table = explain_run(args.run)
+    table = explain_run(args.run, allow_partial=args.allow_partial)
     if table.empty:
         raise CirError(f"{args.run}: no recovery pairs in the episode store")
     by_op = table.groupby("operation", sort=False).agg(
         pairs=("diverged", "size"), diverged=("diverged", "sum"),
         unexplained=("explained", lambda s: int((~s).sum()))).reset_index()
+    partial = partial_label(table)
+    if partial:
+        print(f"partial run: these pairs are those of {partial}\n")
     print(markdown_table(by_op))
     print()
     print(markdown_table(mechanism_counts(table)))

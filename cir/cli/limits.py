@@ -9,18 +9,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from cir.episode.protocol import MAX_BUDGET, MAX_SEED
 from cir.util.errors import CirError
 from cir.util.files import disk_error
 from cir.util.lock import FolderLock
+
+__all__ = ["MAX_BUDGET", "MAX_RESAMPLES", "MAX_SEED", "MAX_TASKS", "check_int", "writer_lock"]
 
 #: Bootstrap resamples at most (10,000 is the paper's; replicates are held as floats per group).
 MAX_RESAMPLES = 1_000_000
 #: Tasks per generated split at most (the manifest lists them all).
 MAX_TASKS = 1_000_000
-#: Model turns and env actions per episode at most (the paper's budgets are 49 and 64).
-MAX_BUDGET = 100_000
-#: Seeds of the bootstrap, the folds and the study: what numpy and scikit-learn accept.
-MAX_SEED = 2**32 - 1
 
 
 def check_int(flag: str, value: int, low: int, high: int | None = None) -> int:

@@ -1,11 +1,15 @@
 """``cir fit`` and ``cir evaluate``: learn a CIR router from a paired table, test it on another.
 
-The router file holds everything the evaluation needs: the three models, CIR's
+The router file holds everything the evaluation needs: the estimator's models, its
 thresholds, and the parameters of the baselines (anomaly threshold, rate-matched
-anomaly threshold, the always-refresh delay), all chosen on the training table's
+anomaly threshold, the always-recover delay), all chosen on the training table's
 out-of-fold predictions. So ``cir evaluate`` needs only the router and the test
 table, and nothing is ever tuned on the test table. It refuses a test table that
 shares tasks with the training table (``--allow-overlap`` to override).
+
+``cir fit RUN_DIR`` takes the harness budgets (model turns, env actions) from the run's
+record, since the features read them: a flag may repeat them, and a flag that disagrees
+with the run is refused.
 """
 
 from __future__ import annotations
@@ -19,10 +23,12 @@ from typing import Any
 from cir.cli.analysis import partial_label
 from cir.cli.limits import MAX_BUDGET, MAX_RESAMPLES, MAX_SEED, check_int
 from cir.cli.style import add_columns, command
+from cir.episode.operations import OPERATIONS
 from cir.episode.protocol import (
     DEFAULT_C,
     DEFAULT_CANDIDATE_DELAYS,
     DEFAULT_D_MIN,
+    DEFAULT_DELTA,
     DEFAULT_EPSILON,
     DEFAULT_FOLDS,
     DEFAULT_LAMBDA,
@@ -47,6 +53,22 @@ def _delays(text: str) -> tuple[int, ...]:
     return delays
 
 
+def _operations(text: str) -> tuple[str, ...]:
+    ops = tuple(x.strip() for x in text.split(",") if x.strip())
+    unknown = [o for o in ops if o not in OPERATIONS]
+    if not ops or unknown or len(set(ops)) != len(ops):
+        raise argparse.ArgumentTypeError(
+            f"expected distinct operations among {', '.join(OPERATIONS)}, got {text!r}")
+    return ops
+
+
+def _named_router(text: str) -> tuple[str, str]:
+    name, sep, path = text.partition("=")
+    if not sep or not name.strip() or not path.strip() or not name.strip().replace("_", "").isalnum():
+        raise argparse.ArgumentTypeError(f"expected NAME=ROUTER_FILE (a name of letters, digits, _), got {text!r}")
+    return name.strip(), path.strip()
+
+
 #: What ``cir evaluate`` prints by default in markdown (``--columns all``: every column).
 EVALUATE_COLUMNS = ["success_policy", "effect_pp", "ci_low_pp", "ci_high_pp",
                     "intervention_rate", "clean_harm_rate"]
@@ -56,28 +78,39 @@ MARGIN_COLUMNS = ["margin_pp", "ci_low_pp", "ci_high_pp", "sign_flip_p"]
 def register(subparsers: Any) -> None:
     """Add ``cir fit`` and ``cir evaluate``."""
     f = command(
-        subparsers, "fit", help="fit the CIR router (three models, thresholds, baselines) on a paired table",
-        description="Fit CIR on a training paired table: three logistic models, thresholds chosen "
-                    "on grouped out-of-fold predictions under the clean-harm limit, the baselines "
-                    "chosen the same way; write the router as JSON.",
+        subparsers, "fit", help="fit the CIR router (models, thresholds, baselines) on a paired table",
+        description="Fit CIR on a training paired table: the estimator's logistic models (paper: p_err, "
+                    "p0, p1; paired: p_err, P(rescue), P(harm)), thresholds chosen on grouped "
+                    "out-of-fold predictions under the clean-harm budget, the baselines chosen the "
+                    "same way; write the router as JSON.",
         examples=["cir fit train_run --out router.json",
+                  "cir fit train_run --out router.json --estimator paired",
+                  "cir fit train_run --out router.json --budget certified --delta 0.1",
                   "cir fit train_run --out router.json --epsilon 0.05 --delays 1,2 --report fit-report"])
     f.add_argument("paired", help="training paired.csv/.parquet or RUN_DIR (with f_* columns)")
     f.add_argument("--out", required=True, help="router file to write (JSON)")
+    f.add_argument("--estimator", choices=("paper", "paired"), default="paper",
+                   help="paper: the paper's three models (p_err, p0, p1); paired: P(rescue) and P(harm) "
+                        "fitted on the paired outcome classes")
+    f.add_argument("--operations", "--operation", dest="operations", type=_operations, default=("refresh",),
+                   help="recovery operation(s) the router may choose (comma list)")
+    f.add_argument("--budget", choices=("empirical", "certified"), default="empirical",
+                   help="empirical: observed clean harm <= epsilon (the paper); certified: Learn-then-Test, "
+                        "clean harm <= epsilon with probability >= 1 - delta")
     f.add_argument("--epsilon", type=float, default=DEFAULT_EPSILON, help="clean-harm limit")
+    f.add_argument("--delta", type=float, default=DEFAULT_DELTA, help="the certified budget's error probability")
     f.add_argument("--lam", type=float, default=DEFAULT_LAMBDA, help="harm penalty lambda")
-    f.add_argument("--d-min", type=int, default=DEFAULT_D_MIN, help="earliest delay to refresh at")
+    f.add_argument("--d-min", type=int, default=DEFAULT_D_MIN, help="earliest delay to recover at")
     f.add_argument("--delays", type=_delays, default=",".join(map(str, DEFAULT_CANDIDATE_DELAYS)),
                    help="candidate delays, checked in order")
     f.add_argument("--folds", type=int, default=DEFAULT_FOLDS, help="out-of-fold groups of tasks")
     f.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seed of the fold assignment")
-    f.add_argument("--C", type=float, default=DEFAULT_C, help="inverse L2 strength")
-    f.add_argument("--operation", default="refresh", help="recovery operation")
+    f.add_argument("--C", type=float, default=DEFAULT_C, help="inverse L2 strength (the paper's models)")
     f.add_argument("--grid-size", type=int, default=21, help="quantiles per threshold in the search grid")
-    f.add_argument("--max-turns", type=int, default=DEFAULT_MAX_TURNS,
-                   help="model-turn budget of the harness")
-    f.add_argument("--max-actions", type=int, default=DEFAULT_MAX_ACTIONS,
-                   help="env-action budget of the harness")
+    f.add_argument("--max-turns", type=int, default=None,
+                   help=f"model-turn budget of the harness (default: the run's; {DEFAULT_MAX_TURNS} for a table)")
+    f.add_argument("--max-actions", type=int, default=None,
+                   help=f"env-action budget of the harness (default: the run's; {DEFAULT_MAX_ACTIONS} for a table)")
     f.add_argument("--report", default=None, metavar="DIR",
                    help="folder for calibration.csv/.png, grid.csv and oof.csv of the fit")
     f.add_argument("--allow-partial", action="store_true",
@@ -92,8 +125,10 @@ def register(subparsers: Any) -> None:
         examples=["cir evaluate router.json test_run",
                   "cir evaluate router.json test_run --columns all --format csv --out eval.csv",
                   "cir evaluate router.json test_run --calibration reliability.png"])
-    e.add_argument("router", help="router file from `cir fit`")
+    e.add_argument("router", help="router file from `cir fit` (named cir in the output)")
     e.add_argument("paired", help="held-out paired.csv/.parquet or RUN_DIR")
+    e.add_argument("--compare", type=_named_router, action="append", default=[], metavar="NAME=ROUTER",
+                   help="also evaluate this router, as NAME, on the same table (repeatable)")
     e.add_argument("--format", choices=FORMATS, default="markdown", help="output format")
     e.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES, help="bootstrap resamples")
     e.add_argument("--seed", type=int, default=DEFAULT_SEED, help="bootstrap seed")
@@ -115,44 +150,76 @@ def _fmt(threshold: float | None) -> str:
     return format_number(threshold, 3)
 
 
+def _budgets(args: argparse.Namespace, df: Any) -> tuple[int, int]:
+    """The harness budgets the features were computed with: the run's, or the flags for a table."""
+    from cir.pairs.record import RunRecord
+    from cir.pairs.store import RunStore
+
+    run = (df.attrs.get("run") or {}).get("run_dir")
+    record = RunRecord.read(RunStore(Path(run))) if run else None
+    if record is None:
+        turns = DEFAULT_MAX_TURNS if args.max_turns is None else args.max_turns
+        actions = DEFAULT_MAX_ACTIONS if args.max_actions is None else args.max_actions
+        return turns, actions
+    found = {"--max-turns": record.settings.replay.max_turns, "--max-actions": record.settings.replay.max_actions}
+    for flag, given in (("--max-turns", args.max_turns), ("--max-actions", args.max_actions)):
+        if given is not None and given != found[flag]:
+            raise CirError(f"{flag} {given}: the run {run} was made with {flag} {found[flag]}, and the "
+                           "features read it; leave the flag out (the run's is used) or fit on a run "
+                           "made with that budget")
+    return found["--max-turns"], found["--max-actions"]
+
+
+def _print_fit(policy: Any) -> None:
+    t, s, b = policy.thresholds_, policy.oof_summary_, policy.budget_
+    print(f"fitted the {policy.estimator} estimator for {', '.join(policy.operations)} on {policy.n_tasks_} "
+          f"tasks, {policy.training_['decision_cells']} decision cells ({policy.training_['arms']} arms; "
+          f"delays {','.join(map(str, policy.delays))})")
+    print("thresholds: " + " ".join(f"{k}={_fmt(v)}" for k, v in t.items())
+          + f" (lambda={policy.lam}, epsilon={policy.epsilon}, d_min={policy.d_min})")
+    print(f"budget ({b['kind']}): {b['settings_within_budget']} of {b['settings_searched']} threshold "
+          "settings within it" + ("" if b["bound"] else ", so it did not bind"))
+    if b["kind"] == "certified" and not b["certified_any"]:
+        print(f"note: no recovering threshold setting could be certified at epsilon={b['epsilon']}, "
+              f"delta={b['delta']} with {b['n_clean']} clean arms (one setting with no observed harm needs "
+              f"{b['clean_arms_to_certify_one']}); the router never recovers")
+    elif t["alpha"] is None:
+        print("note: no threshold setting gained under erroneous observations within the clean-harm "
+              "budget; the router never recovers")
+    print(f"out-of-fold: net gain under erroneous observations {100 * s['net_gain']:+.2f} pp, "
+          f"clean harm {100 * s['clean_harm']:.2f}% (limit {100 * policy.epsilon:.2f}%), "
+          f"intervention rate {100 * s['intervention_rate']:.1f}%")
+    base = policy.baselines_
+    for name in ("anomaly", "anomaly_rate_matched"):
+        print(f"baseline {name}: alpha={_fmt(base[name]['alpha'])}, OOF net gain "
+              f"{100 * base[name]['oof_net_gain']:+.2f} pp, clean harm {100 * base[name]['oof_clean_harm']:.2f}%, "
+              f"intervention rate {100 * base[name]['oof_intervention_rate']:.1f}%")
+    a = base["always"]
+    print(f"baseline always: delay {a['delay']}, training net gain {100 * a['train_net_gain']:+.2f} pp, "
+          f"clean harm {100 * a['train_clean_harm']:.2f}%"
+          + ("" if a["meets_epsilon"] else " (no delay meets the clean-harm budget)"))
+
+
 def _fit(args: argparse.Namespace) -> int:
     # imported here, not at the top: `cir --help` must not load pandas and scikit-learn
     from cir.pairs.paired import read_paired
     from cir.router.calibration import calibration_figure, calibration_table
     from cir.router.policy import CIRPolicy
 
-    check_int("--max-turns", args.max_turns, 1, MAX_BUDGET)
-    check_int("--max-actions", args.max_actions, 1, MAX_BUDGET)
+    for flag, value in (("--max-turns", args.max_turns), ("--max-actions", args.max_actions)):
+        if value is not None:
+            check_int(flag, value, 1, MAX_BUDGET)
     check_int("--seed", args.seed, 0, MAX_SEED)
     df = read_paired(args.paired, require_features=True, allow_partial=args.allow_partial)
-    policy = CIRPolicy(lam=args.lam, epsilon=args.epsilon, d_min=args.d_min, delays=args.delays,
-                       C=args.C, folds=args.folds, operation=args.operation,
-                       grid_size=args.grid_size, seed=args.seed)
+    max_turns, max_actions = _budgets(args, df)
+    policy = CIRPolicy(estimator=args.estimator, operations=args.operations, budget=args.budget,
+                       lam=args.lam, epsilon=args.epsilon, delta=args.delta, d_min=args.d_min,
+                       delays=args.delays, C=args.C, folds=args.folds, grid_size=args.grid_size, seed=args.seed)
     policy.fit(df)
-    router = policy.to_router(max_turns=args.max_turns, max_actions=args.max_actions,
-                              task_ids=sorted(set(df["task_id"])))
+    router = policy.to_router(max_turns=max_turns, max_actions=max_actions, task_ids=sorted(set(df["task_id"])))
     out = router.save(args.out)
-    t = policy.thresholds_
-    s = policy.oof_summary_
-    print(f"fitted on {policy.n_tasks_} tasks, {policy.training_['decision_cells']} decision cells "
-          f"({policy.training_['episodes']} episodes; delays {','.join(map(str, policy.delays))})")
-    print(f"thresholds: alpha={_fmt(t['alpha'])} beta={_fmt(t['beta'])} gamma={_fmt(t['gamma'])} "
-          f"(lambda={policy.lam}, epsilon={policy.epsilon}, d_min={policy.d_min})")
-    if t["alpha"] is None:
-        print("note: no threshold setting gained under erroneous observations within the clean-harm "
-              "limit; the router never refreshes")
-    print(f"out-of-fold: net gain under erroneous observations {100 * s['net_gain']:+.2f} pp, "
-          f"clean harm {100 * s['clean_harm']:.2f}% (limit {100 * policy.epsilon:.2f}%), "
-          f"intervention rate {100 * s['intervention_rate']:.1f}%")
-    b = policy.baselines_
-    for name in ("anomaly", "anomaly_rate_matched"):
-        print(f"baseline {name}: alpha={_fmt(b[name]['alpha'])}, OOF net gain "
-              f"{100 * b[name]['oof_net_gain']:+.2f} pp, clean harm {100 * b[name]['oof_clean_harm']:.2f}%, "
-              f"intervention rate {100 * b[name]['oof_intervention_rate']:.1f}%")
-    a = b["always"]
-    print(f"baseline always: delay {a['delay']}, training net gain {100 * a['train_net_gain']:+.2f} pp, "
-          f"clean harm {100 * a['train_clean_harm']:.2f}%"
-          + ("" if a["meets_epsilon"] else " (no delay meets the clean-harm limit)"))
+    _print_fit(policy)
+    print(f"harness budgets: {max_turns} model turns, {max_actions} env actions")
     if args.report:
         report = Path(args.report)
         try:
@@ -186,20 +253,14 @@ def _evaluate(args: argparse.Namespace) -> int:
 
     check_int("--resamples", args.resamples, 1, MAX_RESAMPLES)
     check_int("--seed", args.seed, 0, MAX_SEED)
-    router = Router.load(args.router)
+    files = {"cir": args.router, **dict(args.compare)}
+    if len(files) != 1 + len(args.compare):
+        raise CirError("--compare: each router needs its own name (cir is the first router's)")
+    routers = {name: Router.load(path) for name, path in files.items()}
     df = read_paired(args.paired, require_features=True, allow_partial=args.allow_partial)
-    trained = set(router.training.get("task_ids", []))
-    overlap = sorted(trained & set(df["task_id"]))
-    if overlap and not args.allow_overlap:
-        raise CirError(f"{args.paired}: {len(overlap)} task(s) of the test table were used to fit "
-                       f"{args.router} (e.g. {overlap[0]!r}); evaluate on held-out tasks "
-                       "(or pass --allow-overlap)")
-    agents = set(router.training.get("agents", []))
-    test_agents = set(df["agent"].astype(str)) if "agent" in df.columns else set()
-    if agents and test_agents and test_agents != agents:
-        print(f"cir: warning: the test table's agent(s) {', '.join(sorted(test_agents))} differ from the "
-              f"router's training agent(s) {', '.join(sorted(agents))}", file=sys.stderr)
-    result = evaluate(router, df, resamples=args.resamples, seed=args.seed, source=str(args.paired))
+    for name, router in routers.items():
+        _check_held_out(router, files[name], df, args)
+    result = evaluate(routers, df, resamples=args.resamples, seed=args.seed, source=str(args.paired))
     summary, margins = result["summary"], result["margins"]
     asked = [c.strip() for c in (args.columns or "").split(",") if c.strip() and c.strip() != "all"]
     unknown = [c for c in asked if c not in summary.columns and c not in margins.columns]
@@ -223,17 +284,18 @@ def _evaluate(args: argparse.Namespace) -> int:
                           margins.assign(table="margins")], ignore_index=True).to_csv(index=False)
     else:
         s = result["settings"]
-        t = s["thresholds"]
-        head = (f"CIR on {s['tasks']} held-out tasks"
+        fitted = "; ".join(f"{name}: {r['estimator']} estimator, {', '.join(r['operations'])}, "
+                           + " ".join(f"{k}={_fmt(v)}" for k, v in r["thresholds"].items())
+                           for name, r in s["routers"].items())
+        head = (f"Routers on {s['tasks']} held-out tasks"
                 + (f" (partial run: {partial})" if partial else "")
-                + f", {s['episodes']} episodes; thresholds "
-                f"alpha={_fmt(t['alpha'])} beta={_fmt(t['beta'])} gamma={_fmt(t['gamma'])}; "
+                + f", {s['episodes']} arms ({fitted}); "
                 f"{s['resamples']} task-level bootstrap resamples (seed {s['seed']})")
-        text = (head + "\n\n" + markdown_table(summary) + "\n\nMargins of CIR (pp, paired by task):\n\n"
+        text = (head + "\n\n" + markdown_table(summary) + "\n\nMargins of each router (pp, paired by task):\n\n"
                 + markdown_table(margins) + "\n")
     try:
         if args.calibration:
-            calibration_figure(router, df).savefig(args.calibration, dpi=120)
+            calibration_figure(routers["cir"], df).savefig(args.calibration, dpi=120)
         if args.out:
             Path(args.out).write_text(text, encoding="utf-8")
     except OSError as err:
@@ -243,3 +305,18 @@ def _evaluate(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
     return 0
+
+
+def _check_held_out(router: Any, path: str, df: Any, args: argparse.Namespace) -> None:
+    """Refuse a test table that shares tasks with the router's training; warn on another agent."""
+    trained = set(router.training.get("task_ids", []))
+    overlap = sorted(trained & set(df["task_id"]))
+    if overlap and not args.allow_overlap:
+        raise CirError(f"{args.paired}: {len(overlap)} task(s) of the test table were used to fit "
+                       f"{path} (e.g. {overlap[0]!r}); evaluate on held-out tasks "
+                       "(or pass --allow-overlap)")
+    agents = set(router.training.get("agents", []))
+    test_agents = set(df["agent"].astype(str)) if "agent" in df.columns else set()
+    if agents and test_agents and test_agents != agents:
+        print(f"cir: warning: the test table's agent(s) {', '.join(sorted(test_agents))} differ from the "
+              f"training agent(s) of {path}: {', '.join(sorted(agents))}", file=sys.stderr)

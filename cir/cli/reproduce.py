@@ -7,11 +7,14 @@ from pathlib import Path
 from typing import Any
 
 from cir.agents.factory import AGENT_SPECS
-from cir.cli.limits import MAX_RESAMPLES, MAX_SEED, check_int, writer_lock
-from cir.cli.llm_options import add_llm_options, llm_config
-from cir.cli.style import BACKENDS, add_engine_savings, add_parallel, add_quiet, command
+from cir.cli.limits import MAX_BUDGET, MAX_RESAMPLES, check_int, writer_lock
+from cir.cli.llm_options import add_llm_options
+from cir.cli.run_settings import run_settings
+from cir.cli.style import add_engine_savings, add_parallel, add_quiet, command
 from cir.episode.protocol import DEFAULT_RESAMPLES, DEFAULT_SEED
-from cir.util.errors import CirError
+
+#: Replicates of one study: each is a whole study (about 3 minutes with the built-in agent).
+MAX_REPLICATES = 100
 
 
 def register(subparsers: Any) -> None:
@@ -24,6 +27,8 @@ def register(subparsers: Any) -> None:
                     "report.md and report.html.",
         examples=["cir reproduce --quick --out cir-out",
                   "cir reproduce --out cir-full",
+                  "cir reproduce --out cir-replicates --replicates 5 --jobs 2",
+                  "cir reproduce --out cir-fixed-point --perturb-at 4",
                   "cir reproduce --agent openai:Qwen3-14B --base-url http://localhost:8000/v1 --out cir-qwen"],
     )
     p.add_argument("--quick", action="store_true",
@@ -34,6 +39,11 @@ def register(subparsers: Any) -> None:
     add_parallel(p)
     add_engine_savings(p)
     p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seed of task generation and agent")
+    p.add_argument("--replicates", type=int, default=1,
+                   help="independent replicates of the whole study (new tasks and agent seed each: seed, "
+                        "seed+1000, ...), pooled in one report; each in replicates/seed-S/")
+    p.add_argument("--perturb-at", type=int, default=None, metavar="N",
+                   help="perturb env action N of every task (default: the one after 25%% of the factual run)")
     p.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES, help="bootstrap resamples")
     p.add_argument("--experiments", default=None, metavar="DIR",
                    help="folder of experiment configs; without it, this repository's experiments/")
@@ -45,21 +55,15 @@ def register(subparsers: Any) -> None:
 def _reproduce(args: argparse.Namespace) -> int:
     # the whole study: loaded when the command runs, not for `cir --help`
     from cir.study.reproduce import reproduce
-    from cir.util.parallel import check_jobs
 
-    check_jobs(args.jobs, args.backend, args.scheduler)
+    settings = run_settings(args)  # the agent's, the parallelism's: checked before any folder
     check_int("--resamples", args.resamples, 1, MAX_RESAMPLES)
-    check_int("--seed", args.seed, 0, MAX_SEED)
-    if args.backend not in BACKENDS:
-        raise CirError(f"--backend {args.backend!r}: expected one of {', '.join(BACKENDS)}")
-    if args.scheduler and args.backend != "dask":
-        raise CirError("--scheduler needs --backend dask")
-    llm = llm_config(args)
+    check_int("--replicates", args.replicates, 1, MAX_REPLICATES)
+    if args.perturb_at is not None:
+        check_int("--perturb-at", args.perturb_at, 1, MAX_BUDGET)
     # one study per folder (each run folder also has its own lock)
     with writer_lock(Path(args.out), "study folder"):
-        reproduce(args.out, quick=args.quick, agent=args.agent, jobs=args.jobs, seed=args.seed,
-                  resamples=args.resamples, backend=args.backend, scheduler=args.scheduler,
-                  base_url=args.base_url, llm=llm, cache_dir=args.cache_dir,
-                  experiments_dir=args.experiments, engine_savings=args.engine_savings,
-                  progress=not args.quiet)
+        reproduce(args.out, settings, quick=args.quick, replicates=args.replicates,
+                  perturb_at=args.perturb_at, resamples=args.resamples,
+                  experiments_dir=args.experiments, progress=not args.quiet)
     return 0

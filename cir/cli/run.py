@@ -6,9 +6,10 @@ import argparse
 from pathlib import Path
 
 from cir.agents.factory import AGENT_SPECS
-from cir.cli.limits import MAX_BUDGET, check_int
-from cir.cli.llm_options import add_llm_options, llm_config
+from cir.cli.llm_options import add_llm_options
+from cir.cli.run_settings import run_settings
 from cir.cli.style import add_engine_savings, add_parallel, add_quiet, command
+from cir.episode.operations import OPERATIONS
 from cir.episode.protocol import (
     DEFAULT_CONDITIONS,
     DEFAULT_DELAYS,
@@ -16,7 +17,6 @@ from cir.episode.protocol import (
     DEFAULT_MAX_ACTIONS,
     DEFAULT_MAX_TURNS,
     DEFAULT_OPERATIONS,
-    OPERATIONS,
 )
 from cir.util.errors import CirError
 
@@ -63,6 +63,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0, help="agent seed")
     p.add_argument("--perturb-fraction", type=float, default=DEFAULT_FRACTION,
                    help="perturb the env action after this fraction of the factual run")
+    p.add_argument("--perturb-at", type=int, default=None, metavar="N",
+                   help="perturb env action N of every task instead (the decision point then says "
+                        "nothing about the factual run's length)")
     p.add_argument("--max-turns", type=int, default=DEFAULT_MAX_TURNS, help="model-turn budget")
     p.add_argument("--max-actions", type=int, default=DEFAULT_MAX_ACTIONS, help="env-action budget")
     p.add_argument("--snapshots", default="fast", choices=["fast", "replay"],
@@ -76,47 +79,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def handle(args: argparse.Namespace) -> int:
     # imported here, not at the top: `cir --help` must not load the engine and the models
     from cir.families.alfworld.tasks import load_tasks
-    from cir.pairs.paired import MAX_DELAY
-    from cir.pairs.replay import ReplaySettings
     from cir.pairs.run import run_experiment
-    from cir.util.parallel import BACKENDS, check_jobs
+    from cir.pairs.settings import ReplaySettings
 
-    # check every setting before touching the engine or the run folder
-    check_int("--max-turns", args.max_turns, 1, MAX_BUDGET)
-    check_int("--max-actions", args.max_actions, 1, MAX_BUDGET)
-    settings = ReplaySettings.parse(args.conditions, args.delays, args.operations,
-                                    perturb_fraction=args.perturb_fraction, max_turns=args.max_turns,
-                                    max_actions=args.max_actions)
-    for delay in settings.delays:
-        check_int("--delays: delay", delay, 0, MAX_DELAY)
-    if args.backend not in BACKENDS:
-        raise CirError(f"--backend {args.backend!r}: expected one of {', '.join(BACKENDS)}")
-    check_jobs(args.jobs, args.backend, args.scheduler)
+    # every setting checked (where the settings are built) before the engine or the folder
+    replay = ReplaySettings.parse(args.conditions, args.delays, args.operations,
+                                  perturb_fraction=args.perturb_fraction, perturb_at=args.perturb_at,
+                                  max_turns=args.max_turns, max_actions=args.max_actions)
+    settings = run_settings(args, replay)
     if args.limit is not None and args.limit < 1:
         raise CirError(f"--limit {args.limit}: expected an integer >= 1")
-    if args.scheduler and args.backend != "dask":
-        raise CirError("--scheduler needs --backend dask")
     tasks = load_tasks(args.tasks, split=args.split)
     if args.limit is not None:
         tasks = tasks[: args.limit]
-    run_experiment(
-        tasks,
-        args.out,
-        agent=args.agent,
-        seed=args.seed,
-        settings=settings,
-        jobs=args.jobs,
-        backend=args.backend,
-        scheduler=args.scheduler,
-        snapshots=args.snapshots,
-        engine_savings=args.engine_savings,
-        base_url=args.base_url,
-        llm=llm_config(args),
-        cache_dir=args.cache_dir,
-        extend=args.extend,
-        tasks_source=str(Path(args.tasks).expanduser().resolve())
-        + (f" (split {args.split})" if args.split else ""),
-        limit=args.limit,
-        progress=not args.quiet,
-    )
+    source = str(Path(args.tasks).expanduser().resolve()) + (f" (split {args.split})" if args.split else "")
+    run_experiment(tasks, args.out, settings, tasks_source=source, limit=args.limit,
+                   progress=not args.quiet)
     return 0

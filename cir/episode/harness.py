@@ -92,7 +92,7 @@ class Harness:
         self.max_turns = int(max_turns)
         self.max_actions = int(max_actions)
         self.reply_cache: dict[str, Any] = {} if reply_cache is None else reply_cache
-        self.settings: dict[str, Any] = dict(agent.settings())
+        self.agent_settings: dict[str, Any] = dict(agent.settings())  # they key the reply cache
         self.costs = Costs()
         self.on_call = on_call
         self._lock = threading.Lock()  # the costs
@@ -113,7 +113,7 @@ class Harness:
         """The reply and, for an agent that explains itself (``act_traced``), the
         mechanisms that fired reading the last message and deciding the reply."""
         context = transcript.context()
-        key = context_hash(context, self.settings)
+        key = context_hash(context, self.agent_settings)
         cached = self.reply_cache.get(key)
         if cached is None:  # ask (or wait for the branch that is asking right now)
             (cached, asked), shared = self._in_flight.do(key, lambda: self._ask(key, context))

@@ -11,7 +11,11 @@ Conditions (DESIGN.md):
 - ``missing``: the fixed text :data:`MISSING_TEXT`.
 
 The perturbation point of a task is the env action after ``fraction`` (0.25) of the
-factual run's N env actions: number ``ceil(fraction * N) + 1`` (1-based).
+factual run's N env actions: number ``ceil(fraction * N) + 1`` (1-based), the paper's
+protocol. That point depends on the factual run's length, which a live harness never
+knows (and ``f_env_actions - f_delay`` then encodes it); the other protocol, ``at``, is a
+fixed env-action number for every task, so the decision point says nothing about the
+factual run.
 """
 
 from __future__ import annotations
@@ -75,8 +79,12 @@ def parse_conditions(spec: str | list[str] | tuple[str, ...]) -> list[Condition]
     return parsed
 
 
-def perturbation_point(n_env_actions: int, fraction: float = DEFAULT_FRACTION) -> int:
-    """1-based number of the perturbed env action: ``ceil(fraction * N) + 1``."""
+def perturbation_point(n_env_actions: int, fraction: float = DEFAULT_FRACTION, at: int | None = None) -> int:
+    """1-based number of the perturbed env action: ``at`` when given, else ``ceil(fraction * N) + 1``."""
+    if at is not None:
+        if isinstance(at, bool) or not isinstance(at, int) or at < 1:
+            raise CirError(f"perturbation point {at!r}: expected an env-action number >= 1")
+        return at
     if not 0.0 <= fraction < 1.0:
         raise CirError(f"perturbation fraction {fraction!r}: expected a number in [0, 1)")
     # round() first so that e.g. 0.25 * 12 = 3.0000000000000004 does not become 4
@@ -84,14 +92,15 @@ def perturbation_point(n_env_actions: int, fraction: float = DEFAULT_FRACTION) -
 
 
 def feasibility(
-    n_env_actions: int, conditions: list[Condition], fraction: float = DEFAULT_FRACTION
+    n_env_actions: int, conditions: list[Condition], fraction: float = DEFAULT_FRACTION, at: int | None = None
 ) -> tuple[bool, str]:
     """Whether a factual run of N env actions is prefix-feasible for all ``conditions``.
 
-    Feasible when the perturbed env action exists in the factual run and at least K
-    earlier env actions exist for the largest staleK. Returns ``(ok, reason)``.
+    Feasible when the perturbed env action (:func:`perturbation_point`) exists in the
+    factual run and at least K earlier env actions exist for the largest staleK. Returns
+    ``(ok, reason)``.
     """
-    point = perturbation_point(n_env_actions, fraction)
+    point = perturbation_point(n_env_actions, fraction, at)
     if point > n_env_actions:
         return False, (
             f"factual run has {n_env_actions} env actions; the perturbation point "

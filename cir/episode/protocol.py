@@ -17,7 +17,7 @@ THINK_PREFIX = "think:"
 #: What the harness shows after a thought.
 THINK_ACK = "OK."
 
-# -- what the harness shows (recovery operations, ``cir.episode.recovery``) ------------------------------
+# -- what the harness shows (recovery operations: ``cir.episode.operations``) ------------------------
 #: Before the answer to a refresh query.
 REFRESH_PREFIX = "[Refreshed observation]"
 #: Instead of the answer to a content-ablated refresh query.
@@ -33,14 +33,15 @@ PLACEBO_TEXT = "[harness] no new information"
 # -- the harness budgets (paper) ---------------------------------------------------------------
 DEFAULT_MAX_TURNS = 49
 DEFAULT_MAX_ACTIONS = 64
+#: Model turns and env actions per episode at most (a larger budget is a typo).
+MAX_BUDGET = 100_000
 
 # -- the paired design ----------------------------------------------------------------------------
 DEFAULT_CONDITIONS: tuple[str, ...] = ("clean", "stale2", "stale1", "missing")
 #: The stale condition the paper reports first.
 PRIMARY_STALE = "stale2"
 DEFAULT_DELAYS: tuple[int, ...] = (0, 1, 2, 4)
-#: Every recovery operation, in display order (``cir.episode.recovery.OPERATIONS`` implements them).
-OPERATIONS: tuple[str, ...] = ("refresh", "refresh_ablated", "replan", "rewind", "placebo")
+#: The operations a run applies by default (every one: ``cir.episode.operations.OPERATIONS``).
 DEFAULT_OPERATIONS: tuple[str, ...] = ("refresh",)
 #: The perturbed env action comes after this fraction of the factual run's env actions.
 DEFAULT_FRACTION = 0.25
@@ -52,8 +53,14 @@ DEFAULT_D_MIN = 1
 DEFAULT_CANDIDATE_DELAYS: tuple[int, ...] = (1, 2, 4)
 DEFAULT_C = 0.1
 DEFAULT_FOLDS = 5
+#: The certified budget's confidence: clean harm <= epsilon with probability >= 1 - delta.
+DEFAULT_DELTA = 0.1
+#: The candidate C of the paired estimator's outcome models (chosen by grouped cross-validation).
+PAIRED_CS: tuple[float, ...] = (0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0)
 
 # -- inference ------------------------------------------------------------------------------------
 DEFAULT_RESAMPLES = 10_000
 DEFAULT_LEVEL = 0.95
 DEFAULT_SEED = 0
+#: Seeds of the agent, the bootstrap, the folds and the study: what numpy and scikit-learn accept.
+MAX_SEED = 2**32 - 1

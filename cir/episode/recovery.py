@@ -6,8 +6,9 @@ Each operation is a small object with a ``name`` and
 An operation reaches the env directly (the harness's env, a
 :class:`~cir.envs.counting.CountingEnv` when the work is counted), never through the
 harness. Operations spend budget like anything else: a refresh ``look`` is an env
-action; a rewind keeps everything already spent. A new operation is a subclass here,
-registered in :data:`OPERATIONS` and named in :data:`cir.episode.protocol.OPERATIONS`.
+action; a rewind keeps everything already spent. Each class implements one entry of the
+registry :data:`cir.episode.operations.OPERATIONS` (its name, text and cost are read from
+there); a new operation is an entry there and a subclass here.
 
 - ``refresh``: send the env's refresh query (one env action; ALFWorld's is ``look``, see
   :class:`cir.envs.base.Env`) and show the result as a refreshed observation
@@ -31,13 +32,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from cir.envs.base import DEFAULT_REFRESH_QUERY
-from cir.episode.protocol import (
-    ABLATED_TEXT,
-    PLACEBO_TEXT,
-    REFRESH_PREFIX,
-    REPLAN_TEXT,
-    REWIND_HEADER,
-)
+from cir.episode.operations import OPERATIONS, OperationInfo, check_operations, operation_info
+from cir.episode.protocol import REWIND_HEADER
 from cir.episode.transcript import HARNESS, Step, Transcript
 from cir.util.errors import CirError
 
@@ -69,10 +65,17 @@ class Checkpoints:
 
 
 class Operation:
-    """Base of recovery operations (a name and :meth:`apply`)."""
+    """Base of recovery operations: a registry entry (``info``) and :meth:`apply`."""
 
-    name: str = ""
-    queries_env: bool = False
+    info: OperationInfo
+
+    @property
+    def name(self) -> str:
+        return self.info.name
+
+    @property
+    def queries_env(self) -> bool:
+        return self.info.queries_env
 
     def apply(self, env: Env, transcript: Transcript, checkpoints: Checkpoints) -> Step:
         raise NotImplementedError
@@ -85,14 +88,13 @@ class Refresh(Operation):
     """Send ``query`` (the env's refresh query, :func:`cir.envs.base.refresh_query`) and show
     the answer."""
 
-    name = "refresh"
-    queries_env = True
+    info = OPERATIONS["refresh"]
 
     def __init__(self, query: str = DEFAULT_REFRESH_QUERY) -> None:
         self.query = query
 
     def shown(self, obs: str) -> str:
-        return f"{REFRESH_PREFIX} {obs}"
+        return f"{self.info.text} {obs}"
 
     def apply(self, env: Env, transcript: Transcript, checkpoints: Checkpoints) -> Step:
         obs, done, won = env.step(self.query)
@@ -106,30 +108,30 @@ class Refresh(Operation):
 class RefreshAblated(Refresh):
     """The same env query as :class:`Refresh`, its answer hidden."""
 
-    name = "refresh_ablated"
+    info = OPERATIONS["refresh_ablated"]
 
     def shown(self, obs: str) -> str:
-        return ABLATED_TEXT
+        return self.info.text
 
 
-class Replan(Operation):
-    name = "replan"
-
-    def apply(self, env: Env, transcript: Transcript, checkpoints: Checkpoints) -> Step:
-        return Step(actor=HARNESS, reply=self.name, action=None, observation=None,
-                    shown=REPLAN_TEXT, events=[f"recovery:{self.name}"])
-
-
-class Placebo(Operation):
-    name = "placebo"
+class Message(Operation):
+    """An operation that only shows its fixed text (no env query)."""
 
     def apply(self, env: Env, transcript: Transcript, checkpoints: Checkpoints) -> Step:
         return Step(actor=HARNESS, reply=self.name, action=None, observation=None,
-                    shown=PLACEBO_TEXT, events=[f"recovery:{self.name}"])
+                    shown=self.info.text, events=[f"recovery:{self.name}"])
+
+
+class Replan(Message):
+    info = OPERATIONS["replan"]
+
+
+class Placebo(Message):
+    info = OPERATIONS["placebo"]
 
 
 class Rewind(Operation):
-    name = "rewind"
+    info = OPERATIONS["rewind"]
 
     def apply(self, env: Env, transcript: Transcript, checkpoints: Checkpoints) -> Step:
         anchor = checkpoints.anchor
@@ -159,30 +161,22 @@ def rewind_memory(abandoned: list[Step]) -> str:
     )
 
 
-OPERATIONS: dict[str, type[Operation]] = {
-    cls.name: cls for cls in (Refresh, RefreshAblated, Replan, Rewind, Placebo)
+#: The implementation of each registry entry.
+IMPLEMENTATIONS: dict[str, type[Operation]] = {
+    cls.info.name: cls for cls in (Refresh, RefreshAblated, Replan, Rewind, Placebo)
 }
+if list(IMPLEMENTATIONS) != list(OPERATIONS):  # pragma: no cover - a new entry without a class
+    raise ImportError(f"cir.episode.recovery implements {list(IMPLEMENTATIONS)}, the registry "
+                      f"lists {list(OPERATIONS)}")
 
 
 def get_operation(name: str, refresh_query: str = DEFAULT_REFRESH_QUERY) -> Operation:
     """The operation named ``name`` (the refresh operations send ``refresh_query``); an
     unknown name is a :class:`CirError`."""
-    try:
-        cls = OPERATIONS[str(name).strip()]
-    except KeyError:
-        raise CirError(
-            f"unknown operation {name!r}: expected one of {', '.join(OPERATIONS)}"
-        ) from None
+    cls = IMPLEMENTATIONS[operation_info(name).name]
     return cls(refresh_query) if issubclass(cls, Refresh) else cls()
 
 
 def parse_operations(spec: str | list[str] | tuple[str, ...]) -> list[Operation]:
     """A comma-separated list (or sequence) of operation names, duplicates refused."""
-    names = [s.strip() for s in spec.split(",")] if isinstance(spec, str) else [str(s) for s in spec]
-    names = [n for n in names if n]
-    if not names:
-        raise CirError(f"operations: expected at least one of {', '.join(OPERATIONS)}")
-    if len(set(names)) != len(names):
-        dup = next(n for n in names if names.count(n) > 1)
-        raise CirError(f"operations: {dup!r} is listed twice")
-    return [get_operation(n) for n in names]
+    return [get_operation(n) for n in check_operations(spec)]

@@ -25,13 +25,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from cir.envs.base import DEFAULT_REFRESH_QUERY
-from cir.episode.protocol import (
-    ABLATED_TEXT,
-    PLACEBO_TEXT,
-    REFRESH_PREFIX,
-    REPLAN_TEXT,
-    THINK_PREFIX,
-)
+from cir.episode.operations import operation_of_text
+from cir.episode.protocol import THINK_PREFIX
 from cir.util.errors import CirError
 
 AGENT = "agent"
@@ -203,9 +198,9 @@ class Transcript:
         Leading ``system`` messages are skipped; the first ``user`` message is the task
         text. Each ``assistant`` reply must be answered by one ``user`` (or ``tool``)
         message: the text shown after it (a reply starting with ``think:`` is a thought,
-        no env action). A ``user`` message that answers no reply is the harness's: the
-        texts of :mod:`cir.episode.recovery` (:data:`~cir.episode.protocol.REFRESH_PREFIX` and the others)
-        become that operation's step, a refresh with ``refresh_query`` as its env action;
+        no env action). A ``user`` message that answers no reply is the harness's: a
+        recovery operation's text (:data:`cir.episode.operations.OPERATIONS`) becomes that
+        operation's step, one that queries the env with ``refresh_query`` as its env action;
         any other such message is a harness step named ``message``. True observations are
         unknown to a chat list: ``observation`` is None except for a refresh's answer.
         """
@@ -234,9 +229,6 @@ class Transcript:
 
 
 _SHOWN = ("user", "tool")
-#: Harness texts of :mod:`cir.episode.recovery` -> (operation, whether it sent the refresh query).
-_HARNESS_TEXTS = {ABLATED_TEXT: ("refresh_ablated", True), REPLAN_TEXT: ("replan", False),
-                  PLACEBO_TEXT: ("placebo", False)}
 
 
 def _role(messages: list[dict[str, Any]], i: int) -> str:
@@ -263,12 +255,13 @@ def _agent_step(reply: str, shown: str) -> Step:
 
 
 def _harness_step(shown: str, refresh_query: str) -> Step:
-    if shown.startswith(REFRESH_PREFIX):
-        obs = shown[len(REFRESH_PREFIX):].strip()
-        return Step(HARNESS, "refresh", refresh_query, obs, shown, ["recovery:refresh"])
-    name, queried = _HARNESS_TEXTS.get(shown, ("message", False))
-    events = [] if name == "message" else [f"recovery:{name}"]
-    return Step(HARNESS, name, refresh_query if queried else None, None, shown, events)
+    op = operation_of_text(shown)
+    if op is None:
+        return Step(HARNESS, "message", None, None, shown, [])
+    # the answer a refresh showed is the one true observation a chat list holds
+    obs = shown[len(op.text):].strip() if op.shows_answer else None
+    return Step(HARNESS, op.name, refresh_query if op.queries_env else None, obs, shown,
+                [f"recovery:{op.name}"])
 
 
 def visible_prefix(steps: list[Step], n: int) -> list[Step]:

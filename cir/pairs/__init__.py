@@ -3,11 +3,14 @@
 from cir.util.lazy import lazy_exports
 
 __all__, __getattr__, __dir__ = lazy_exports(__name__, {
-    "ReplaySettings": "cir.pairs.replay",
+    "ReplaySettings": "cir.pairs.settings",
+    "RunSettings": "cir.pairs.settings",
     "run_task_pairs": "cir.pairs.replay",
     "TaskResult": "cir.pairs.replay",
     "run_experiment": "cir.pairs.run",
+    "repair_run": "cir.pairs.repair",
     "read_episodes": "cir.pairs.store",
+    "EpisodeRecord": "cir.pairs.episode_record",
     "read_task_summaries": "cir.pairs.store",
     "RunStore": "cir.pairs.store",
     "RunRecord": "cir.pairs.record",

@@ -25,9 +25,11 @@ f_*                features at the decision point, from the no-recovery arm
 
 A run folder's ``paired.csv`` is derived from its episode store (:func:`paired_text`),
 so :func:`read_paired` on a run folder checks the table against the store and the run
-record: a table that is missing, shorter or older than the store is rebuilt from it, and
-a run that lacks tasks is refused unless partial results are asked for (``allow_partial``);
-then ``df.attrs["run"]`` says how partial.
+record, and only reads: a table that is missing, shorter or older than the store is derived
+from the store in memory, with a note (the file is left as it is; ``cir repair RUN_DIR`` or
+the same ``cir run`` rewrites it, keeping a copy); tasks of another run in the store are
+refused like damage; a run that lacks tasks is refused unless partial results are asked for
+(``allow_partial``); then ``df.attrs["run"]`` says how partial.
 """
 
 from __future__ import annotations
@@ -41,7 +43,9 @@ from typing import Any
 
 import pandas as pd
 
-from cir.pairs.store import EPISODES, PAIRED, RUN_JSON, RunIndex, RunStore
+from cir.episode.delays import MAX_DELAY
+from cir.pairs.record import RunRecord, foreign_member
+from cir.pairs.store import EPISODES, PAIRED, RUN_JSON, RunStore, StoreScan, verify_members
 from cir.util.errors import CirError
 
 log = logging.getLogger(__name__)
@@ -75,8 +79,6 @@ PAIRED_COLUMNS = [
 ]
 OUTCOMES = ["stable_success", "rescue", "harm", "stable_failure"]
 FEATURE_PREFIX = "f_"
-#: No episode is this long; a larger delay is a typo (and would overflow on reading back).
-MAX_DELAY = 1_000_000
 
 
 def outcome_of(y0: int, y1: int) -> str:
@@ -296,76 +298,87 @@ def _partial(run_dir: Path, tasks: int, done: int, damage: str, allow_partial: b
 
 
 def run_table(run_dir: str | Path, allow_partial: bool = False) -> tuple[str, dict[str, Any]]:
-    """The paired table of a run folder as CSV text, checked, and the run's status.
+    """The paired table of a run folder as CSV text, checked, and the run's status; reads only
+    (:func:`check_run`)."""
+    text, status, _ = check_run(run_dir, allow_partial)
+    return text, status
 
-    Fast path: the record says the run is complete and names the store size and table
-    digest that are on disk. Otherwise the table is derived from the store, compared
-    with ``paired.csv`` and, when they differ and no writer holds the folder, rewritten.
+
+def check_run(run_dir: str | Path, allow_partial: bool = False) -> tuple[str, dict[str, Any], StoreScan | None]:
+    """A run folder checked as every reader checks it: its table's text, its status and the
+    scan of its store whose members are this run's (None: the record vouches for every byte).
+
+    Fast path: the record says the run is complete, names the table digest on disk and the
+    store's members, and every byte of the store is the one it names. Otherwise the table is
+    derived from the store's members of this run (another run's are refused like damage)
+    and, when it differs from ``paired.csv``, used with a note; nothing is written. A run
+    that lacks tasks is a CirError unless ``allow_partial``.
     """
     run_dir = Path(run_dir)
     store = RunStore(run_dir)
     current = store.read_paired_text()
-    index = store.read_index()
-    if index is None:
+    record = RunRecord.read(store)
+    if record is None:
         if not allow_partial or current is None:
             raise CirError(f"{run_dir}: has {EPISODES} but no {RUN_JSON}, so it cannot tell "
                            "how many tasks the run has; pass --allow-partial to read its table")
         log.warning("%s: no %s; its paired.csv is read unchecked, as asked", run_dir, RUN_JSON)
-        return current, {"run_dir": str(run_dir), "tasks": None, "tasks_done": None, "partial": True}
+        return current, {"run_dir": str(run_dir), "tasks": None, "tasks_done": None, "partial": True}, None
+    check_record(record, store)
     digest = None if current is None else text_digest(current)
-    stored = store.episodes_path.exists()
-    if index.complete and current is not None and digest == index.paired_sha256 \
-            and index.episodes_bytes == store.episodes_bytes():
-        return current, _partial(run_dir, index.n_tasks, index.n_tasks, "", allow_partial)
-    if not stored:
-        return _without_store(run_dir, index, current, digest, allow_partial)
-    scan = store.scan()
+    n = record.settings.n_tasks
+    if not store.episodes_path.exists():
+        return (*_without_store(run_dir, record, current, digest, allow_partial), None)
+    if record.complete and current is not None and digest == record.paired_sha256 \
+            and record.members is not None and verify_members(store.episodes_path, record.members) is None:
+        return current, _partial(run_dir, n, n, "", allow_partial), None
+    scan = store.scan(foreign_member(record.settings, record.task_ids))
     summaries = scan.summaries()
-    ids = index.task_ids if index.task_ids is not None else sorted(summaries)
+    ids = record.task_ids if record.task_ids is not None else sorted(summaries)
     done = [summaries[i] for i in ids if i in summaries]
-    text = paired_text(done, index.conditions, index.operations)
+    text = paired_text(done, record.settings.replay.conditions, record.settings.replay.operations)
+    status = _partial(run_dir, n, len(done), scan.damage_text(), allow_partial)  # refused first
     if text != current:
-        _rewrite_table(store, text, current)
-    return text, _partial(run_dir, index.n_tasks, len(done), scan.damage_text(), allow_partial)
+        _note_derived(store, text, current)
+    return text, status, scan
 
 
-def _without_store(run_dir: Path, index: RunIndex, current: str | None, digest: str | None,
+def check_record(record: RunRecord, store: RunStore) -> None:
+    """A record that contradicts itself (an edited count) is refused with what contradicts."""
+    problem = record.inconsistency()
+    if problem:
+        raise CirError(f"{store.run_json_path}: {problem}: the run record contradicts itself (was it "
+                       f"edited?); `cir repair {store.dir}` rebuilds it from the episode store")
+
+
+def _without_store(run_dir: Path, record: RunRecord, current: str | None, digest: str | None,
                    allow_partial: bool) -> tuple[str, dict[str, Any]]:
     """A run folder whose episode store is gone (e.g. results kept without transcripts):
     the table is trusted only when the record says complete and its digest or row count fits."""
     rows = None if current is None else max(0, current.count("\n") - 1)
-    fits = current is not None and index.complete and (
-        digest == index.paired_sha256 if index.paired_sha256 else rows == index.pairs)
+    n, pairs = record.settings.n_tasks, record.counts.pairs
+    fits = current is not None and record.complete and (
+        digest == record.paired_sha256 if record.paired_sha256 else rows == pairs)
     if fits:
         assert current is not None
-        return current, _partial(run_dir, index.n_tasks, index.n_tasks, "", allow_partial)
+        return current, _partial(run_dir, n, n, "", allow_partial)
     problem = ("no paired.csv" if current is None else
-               f"paired.csv has {rows} rows, the run record {index.pairs} for a "
-               f"{'complete' if index.complete else 'partial'} run of {index.n_tasks} tasks")
+               f"paired.csv has {rows} rows, the run record {pairs} for a "
+               f"{'complete' if record.complete else 'partial'} run of {n} tasks")
     if not allow_partial or current is None:
-        raise CirError(f"{run_dir}: {problem}, and there is no {EPISODES} to rebuild it from")
+        raise CirError(f"{run_dir}: {problem}, and there is no {EPISODES} to derive it from")
     log.warning("%s: %s; read as it is, as asked", run_dir, problem)
-    return current, {"run_dir": str(run_dir), "tasks": index.n_tasks,
-                     "tasks_done": index.tasks_done, "partial": True}
+    return current, {"run_dir": str(run_dir), "tasks": n, "tasks_done": record.counts.tasks_done,
+                     "partial": True}
 
 
-def _rewrite_table(store: RunStore, text: str, current: str | None) -> None:
-    """Rewrite paired.csv from the store unless a writer holds the folder (then it will)."""
-    was = "missing" if current is None else f"{max(0, current.count(chr(10)) - 1)} rows"
-    lock = store.lock()
-    try:
-        lock.acquire()
-    except CirError as err:
-        log.warning("%s: differs from the episode store (%s, the store has %d rows) and is not "
-                    "rewritten (%s); the table is read from the store", store.paired_path, was,
-                    text.count("\n") - 1, err)
-        return
-    try:
-        store.write_paired(text)
-    except CirError as err:
-        log.warning("%s; the table is read from the episode store", err)
-        return
-    finally:
-        lock.release()
-    log.warning("%s: rebuilt from the episode store (it was %s, the store has %d rows)",
-                store.paired_path, was, text.count("\n") - 1)
+def rows_of(text: str | None) -> int | None:
+    """The number of rows of a table's CSV text (None for no table)."""
+    return None if text is None else max(0, text.count("\n") - 1)
+
+
+def _note_derived(store: RunStore, text: str, current: str | None) -> None:
+    was = "missing" if current is None else f"{rows_of(current)} rows, differs from the store"
+    log.warning("%s: %s; the table is derived from the episode store (%d rows) and the file is "
+                "left as it is (`cir repair %s` or the same `cir run` rewrites it, keeping a copy)",
+                store.paired_path, was, rows_of(text), store.dir)

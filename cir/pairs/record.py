@@ -1,9 +1,9 @@
-"""The run record (``RUN_DIR/run.json``) as typed data: settings, counts, feasibility, costs, timings.
+"""The run record (``RUN_DIR/run.json``) as typed data: the one reader and writer of run.json.
 
 A run record is rebuilt from the finished tasks' summaries after every task
 (:meth:`RunRecord.summarize`), written by the run folder (:mod:`cir.pairs.store`) and read back
-on resume or by the study report. :meth:`RunRecord.to_dict` and
-:meth:`RunRecord.from_dict` are its only JSON form::
+on resume, by every reader of the paired table and by the study report.
+:meth:`RunRecord.to_dict` and :meth:`RunRecord.from_dict` are its only JSON form::
 
     {"cir_version": "0.1.0", "complete": true,
      "settings": {"tasks": ..., "task_set": ..., "n_tasks": ..., "limit": ..., "agent": ...,
@@ -22,26 +22,33 @@ on resume or by the study report. :meth:`RunRecord.to_dict` and
                          "retries": ..., "unparsable": ..., "model_calls": ...}}]},
      "task_ids": [...],
      "agent_settings": {...},
-     "store": {"episodes_bytes": ..., "paired_sha256": ...}}
+     "store": {"episodes_bytes": ..., "paired_sha256": ...,
+               "members": [{"task_id": ..., "bytes": ..., "sha256": ...}, ...]}}
 
-``task_ids`` (the run's tasks in order) and ``store`` (the episode store's size and the
-digest of the paired table written with it) let a reader check a table against its store
-cheaply (:mod:`cir.pairs.paired`); records of older versions lack them and are checked the
-slow way. A session's ``llm`` holds the LLM agent's counters in that session (empty for
-agents without any): a rerun served from the cache shows ``http_requests: 0``; its
-``cache_dir`` is the reply cache it used (None: the run folder's own) and ``extends`` the
-run whose replies it reused (:func:`check_extension`). ``agent_settings`` are the agent's
-settings in words (the digest in ``agent_label`` is of these), for readers.
+``settings`` is what identifies the run (:class:`RunIdentity`): a resumed run must have the
+same, key by key. ``task_ids`` (the run's tasks in order) and ``store`` (the episode store's
+members as written, each with its size and digest, and the digest of the paired table written
+with them) let a reader check a table against its store without decompressing it
+(:mod:`cir.pairs.paired`): every byte of the store is verified, not only its size. Records of
+older versions lack them and are checked the slow way. A session's ``llm`` holds the LLM
+agent's counters in that session (empty for agents without any): a rerun served from the
+cache shows ``http_requests: 0``; its ``cache_dir`` is the reply cache it used (None: the run
+folder's own) and ``extends`` the run whose replies it reused (:func:`check_extension`).
+``agent_settings`` are the agent's settings in words (the digest in ``agent_label`` is of
+these), for readers.
+
+:func:`foreign_member` says when a task in the store is another run's (another agent, seed or
+grid, or a task this run does not have): such a member is refused like damage.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from typing import Any
 
-from cir.pairs.replay import ReplaySettings
-from cir.pairs.store import RunStore
+from cir.pairs.settings import ReplaySettings, RunSettings, task_set_digest
+from cir.pairs.store import RUN_JSON, RunStore, StoredMember
 from cir.util.errors import CirError
 
 
@@ -61,12 +68,15 @@ def _build(cls: type, data: Any, source: str, where: str) -> Any:
         if optional and isinstance(data, dict) and f.name not in data:
             continue
         values[f.name] = _part(data, f.name, f"{source} ({where})")
-    return cls(**values)
+    try:
+        return cls(**values)
+    except TypeError as err:
+        raise CirError(f"{source} ({where}): {err}") from None
 
 
 @dataclass(frozen=True)
-class RunSettings:
-    """What identifies a run: a resumed run must have the same (compared key by key)."""
+class RunIdentity:
+    """What identifies a run (``settings`` of run.json): a resumed run must have the same."""
 
     tasks: str | None  # where the tasks came from
     task_set: str  # digest of the task ids
@@ -77,14 +87,24 @@ class RunSettings:
     seed: int
     replay: ReplaySettings
 
+    @classmethod
+    def of(cls, settings: RunSettings, task_ids: Sequence[str], agent_label: str,
+           tasks: str | None = None, limit: int | None = None) -> RunIdentity:
+        """The identity of a run of ``settings`` over these tasks, whose agent is ``agent_label``."""
+        return cls(tasks=tasks, task_set=task_set_digest(task_ids), n_tasks=len(task_ids), limit=limit,
+                   agent=settings.agent, agent_label=agent_label, seed=settings.seed,
+                   replay=settings.replay)
+
     def to_dict(self) -> dict[str, Any]:
         return {"tasks": self.tasks, "task_set": self.task_set, "n_tasks": self.n_tasks,
                 "limit": self.limit, "agent": self.agent, "agent_label": self.agent_label,
                 "seed": self.seed, **self.replay.as_dict()}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], source: str) -> RunSettings:
-        replay = {f.name: _part(data, f.name, source) for f in fields(ReplaySettings)}
+    def from_dict(cls, data: dict[str, Any], source: str) -> RunIdentity:
+        # a setting added later (with a default) is absent from older records
+        replay = {f.name: _part(data, f.name, source) for f in fields(ReplaySettings)
+                  if f.name in data or f.default is MISSING}
         replay = {k: tuple(v) if isinstance(v, list) else v for k, v in replay.items()}
         try:
             settings = ReplaySettings(**replay)
@@ -92,6 +112,34 @@ class RunSettings:
             raise CirError(f"{source}: settings: {err}") from None
         own = {f.name: _part(data, f.name, source) for f in fields(cls) if f.name != "replay"}
         return cls(**own, replay=settings)
+
+
+def foreign_member(identity: RunIdentity, task_ids: Sequence[str] | None) -> Callable[[dict[str, Any]], str | None]:
+    """What makes a stored task's summary another run's, or None for one of this run.
+
+    A member of this run has a task of ``task_ids`` (None: a record of an older version,
+    which does not list them), this run's agent (name, settings digest, seed: all in
+    ``agent_label``) on every row, and one row per cell of the grid when its factual run was
+    prefix-feasible (none otherwise).
+    """
+    ids, label, cells = None if task_ids is None else set(task_ids), identity.agent_label, identity.replay.cells()
+
+    def problem(summary: dict[str, Any]) -> str | None:
+        task, rows = summary.get("task_id"), summary.get("rows") or []
+        if ids is not None and task not in ids:
+            return "from another run (a task this run does not have)"
+        agents = {summary.get("agent"), *(r.get("agent") for r in rows)} - {None}
+        if agents != {label}:
+            other = sorted(str(a) for a in agents - {label}) or ["none"]
+            return f"from another run (agent {', '.join(other)}; this run's is {label})"
+        got = [(r.get("condition"), r.get("delay"), r.get("operation")) for r in rows]
+        want = cells if summary.get("feasible") else set()
+        if set(got) != want or len(got) != len(want) or any(r.get("task_id") != task for r in rows):
+            return (f"from another run (its {len(got)} rows do not fill this run's grid of "
+                    f"{len(want)} conditions x delays x operations)")
+        return None
+
+    return problem
 
 
 @dataclass(frozen=True)
@@ -167,7 +215,7 @@ class RunRecord:
     """Everything ``run.json`` holds (module docstring)."""
 
     cir_version: str
-    settings: RunSettings
+    settings: RunIdentity
     complete: bool
     counts: RunCounts
     feasibility: dict[str, TaskFeasibility]
@@ -178,6 +226,7 @@ class RunRecord:
     episodes_bytes: int | None = None
     paired_sha256: str | None = None
     agent_settings: dict[str, Any] | None = None  # None in records of older versions
+    members: tuple[StoredMember, ...] | None = None  # None in records of older versions
 
     @classmethod
     def read(cls, store: RunStore) -> RunRecord | None:
@@ -186,18 +235,32 @@ class RunRecord:
         return None if data is None else cls.from_dict(data, source=str(store.run_json_path))
 
     @classmethod
-    def resume(cls, store: RunStore, settings: RunSettings) -> RunRecord | None:
-        """The record of an earlier run in this folder with these settings (None if the
-        folder is new); a folder written with other settings is refused."""
-        old = store.check_settings(settings.to_dict())
-        return None if old is None else cls.from_dict(old, source=str(store.run_json_path))
+    def resume(cls, store: RunStore, identity: RunIdentity) -> RunRecord | None:
+        """The record of an earlier run in this folder with this identity (None if the folder
+        is new); a folder written with other settings is refused, key by key."""
+        data = store.read_run_json()
+        if data is None:
+            store.check_unused()
+            return None
+        source = str(store.run_json_path)
+        previous = _part(data, "settings", source)
+        settings = identity.to_dict()
+        for key in sorted(set(previous) | set(settings)):
+            if previous.get(key) != settings.get(key):
+                raise CirError(
+                    f"{store.dir}: was written with {key}={previous.get(key)!r}, this command has "
+                    f"{key}={settings.get(key)!r}; rerun with the same settings to resume, "
+                    "or use a new --out folder (with --extend to reuse this run's agent replies)")
+        return cls.from_dict(data, source=source)
 
-    def with_store(self, episodes_bytes: int, paired_sha256: str) -> RunRecord:
-        """This record, naming the store size and table digest it was written with."""
-        return replace(self, episodes_bytes=episodes_bytes, paired_sha256=paired_sha256)
+    def with_store(self, episodes_bytes: int, paired_sha256: str,
+                   members: Sequence[StoredMember]) -> RunRecord:
+        """This record, naming the store (size, members) and table digest it was written with."""
+        return replace(self, episodes_bytes=episodes_bytes, paired_sha256=paired_sha256,
+                       members=tuple(members))
 
     @classmethod
-    def summarize(cls, cir_version: str, settings: RunSettings, task_ids: list[str],
+    def summarize(cls, cir_version: str, settings: RunIdentity, task_ids: list[str],
                   summaries: list[dict[str, Any]], sessions: list[Session], complete: bool,
                   agent_settings: dict[str, Any] | None = None) -> RunRecord:
         """The record of a run whose finished tasks have these summaries (in task order)."""
@@ -218,6 +281,34 @@ class RunRecord:
                    task_seconds_sum=round(sum(s.get("seconds", 0.0) for s in summaries), 3),
                    sessions=list(sessions), task_ids=list(task_ids), agent_settings=agent_settings)
 
+    def inconsistency(self) -> str | None:
+        """What in the record contradicts the rest of it (an edited count, say), or None."""
+        c, n = self.counts, self.settings.n_tasks
+        facts = [
+            (c.tasks == n, f"counts.tasks is {c.tasks}, settings.n_tasks {n}"),
+            (self.task_ids is None or len(self.task_ids) == n,
+             f"it lists {len(self.task_ids or [])} task ids, settings.n_tasks is {n}"),
+            (self.task_ids is None or task_set_digest(self.task_ids) == self.settings.task_set,
+             "its task ids do not match settings.task_set"),
+            (c.tasks_done == len(self.feasibility), f"counts.tasks_done is {c.tasks_done}, "
+                                                    f"it has {len(self.feasibility)} finished tasks"),
+            (c.tasks_feasible + c.tasks_infeasible == c.tasks_done,
+             f"counts.tasks_feasible + tasks_infeasible is not tasks_done ({c.tasks_done})"),
+            (c.tasks_feasible == sum(f.feasible for f in self.feasibility.values()),
+             f"counts.tasks_feasible is {c.tasks_feasible}, its feasibility lists "
+             f"{sum(f.feasible for f in self.feasibility.values())}"),
+            (c.pairs == c.tasks_feasible * len(self.settings.replay.cells()),
+             f"counts.pairs is {c.pairs}, {c.tasks_feasible} feasible tasks x "
+             f"{len(self.settings.replay.cells())} cells make {c.tasks_feasible * len(self.settings.replay.cells())}"),
+            (not self.complete or c.tasks_done == c.tasks,
+             f"it says complete with {c.tasks_done} of {c.tasks} tasks done"),
+            (self.task_ids is None or set(self.feasibility) <= set(self.task_ids),
+             "it has finished tasks that are not among its task ids"),
+            (self.members is None or sorted(m.task_id for m in self.members) == sorted(self.feasibility),
+             "its store members are not its finished tasks"),
+        ]
+        return next((what for holds, what in facts if not holds), None)
+
     def to_dict(self) -> dict[str, Any]:
         out = {
             "cir_version": self.cir_version,
@@ -235,29 +326,41 @@ class RunRecord:
             out["agent_settings"] = self.agent_settings
         if self.episodes_bytes is not None or self.paired_sha256 is not None:
             out["store"] = {"episodes_bytes": self.episodes_bytes, "paired_sha256": self.paired_sha256}
+            if self.members is not None:
+                out["store"]["members"] = [asdict(m) for m in self.members]
         return out
 
     @classmethod
-    def from_dict(cls, data: Any, source: str = "run.json") -> RunRecord:
+    def from_dict(cls, data: Any, source: str = RUN_JSON) -> RunRecord:
         """The record from its JSON form; a CirError names the file and the missing field."""
         timings = _part(data, "timings", source)
         feasibility = _part(data, "feasibility", source)
+        store = data.get("store") or {}
+        members = store.get("members") if isinstance(store, dict) else None
         return cls(
             cir_version=_part(data, "cir_version", source),
-            settings=RunSettings.from_dict(_part(data, "settings", source), source),
+            settings=RunIdentity.from_dict(_part(data, "settings", source), source),
             complete=bool(_part(data, "complete", source)),
             counts=_build(RunCounts, _part(data, "counts", source), source, "counts"),
             feasibility={task_id: _build(TaskFeasibility, f, source, f"feasibility of {task_id}")
-                         for task_id, f in feasibility.items()},
+                         for task_id, f in _mapping(feasibility, source, "feasibility").items()},
             costs=RunCosts.from_dict(_part(data, "costs", source)),
             task_seconds_sum=_part(timings, "task_seconds_sum", source),
             sessions=[_build(Session, s, source, "timings.sessions")
                       for s in _part(timings, "sessions", source)],
             task_ids=_strings(data.get("task_ids"), source, "task_ids"),
-            episodes_bytes=(data.get("store") or {}).get("episodes_bytes"),
-            paired_sha256=(data.get("store") or {}).get("paired_sha256"),
+            episodes_bytes=store.get("episodes_bytes") if isinstance(store, dict) else None,
+            paired_sha256=store.get("paired_sha256") if isinstance(store, dict) else None,
             agent_settings=data.get("agent_settings"),
+            members=None if members is None else tuple(
+                _build(StoredMember, m, source, "store.members") for m in members),
         )
+
+
+def _mapping(value: Any, source: str, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise CirError(f"{source}: the run record's {where} must be an object")
+    return value
 
 
 def _strings(value: Any, source: str, where: str) -> list[str] | None:
@@ -268,7 +371,7 @@ def _strings(value: Any, source: str, where: str) -> list[str] | None:
     return value
 
 
-def check_extension(old: RunRecord, new: RunSettings, new_ids: Sequence[str], source: str,
+def check_extension(old: RunRecord, new: RunIdentity, new_ids: Sequence[str], source: str,
                     agent_settings: dict[str, Any] | None = None) -> None:
     """Refuse a run that would not extend the run ``old`` (read from ``source``).
 
@@ -286,7 +389,7 @@ def check_extension(old: RunRecord, new: RunSettings, new_ids: Sequence[str], so
                        f"{' (' + '; '.join(diff) + ')' if diff and there else ''}; an extension "
                        "needs the same agent, or none of its replies can be reused")
     old_replay, new_replay = was.replay, new.replay
-    for name in ("perturb_fraction", "max_turns", "max_actions"):
+    for name in ("perturb_fraction", "perturb_at", "max_turns", "max_actions"):
         if getattr(old_replay, name) != getattr(new_replay, name):
             raise CirError(f"{head}: it has {name}={getattr(old_replay, name)!r}, this run "
                            f"{getattr(new_replay, name)!r}; an extension keeps it")

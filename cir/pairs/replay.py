@@ -36,8 +36,8 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from cir.envs.base import Env, refresh_query
@@ -45,101 +45,20 @@ from cir.envs.branching import BranchingEnv
 from cir.envs.counting import CountingEnv
 from cir.episode.extractor import FeatureExtractor, extract, resolve_extractor
 from cir.episode.harness import Harness, SnapshotHook
-from cir.episode.perturb import (
-    Condition,
-    Perturbation,
-    feasibility,
-    parse_conditions,
-    perturbation_point,
-)
-from cir.episode.protocol import (
-    DEFAULT_CONDITIONS,
-    DEFAULT_DELAYS,
-    DEFAULT_FRACTION,
-    DEFAULT_MAX_ACTIONS,
-    DEFAULT_MAX_TURNS,
-    DEFAULT_OPERATIONS,
-)
-from cir.episode.recovery import Checkpoints, Operation, get_operation, parse_operations
+from cir.episode.perturb import Condition, Perturbation, feasibility, perturbation_point
+from cir.episode.recovery import Checkpoints, Operation, get_operation
 from cir.episode.transcript import Transcript
+from cir.pairs.episode_record import ARM, BRANCH, FACTUAL, EpisodeRecord
 from cir.pairs.paired import outcome_of
 from cir.pairs.schedule import JobPool, run_fork
+from cir.pairs.settings import ReplaySettings, agent_label
 from cir.util.errors import CirError
+
+__all__ = ["ReplayError", "ReplaySettings", "TaskResult", "agent_label", "check_arm", "run_task_pairs"]
 
 
 class ReplayError(CirError):
     """The two arms of a pair are not identical up to the branch point."""
-
-
-@dataclass(frozen=True)
-class ReplaySettings:
-    """What is run per task (everything that changes the paired table)."""
-
-    conditions: tuple[str, ...] = DEFAULT_CONDITIONS
-    delays: tuple[int, ...] = DEFAULT_DELAYS
-    operations: tuple[str, ...] = DEFAULT_OPERATIONS
-    perturb_fraction: float = DEFAULT_FRACTION
-    max_turns: int = DEFAULT_MAX_TURNS
-    max_actions: int = DEFAULT_MAX_ACTIONS
-
-    def __post_init__(self) -> None:
-        conds = parse_conditions(list(self.conditions))
-        parse_operations(list(self.operations))
-        if not self.delays:
-            raise CirError("delays: expected at least one delay (e.g. 0,1,2,4)")
-        for d in self.delays:
-            if isinstance(d, bool) or not isinstance(d, int) or d < 0:
-                raise CirError(f"delay {d!r}: expected an integer >= 0")
-        if len(set(self.delays)) != len(self.delays):
-            raise CirError(f"delays: {list(self.delays)} lists a delay twice")
-        if self.max_turns < 1 or self.max_actions < 1:
-            raise CirError(
-                f"budgets: max_turns={self.max_turns}, max_actions={self.max_actions}; expected >= 1"
-            )
-        perturbation_point(10, self.perturb_fraction)  # validates the fraction
-        object.__setattr__(self, "conditions", tuple(c.name for c in conds))
-        object.__setattr__(self, "delays", tuple(int(d) for d in self.delays))
-        object.__setattr__(self, "operations", tuple(str(o).strip() for o in self.operations))
-
-    def parsed_conditions(self) -> list[Condition]:
-        return parse_conditions(list(self.conditions))
-
-    def as_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in data.items()}
-
-    @classmethod
-    def parse(cls, conditions: str, delays: str, operations: str, **budgets: Any) -> ReplaySettings:
-        """From comma lists (``clean,stale2``, ``0,1,2,4``, ``refresh``) as on the command line."""
-        conds = tuple(c.name for c in parse_conditions(conditions))
-        ops = tuple(o.name for o in parse_operations(operations))
-        return cls(conditions=conds, delays=parse_delays(delays), operations=ops, **budgets)
-
-
-def parse_delays(spec: str | Sequence[int]) -> tuple[int, ...]:
-    """``0,1,2,4`` -> (0, 1, 2, 4); a negative or non-integer delay is a :class:`CirError`."""
-    items = [s.strip() for s in spec.split(",")] if isinstance(spec, str) else list(spec)
-    out: list[int] = []
-    for item in items:
-        if item == "":
-            continue
-        try:
-            value = int(item)
-        except (TypeError, ValueError):
-            raise CirError(f"delay {item!r}: expected an integer >= 0") from None
-        if value < 0:
-            raise CirError(f"delay {value}: expected an integer >= 0 (env actions after the perturbation)")
-        out.append(value)
-    if not out:
-        raise CirError("delays: expected at least one delay (e.g. 0,1,2,4)")
-    return tuple(out)
-
-
-def agent_label(agent: Any) -> str:
-    """The agent's name with a short digest of its settings (the ``agent`` column)."""
-    settings = json.dumps(agent.settings(), sort_keys=True, ensure_ascii=False)
-    digest = hashlib.sha256(settings.encode("utf-8")).hexdigest()[:8]
-    return f"{agent.name}@{digest}"
 
 
 def _features(extractor: FeatureExtractor, transcript: Transcript, delay: int,
@@ -162,47 +81,13 @@ class TaskResult:
     factual_success: bool
     point: int | None
     rows: list[dict[str, Any]] = field(default_factory=list)
-    episodes: list[dict[str, Any]] = field(default_factory=list)
+    episodes: list[EpisodeRecord] = field(default_factory=list)
     costs: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
 
     def summary(self) -> dict[str, Any]:
         """Everything but the episodes (the per-task line of the store)."""
         return {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "episodes"}
-
-
-def _episode(task_id: str, role: str, condition: str, transcript: Transcript | None, *,
-             delay: int | None = None, operation: str | None = None, executed: bool = True,
-             branch_step: int | None = None, same_as: str | None = None,
-             won: bool | None = None) -> dict[str, Any]:
-    """One episode record of the store: which arm or branch it is, its outcome, its transcript.
-
-    Roles: ``factual``; ``no_recovery`` per condition (for clean, ``same_as`` the factual
-    run); ``recovery`` per condition, delay and operation (not ``executed`` when the arm
-    ended before the delay). Whatever else is recorded per episode goes here, beside the
-    transcript; features never read these records.
-    """
-    return {
-        "task_id": task_id,
-        "role": role,
-        "condition": condition,
-        "delay": delay,
-        "operation": operation,
-        "executed": executed,
-        "branch_step": branch_step,
-        "same_as": same_as,
-        "won": bool(transcript.won) if transcript is not None else bool(won),
-        "env_actions": transcript.env_actions if transcript is not None else None,
-        "model_turns": transcript.model_turns if transcript is not None else None,
-        "transcript": _as_dict(transcript) if transcript is not None else None,
-        "trace": [e.to_dict() for e in transcript.trace] if transcript is not None else None,
-    }
-
-
-def _as_dict(t: Transcript) -> dict[str, Any]:
-    """``t.to_dict()`` without deep copies (same keys and values)."""
-    return {"task_id": t.task_id, "task_text": t.task_text,
-            "steps": [{**s.__dict__, "events": list(s.events)} for s in t.steps]}
 
 
 def _fingerprint(t: Transcript, n: int) -> str:
@@ -258,13 +143,13 @@ def run_task_pairs(
         task_type=str(getattr(task, "task_type", "") or ""), agent=agent_label(agent), feasible=False,
         reason="", factual_env_actions=n, factual_success=bool(factual.won), point=None,
     )
-    result.episodes.append(_episode(task_id, "factual", "clean", factual))
+    result.episodes.append(EpisodeRecord.of(task_id, FACTUAL, "clean", factual))
     finished[0] = 1
 
     # 2. the perturbation point; 3. and 4. per condition
-    result.feasible, result.reason = feasibility(n, conditions, settings.perturb_fraction)
+    result.feasible, result.reason = feasibility(n, conditions, settings.perturb_fraction, settings.perturb_at)
     if result.feasible:
-        result.point = perturbation_point(n, settings.perturb_fraction)
+        result.point = perturbation_point(n, settings.perturb_fraction, settings.perturb_at)
         fork = _Fork(harness, counted, settings, result, factual, snapshots, result.point,
                      resolve_extractor(extractor))
         for cond, arm, branches in run_fork(fork, conditions, concurrency=concurrency, pool=pool,
@@ -337,10 +222,10 @@ class _Fork:
         by delay and operation name) and paired row, in the order of the settings."""
         task_id, factual = self.result.task_id, self.factual
         if cond.kind == "clean":
-            self.result.episodes.append(_episode(task_id, "no_recovery", cond.name, None,
-                                                 same_as="factual", won=factual.won))
+            self.result.episodes.append(EpisodeRecord.of(task_id, ARM, cond.name, None,
+                                                         same_as=FACTUAL, won=factual.won))
         else:
-            self.result.episodes.append(_episode(task_id, "no_recovery", cond.name, arm))
+            self.result.episodes.append(EpisodeRecord.of(task_id, ARM, cond.name, arm))
         self.recovery_pairs(cond, arm, branches)
 
     def recovery_pairs(self, cond: Condition, arm: Transcript,
@@ -360,12 +245,12 @@ class _Fork:
                 if k is not None and executed:
                     branch = branches[(d, op.name)]
                     y1 = int(branch.won)
-                    result.episodes.append(_episode(task_id, "recovery", cond.name, branch, delay=d,
-                                                    operation=op.name, branch_step=k))
+                    result.episodes.append(EpisodeRecord.of(task_id, BRANCH, cond.name, branch, delay=d,
+                                                            operation=op.name, branch_step=k))
                 else:
                     y1 = y0
-                    result.episodes.append(_episode(task_id, "recovery", cond.name, None, delay=d,
-                                                    operation=op.name, executed=False, won=bool(y0)))
+                    result.episodes.append(EpisodeRecord.of(task_id, BRANCH, cond.name, None, delay=d,
+                                                            operation=op.name, executed=False, won=bool(y0)))
                 row = {
                     "task_id": task_id, "split": result.split, "task_type": result.task_type,
                     "agent": result.agent, "condition": cond.name, "delay": d, "operation": op.name,

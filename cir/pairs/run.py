@@ -7,7 +7,9 @@ rewrites ``paired.csv`` and ``run.json`` (:class:`~cir.pairs.record.RunRecord`) 
 So an interrupted run loses nothing and the same call resumes it; the table does not
 depend on the completion order, the number of workers or the backend.
 
-An LLM agent keeps its replies in ``RUN_DIR/agent_cache`` or in a shared ``cache_dir``.
+Everything a run is given is one :class:`~cir.pairs.settings.RunSettings` (checked where it
+is built), and the worker processes get it as it is. An LLM agent keeps its replies in
+``RUN_DIR/agent_cache`` or in a shared ``cache_dir``.
 A study grows by a new run folder: ``extend=OLD_RUN`` checks that the new settings only
 add tasks, conditions, delays or operations to OLD_RUN's, and reads OLD_RUN's replies
 (copying those it uses into the new folder's cache), so the part already computed costs
@@ -16,78 +18,57 @@ no model call and OLD_RUN is left as it was.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from cir import __version__
-from cir.agents.factory import LLMConfig, make_agent
+from cir.agents.factory import make_agent
 from cir.families.alfworld.env import AlfworldEnv
-from cir.pairs.paired import MAX_DELAY, paired_text, text_digest
-from cir.pairs.record import RunRecord, RunSettings, Session, check_extension
-from cir.pairs.replay import ReplaySettings, agent_label, run_task_pairs
-from cir.pairs.store import AGENT_CACHE, RunStore
+from cir.pairs.paired import paired_text, rows_of, text_digest
+from cir.pairs.record import RunIdentity, RunRecord, Session, check_extension, foreign_member
+from cir.pairs.replay import run_task_pairs
+from cir.pairs.settings import RunSettings, agent_label, resolved
+from cir.pairs.store import AGENT_CACHE, RunStore, StoredMember
 from cir.util.errors import CirError
-from cir.util.parallel import BACKENDS, check_jobs, parallel_map
+from cir.util.parallel import WorkerLost, parallel_map
 from cir.util.progress import RunProgress, TaskReporter
 
-SNAPSHOT_MODES = ("fast", "replay")
 log = logging.getLogger(__name__)
 
 
-def task_set_digest(task_ids: Sequence[str]) -> str:
-    return hashlib.sha256("\n".join(task_ids).encode("utf-8")).hexdigest()[:16]
-
-
 # -- workers --------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class WorkerConfig:
-    """What a worker needs to rebuild the agent and env for a task (plain, picklable).
+def make_run_agent(settings: RunSettings, cache_fallback: Sequence[str] = ()) -> Any:
+    """The agent of a run's settings (its ``agent_factory``, or the spec through ``make_agent``)."""
+    if settings.agent_factory is not None:
+        return settings.agent_factory(settings.agent, seed=settings.seed)
+    return make_agent(settings.agent, base_url=settings.base_url, cache_dir=settings.cache_dir,
+                      cache_fallback=cache_fallback, seed=settings.seed, llm=settings.llm)
 
-    ``env_factory(task, snapshots=...)`` builds a fresh env for one task; the worker closes
-    it (when it has ``close``) once the task is done, as it closes the agent.
+
+def _make_env(task: Any, settings: RunSettings) -> Any:
+    if settings.env_factory is not None:
+        return settings.env_factory(task, snapshots=settings.snapshots)
+    return AlfworldEnv(task.game_file, snapshots=settings.snapshots, savings=settings.engine_savings)
+
+
+def run_task_worker(task: Any, settings: RunSettings, cache_fallback: Sequence[str] = (),
+                    channel: Any = None) -> dict[str, Any]:
+    """Run one task in a worker; plain data back (summary, episodes, the agent's counters).
+
+    ``settings.cache_dir`` is the reply cache the parent chose, ``cache_fallback`` caches
+    read through (an extended run's), ``channel`` the progress queue (or None). The worker
+    closes the env and the agent (when they have ``close``) once the task is done.
     """
-
-    agent: str
-    seed: int
-    settings: ReplaySettings
-    snapshots: str = "fast"
-    base_url: str | None = None
-    cache_dir: str | None = None
-    cache_fallback: tuple[str, ...] = ()
-    llm: LLMConfig = LLMConfig()
-    agent_factory: Callable[..., Any] | None = None
-    env_factory: Callable[..., Any] | None = None
-    engine_savings: bool = True
-    extractor: Any = None  # a cir.episode.extractor.FeatureExtractor; None: ALFWorld's
-    progress: Any = None  # a queue for progress reports (cir.util.progress), or None
-
-
-def _make_agent(cfg: WorkerConfig) -> Any:
-    if cfg.agent_factory is not None:
-        return cfg.agent_factory(cfg.agent, seed=cfg.seed)
-    return make_agent(cfg.agent, base_url=cfg.base_url, cache_dir=cfg.cache_dir,
-                      cache_fallback=cfg.cache_fallback, seed=cfg.seed, llm=cfg.llm)
-
-
-def _make_env(task: Any, cfg: WorkerConfig) -> Any:
-    if cfg.env_factory is not None:
-        return cfg.env_factory(task, snapshots=cfg.snapshots)
-    return AlfworldEnv(task.game_file, snapshots=cfg.snapshots, savings=cfg.engine_savings)
-
-
-def run_task_worker(task: Any, cfg: WorkerConfig) -> dict[str, Any]:
-    """Run one task in a worker; return plain data (summary, episodes, the agent's counters)."""
-    agent = _make_agent(cfg)
-    reporter = None if cfg.progress is None else TaskReporter(cfg.progress, str(task.task_id))
-    env = _make_env(task, cfg)
+    agent = make_run_agent(settings, cache_fallback)
+    reporter = None if channel is None else TaskReporter(channel, str(task.task_id))
+    env = _make_env(task, settings)
     try:
-        result = run_task_pairs(task, agent, env, cfg.settings, extractor=cfg.extractor,
+        result = run_task_pairs(task, agent, env, settings.replay, extractor=settings.extractor,
                                 progress=reporter)
         stats = agent.stats() if callable(getattr(agent, "stats", None)) else None
     finally:
@@ -99,16 +80,8 @@ def run_task_worker(task: Any, cfg: WorkerConfig) -> dict[str, Any]:
 
 
 # -- the run ----------------------------------------------------------------------------------
-def _check_arguments(tasks: list[Any], tasks_source: str | None, jobs: int, backend: str,
-                     scheduler: str | None, snapshots: str, settings: ReplaySettings) -> list[str]:
-    """The task ids; a CirError for a bad argument, before the run folder is touched."""
-    if backend not in BACKENDS:
-        raise CirError(f"unknown backend {backend!r}: expected one of {', '.join(BACKENDS)}")
-    check_jobs(jobs, backend, scheduler)
-    if max(settings.delays) > MAX_DELAY:
-        raise CirError(f"delay {max(settings.delays)}: expected at most {MAX_DELAY} env actions")
-    if snapshots not in SNAPSHOT_MODES:
-        raise CirError(f"snapshots {snapshots!r}: expected {' or '.join(SNAPSHOT_MODES)}")
+def _task_ids(tasks: list[Any], tasks_source: str | None) -> list[str]:
+    """The task ids; a CirError for none or a repeated one, before the run folder is touched."""
     if not tasks:
         raise CirError(f"{tasks_source or 'tasks'}: no tasks to run")
     ids = [str(t.task_id) for t in tasks]
@@ -118,84 +91,44 @@ def _check_arguments(tasks: list[Any], tasks_source: str | None, jobs: int, back
     return ids
 
 
-def run_experiment(
-    tasks: Sequence[Any],
-    out: str | Path,
-    *,
-    agent: str = "builtin",
-    seed: int = 0,
-    settings: ReplaySettings | None = None,
-    jobs: int = 1,
-    backend: str = "loky",
-    scheduler: str | None = None,
-    snapshots: str = "fast",
-    base_url: str | None = None,
-    llm: LLMConfig | None = None,
-    cache_dir: str | Path | None = None,
-    extend: str | Path | None = None,
-    tasks_source: str | None = None,
-    limit: int | None = None,
-    agent_factory: Callable[..., Any] | None = None,
-    env_factory: Callable[..., Any] | None = None,
-    engine_savings: bool = True,
-    extractor: Any = None,
-    progress: bool = True,
-    echo: Callable[[str], None] = print,
-) -> RunRecord:
-    """Run (or resume) a paired experiment into RUN_DIR ``out``; the final run record.
+def run_experiment(tasks: Sequence[Any], out: str | Path, settings: RunSettings | None = None, *,
+                   tasks_source: str | None = None, limit: int | None = None, progress: bool = True,
+                   echo: Callable[[str], None] = print) -> RunRecord:
+    """Run (or resume) a paired experiment of ``settings`` into RUN_DIR ``out``; the final record.
 
     Finished tasks are appended to the store by this (parent) process as they arrive,
     and paired.csv / run.json are rewritten after each, so an interrupted run loses
     nothing and the same call resumes it. Different settings for an existing RUN_DIR
-    are refused. ``jobs``/``backend``/``snapshots``/``engine_savings`` do not change
-    results (``engine_savings=False`` runs textworld's engine unmodified, to check that).
-    ``extractor`` computes the ``f_*`` columns (a :class:`cir.episode.extractor.FeatureExtractor`;
-    ALFWorld's by default); it must be picklable for worker processes.
-
-    ``llm`` sets how an LLM agent asks its server; its replies are kept in ``cache_dir``
-    (default ``RUN_DIR/agent_cache``). ``extend`` names an earlier run folder that this
-    run extends (module docstring).
+    are refused. ``tasks_source`` (where the tasks came from) and ``limit`` are recorded
+    with the run's identity; ``progress`` shows a bar, ``echo`` prints the summary lines.
     """
-    settings = settings or ReplaySettings()
+    settings = settings or RunSettings()
     tasks = list(tasks)
-    ids = _check_arguments(tasks, tasks_source, jobs, backend, scheduler, snapshots, settings)
-    cfg = WorkerConfig(agent=agent, seed=seed, settings=settings, snapshots=snapshots,
-                       base_url=base_url, cache_dir=None, llm=llm or LLMConfig(),
-                       agent_factory=agent_factory, env_factory=env_factory,
-                       engine_savings=engine_savings, extractor=extractor)
-    probe = _make_agent(cfg)  # the agent's label and settings, before any folder is touched
+    ids = _task_ids(tasks, tasks_source)
+    probe = make_run_agent(replace(settings, cache_dir=None))  # the agent's label and settings, first
     agent_settings = dict(probe.settings())
-    identity = RunSettings(tasks=tasks_source, task_set=task_set_digest(ids), n_tasks=len(ids),
-                           limit=limit, agent=agent, agent_label=agent_label(probe),
-                           seed=seed, replay=settings)
+    identity = RunIdentity.of(settings, ids, agent_label(probe), tasks_source, limit)
     store = RunStore(out)
-    fallback = _extension_cache(extend, store, identity, ids, agent_settings,
-                                uses_cache=hasattr(probe, "cache"), cache_dir=cache_dir)
+    fallback = _extension_cache(settings, store, identity, ids, agent_settings,
+                                uses_cache=hasattr(probe, "cache"))
     with store.lock():
         old = RunRecord.resume(store, identity)
-        done = store.open()
-        if old is not None and old.counts.tasks_done > len(done):
-            log.warning("%s: the run record lists %d finished task(s), the episode store holds %d; "
-                        "the others run again", store.dir, old.counts.tasks_done, len(done))
-        run = _Run(store, identity, tasks, ids, done, old, echo, agent_settings)
+        run = _Run(store, identity, tasks, ids, old, echo, agent_settings)
         if not run.todo and old is not None:
             return run.settle()
-        cfg = replace(cfg, cache_dir=str(cache_dir or store.dir / AGENT_CACHE),
-                      cache_fallback=fallback)
-        session = Session(started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), jobs=jobs,
-                          backend=backend, snapshots=snapshots, resumed_tasks=len(done),
-                          engine_savings=engine_savings,
-                          cache_dir=str(Path(cache_dir).resolve()) if cache_dir else None,
-                          extends=str(Path(extend).resolve()) if extend else None)
-        return run.run(session, cfg, jobs=jobs, backend=backend, scheduler=scheduler,
-                       progress=progress)
+        session = Session(started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), jobs=settings.jobs,
+                          backend=settings.backend, snapshots=settings.snapshots,
+                          resumed_tasks=len(run.done), engine_savings=settings.engine_savings,
+                          cache_dir=resolved(settings.cache_dir), extends=resolved(settings.extend))
+        workers = replace(settings, cache_dir=settings.cache_dir or str(store.dir / AGENT_CACHE))
+        return run.run(session, workers, fallback, progress)
 
 
-def _extension_cache(extend: str | Path | None, store: RunStore, identity: RunSettings,
-                     ids: list[str], agent_settings: dict[str, Any], *, uses_cache: bool,
-                     cache_dir: str | Path | None) -> tuple[str, ...]:
-    """The reply cache of the run ``extend`` to read through, once the new run is checked
-    to extend it; () without ``extend``."""
+def _extension_cache(settings: RunSettings, store: RunStore, identity: RunIdentity,
+                     ids: list[str], agent_settings: dict[str, Any], *, uses_cache: bool) -> tuple[str, ...]:
+    """The reply cache of the run ``settings.extend`` to read through, once the new run is
+    checked to extend it; () without ``extend``."""
+    extend = settings.extend
     if extend is None:
         return ()
     old_store = RunStore(extend)
@@ -209,7 +142,7 @@ def _extension_cache(extend: str | Path | None, store: RunStore, identity: RunSe
     cache = old_store.dir / AGENT_CACHE
     if cache.is_dir():
         return (str(cache),)
-    if uses_cache and cache_dir is None:
+    if uses_cache and settings.cache_dir is None:
         raise CirError(f"--extend {extend}: has no {AGENT_CACHE} folder (did it use --cache-dir?); "
                        "pass the cache folder it used as --cache-dir")
     return ()
@@ -219,18 +152,44 @@ class _Run:
     """One session on a locked run folder: the finished tasks, and the table and record
     written after each task (so an interrupted run loses nothing)."""
 
-    def __init__(self, store: RunStore, identity: RunSettings, tasks: list[Any], ids: list[str],
-                 done: dict[str, dict[str, Any]], old: RunRecord | None,
-                 echo: Callable[[str], None], agent_settings: dict[str, Any] | None = None) -> None:
-        self.store = store
-        self.identity = identity
+    def __init__(self, store: RunStore, identity: RunIdentity, tasks: list[Any], ids: list[str],
+                 old: RunRecord | None, echo: Callable[[str], None],
+                 agent_settings: dict[str, Any] | None = None) -> None:
+        self.store, self.identity, self.ids, self.old, self.echo = store, identity, ids, old, echo
         self.agent_settings = agent_settings
-        self.ids = ids
-        self.done = done
-        self.old = old
-        self.echo = echo
-        self.todo = [t for t in tasks if str(t.task_id) not in done]
+        self._keep_edited()
+        scan = store.open(foreign_member(identity, ids))
+        self.done = scan.summaries()
+        self.members: list[StoredMember] = scan.stored()
+        if old is not None and old.counts.tasks_done > len(self.done):
+            log.warning("%s: the run record lists %d finished task(s), the episode store holds %d; "
+                        "the others run again", store.dir, old.counts.tasks_done, len(self.done))
+        self.todo = [t for t in tasks if str(t.task_id) not in self.done]
         self.sessions = list(old.sessions) if old else []
+
+    def _keep_edited(self) -> None:
+        """A record this writer did not write (edited: it contradicts itself; or an older
+        cir's, without the store's member digests) is kept before the run rebuilds it."""
+        old, store = self.old, self.store
+        if old is None:
+            return
+        problem = old.inconsistency() or (None if old.members is not None else
+                                          "written by an older cir (no digests of the store's tasks)")
+        if problem:
+            kept = store.keep_copy(store.run_json_path, "replaced")
+            log.warning("%s: %s; rebuilt from the episode store (the old one kept as %s)",
+                        store.run_json_path, problem, kept.name)
+
+    def _keep_edited_table(self) -> None:
+        """A table this writer did not write (edited, damaged) is kept before the run rewrites
+        it; the writer's own (older than the store after a kill) is not."""
+        old, store = self.old, self.store
+        current = store.read_paired_text()
+        if old is None or current is None or old.paired_sha256 in (None, text_digest(current)):
+            return
+        kept = store.keep_copy(store.paired_path, "replaced")
+        log.warning("%s: not the table this run wrote (%s rows); rebuilt from the episode store "
+                    "(the old one kept as %s)", store.paired_path, rows_of(current), kept.name)
 
     def state(self, complete: bool) -> tuple[str, RunRecord]:
         """The table text and the record of the tasks done so far."""
@@ -239,7 +198,7 @@ class _Run:
         text = paired_text(summaries, replay.conditions, replay.operations)
         record = RunRecord.summarize(__version__, self.identity, self.ids, summaries,
                                      self.sessions, complete, self.agent_settings)
-        return text, record.with_store(self.store.episodes_bytes(), text_digest(text))
+        return text, record.with_store(self.store.episodes_bytes(), text_digest(text), self.members)
 
     def flush(self, complete: bool) -> RunRecord:
         # the record first: a kill between the two leaves a table that readers see is
@@ -254,18 +213,19 @@ class _Run:
         text, record = self.state(True)
         current = self.store.read_paired_text()
         if current != text:
-            was = "missing" if current is None else f"{max(0, current.count(chr(10)) - 1)} rows"
-            self.store.write_paired(text)
+            kept = self.store.replace_paired(text)
+            was = "missing" if current is None else f"{rows_of(current)} rows"
             self.echo(f"{self.store.paired_path}: rebuilt from the episode store (it was {was}, "
-                      f"the store has {record.counts.pairs})")
+                      f"the store has {record.counts.pairs}"
+                      + (f"; the old one kept as {kept.name})" if kept else ")"))
         if self.old is None or record.to_dict() != self.old.to_dict():
             self.store.write_run_json(record.to_dict())
         self.echo(f"{self.store.dir}: run already complete ({len(self.ids)} tasks, "
                   f"{record.counts.pairs} pairs); nothing to do")
         return record
 
-    def run(self, session: Session, cfg: WorkerConfig, *, jobs: int, backend: str,
-            scheduler: str | None, progress: bool) -> RunRecord:
+    def run(self, session: Session, settings: RunSettings, fallback: tuple[str, ...],
+            progress: bool) -> RunRecord:
         self.sessions.append(session)
         t0 = time.perf_counter()
 
@@ -273,25 +233,37 @@ class _Run:
             session.seconds = round(time.perf_counter() - t0, 3)
             return self.flush(complete)
 
+        self._keep_edited_table()
         flush(False)
-        ids, done = self.ids, self.done
-        pairs = sum(len(done[i]["rows"]) for i in ids if i in done)
-        with RunProgress(len(ids), len(ids) - len(self.todo), pairs, enabled=progress,
-                         backend=backend, jobs=jobs) as bar:
-            cfg = replace(cfg, progress=bar.channel)
-            for res in parallel_map(run_task_worker, self.todo, cfg, jobs=jobs, backend=backend,
-                                    scheduler=scheduler, ordered=False):
-                summary = res["summary"]
-                self.store.append_task(summary, res["episodes"])
-                # as the store holds it, so a resumed task and a fresh one give the same record
-                done[summary["task_id"]] = json.loads(json.dumps({"kind": "task", **summary},
-                                                                 sort_keys=True))
-                session.tasks_run += 1
-                session.add_llm(res.get("agent_stats"))
-                flush(False)
-                bar.task_done(summary["task_id"], len(summary["rows"]),
-                              summary["costs"].get("agent_calls", 0), len(res["episodes"]))
+        pairs = sum(len(s["rows"]) for s in self.done.values())
+        with RunProgress(len(self.ids), len(self.ids) - len(self.todo), pairs, enabled=progress,
+                         backend=settings.backend, jobs=settings.jobs) as bar:
+            try:
+                for res in parallel_map(run_task_worker, self.todo, settings, fallback, bar.channel,
+                                        jobs=settings.jobs, backend=settings.backend,
+                                        scheduler=settings.scheduler, ordered=False):
+                    self._finished(res, session, bar)
+                    flush(False)
+            except WorkerLost as err:
+                saved = f"the {len(self.done)} finished task(s) are saved" if self.done else "no task had finished"
+                raise CirError(f"{self.store.dir}: {err}; {saved}: run the same command again to resume") from None
         record = flush(True)
+        self.echo(self._summary_line(record, session))
+        return record
+
+    def _finished(self, res: dict[str, Any], session: Session, bar: RunProgress) -> None:
+        """A task's result from a worker: into the store, the done tasks and the session."""
+        summary = res["summary"]
+        self.members.append(self.store.append_task(summary, res["episodes"]))
+        # as the store holds it, so a resumed task and a fresh one give the same record
+        self.done[summary["task_id"]] = json.loads(json.dumps({"kind": "task", **summary},
+                                                              sort_keys=True))
+        session.tasks_run += 1
+        session.add_llm(res.get("agent_stats"))
+        bar.task_done(summary["task_id"], len(summary["rows"]),
+                      summary["costs"].get("agent_calls", 0), len(res["episodes"]))
+
+    def _summary_line(self, record: RunRecord, session: Session) -> str:
         c, costs = record.counts, record.costs
         line = (f"{self.store.dir}: {c.tasks_done} tasks ({c.tasks_feasible} prefix-feasible, "
                 f"{c.tasks_infeasible} not), {c.pairs} pairs; agent calls {costs.agent_calls}, "
@@ -301,5 +273,4 @@ class _Run:
             line += (f"; LLM HTTP requests {llm.get('http_requests', 0)} (retries "
                      f"{llm.get('retries', 0)}), replies from the disk cache "
                      f"{llm.get('cache_hits_disk', 0)}, unparsable {llm.get('unparsable', 0)}")
-        self.echo(line)
-        return record
+        return line

@@ -3,24 +3,28 @@
 ``RUN_DIR/episodes.jsonl.gz`` is a sequence of gzip members, one per finished task,
 appended and fsynced by the parent process only. Each member holds JSON lines: first
 ``{"kind": "task", ...}`` (the task's summary: feasibility, paired rows, costs), then
-``{"kind": "episode", ...}`` per episode. The store is the truth of a run: ``paired.csv``
-is derived from it (:func:`cir.pairs.paired.paired_text`) and ``run.json`` summarises it.
+``{"kind": "episode", ...}`` per episode (:class:`~cir.pairs.episode_record.EpisodeRecord`,
+typed here at the border). The store is the truth of a run: ``paired.csv`` is derived from
+it (:func:`cir.pairs.paired.paired_text`) and ``run.json`` summarises it
+(:mod:`cir.pairs.record`, the one reader of that file).
 
 Every member is checked on its own (:func:`scan_store`): gzip's CRC, then each line's
-JSON. A kill can leave a torn *last* member (readers skip it, :meth:`RunStore.open` cuts
-it off); damage anywhere else is located by byte range and task, the members after it
-are found again by their header, and only the damaged tasks are run again (the damaged
-file is kept beside the store). Intact members are never dropped.
+JSON, then (given ``foreign``) whether it is this run's at all. A kill can leave a torn
+*last* member (readers skip it, :meth:`RunStore.open` cuts it off, keeping the cut bytes);
+damage anywhere else is located by byte range and task, the members after it are found
+again by their header, and only the damaged tasks are run again. Intact members are never
+dropped, and nothing is removed or replaced without a copy beside it
+(:meth:`RunStore.set_aside`). Reading never writes: only the writer (``cir run``, ``cir
+repair``) repairs, under the folder's lock.
 
 ``RUN_DIR/paired.csv`` and ``RUN_DIR/run.json`` are rewritten atomically (temp file +
-rename). One process writes a run folder at a time (:meth:`RunStore.lock`). ``run.json``
-is typed in :mod:`cir.pairs.record`; readers of the paired table, which sit upstream of it,
-use the few facts of :class:`RunIndex`.
+rename). One process writes a run folder at a time (:meth:`RunStore.lock`).
 """
 
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import logging
 import mmap
@@ -28,13 +32,14 @@ import os
 import re
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cir.pairs.episode_record import EpisodeRecord
 from cir.util.errors import CirError
-from cir.util.files import disk_error, read_json, write_atomic
+from cir.util.files import disk_error, read_json, write_atomic, write_bytes_atomic
 from cir.util.lock import LOCK_FILE, FolderLock
 
 log = logging.getLogger(__name__)
@@ -54,19 +59,37 @@ _TASK_ID = re.compile(rb'"task_id": "((?:[^"\\]|\\.)*)"')
 
 
 # -- scanning the episode store ---------------------------------------------------------------
+#: What makes a member's task summary another run's (None: this run's); see cir.pairs.record.
+Foreign = Callable[[dict[str, Any]], "str | None"]
+
+
 @dataclass(frozen=True)
 class Member:
-    """One gzip member of the store: its byte range, task and, if damaged, what is wrong."""
+    """One gzip member of the store: its byte range, task and, if refused, what is wrong."""
 
     start: int
     end: int
     task_id: str | None
     summary: dict[str, Any] | None = None
     problem: str | None = None
+    sha256: str | None = None  # of the member's bytes, for the run record
 
     def describe(self) -> str:
         task = f"task {self.task_id}" if self.task_id else "task unknown"
         return f"{task} (bytes {self.start}-{self.end}: {self.problem})"
+
+    def stored(self) -> StoredMember:
+        assert self.task_id is not None and self.sha256 is not None
+        return StoredMember(self.task_id, self.end - self.start, self.sha256)
+
+
+@dataclass(frozen=True)
+class StoredMember:
+    """A member as the run record names it: its task, size and digest, in store order."""
+
+    task_id: str
+    bytes: int
+    sha256: str
 
 
 @dataclass
@@ -76,6 +99,7 @@ class StoreScan:
     size: int = 0
     members: list[Member] = field(default_factory=list)
     damaged: list[Member] = field(default_factory=list)
+    foreign: list[Member] = field(default_factory=list)  # intact, but another run's
     duplicates: list[Member] = field(default_factory=list)
     torn: int | None = None  # offset of a last member cut short (a write in progress or killed)
 
@@ -85,10 +109,14 @@ class StoreScan:
 
     @property
     def sound(self) -> bool:
-        return not self.damaged and not self.duplicates
+        return not self.damaged and not self.foreign and not self.duplicates
 
     def damage_text(self) -> str:
-        return "; ".join(m.describe() for m in self.damaged)
+        """The refused members, damaged or another run's, each with its task and bytes."""
+        return "; ".join(m.describe() for m in (*self.damaged, *self.foreign))
+
+    def stored(self) -> list[StoredMember]:
+        return [m.stored() for m in self.members]
 
 
 def _inflate(buf: Any, pos: int) -> tuple[bytes, int | None, str | None]:
@@ -166,8 +194,9 @@ def _check_member(data: bytes) -> tuple[str | None, dict[str, Any] | None, str |
     return summary["task_id"], summary, None
 
 
-def scan_store(path: str | Path) -> StoreScan:
-    """Every member of an episode store checked: intact, damaged, duplicated, torn."""
+def scan_store(path: str | Path, foreign: Foreign | None = None) -> StoreScan:
+    """Every member of an episode store checked: intact, damaged, another run's (when
+    ``foreign`` says what makes one so), duplicated, torn."""
     path = Path(path)
     scan = StoreScan()
     try:
@@ -175,7 +204,7 @@ def scan_store(path: str | Path) -> StoreScan:
         if scan.size == 0:
             return scan
         with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-            _scan(buf, scan)
+            _scan(buf, scan, foreign)
     except FileNotFoundError:
         return scan
     except OSError as err:
@@ -183,16 +212,20 @@ def scan_store(path: str | Path) -> StoreScan:
     return scan
 
 
-def _scan(buf: Any, scan: StoreScan) -> None:
+def _scan(buf: Any, scan: StoreScan, foreign: Foreign | None) -> None:
     seen: set[str] = set()
     pos = 0
     while pos < scan.size:
         data, end, error = _inflate(buf, pos)
         if end is not None:
             task_id, summary, problem = _check_member(data)
-            member = Member(pos, end, task_id, summary, problem)
+            other = None if problem or foreign is None or summary is None else foreign(summary)
+            member = Member(pos, end, task_id, summary, problem or other,
+                            hashlib.sha256(buf[pos:end]).hexdigest())
             if problem:
                 scan.damaged.append(member)
+            elif other:
+                scan.foreign.append(member)
             elif task_id in seen:
                 scan.duplicates.append(member)
             else:
@@ -221,18 +254,21 @@ def _member_records(buf: Any, member: Member) -> Iterator[dict[str, Any]]:
             yield json.loads(line)
 
 
-def read_records(path: str | Path) -> Iterator[dict[str, Any]]:
+def read_records(path: str | Path, scan: StoreScan | None = None) -> Iterator[dict[str, Any]]:
     """All JSON records of an episode store (a torn last member, a write in progress, is
-    skipped; damage is a CirError naming the tasks, since skipping it would lose them)."""
+    skipped; damage is a CirError naming the tasks, since skipping it would lose them).
+    ``scan``: the members to read, as a caller already checked them (its refused ones are
+    left out)."""
     path = Path(path)
     if path.is_dir():
         path = path / EPISODES
     if not path.exists():
         raise CirError(f"{path}: no such file")
-    scan = scan_store(path)
-    if scan.damaged:
-        raise CirError(f"{path}: damaged: {scan.damage_text()}; run `cir run` with the same "
-                       "settings to run these tasks again")
+    if scan is None:
+        scan = scan_store(path)
+        if scan.damaged:
+            raise CirError(f"{path}: damaged: {scan.damage_text()}; run `cir repair` or `cir run` "
+                           "with the same settings to run these tasks again")
     if not scan.members:
         return
     with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
@@ -240,11 +276,12 @@ def read_records(path: str | Path) -> Iterator[dict[str, Any]]:
             yield from _member_records(buf, member)
 
 
-def read_episodes(path: str | Path) -> Iterator[dict[str, Any]]:
-    """The episode records (task, role, condition, delay, operation, transcript...)."""
-    for rec in read_records(path):
+def read_episodes(path: str | Path, scan: StoreScan | None = None) -> Iterator[EpisodeRecord]:
+    """The episodes of a store (task, role, condition, delay, operation, transcript...)."""
+    source = str(path)
+    for rec in read_records(path, scan):
         if rec.get("kind") == "episode":
-            yield rec
+            yield EpisodeRecord.from_dict(rec, source)
 
 
 def read_task_summaries(path: str | Path) -> dict[str, dict[str, Any]]:
@@ -252,39 +289,23 @@ def read_task_summaries(path: str | Path) -> dict[str, dict[str, Any]]:
     return {rec["task_id"]: rec for rec in read_records(path) if rec.get("kind") == "task"}
 
 
-# -- what a reader of the table needs from run.json --------------------------------------------
-@dataclass(frozen=True)
-class RunIndex:
-    """The facts of ``run.json`` that check a paired table against its store.
-
-    The typed record (:class:`cir.pairs.record.RunRecord`) depends on the replayer, which
-    depends on the paired table; readers of the table get these facts instead.
-    """
-
-    n_tasks: int
-    task_ids: tuple[str, ...] | None  # None in records of older versions
-    conditions: tuple[str, ...]
-    operations: tuple[str, ...]
-    complete: bool
-    tasks_done: int
-    pairs: int
-    episodes_bytes: int | None
-    paired_sha256: str | None
-
-    @classmethod
-    def from_dict(cls, data: Any, source: str) -> RunIndex:
-        try:
-            settings, counts = data["settings"], data["counts"]
-            ids = data.get("task_ids")
-            store = data.get("store") or {}
-            return cls(n_tasks=int(counts["tasks"]), task_ids=None if ids is None else tuple(ids),
-                       conditions=tuple(settings["conditions"]),
-                       operations=tuple(settings["operations"]), complete=bool(data["complete"]),
-                       tasks_done=int(counts["tasks_done"]), pairs=int(counts["pairs"]), episodes_bytes=store.get("episodes_bytes"),
-                       paired_sha256=store.get("paired_sha256"))
-        except (KeyError, TypeError, ValueError) as err:
-            raise CirError(f"{source}: not a run record of this cir ({type(err).__name__}: "
-                           f"{err})") from None
+def verify_members(path: str | Path, members: Sequence[StoredMember]) -> str | None:
+    """None when the store holds exactly ``members`` (sizes and digests, in order, nothing
+    more), else what differs first: the check of the store a reader's fast path relies on."""
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+        if size != sum(m.bytes for m in members):
+            return f"{path.name} has {size} bytes, the run record names {sum(m.bytes for m in members)}"
+        with open(path, "rb") as fh:
+            for m in members:
+                if hashlib.sha256(fh.read(m.bytes)).hexdigest() != m.sha256:
+                    return f"{path.name}: the bytes of task {m.task_id} differ from those the run recorded"
+    except FileNotFoundError:
+        return f"no {path.name}"
+    except OSError as err:
+        raise disk_error(path, err, "read") from None
+    return None
 
 
 # -- the folder ---------------------------------------------------------------------------------
@@ -320,10 +341,6 @@ class RunStore:
         """run.json as plain data (None if absent)."""
         return read_json(self.run_json_path, "run record", missing_ok=True)
 
-    def read_index(self) -> RunIndex | None:
-        data = self.read_run_json()
-        return None if data is None else RunIndex.from_dict(data, str(self.run_json_path))
-
     def _leftovers(self) -> list[Path]:
         """Files a killed writer may leave before run.json exists: the lock, temp files."""
         if not self.dir.is_dir():
@@ -332,61 +349,73 @@ class RunStore:
         return [p for p in self.dir.iterdir()
                 if p.name == LOCK_FILE or (p.name.startswith(ours) and p.is_file())]
 
-    def check_settings(self, settings: dict[str, Any]) -> dict[str, Any] | None:
-        """Refuse a RUN_DIR written with other settings; the earlier run.json, if any."""
+    def check_unused(self) -> None:
+        """Refuse a folder that holds other files and no run record: not a run folder to start."""
         if self.dir.exists() and not self.dir.is_dir():
             raise CirError(f"{self.dir}: exists and is not a folder")
-        old = self.read_run_json()
-        if old is None:
-            cache = {self.dir / AGENT_CACHE}  # replies kept from an earlier run: reused
-            if self.dir.exists() and set(self.dir.iterdir()) - set(self._leftovers()) - cache:
-                raise CirError(
-                    f"{self.dir}: folder is not empty and has no {RUN_JSON}; "
-                    "choose a new --out folder for a run"
-                )
-            return None
-        previous = old.get("settings", {}) if isinstance(old, dict) else {}
-        for key in sorted(set(previous) | set(settings)):
-            if previous.get(key) != settings.get(key):
-                raise CirError(
-                    f"{self.dir}: was written with {key}={previous.get(key)!r}, this command has "
-                    f"{key}={settings.get(key)!r}; rerun with the same settings to resume, "
-                    "or use a new --out folder (with --extend to reuse this run's agent replies)"
-                )
-        return old
+        cache = {self.dir / AGENT_CACHE}  # replies kept from an earlier run: reused
+        if self.dir.exists() and set(self.dir.iterdir()) - set(self._leftovers()) - cache:
+            raise CirError(f"{self.dir}: folder is not empty and has no {RUN_JSON}; "
+                           "choose a new --out folder for a run")
 
     # -- episodes -----------------------------------------------------------------------
-    def scan(self) -> StoreScan:
-        return scan_store(self.episodes_path)
+    def scan(self, foreign: Foreign | None = None) -> StoreScan:
+        return scan_store(self.episodes_path, foreign)
 
-    def open(self) -> dict[str, dict[str, Any]]:
-        """Prepare for appending; the intact tasks' summaries (the writer holds the lock).
+    def open(self, foreign: Foreign | None = None) -> StoreScan:
+        """Prepare for appending (the writer holds the lock); the scan of the store as it is now.
 
-        A torn tail is cut off. Damaged or repeated members are left out of a rewritten
-        store (the old file is kept as ``episodes.jsonl.gz.damaged-<time>``), with a note
-        naming the tasks that will run again.
+        Temp files of a killed writer go. A torn tail is cut off (its bytes kept as
+        ``episodes.jsonl.gz.torn-<time>``). Damaged members, another run's (``foreign``) and
+        repeated ones are left out of a rewritten store (the old file kept as
+        ``episodes.jsonl.gz.set-aside-<time>``), with a note naming the tasks that run again.
         """
         self.dir.mkdir(parents=True, exist_ok=True)
         for leftover in self._leftovers():
             if leftover.name != LOCK_FILE:
                 leftover.unlink(missing_ok=True)  # temp files of a killed writer
-        scan = self.scan()
+        scan = self.scan(foreign)
         if not scan.sound:
             self._rewrite(scan)
-        elif scan.torn is not None:
-            try:
-                with open(self.episodes_path, "r+b") as fh:
-                    fh.truncate(scan.torn)
-                    fh.flush()
-                    os.fsync(fh.fileno())
-            except OSError as err:
-                raise disk_error(self.episodes_path, err) from None
-        return scan.summaries()
+            return self.scan(foreign)
+        if scan.torn is not None:
+            self._cut_tail(scan.torn)
+            scan.size, scan.torn = scan.torn, None
+        return scan
+
+    def _cut_tail(self, at: int) -> None:
+        """Cut a torn last member off, its bytes kept beside the store."""
+        kept = self.keep_copy(self.episodes_path, "torn", start=at)
+        try:
+            with open(self.episodes_path, "r+b") as fh:
+                fh.truncate(at)
+                fh.flush()
+                os.fsync(fh.fileno())
+        except OSError as err:
+            raise disk_error(self.episodes_path, err) from None
+        log.warning("%s: a task cut short at byte %d (a write that was interrupted) is cut off, "
+                    "kept as %s; it runs again", self.episodes_path, at, kept.name)
+
+    def keep_copy(self, path: Path, why: str, start: int = 0) -> Path:
+        """A copy of ``path`` (from byte ``start``) beside it, as ``NAME.WHY-<time>``: what a
+        repair replaces or removes is never lost."""
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        copy = path.with_name(f"{path.name}.{why}-{stamp}")
+        n = 1
+        while copy.exists():
+            n += 1
+            copy = path.with_name(f"{path.name}.{why}-{stamp}-{n}")
+        try:
+            with open(path, "rb") as src:
+                src.seek(start)
+                write_bytes_atomic(copy, src.read())
+        except OSError as err:
+            raise disk_error(copy, err, "keep a copy") from None
+        return copy
 
     def _rewrite(self, scan: StoreScan) -> None:
-        """The store with only its intact members; the damaged file kept beside it."""
-        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-        backup = self.episodes_path.with_name(f"{EPISODES}.damaged-{stamp}")
+        """The store with only its intact members; the old file kept beside it."""
+        backup = self.keep_copy(self.episodes_path, "set-aside")
         tmp = self.episodes_path.with_name(f".{EPISODES}.rewrite")
         try:
             with open(self.episodes_path, "rb") as src, open(tmp, "wb") as dst:
@@ -395,26 +424,30 @@ class RunStore:
                     dst.write(src.read(member.end - member.start))
                 dst.flush()
                 os.fsync(dst.fileno())
-            os.replace(self.episodes_path, backup)
             os.replace(tmp, self.episodes_path)
         except OSError as err:
             raise disk_error(self.episodes_path, err, "repair") from None
         if scan.damaged:
             log.warning("%s: %d damaged part(s): %s; kept as %s; these tasks run again",
-                        self.episodes_path, len(scan.damaged), scan.damage_text(), backup.name)
+                        self.episodes_path, len(scan.damaged),
+                        "; ".join(m.describe() for m in scan.damaged), backup.name)
+        if scan.foreign:
+            log.warning("%s: %d task(s) of another run refused: %s; kept as %s; these tasks run "
+                        "again", self.episodes_path, len(scan.foreign),
+                        "; ".join(m.describe() for m in scan.foreign), backup.name)
         if scan.duplicates:
-            log.warning("%s: %d task(s) stored twice (%s); kept the first copy of each",
+            log.warning("%s: %d task(s) stored twice (%s); kept the first copy of each (all in %s)",
                         self.episodes_path, len(scan.duplicates),
-                        ", ".join(sorted({str(m.task_id) for m in scan.duplicates})))
+                        ", ".join(sorted({str(m.task_id) for m in scan.duplicates})), backup.name)
 
-    def append_task(self, summary: dict[str, Any], episodes: list[dict[str, Any]]) -> int:
-        """One gzip member for the task, flushed and fsynced; the store's size after it.
+    def append_task(self, summary: dict[str, Any], episodes: Sequence[EpisodeRecord]) -> StoredMember:
+        """One gzip member for the task, flushed and fsynced; the member as the record names it.
 
         A write that fails half way (full disk) leaves a torn tail that the next
         :meth:`open` cuts off, so the task simply runs again.
         """
         lines = [json.dumps({"kind": "task", **summary}, sort_keys=True, ensure_ascii=False)]
-        lines += [json.dumps({"kind": "episode", **ep}, sort_keys=True, ensure_ascii=False)
+        lines += [json.dumps({"kind": "episode", **ep.to_dict()}, sort_keys=True, ensure_ascii=False)
                   for ep in episodes]
         payload = ("\n".join(lines) + "\n").encode("utf-8")
         member = gzip.compress(payload, compresslevel=6, mtime=0)
@@ -423,9 +456,9 @@ class RunStore:
                 fh.write(member)
                 fh.flush()
                 os.fsync(fh.fileno())
-                return fh.tell()
         except OSError as err:
             raise disk_error(self.episodes_path, err) from None
+        return StoredMember(str(summary["task_id"]), len(member), hashlib.sha256(member).hexdigest())
 
     def episodes_bytes(self) -> int:
         try:
@@ -445,6 +478,13 @@ class RunStore:
 
     def write_paired(self, text: str) -> None:
         write_atomic(self.paired_path, text)
+
+    def replace_paired(self, text: str) -> Path | None:
+        """Rewrite a paired.csv that differs from the store's table, keeping the old one beside
+        it (``paired.csv.replaced-<time>``); the copy (None if there was no table)."""
+        kept = self.keep_copy(self.paired_path, "replaced") if self.paired_path.exists() else None
+        self.write_paired(text)
+        return kept
 
     def write_run_json(self, record: dict[str, Any]) -> None:
         write_atomic(self.run_json_path, json.dumps(record, indent=2, sort_keys=True) + "\n")

@@ -83,8 +83,18 @@ def simulate_paired(
     return pd.DataFrame.from_records(records)
 
 
+#: How each operation of :func:`simulate` acts, for a table of several: which confused runs it
+#: rescues (the stale text's mismatch seen or not) and which successful runs it may harm.
+OPERATION_PROFILES = {
+    "refresh": {"rescues_mismatch": (0, 1), "harm_if": "holding"},
+    "replan": {"rescues_mismatch": (0,), "harm_if": "late"},
+    "rewind": {"rescues_mismatch": (1,), "harm_if": "none"},
+}
+
+
 def simulate(n_tasks: int = 200, seed: int = 0, conditions: tuple[str, ...] = DEFAULT_CONDITIONS,
-             delays: tuple[int, ...] = DEFAULT_DELAYS, operation: str = "refresh") -> pd.DataFrame:
+             delays: tuple[int, ...] = DEFAULT_DELAYS, operation: str = "refresh",
+             operations: tuple[str, ...] | None = None) -> pd.DataFrame:
     """A synthetic paired table with ``f_*`` columns and a planted signal (examples, tests).
 
     Each task has a latent skill. An erroneous observation is visible in the features
@@ -94,8 +104,17 @@ def simulate(n_tasks: int = 200, seed: int = 0, conditions: tuple[str, ...] = DE
     rescues those; refreshing a run that holds an object (``f_holding``) sometimes
     harms it, errors or not. So an error detector alone refreshes many runs it cannot
     help and some it harms; a policy that also predicts the outcomes can do better.
+
+    ``operations`` (default: ``operation`` alone) writes one row per operation of
+    :data:`OPERATION_PROFILES`: ``refresh`` as above; ``replan`` rescues only confused runs
+    whose mismatch was not seen and harms runs late in the task (``f_progress`` > 0.7);
+    ``rewind`` rescues only those whose mismatch was seen and harms none. So which
+    operation is worth it depends on visible state, and the first operation's rows are
+    those of a single-operation table.
     """
+    ops = tuple(operations) if operations is not None else (operation,)
     rng = np.random.default_rng(seed)
+    other = {op: np.random.default_rng([seed, i + 1]) for i, op in enumerate(ops[1:])}
     records = []
 
     def sigmoid(z: float) -> float:
@@ -122,14 +141,35 @@ def simulate(n_tasks: int = 200, seed: int = 0, conditions: tuple[str, ...] = DE
                         y1 = y_rescued
                     elif y0 == 1 and rng.random() < (0.5 if holding else 0.01):
                         y1 = 0
-                records.append({
-                    "task_id": f"syn{t:04d}", "split": "train", "task_type": TASK_TYPES[0],
-                    "agent": "synthetic", "condition": condition, "delay": int(d), "operation": operation,
-                    "y0": y0, "y1": y1, "executed": executed, "factual_success": int(skill > -0.8),
-                    "prefix_match": 1, "outcome": "",
+                features = {
                     "f_delay": float(d), "f_suspect_seen_before": float(seen),
                     "f_suspect_mismatch": float(mismatch), "f_post_noops": float(sum(noops[1:d + 1])),
                     "f_holding": float(holding), "f_progress": progress,
                     "f_env_actions": float(5 + d + int(rng.integers(0, 3))),
-                })
+                }
+                for op in ops:
+                    if op == ops[0]:
+                        y = y1
+                    else:
+                        y = _other_outcome(OPERATION_PROFILES[op], other[op], y0, y_rescued, executed, confused,
+                                           mismatch, holding, progress)
+                    records.append({
+                        "task_id": f"syn{t:04d}", "split": "train", "task_type": TASK_TYPES[0],
+                        "agent": "synthetic", "condition": condition, "delay": int(d), "operation": op,
+                        "y0": y0, "y1": y, "executed": executed, "factual_success": int(skill > -0.8),
+                        "prefix_match": 1, "outcome": "", **features,
+                    })
     return validate_paired(pd.DataFrame.from_records(records), source="synthetic table")
+
+
+def _other_outcome(profile: dict, rng: np.random.Generator, y0: int, y_rescued: int, executed: int,
+                   confused: bool, mismatch: int, holding: int, progress: float) -> int:
+    """The outcome of recovering with an operation other than the table's first (its profile)."""
+    if not executed:
+        return y0
+    if confused and y0 == 0:
+        return y_rescued if mismatch in profile["rescues_mismatch"] else 0
+    harmful = {"holding": bool(holding), "late": progress > 0.7, "none": False}[profile["harm_if"]]
+    if y0 == 1 and rng.random() < (0.5 if harmful else 0.01):
+        return 0
+    return y0

@@ -15,20 +15,28 @@ from sklearn.calibration import calibration_curve
 from sklearn.metrics import brier_score_loss
 
 from cir.pairs.paired import validate_paired
-from cir.router.evaluation import as_router, score_rows
+from cir.router.evaluation import as_router
 from cir.router.policy import CIRPolicy
-from cir.router.rule import MODEL_NAMES
+from cir.router.rule import split_model_name
 from cir.router.runtime import Router
-from cir.router.walk import build_grid, check_features
+from cir.router.walk import build_grid, check_features, model_labels
 from cir.util.errors import CirError
 
 LABELS = {"p_err": "observation erroneous (condition != clean)",
           "p0": "success without recovery (y0)",
-          "p1": "success with refresh (y1)"}
+          "p1": "success with {op} (y1)",
+          "p_rescue": "rescued by {op}",
+          "p_harm": "harmed by {op}"}
+
+
+def label_of(name: str) -> str:
+    """What model ``name`` predicts, in words."""
+    base, op = split_model_name(name)
+    return LABELS[base].format(op=op)
 
 
 def predictions(model: CIRPolicy | Router, paired: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Long table ``model, p, label`` on the decision cells.
+    """Long table ``model, p, label`` on the decision cells, one block per model of the router.
 
     Without ``paired``: a fitted policy's out-of-fold predictions. With ``paired``: the
     predictions of a router (or of a fitted policy's router) on that table's cells.
@@ -37,19 +45,18 @@ def predictions(model: CIRPolicy | Router, paired: pd.DataFrame | None = None) -
         if not isinstance(model, CIRPolicy) or not hasattr(model, "oof_"):
             raise CirError("calibration: out-of-fold predictions need a fitted CIRPolicy "
                            "(fit one, or give a table)")
-        cells = model.oof_
-        preds = {name: cells[name].to_numpy() for name in MODEL_NAMES}
+        cells, names = model.oof_, list(model.models_)
+        preds = {name: cells[name].to_numpy() for name in names}
     else:
         router = as_router(model)
         df = validate_paired(paired, source="calibration table")
         check_features(df, "calibration table", router.features)
-        cells = build_grid(df, router.delays, router.settings["operation"], "calibration table").cells
-        s = score_rows(router, cells)
-        preds = {name: s[name].to_numpy() for name in MODEL_NAMES}
-    labels = {"p_err": (cells["condition"] != "clean").to_numpy(dtype=int),
-              "p0": cells["y0"].to_numpy(dtype=int), "p1": cells["y1"].to_numpy(dtype=int)}
-    return pd.concat([pd.DataFrame({"model": name, "p": preds[name], "label": labels[name]})
-                      for name in MODEL_NAMES], ignore_index=True)
+        cells = build_grid(df, router.delays, router.operations, "calibration table").cells
+        names = list(router.estimator.model_names(router.operations))
+        X = cells[router.features].to_numpy(dtype=float)
+        preds = {name: router.models[name].predict_proba(X) for name in names}
+    return pd.concat([pd.DataFrame({"model": name, "p": preds[name], "label": model_labels(cells, name)})
+                      for name in names], ignore_index=True)
 
 
 def calibration_table(model: CIRPolicy | Router, paired: pd.DataFrame | None = None, n_bins: int = 10,
@@ -77,19 +84,20 @@ def calibration_table(model: CIRPolicy | Router, paired: pd.DataFrame | None = N
 
 def calibration_figure(model: CIRPolicy | Router, paired: pd.DataFrame | None = None, n_bins: int = 10,
                        strategy: str = "quantile") -> Figure:
-    """Reliability curves of p_err, p0 and p1 side by side, Brier scores in the titles."""
+    """Reliability curves of the router's models side by side, Brier scores in the titles."""
     table = calibration_table(model, paired, n_bins=n_bins, strategy=strategy)
-    fig = Figure(figsize=(11, 3.8))
-    axes = fig.subplots(1, 3, sharey=True)
+    names = list(dict.fromkeys(table["model"]))
+    fig = Figure(figsize=(3.7 * len(names), 3.8))
+    axes = np.atleast_1d(fig.subplots(1, len(names), sharey=True))
     where = "out-of-fold (training)" if paired is None else "held-out table"
-    for ax, name in zip(axes, ("p_err", "p0", "p1"), strict=True):
+    for ax, name in zip(axes, names, strict=True):
         part = table[table["model"] == name]
         ax.plot([0, 1], [0, 1], ls="--", color="grey", lw=1, label="perfect")
         ax.plot(part["mean_predicted"], part["fraction_positive"], marker="o", label=name)
         if len(part):
             r = part.iloc[0]
             ax.set_title(f"{name}: Brier {r['brier']:.3f} (base-rate predictor {r['brier_baseline']:.3f})\n"
-                         f"{LABELS[name]}", fontsize=9)
+                         f"{label_of(name)}", fontsize=9)
         ax.set_xlabel("mean predicted probability")
         ax.set_xlim(0, 1)
         ax.set_ylim(0, 1)

@@ -1,16 +1,26 @@
-"""Held-out evaluation of a router against its baselines (paper, section 5.4).
+"""Held-out evaluation of routers against their baselines (paper, section 5.4).
 
 Every policy walks the candidate delays of a held-out paired table on the precomputed
 branches (:mod:`cir.router.walk`): never, always (at the delay chosen on the training
 table), the anomaly detector (at its OOF threshold and at the threshold whose rate
-matches CIR's), CIR, and the oracle (refresh exactly where it rescues). Everything a
-walk needs is in the :class:`~cir.router.runtime.Router` (its models, thresholds and the
-baselines' parameters), so a router file and a test table are enough; a fitted
-:class:`~cir.router.policy.CIRPolicy` (anything with ``to_router()``) is accepted too.
+matches the router's), the router itself, and the oracle (recover exactly where it
+rescues). Everything a walk needs is in the :class:`~cir.router.runtime.Router` (its
+models, thresholds and the baselines' parameters), so a router file and a test table are
+enough; a fitted :class:`~cir.router.policy.CIRPolicy` (anything with ``to_router()``) is
+accepted too.
+
+Several routers can be evaluated side by side on the same table (``evaluate({"cir": paper,
+"cir_paired": paired}, test)``): the first one's baselines are the baselines, every other
+router adds its own rate-matched anomaly baseline (``anomaly_matched_<name>``), and every
+router gets margins over every other policy. :func:`summarize_walks` computes the summary
+and margins from the per-arm walk table alone, so arms walked in different replicates
+(each by its own routers) can be pooled into one table and summarised with one task-level
+cluster bootstrap.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 import numpy as np
@@ -19,14 +29,16 @@ import pandas as pd
 from cir import __version__
 from cir.episode.protocol import DEFAULT_LEVEL, DEFAULT_RESAMPLES, DEFAULT_SEED
 from cir.pairs.paired import validate_paired
-from cir.router.rule import blocked_by, passes, predict
+from cir.router.rule import blocked_by, passes
 from cir.router.runtime import Router
 from cir.router.walk import build_grid, check_features, walk
 from cir.stats.bootstrap import bootstrap_ratios, percentile_ci
 from cir.stats.significance import sign_flip_test
 
+#: The policies of one router's evaluation, in display order (``cir`` is the router).
 POLICIES = ("never", "always", "anomaly", "anomaly_rate_matched", "cir", "oracle")
 GROUP_ALL = "all"
+ARM_KEYS = ["task_id", "condition"]
 SUMMARY_COLUMNS = [
     "policy", "condition", "n", "n_tasks", "success_never", "success_policy", "effect_pp",
     "ci_low_pp", "ci_high_pp", "sign_flip_p", "rescues", "harms", "interventions",
@@ -47,69 +59,148 @@ def as_router(model: Router | Fitted) -> Router:
 
 
 def score_rows(model: Router | Fitted, paired: pd.DataFrame, source: str = "paired table") -> pd.DataFrame:
-    """p_err, p0, p1, p_fail, s_R, s_H and utility for every row of ``paired``."""
+    """The estimator's scores of the operation of highest utility for every row of ``paired``
+    (``operation`` names it; with several operations, ``utility[OP]`` each one's utility)."""
     router = as_router(model)
     check_features(paired, source, router.features)
-    X = paired[router.features].to_numpy(dtype=float)
-    return pd.DataFrame(predict(router.models, X, router.settings["lam"]), index=paired.index)
+    s = router.predict(paired[router.features].to_numpy(dtype=float))
+    out = pd.DataFrame({k[: -len("_chosen")]: v for k, v in s.items() if k.endswith("_chosen")},
+                       index=paired.index)
+    out["operation"] = [router.operations[i] for i in s["choice"]]
+    if len(router.operations) > 1:
+        for i, op in enumerate(router.operations):
+            out[f"utility[{op}]"] = s["utility"][:, i]
+    return out
 
 
 def decide_rows(model: Router | Fitted, paired: pd.DataFrame, source: str = "paired table") -> pd.DataFrame:
-    """Per row: the CIR rule's decision if the walk reaches that row, with scores and blocker."""
+    """Per row: the rule's decision if the walk reaches that row, with scores and blocker."""
     router = as_router(model)
     s = score_rows(router, paired, source)
     d_min = router.settings["d_min"]
+    gated = [score for score, _ in router.estimator.gates]
     blockers = [
-        blocked_by(int(d), {k: s.at[i, k] for k in ("p_err", "p_fail", "utility")}, router.thresholds,
+        blocked_by(router.estimator, int(d), {f"{k}_chosen": s.at[i, k] for k in gated}, router.thresholds,
                    d_min, router.delays)
         for i, d in zip(paired.index, paired["delay"], strict=True)
     ]
     out = s.copy()
-    out["blocked_by"] = pd.Series(blockers, index=out.index, dtype=object)  # None: refresh
-    out["refresh"] = [b is None for b in blockers]
+    out["blocked_by"] = pd.Series(blockers, index=out.index, dtype=object)  # None: recover
+    out["recover"] = [b is None for b in blockers]
+    out["operation"] = pd.Series([op if r else None for op, r in zip(out["operation"], out["recover"], strict=True)],
+                                 index=out.index, dtype=object)
     return out
 
 
-def walk_policies(model: Router | Fitted, paired: pd.DataFrame, source: str = "paired table") -> pd.DataFrame:
-    """Every policy's sequential walk on ``paired``: one row per episode (task, condition).
+def walk_policies(model: Router | Fitted, paired: pd.DataFrame, source: str = "paired table",
+                  name: str = "cir") -> pd.DataFrame:
+    """Every policy's sequential walk on ``paired``: one row per arm (task, condition).
 
-    Columns ``y_<policy>``, ``int_<policy>`` (intervened) and ``delay_<policy>`` for
-    never, always, anomaly, anomaly_rate_matched, cir and oracle.
+    Columns ``y_<policy>``, ``int_<policy>`` (intervened), ``delay_<policy>`` and
+    ``op_<policy>`` (the operation used, "" where none) for never, each baseline of the
+    router (always, anomaly, anomaly_rate_matched, and for a router over several operations
+    always_<op> and anomaly_<op>, each with its own operation), the router (``name``) and
+    the oracle (recover where some operation rescues, with the first that does).
     """
     router = as_router(model)
     df = validate_paired(paired, source=source)
     check_features(df, source, router.features)
-    delays = router.delays
-    d_min = router.settings["d_min"]
-    grid = build_grid(df, delays, router.settings["operation"], source)
-    X = grid.cells[router.features].to_numpy(dtype=float)
-    g = grid.spread(predict(router.models, X, router.settings["lam"]))
+    delays, d_min = router.delays, router.settings["d_min"]
+    grid = build_grid(df, delays, router.operations, source)
+    g = grid.spread(router.predict(grid.cells[router.features].to_numpy(dtype=float)))
     delay_ok = grid.delay_ok(d_min)
-    fires: dict[str, np.ndarray] = {"never": np.zeros(grid.status.shape, dtype=bool)}
-    always = np.zeros(grid.status.shape, dtype=bool)
-    always[:, delays.index(router.baselines["always"]["delay"])] = True
-    fires["always"] = always
+    walks = {"never": (np.zeros(grid.status.shape, dtype=bool), grid.y1[..., 0], 0)}
     with np.errstate(invalid="ignore"):
-        for name in ("anomaly", "anomaly_rate_matched"):
-            fires[name] = delay_ok & passes(g["p_err"], router.baselines[name]["alpha"])
-    fires["cir"] = grid.rule_fires(g, router.thresholds, d_min)
-    fires["oracle"] = delay_ok & (grid.y0[:, None] == 0) & (grid.y1 == 1)
-    out = grid.episodes.copy()
+        for baseline in sorted(router.baselines, key=_baseline_order):
+            b = router.baselines[baseline]
+            o = router.operations.index(b["operation"])
+            if "delay" in b:  # always recover at one delay
+                fire = np.zeros(grid.status.shape, dtype=bool)
+                fire[:, delays.index(b["delay"])] = True
+            else:  # the error detector alone
+                fire = delay_ok & passes(g["p_err_chosen"], b["alpha"])
+            walks[baseline] = (fire, grid.y1[..., o], o)
+        walks[name] = (grid.rule_fires(router.estimator, g, router.thresholds, d_min),
+                       grid.outcome_if_chosen(g["choice"]), g["choice"])
+    out = grid.arms.copy()
     d = np.asarray(delays)
-    for name in POLICIES:
-        outcome, intervened, first = walk(grid, fires[name])
-        out[f"y_{name}"] = outcome.astype(int)
-        out[f"int_{name}"] = intervened.astype(int)
-        out[f"delay_{name}"] = np.where(first >= 0, d[np.maximum(first, 0)], -1)
+    ops = np.asarray(grid.operations, dtype=object)
+    for policy, (fire, y1, op_index) in walks.items():
+        outcome, intervened, first = walk(grid, fire, y1)
+        op_at = np.broadcast_to(op_index, grid.status.shape)
+        picked = np.take_along_axis(op_at, np.maximum(first, 0)[:, None], axis=1)[:, 0]
+        out[f"y_{policy}"] = outcome.astype(int)
+        out[f"int_{policy}"] = intervened.astype(int)
+        out[f"delay_{policy}"] = np.where(first >= 0, d[np.maximum(first, 0)], -1)
+        out[f"op_{policy}"] = np.where(intervened, ops[np.clip(picked, 0, len(ops) - 1)], "")
+    out = out.merge(walk_oracle(df, delays, d_min, router.operations, source), on=ARM_KEYS, how="left",
+                    validate="1:1")
     out.attrs["meta"] = grid.meta
+    out.attrs["policies"] = [*walks, "oracle"]
     return out
 
 
-def _task_sums(episodes: pd.DataFrame, values: dict[str, np.ndarray], groups: list[str]) -> tuple[
+def _baseline_order(name: str) -> tuple[int, str]:
+    """always, anomaly, anomaly_rate_matched, then the per-operation ones by name."""
+    main = ("always", "anomaly", "anomaly_rate_matched")
+    return (main.index(name), "") if name in main else (len(main), name)
+
+
+def walk_routers(models: Mapping[str, Router | Fitted], paired: pd.DataFrame,
+                 source: str = "paired table") -> tuple[pd.DataFrame, list[str]]:
+    """Walk several routers on one table: the first one's walk with its baselines, then each
+    other router's own column with its always-recover (``always_<name>``: the operation and
+    delay best on its training table) and rate-matched anomaly (``anomaly_matched_<name>``)
+    baselines, the per-operation baselines of a router over several operations, and the
+    oracle over every operation any of them may use. Returns (arms, the policies in display
+    order)."""
+    routers = {name: as_router(m) for name, m in models.items()}
+    names = list(routers)
+    out = walk_policies(routers[names[0]], paired, source, name=names[0])
+    policies = [p for p in out.attrs["policies"] if p != "oracle"]
+    out = out.drop(columns=[f"{k}_oracle" for k in ("y", "int", "delay", "op")])
+    for name in names[1:]:
+        other = walk_policies(routers[name], paired, source, name=name)
+        # its own rate-matched anomaly and always-recover baselines, and the per-operation ones
+        # (of a router over several operations) that no earlier router brought
+        own = {"anomaly_rate_matched": f"anomaly_matched_{name}"}
+        if len(routers[name].operations) > 1:  # its always may recover with another operation
+            own["always"] = f"always_{name}"
+        new = [p for p in other.attrs["policies"] if p not in policies and p not in ("never", "oracle", *own)]
+        added = [*(own[p] for p in ("always", "anomaly_rate_matched") if p in own), *new]
+        renamed = {f"{k}_{p}": f"{k}_{own.get(p, p)}" for p in [*own, *new] for k in ("y", "int", "delay", "op")}
+        out = out.merge(other[ARM_KEYS + list(renamed)].rename(columns=renamed), on=ARM_KEYS, how="left",
+                        validate="1:1")
+        policies += [p for p in added if p != name] + [name]
+    operations = tuple(dict.fromkeys(op for r in routers.values() for op in r.operations))
+    first = routers[names[0]]
+    oracle = walk_oracle(paired, first.delays, int(first.settings["d_min"]), operations, source)
+    out = out.merge(oracle, on=ARM_KEYS, how="left", validate="1:1")
+    return out, [*policies, "oracle"]
+
+
+def walk_oracle(paired: pd.DataFrame, delays: tuple[int, ...], d_min: int, operations: tuple[str, ...],
+                source: str = "paired table") -> pd.DataFrame:
+    """The oracle's walk: recover at the first candidate delay where some operation rescues,
+    with the first operation that does (one row per arm: y, int, delay and op of ``oracle``)."""
+    grid = build_grid(validate_paired(paired, source=source), delays, operations, source)
+    rescues = (grid.y0[:, None, None] == 0) & (grid.y1 == 1)
+    fire = grid.delay_ok(d_min) & rescues.any(axis=-1)
+    outcome, intervened, first = walk(grid, fire, rescues.any(axis=-1).astype(int))
+    picked = np.take_along_axis(np.argmax(rescues, axis=-1), np.maximum(first, 0)[:, None], axis=1)[:, 0]
+    out = grid.arms[ARM_KEYS].copy()
+    out["y_oracle"] = outcome.astype(int)
+    out["int_oracle"] = intervened.astype(int)
+    out["delay_oracle"] = np.where(first >= 0, np.asarray(delays)[np.maximum(first, 0)], -1)
+    out["op_oracle"] = np.where(intervened, np.asarray(operations, dtype=object)[picked], "")
+    return out
+
+
+def _task_sums(arms: pd.DataFrame, values: dict[str, np.ndarray], groups: list[str]) -> tuple[
         np.ndarray, np.ndarray, list[tuple[str, str]]]:
     """(tasks x columns) sums of each value per task for each condition and for all."""
-    tasks, tcode = np.unique(episodes["task_id"].to_numpy(), return_inverse=True)
-    cond = episodes["condition"].to_numpy()
+    tasks, tcode = np.unique(arms["task_id"].to_numpy(), return_inverse=True)
+    cond = arms["condition"].to_numpy()
     nums, dens, cols = [], [], []
     for name, v in values.items():
         for g in groups:
@@ -120,75 +211,99 @@ def _task_sums(episodes: pd.DataFrame, values: dict[str, np.ndarray], groups: li
     return np.column_stack(nums), np.column_stack(dens), cols
 
 
-def evaluate(model: Router | Fitted, paired: pd.DataFrame, *, resamples: int = DEFAULT_RESAMPLES,
-             seed: int = DEFAULT_SEED, level: float = DEFAULT_LEVEL,
-             source: str = "test table") -> dict[str, Any]:
-    """Held-out evaluation of CIR and its baselines on ``paired`` (tasks never used in fitting).
-
-    Returns ``{"episodes", "summary", "margins", "settings"}``: per policy and condition (and
-    ``all``): success never vs policy, effect (pp) with a task-level cluster-bootstrap CI
-    and sign-flip p-value versus never, rescues, harms, intervention and clean-harm rates,
-    and the fraction of the oracle's gain reached; margins of CIR over every other
-    policy with paired (same-task) intervals. Intervals and tests are those of
-    :mod:`cir.stats.bootstrap` and :mod:`cir.stats.significance`; all columns share the same
-    bootstrap resamples.
-    """
-    router = as_router(model)
-    episodes = walk_policies(router, paired, source=source)
-    conditions = sorted(set(episodes["condition"]), key=lambda c: (c != "clean", c))
-    groups = [GROUP_ALL, *conditions]
-    y0 = episodes["y_never"].to_numpy()
-    diffs = {p: episodes[f"y_{p}"].to_numpy() - y0 for p in POLICIES}
-    margins = {f"cir-{p}": episodes["y_cir"].to_numpy() - episodes[f"y_{p}"].to_numpy()
-               for p in POLICIES if p != "cir"}
-    num, den, cols = _task_sums(episodes, {**diffs, **margins}, groups)
-    reps = bootstrap_ratios(num, den, resamples, seed)
-    low, high = percentile_ci(reps, level)
-    ci = {col: (low[i], high[i]) for i, col in enumerate(cols)}
-    flip = {col: sign_flip_test(num[den[:, i] > 0, i], resamples, seed) for i, col in enumerate(cols)}
-
-    cond = episodes["condition"].to_numpy()
+def _summary_rows(arms: pd.DataFrame, policies: list[str], groups: list[str], diffs: dict[str, np.ndarray],
+                  ci: dict[tuple[str, str], tuple[float, float]], flip: dict[tuple[str, str], float]) -> list[dict]:
+    cond = arms["condition"].to_numpy()
     clean = cond == "clean"
+    y0 = arms["y_never"].to_numpy()
     rows = []
-    for p in POLICIES:
-        yp = episodes[f"y_{p}"].to_numpy()
-        intervened = episodes[f"int_{p}"].to_numpy()
+    for p in policies:
+        yp = arms[f"y_{p}"].to_numpy()
+        intervened = arms[f"int_{p}"].to_numpy()
         for g in groups:
             m = np.ones(len(cond), dtype=bool) if g == GROUP_ALL else cond == g
-            n = int(m.sum())
-            harms = int(((y0 == 1) & (yp == 0) & m).sum())
-            oracle_gain = float((diffs["oracle"][m]).sum())
+            oracle_gain = float(diffs["oracle"][m].sum())
             cm = m & clean
             rows.append({
-                "policy": p, "condition": g, "n": n, "n_tasks": int(episodes.loc[m, "task_id"].nunique()),
+                "policy": p, "condition": g, "n": int(m.sum()), "n_tasks": int(arms.loc[m, "task_id"].nunique()),
                 "success_never": float(y0[m].mean()), "success_policy": float(yp[m].mean()),
                 "effect_pp": 100 * float(diffs[p][m].mean()),
                 "ci_low_pp": 100 * ci[(p, g)][0], "ci_high_pp": 100 * ci[(p, g)][1],
                 "sign_flip_p": flip[(p, g)],
-                "rescues": int(((y0 == 0) & (yp == 1) & m).sum()), "harms": harms,
+                "rescues": int(((y0 == 0) & (yp == 1) & m).sum()), "harms": int(((y0 == 1) & (yp == 0) & m).sum()),
                 "interventions": int(intervened[m].sum()), "intervention_rate": float(intervened[m].mean()),
                 "clean_harm_rate": (float(((y0 == 1) & (yp == 0) & cm).sum() / cm.sum())
                                     if cm.any() else float("nan")),
-                "oracle_fraction": (float(diffs[p][m].sum()) / oracle_gain if oracle_gain > 0
-                                    else float("nan")),
+                "oracle_fraction": (float(diffs[p][m].sum()) / oracle_gain if oracle_gain > 0 else float("nan")),
             })
-    summary = pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+    return rows
+
+
+def summarize_walks(arms: pd.DataFrame, policies: list[str], contenders: list[str], *,
+                    resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
+                    level: float = DEFAULT_LEVEL) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(summary, margins) of walked arms (one row per arm with ``y_<policy>``/``int_<policy>``).
+
+    Per policy and condition (and ``all``): success never vs policy, effect (pp) with a
+    task-level cluster-bootstrap CI and sign-flip p-value versus never, rescues, harms,
+    intervention and clean-harm rates, and the fraction of the oracle's gain reached;
+    margins of each contender over every other policy with paired (same-task) intervals.
+    ``task_id`` is the cluster: arms pooled from several replicates need task ids that
+    are unique across them. All columns share the same bootstrap resamples.
+    """
+    conditions = sorted(set(arms["condition"]), key=lambda c: (c != "clean", c))
+    groups = [GROUP_ALL, *conditions]
+    y0 = arms["y_never"].to_numpy()
+    diffs = {p: arms[f"y_{p}"].to_numpy() - y0 for p in policies}
+    margins = {(c, p): arms[f"y_{c}"].to_numpy() - arms[f"y_{p}"].to_numpy()
+               for c in contenders for p in policies if p != c}
+    named = {**diffs, **{f"{c} - {p}": v for (c, p), v in margins.items()}}
+    num, den, cols = _task_sums(arms, named, groups)
+    reps = bootstrap_ratios(num, den, resamples, seed)
+    low, high = percentile_ci(reps, level)
+    ci = {col: (low[i], high[i]) for i, col in enumerate(cols)}
+    flip = {col: sign_flip_test(num[den[:, i] > 0, i], resamples, seed) for i, col in enumerate(cols)}
+    summary = pd.DataFrame(_summary_rows(arms, policies, groups, diffs, ci, flip), columns=SUMMARY_COLUMNS)
+    cond = arms["condition"].to_numpy()
     mrows = []
-    for name in margins:
-        versus = name.split("-", 1)[1]
+    for (c, p), v in margins.items():
         for g in groups:
             m = np.ones(len(cond), dtype=bool) if g == GROUP_ALL else cond == g
-            mrows.append({"policy": "cir", "versus": versus, "condition": g, "n": int(m.sum()),
-                          "margin_pp": 100 * float(margins[name][m].mean()),
-                          "ci_low_pp": 100 * ci[(name, g)][0], "ci_high_pp": 100 * ci[(name, g)][1],
-                          "sign_flip_p": flip[(name, g)]})
-    # the policy's settings as fitted (the harness budgets are the router's, not the policy's)
-    params = {k: v for k, v in router.settings.items() if k not in ("max_turns", "max_actions")}
-    settings = {**{k: (list(v) if isinstance(v, tuple) else v) for k, v in params.items()},
-                "thresholds": router.thresholds, "baselines": router.baselines,
-                "resamples": int(resamples), "seed": int(seed), "level": level,
-                "episodes": int(len(episodes)), "tasks": int(episodes["task_id"].nunique()),
-                **{f"grid_{k}": v for k, v in episodes.attrs.get("meta", {}).items()},
+            key = (f"{c} - {p}", g)
+            mrows.append({"policy": c, "versus": p, "condition": g, "n": int(m.sum()),
+                          "margin_pp": 100 * float(v[m].mean()), "ci_low_pp": 100 * ci[key][0],
+                          "ci_high_pp": 100 * ci[key][1], "sign_flip_p": flip[key]})
+    return summary, pd.DataFrame(mrows, columns=MARGIN_COLUMNS)
+
+
+def evaluate(model: Router | Fitted | Mapping[str, Router | Fitted], paired: pd.DataFrame, *,
+             resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED, level: float = DEFAULT_LEVEL,
+             source: str = "test table") -> dict[str, Any]:
+    """Held-out evaluation of one router (named ``cir``) or several (a name -> router mapping)
+    and their baselines on ``paired`` (tasks never used in fitting).
+
+    Returns ``{"episodes", "summary", "margins", "settings"}``: ``episodes`` is the walk table
+    (one row per arm), ``summary`` and ``margins`` those of :func:`summarize_walks`, with every
+    router a contender. Intervals and tests are those of :mod:`cir.stats.bootstrap` and
+    :mod:`cir.stats.significance`.
+    """
+    models = dict(model) if isinstance(model, Mapping) else {"cir": model}
+    routers = {name: as_router(m) for name, m in models.items()}
+    arms, policies = walk_routers(routers, paired, source=source)
+    summary, margins = summarize_walks(arms, policies, list(routers), resamples=resamples, seed=seed,
+                                       level=level)
+    first = next(iter(routers.values()))
+    settings = {"routers": {name: _router_settings(r) for name, r in routers.items()},
+                **_router_settings(first), "resamples": int(resamples), "seed": int(seed), "level": level,
+                "episodes": int(len(arms)), "tasks": int(arms["task_id"].nunique()),
+                **{f"grid_{k}": v for k, v in arms.attrs.get("meta", {}).items()},
                 "cir_version": __version__}
-    return {"episodes": episodes, "summary": summary,
-            "margins": pd.DataFrame(mrows, columns=MARGIN_COLUMNS), "settings": settings}
+    return {"episodes": arms, "summary": summary, "margins": margins, "settings": settings}
+
+
+def _router_settings(router: Router) -> dict[str, Any]:
+    """The policy's settings as fitted (the harness budgets are the router's, not the policy's)."""
+    params = {k: v for k, v in router.settings.items() if k not in ("max_turns", "max_actions")}
+    return {**{k: (list(v) if isinstance(v, tuple) else v) for k, v in params.items()},
+            "estimator": router.estimator.name, "operations": list(router.operations),
+            "thresholds": router.thresholds, "budget": router.budget, "baselines": router.baselines}

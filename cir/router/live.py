@@ -15,6 +15,7 @@ from cir.envs.counting import CountingEnv
 from cir.episode.harness import Harness
 from cir.episode.perturb import Perturbation, feasibility, parse_conditions, perturbation_point
 from cir.episode.protocol import DEFAULT_FRACTION, DEFAULT_MAX_ACTIONS, DEFAULT_MAX_TURNS
+from cir.episode.recovery import Checkpoints
 from cir.episode.transcript import Transcript
 from cir.router.runtime import Advisor, RouterHook
 from cir.util.errors import CirError
@@ -27,15 +28,17 @@ def run_episode(
     condition: str = "clean",
     *,
     router: Advisor | None = None,
-    operation: str = "refresh",
     perturb_fraction: float = DEFAULT_FRACTION,
+    perturb_at: int | None = None,
     max_turns: int = DEFAULT_MAX_TURNS,
     max_actions: int = DEFAULT_MAX_ACTIONS,
 ) -> tuple[Transcript, Transcript, dict[str, Any]]:
     """One episode under ``condition`` (optionally routed), for ``cir episode``.
 
     Returns ``(factual, episode, info)``; for a clean episode without router they are the
-    same run. A perturbed condition needs the factual run first (to find the point).
+    same run. A perturbed condition needs the factual run first (to find the point). The
+    router decides whether and with which operation to recover (the one it was fitted for,
+    or the one it chooses among several); ``info["router_decisions"]`` lists each decision.
     """
     cond = parse_conditions([condition])[0]
     harness = Harness(agent, max_turns=max_turns, max_actions=max_actions)
@@ -47,22 +50,26 @@ def run_episode(
     if cond.kind == "clean" and router is None:
         info["costs"] = _costs(harness, env)
         return factual, factual, info
-    ok, reason = feasibility(n, [cond], perturb_fraction)
+    ok, reason = feasibility(n, [cond], perturb_fraction, perturb_at)
     info["feasible"], info["reason"] = ok, reason
     if not ok:
         raise CirError(f"task {task_id}: not prefix-feasible under {cond.name}: {reason}")
-    p = perturbation_point(n, perturb_fraction)
+    p = perturbation_point(n, perturb_fraction, perturb_at)
     info["point"] = p
     k_at = factual.steps_until_env_action(p)
     episode = factual.prefix(k_at)
     episode.steps[-1] = Perturbation(cond, p).apply(factual.prefix(k_at - 1), episode.steps[-1])
     env.restore(snapshots[k_at])
-    hook = RouterHook(router, at=p, operation=operation) if router is not None else None
+    # a rewind returns to the factual state before the perturbed env action
+    k_before = factual.steps_until_env_action(p - 1)
+    rewind_to = Checkpoints(snapshots={k_before: snapshots[k_before]}, anchor=k_at - 1)
+    hook = RouterHook(router, at=p, checkpoints=rewind_to) if router is not None else None
     if hook is not None and 0 in hook.delays:
         hook.after_env_action(harness, env, episode)
     harness.run(env, episode, hooks=[hook] if hook is not None else [])
     if hook is not None:
-        info["router_decisions"] = [{"delay": d, "refresh": r} for d, r in hook.decisions]
+        info["router_decisions"] = [{"delay": d, "recover": op is not None, "operation": op}
+                                    for d, op in hook.decisions]
     info["costs"] = _costs(harness, env)
     return factual, episode, info
 

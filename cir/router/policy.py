@@ -1,16 +1,24 @@
-"""The Causal Intervention Router policy as an estimator: three models and thresholds
-fitted on a paired table (paper, section 4).
+"""The Causal Intervention Router policy as an estimator: models and thresholds fitted on a
+paired table (paper, section 4).
 
 Input is a paired table (:mod:`cir.pairs.paired`) with ``f_*`` feature columns computed on
-the no-recovery arm at each delay. Models (T-learner style, one L2 logistic regression
-each, ``C=0.1``, standardised): ``p_err`` (was the observation erroneous: label
-``condition != clean``), ``p0`` (success without recovery, ``y0``) and ``p1`` (success
-with refresh at this delay, ``y1``), fitted on the decision cells of the sequential
-walk (:mod:`cir.router.walk`). The rule and its scores are those of :mod:`cir.router.rule`;
-thresholds are chosen on out-of-fold predictions grouped by task, under the clean-harm
-limit, and the baselines' parameters are chosen the same way. The fitted policy
-becomes a runtime :class:`~cir.router.runtime.Router` through :meth:`CIRPolicy.to_router`;
-the held-out evaluation is :mod:`cir.router.evaluation`.
+the no-recovery arm at each delay. The models are those of the chosen estimator
+(:mod:`cir.router.rule`), each a standardised L2 logistic regression fitted on the decision
+cells of the sequential walk (:mod:`cir.router.walk`):
+
+* ``estimator="paper"`` (the default, the paper's CIR exactly): ``p_err`` (label
+  ``condition != clean``), ``p0`` (``y0``) and ``p1[m]`` (``y1`` of operation ``m``),
+  ``C = 0.1`` for all three;
+* ``estimator="paired"``: ``p_err`` as above, ``p_rescue[m]`` (label: the row is a rescue)
+  and ``p_harm[m]`` (a harm), their ``C`` chosen by cross-validated log loss grouped by task.
+
+Thresholds are chosen on out-of-fold predictions grouped by task, under the clean-harm
+budget, and the baselines' parameters are chosen the same way; then the models are refitted
+on all fitting tasks. The budget is ``empirical`` (the paper's: observed clean harm <=
+epsilon) or ``certified`` (Learn-then-Test, :mod:`cir.router.budget`: clean harm <= epsilon
+with probability >= 1 - delta). The fitted policy becomes a runtime
+:class:`~cir.router.runtime.Router` through :meth:`CIRPolicy.to_router`; the held-out
+evaluation is :mod:`cir.router.evaluation`.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ import pandas as pd
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import log_loss
 from sklearn.model_selection import GroupKFold
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
@@ -32,25 +41,28 @@ from cir.episode.protocol import (
     DEFAULT_C,
     DEFAULT_CANDIDATE_DELAYS,
     DEFAULT_D_MIN,
+    DEFAULT_DELTA,
     DEFAULT_EPSILON,
     DEFAULT_FOLDS,
     DEFAULT_LAMBDA,
     DEFAULT_MAX_ACTIONS,
     DEFAULT_MAX_TURNS,
     DEFAULT_SEED,
+    PAIRED_CS,
 )
 from cir.pairs.paired import validate_paired
+from cir.router.budget import Budget
 from cir.router.evaluation import decide_rows, score_rows
-from cir.router.rule import MODEL_NAMES, THRESHOLD_NAMES, LinearModel, scores
+from cir.router.rule import BUDGETS, ESTIMATORS, Estimator, LinearModel, choose, split_model_name
 from cir.router.runtime import Router
-from cir.router.walk import Grid, build_grid, check_features, summarize, walk
+from cir.router.walk import Grid, build_grid, check_features, model_labels, summarize, walk
 from cir.util.errors import CirError
 
 
 def fit_linear_model(X: np.ndarray, y: np.ndarray, C: float = DEFAULT_C, max_iter: int = 1000) -> LinearModel:
     """Fit ``Pipeline(StandardScaler, LogisticRegression)`` and keep it as plain numbers.
 
-    A label with one class only (possible for p0/p1 in a small fold) gives ``coef = 0``
+    A label with one class only (possible for rare labels in a small fold) gives ``coef = 0``
     and the class rate as a clipped logit.
     """
     y = np.asarray(y, dtype=int)
@@ -70,245 +82,360 @@ def fit_linear_model(X: np.ndarray, y: np.ndarray, C: float = DEFAULT_C, max_ite
                        float(logit.intercept_[0]))
 
 
+def choose_C(X: np.ndarray, y: np.ndarray, groups: np.ndarray, Cs: tuple[float, ...], folds: int,
+             seed: int, max_iter: int = 1000) -> float:
+    """The ``C`` of lowest log loss under cross-validation grouped by task (ties: the smaller C).
+
+    Written as a loop over :func:`fit_linear_model` rather than ``LogisticRegressionCV``
+    because a rare label (harm) can leave a training fold with one class, which
+    ``LogisticRegressionCV`` refuses and :func:`fit_linear_model` handles.
+    """
+    y = np.asarray(y, dtype=int)
+    n_groups = len(np.unique(groups))
+    if len(np.unique(y)) < 2 or n_groups < 2:
+        return float(min(Cs))
+    splitter = GroupKFold(n_splits=min(folds, n_groups), shuffle=True, random_state=seed)
+    splits = list(splitter.split(X, y, groups))
+    losses = []
+    for C in Cs:
+        pred = np.zeros(len(y))
+        for tr, te in splits:
+            pred[te] = fit_linear_model(X[tr], y[tr], C=C, max_iter=max_iter).predict_proba(X[te])
+        losses.append(log_loss(y, np.clip(pred, 1e-12, 1 - 1e-12), labels=[0, 1]))
+    best = min(losses)
+    return float(min(C for C, loss in zip(Cs, losses, strict=True) if loss <= best + 1e-12))
+
+
 class CIRPolicy(BaseEstimator):
     """The CIR policy as a scikit-learn style estimator over a paired table.
 
-    Settings live in ``__init__`` (``get_params``/``set_params``/``clone`` work);
-    :meth:`fit` takes a paired DataFrame and sets the attributes ending in ``_``:
-    ``features_``, ``extractor_`` (the :class:`~cir.episode.extractor.FeatureExtractor` whose
-    ``f_*`` columns it was fitted on: ``extractor``, default ALFWorld's; the router records
-    its name), ``models_`` (name -> :class:`LinearModel`), ``thresholds_``,
-    ``baselines_``, ``oof_`` (out-of-fold scores per decision cell), ``oof_summary_``,
-    ``grid_`` (every threshold setting tried, with its OOF gain and clean harm),
-    ``n_tasks_`` and ``training_``. :meth:`to_router` turns the fitted policy into the
-    runtime :class:`~cir.router.runtime.Router`.
+    Settings live in ``__init__`` (``get_params``/``set_params``/``clone`` work):
+    ``estimator`` (``"paper"`` or ``"paired"``), ``operations`` (the recovery operations it
+    may choose; one for the paper's CIR), ``budget`` (``"empirical"`` or ``"certified"``,
+    with ``delta``), ``lam``, ``epsilon``, ``d_min``, ``delays``, ``C``, ``folds``, ``Cs``
+    (the paired estimator's candidate ``C`` values), ``grid_size``, ``seed``, ``max_iter``
+    and ``extractor`` (the :class:`~cir.episode.extractor.FeatureExtractor` whose ``f_*``
+    columns it is fitted on, default ALFWorld's; the router records its name).
 
-    Which ``sklearn.utils.estimator_checks`` apply: the input is a paired *table*
-    (task ids, conditions, delays, two outcomes and feature columns), not an ``(X, y)``
-    array pair, and the estimator is neither a classifier nor a regressor (its output
-    is a sequential decision per episode). So the checks that feed random numeric
-    arrays (``check_fit2d_*``, ``check_estimators_dtypes``, ``check_fit_score_takes_y``,
-    ``check_methods_subset_invariance`` and the other array-input checks) do not apply.
-    The conventions that do apply are tested: ``check_no_attributes_set_in_init``,
-    ``check_get_params_invariance``, ``check_set_params`` and ``check_parameters_default_constructible``
-    from ``estimator_checks``, ``clone`` giving an unfitted copy with equal params,
-    ``NotFittedError`` from ``check_is_fitted`` before ``fit``, and identical fits from
-    identical settings.
+    :meth:`fit` takes a paired DataFrame and sets the attributes ending in ``_``:
+    ``features_``, ``extractor_``, ``models_`` (name -> :class:`LinearModel`), ``Cs_``
+    (the C of each model), ``thresholds_``, ``budget_`` (what the budget search found,
+    including whether it bound and, when certified, whether any setting could be
+    certified), ``baselines_``, ``oof_`` (out-of-fold scores per decision cell),
+    ``oof_summary_``, ``grid_`` (every threshold setting tried, with its OOF gain, clean
+    harm and whether it met the budget), ``n_tasks_`` and ``training_``. :meth:`to_router`
+    turns the fitted policy into the runtime :class:`~cir.router.runtime.Router`.
+
+    Which ``sklearn.utils.estimator_checks`` apply: the input is a paired *table* (task
+    ids, conditions, delays, two outcomes and feature columns), not an ``(X, y)`` array
+    pair, and the estimator is neither a classifier nor a regressor (its output is a
+    sequential decision per arm). So the checks that feed random numeric arrays do not
+    apply. The conventions that do apply are tested: ``check_no_attributes_set_in_init``,
+    ``check_get_params_invariance``, ``check_set_params`` and
+    ``check_parameters_default_constructible``, ``clone`` giving an unfitted copy with
+    equal params, ``NotFittedError`` before ``fit``, and identical fits from identical
+    settings.
     """
 
     def __init__(
         self,
+        estimator: str = "paper",
+        operations: tuple[str, ...] = ("refresh",),
+        budget: str = "empirical",
         lam: float = DEFAULT_LAMBDA,
         epsilon: float = DEFAULT_EPSILON,
+        delta: float = DEFAULT_DELTA,
         d_min: int = DEFAULT_D_MIN,
         delays: tuple[int, ...] = DEFAULT_CANDIDATE_DELAYS,
         C: float = DEFAULT_C,
+        Cs: tuple[float, ...] = PAIRED_CS,
         folds: int = DEFAULT_FOLDS,
-        operation: str = "refresh",
         grid_size: int = 21,
         seed: int = DEFAULT_SEED,
         max_iter: int = 1000,
         extractor: FeatureExtractor | None = None,
     ) -> None:
+        self.estimator = estimator
+        self.operations = operations
+        self.budget = budget
         self.lam = lam
         self.epsilon = epsilon
+        self.delta = delta
         self.d_min = d_min
         self.delays = delays
         self.C = C
+        self.Cs = Cs
         self.folds = folds
-        self.operation = operation
         self.grid_size = grid_size
         self.seed = seed
         self.max_iter = max_iter
         self.extractor = extractor
 
-    # -- helpers ------------------------------------------------------------------------
-    def _check_settings(self) -> tuple[int, ...]:
+    # -- settings -------------------------------------------------------------------------------
+    def _check_settings(self) -> tuple[Estimator, tuple[str, ...], tuple[int, ...]]:
+        if self.estimator not in ESTIMATORS:
+            raise CirError(f"estimator: expected one of {', '.join(ESTIMATORS)}, got {self.estimator!r}")
+        ops = (self.operations,) if isinstance(self.operations, str) else tuple(self.operations)
+        if not ops or len(set(ops)) != len(ops) or not all(isinstance(o, str) and o for o in ops):
+            raise CirError(f"operations: expected distinct operation names, got {self.operations!r}")
+        if self.budget not in BUDGETS:
+            raise CirError(f"budget: expected one of {', '.join(BUDGETS)}, got {self.budget!r}")
         delays = tuple(int(d) for d in self.delays)
         if not delays or any(d < 0 for d in delays) or list(delays) != sorted(set(delays)):
             raise CirError(f"delays: expected increasing distinct integers >= 0, got {self.delays!r}")
         if not 0 <= self.epsilon <= 1:
             raise CirError(f"epsilon: expected a rate in [0, 1], got {self.epsilon!r}")
+        if not 0 < self.delta < 1:
+            raise CirError(f"delta: expected a probability in (0, 1), got {self.delta!r}")
         if self.lam <= 0:
             raise CirError(f"lam: expected lambda > 0, got {self.lam!r}")
-        if self.C <= 0:
-            raise CirError(f"C: expected > 0, got {self.C!r}")
+        if self.C <= 0 or not self.Cs or any(c <= 0 for c in self.Cs):
+            raise CirError(f"C and Cs: expected values > 0, got C={self.C!r}, Cs={self.Cs!r}")
         if int(self.folds) < 2:
             raise CirError(f"folds: expected at least 2, got {self.folds!r}")
         if int(self.grid_size) < 2:
             raise CirError(f"grid_size: expected at least 2, got {self.grid_size!r}")
-        return delays
+        return ESTIMATORS[self.estimator], ops, delays
 
-    def _fit_models(self, cells: pd.DataFrame, features: list[str]) -> dict[str, LinearModel]:
+    # -- models ---------------------------------------------------------------------------------
+    def _choose_Cs(self, estimator: Estimator, ops: tuple[str, ...], cells: pd.DataFrame,
+                   features: list[str]) -> dict[str, float]:
+        """The paper's models keep C; the paired estimator's outcome models get a C chosen by
+        grouped cross-validation on ``cells``."""
         X = cells[features].to_numpy(dtype=float)
-        labels = {"p_err": (cells["condition"] != "clean").to_numpy(dtype=int),
-                  "p0": cells["y0"].to_numpy(dtype=int), "p1": cells["y1"].to_numpy(dtype=int)}
-        return {name: fit_linear_model(X, labels[name], C=self.C, max_iter=self.max_iter)
-                for name in MODEL_NAMES}
+        groups = cells["task_id"].to_numpy()
+        out = {}
+        for name in estimator.model_names(ops):
+            base, _ = split_model_name(name)
+            tuned = estimator.name == "paired" and base in ("p_rescue", "p_harm")
+            out[name] = (choose_C(X, model_labels(cells, name), groups, tuple(self.Cs), int(self.folds),
+                                  self.seed, self.max_iter) if tuned else float(self.C))
+        return out
 
-    # -- fit --------------------------------------------------------------------------------
-    def fit(self, paired: pd.DataFrame, y: None = None) -> CIRPolicy:
-        """Fit the three models, choose thresholds on OOF predictions, fit the baselines."""
-        delays = self._check_settings()
+    def _fit_models(self, estimator: Estimator, ops: tuple[str, ...], cells: pd.DataFrame,
+                    features: list[str]) -> tuple[dict[str, LinearModel], dict[str, float]]:
+        Cs = self._choose_Cs(estimator, ops, cells, features)
+        X = cells[features].to_numpy(dtype=float)
+        models = {name: fit_linear_model(X, model_labels(cells, name), C=Cs[name], max_iter=self.max_iter)
+                  for name in estimator.model_names(ops)}
+        return models, Cs
+
+    def _oof(self, estimator: Estimator, ops: tuple[str, ...], cells: pd.DataFrame,
+             features: list[str]) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """Out-of-fold probabilities of every model, grouped by task (all conditions/delays
+        of a task in one fold), and each cell's fold."""
+        X = cells[features].to_numpy(dtype=float)
+        names = estimator.model_names(ops)
+        oof = {name: np.zeros(len(cells)) for name in names}
+        fold_of = np.zeros(len(cells), dtype=int)
+        splitter = GroupKFold(n_splits=int(self.folds), shuffle=True, random_state=self.seed)
+        for k, (tr, te) in enumerate(splitter.split(X, groups=cells["task_id"].to_numpy())):
+            models, _ = self._fit_models(estimator, ops, cells.iloc[tr], features)
+            for name in names:
+                oof[name][te] = models[name].predict_proba(X[te])
+            fold_of[te] = k
+        return oof, fold_of
+
+    # -- fit ------------------------------------------------------------------------------------
+    def _training_grid(self, paired: pd.DataFrame, ops: tuple[str, ...],
+                       delays: tuple[int, ...]) -> tuple[pd.DataFrame, list[str], FeatureExtractor, Grid]:
         source = "training table"
         df = validate_paired(paired, source=source)
         extractor = resolve_extractor(self.extractor)
         features = check_features(df, source, extractor=extractor)
-        grid = build_grid(df, delays, self.operation, source)
-        cells = grid.cells
-        conditions = set(cells["condition"])
+        grid = build_grid(df, delays, ops, source)
+        conditions = set(grid.cells["condition"])
         if "clean" not in conditions:
             raise CirError(f"{source}: no clean rows at the candidate delays; the clean-harm limit "
                            "(epsilon) and the error model p_err need clean trajectories")
         if conditions == {"clean"}:
             raise CirError(f"{source}: only clean rows; p_err needs erroneous observations "
                            "(stale or missing conditions) to learn from")
-        n_tasks = cells["task_id"].nunique()
-        folds = int(self.folds)
-        if n_tasks < folds:
+        n_tasks = grid.cells["task_id"].nunique()
+        if n_tasks < int(self.folds):
             raise CirError(f"{source}: {n_tasks} task(s) with decision cells, fewer than "
-                           f"folds={folds}; lower --folds or add tasks")
+                           f"folds={int(self.folds)}; lower --folds or add tasks")
+        return df, features, extractor, grid
 
-        # Out-of-fold predictions, grouped by task (all conditions/delays of a task together).
-        X = cells[features].to_numpy(dtype=float)
-        oof = {name: np.zeros(len(cells)) for name in MODEL_NAMES}
-        fold_of = np.zeros(len(cells), dtype=int)
-        splitter = GroupKFold(n_splits=folds, shuffle=True, random_state=self.seed)
-        for k, (tr, te) in enumerate(splitter.split(X, groups=cells["task_id"].to_numpy())):
-            models = self._fit_models(cells.iloc[tr], features)
-            for name in MODEL_NAMES:
-                oof[name][te] = models[name].predict_proba(X[te])
-            fold_of[te] = k
-        oof_scores = scores(oof["p_err"], oof["p0"], oof["p1"], self.lam)
+    def fit(self, paired: pd.DataFrame, y: None = None) -> CIRPolicy:
+        """Fit the models, choose thresholds on OOF predictions, fit the baselines."""
+        estimator, ops, delays = self._check_settings()
+        df, features, extractor, grid = self._training_grid(paired, ops, delays)
+        cells = grid.cells
+        oof, fold_of = self._oof(estimator, ops, cells, features)
+        oof_scores = choose({op: estimator.scores(oof, op, self.lam) for op in ops}, ops)
         g = grid.spread(oof_scores)
+        y1 = grid.outcome_if_chosen(g["choice"])
 
-        # CIR thresholds: grid search under the clean-harm limit.
-        search = self._search(grid, g)
+        # CIR thresholds: the search under the clean-harm budget.
+        budget = Budget(self.budget, float(self.epsilon), float(self.delta))
+        search = self._search(estimator, grid, g, y1, budget)
         best = search.iloc[0]
-        thresholds = {name: _none_if_inf(best[name]) for name in THRESHOLD_NAMES}
-        cir_fire = grid.rule_fires(g, thresholds, self.d_min)
-        oof_summary = _plain(summarize(grid, *walk(grid, cir_fire)[:2]))
+        thresholds = {name: _none_if_inf(best[name]) for name in estimator.thresholds}
+        fire = grid.rule_fires(estimator, g, thresholds, self.d_min)
+        outcome, intervened, _ = walk(grid, fire, y1)
+        oof_summary = _plain(summarize(grid, outcome, intervened))
 
         # Baselines, chosen on the same OOF predictions / training table; the models
         # refitted on all training tasks.
-        baselines = self._fit_baselines(grid, g, oof_summary["intervention_rate"])
-        models = self._fit_models(cells, features)
+        baselines = self._fit_baselines(grid, g, oof_summary["intervention_rate"], budget)
+        models, Cs = self._fit_models(estimator, ops, cells, features)
 
         # The fitted state: set here and nowhere else, once everything succeeded.
         self.features_ = features
         self.extractor_ = extractor
-        self.oof_ = cells[["task_id", "condition", "delay", "y0", "y1"]].assign(
-            fold=fold_of, **{k: v for k, v in oof_scores.items()})
+        self.oof_ = self._oof_table(cells, fold_of, oof, oof_scores, ops)
         self.grid_ = search
         self.thresholds_ = thresholds
+        self.budget_ = budget.summary(search, len(grid.y0[grid.clean]))
         self.oof_summary_ = oof_summary
         self.baselines_ = baselines
         self.models_ = models
-        self.n_tasks_ = int(n_tasks)
+        self.Cs_ = Cs
+        self.n_tasks_ = int(cells["task_id"].nunique())
         self.training_ = {**grid.meta, "decision_cells": int(len(cells)),
                           "task_ids": sorted(str(t) for t in set(df["task_id"])),
                           "agents": sorted(str(a) for a in set(df["agent"]))
                           if "agent" in df.columns else []}
         return self
 
+    @staticmethod
+    def _oof_table(cells: pd.DataFrame, fold_of: np.ndarray, oof: dict[str, np.ndarray],
+                   s: dict[str, np.ndarray], ops: tuple[str, ...]) -> pd.DataFrame:
+        """One row per decision cell: its labels and fold, every model's OOF probability (by
+        model name), the operation of highest utility and its scores."""
+        out = cells[["task_id", "condition", "delay", "y0", *[f"y1_{op}" for op in ops]]].copy()
+        if len(ops) == 1:
+            out["y1"] = out[f"y1_{ops[0]}"]
+        out["fold"] = fold_of
+        for name, values in oof.items():
+            out[name] = values
+        out["operation"] = [ops[i] for i in s["choice"]]
+        for name, values in s.items():
+            if name.endswith("_chosen"):
+                out[name[: -len("_chosen")]] = values
+        return out
+
     def _candidates(self, values: np.ndarray, extra: list[float]) -> np.ndarray:
         v = values[np.isfinite(values)]
         q = np.quantile(v, np.linspace(0, 1, int(self.grid_size))) if len(v) else np.array([])
         return np.unique(np.concatenate([q, np.asarray(extra, dtype=float)]))
 
-    def _search(self, grid: Grid, g: dict[str, np.ndarray]) -> pd.DataFrame:
-        """Every (alpha, beta, gamma) of the grid with its OOF objective; best first.
+    def _search(self, estimator: Estimator, grid: Grid, g: dict[str, np.ndarray], y1: np.ndarray,
+                budget: Budget) -> pd.DataFrame:
+        """Every threshold setting of the grid with its OOF objective; best first.
 
-        Candidates are quantiles of the OOF scores (plus alpha = inf, i.e. never
-        refresh, which always meets the limit, and beta = 0, gamma = 0); gamma >= 0 only. Among settings
-        with clean harm <= epsilon: largest net gain under erroneous observations;
-        ties: lower clean harm, fewer interventions, then larger (more conservative)
-        alpha, beta, gamma.
+        Candidates are quantiles of the OOF scores of the chosen operation (plus alpha = inf,
+        i.e. never recover, which always meets the budget; beta = 0; gamma = 0); gamma >= 0
+        only (the rule recovers when the expected benefit outweighs the weighted risk, paper
+        eq. 8). Among settings within the budget: largest net gain under erroneous
+        observations; ties: lower clean harm, fewer interventions, then larger (more
+        conservative) thresholds.
         """
-        alphas = np.append(self._candidates(g["p_err"], []), np.inf)
-        betas = self._candidates(g["p_fail"], [0.0])
-        # the rule refreshes when the expected benefit outweighs the weighted risk (paper,
-        # eq. 8): gamma >= 0; a negative gamma would refresh where predicted harm dominates
-        gammas = self._candidates(g["utility"], [0.0])
-        gammas = gammas[gammas >= 0]
+        axes: dict[str, np.ndarray] = {}
+        for score, name in estimator.gates:
+            values = g[f"{score}_chosen"]
+            if name == "alpha":
+                axes[name] = np.append(self._candidates(values, []), np.inf)
+            else:
+                c = self._candidates(values, [0.0])
+                axes[name] = c[c >= 0] if name == "gamma" else c
+        names = [n for n in estimator.thresholds if n != "alpha"]
+        mesh = [a.ravel() for a in np.meshgrid(*[axes[n] for n in names], indexing="ij")]
         delay_ok = grid.delay_ok(self.d_min)
         rows = []
-        bb, gg = np.meshgrid(betas, gammas, indexing="ij")
-        bb, gg = bb.ravel(), gg.ravel()
         with np.errstate(invalid="ignore"):
-            pass_b = g["p_fail"][None] >= bb[:, None, None]
-            pass_g = g["utility"][None] >= gg[:, None, None]
-            pass_bg = pass_b & pass_g  # (settings, episodes, delays)
-            for a in alphas:
-                fire = pass_bg & (delay_ok & (g["p_err"] >= a))[None]
-                s = summarize(grid, *walk(grid, fire)[:2])
+            passing = np.ones((len(mesh[0]),) + grid.status.shape, dtype=bool)
+            for (score, _), values in zip([gt for gt in estimator.gates if gt[1] != "alpha"], mesh,
+                                             strict=True):
+                passing &= g[f"{score}_chosen"][None] >= values[:, None, None]
+            for a in axes["alpha"]:
+                fire = passing & (delay_ok & (g["p_err_chosen"] >= a))[None]
+                outcome, intervened, _ = walk(grid, fire, y1)
+                s = summarize(grid, outcome, intervened)
                 rows.append(pd.DataFrame({
-                    "alpha": a, "beta": bb, "gamma": gg,
+                    "alpha": a, **dict(zip(names, mesh, strict=True)),
                     "gain_count": s["gain_count"], "clean_harm_count": s["clean_harm_count"],
                     "interventions": s["interventions"], "net_gain": s["net_gain"],
                     "clean_harm": s["clean_harm"], "intervention_rate": s["intervention_rate"]}))
         table = pd.concat(rows, ignore_index=True)
-        n_clean = max(int(grid.clean.sum()), 1)
-        table["feasible"] = table["clean_harm_count"] <= self.epsilon * n_clean + 1e-9
-        return table.sort_values(
-            ["feasible", "gain_count", "clean_harm_count", "interventions", "alpha", "beta", "gamma"],
-            ascending=[False, False, True, True, False, False, False], kind="mergesort",
-        ).reset_index(drop=True)
+        table["feasible"] = budget.admits(table, int(grid.clean.sum()))
+        order = ["feasible", "gain_count", "clean_harm_count", "interventions", *estimator.thresholds]
+        return table.sort_values(order, ascending=[False, False, True, True, *[False] * len(estimator.thresholds)],
+                                 kind="mergesort").reset_index(drop=True)
 
-    def _fit_baselines(self, grid: Grid, g: dict[str, np.ndarray], cir_rate: float) -> dict[str, Any]:
-        n_clean = max(int(grid.clean.sum()), 1)
-        # anomaly: p_err >= alpha alone, every distinct OOF p_err value is a candidate
-        alphas = np.append(np.unique(g["p_err"][np.isfinite(g["p_err"])]), np.inf)
+    def _fit_baselines(self, grid: Grid, g: dict[str, np.ndarray], cir_rate: float,
+                       budget: Budget) -> dict[str, Any]:
+        """The baselines, each with the operation it recovers with: the anomaly detector (its
+        OOF threshold, and the threshold whose rate matches the router's) and always
+        recovering at one fixed delay. Per operation each is chosen on the training table;
+        ``anomaly``, ``anomaly_rate_matched`` and ``always`` use the operation that gained most
+        (the only one for a single-operation router), and a router over several operations
+        also keeps ``anomaly_<op>`` and ``always_<op>`` for every operation."""
+        per_op = {op: self._baselines_of(grid, g, o, cir_rate, budget) for o, op in enumerate(grid.operations)}
+        best_anomaly = max(grid.operations, key=lambda op: (per_op[op]["anomaly"]["oof_net_gain"],
+                                                             -grid.operations.index(op)))
+        best_always = max(grid.operations, key=lambda op: (per_op[op]["always"]["meets_epsilon"],
+                                                            per_op[op]["always"]["train_net_gain"],
+                                                            -grid.operations.index(op)))
+        out = {"anomaly": per_op[best_anomaly]["anomaly"],
+               "anomaly_rate_matched": per_op[best_anomaly]["anomaly_rate_matched"],
+               "always": per_op[best_always]["always"]}
+        if len(grid.operations) > 1:
+            for op in grid.operations:
+                out[f"anomaly_{op}"] = per_op[op]["anomaly"]
+                out[f"always_{op}"] = per_op[op]["always"]
+        return out
+
+    def _baselines_of(self, grid: Grid, g: dict[str, np.ndarray], o: int, cir_rate: float,
+                      budget: Budget) -> dict[str, dict[str, Any]]:
+        """The three baselines recovering with the grid's operation ``o``."""
+        op = grid.operations[o]
+        y1 = grid.y1[..., o]
+        alphas = np.append(np.unique(g["p_err_chosen"][np.isfinite(g["p_err_chosen"])]), np.inf)
         delay_ok = grid.delay_ok(self.d_min)
         with np.errstate(invalid="ignore"):
-            fire = delay_ok[None] & (g["p_err"][None] >= alphas[:, None, None])
-        s = summarize(grid, *walk(grid, fire)[:2])
+            fire = delay_ok[None] & (g["p_err_chosen"][None] >= alphas[:, None, None])
+        outcome, intervened, _ = walk(grid, fire, y1)
+        s = summarize(grid, outcome, intervened)
         anomaly = pd.DataFrame({"alpha": alphas, "gain_count": s["gain_count"],
                                 "clean_harm_count": s["clean_harm_count"],
                                 "interventions": s["interventions"],
                                 "intervention_rate": s["intervention_rate"],
                                 "net_gain": s["net_gain"], "clean_harm": s["clean_harm"]})
-        anomaly["feasible"] = anomaly["clean_harm_count"] <= self.epsilon * n_clean + 1e-9
+        anomaly["feasible"] = budget.admits(anomaly, int(grid.clean.sum()))
         best = anomaly.sort_values(["feasible", "gain_count", "clean_harm_count", "interventions", "alpha"],
                                    ascending=[False, False, True, True, False], kind="mergesort").iloc[0]
-        # rate-matched: the OOF intervention rate closest to CIR's (no harm limit)
+        # rate-matched: the OOF intervention rate closest to the router's (no budget)
         anomaly["rate_gap"] = (anomaly["intervention_rate"] - cir_rate).abs()
         matched = anomaly.sort_values(["rate_gap", "gain_count", "alpha"], ascending=[True, False, False],
                                       kind="mergesort").iloc[0]
-        # always refresh at one fixed delay, chosen on the training table itself (no model)
+        return {"anomaly": {**_pick(best), "operation": op}, "anomaly_rate_matched": {**_pick(matched), "operation": op},
+                "always": {**self._always(grid, y1, budget), "operation": op}}
+
+    def _always(self, grid: Grid, y1: np.ndarray, budget: Budget) -> dict[str, Any]:
+        """Always recover at one fixed delay, chosen on the training table itself (no model)."""
         always = []
         for j, d in enumerate(grid.delays):
             if d < self.d_min:
                 continue
             f = np.zeros(grid.status.shape, dtype=bool)
             f[:, j] = True
-            s = summarize(grid, *walk(grid, f)[:2])
+            outcome, intervened, _ = walk(grid, f, y1)
+            s = summarize(grid, outcome, intervened)
             always.append({"delay": d, "gain_count": int(s["gain_count"]),
-                           "clean_harm_count": int(s["clean_harm_count"]),
-                           "net_gain": float(s["net_gain"]), "clean_harm": float(s["clean_harm"]),
-                           "intervention_rate": float(s["intervention_rate"])})
+                           "clean_harm_count": int(s["clean_harm_count"]), "interventions": int(s["interventions"]),
+                           "net_gain": float(s["net_gain"]), "clean_harm": float(s["clean_harm"])})
         if not always:
             raise CirError(f"d_min={self.d_min} is above every candidate delay {grid.delays}")
-        for a in always:
-            a["meets_epsilon"] = a["clean_harm_count"] <= self.epsilon * n_clean + 1e-9
-        best_always = sorted(always, key=lambda a: (not a["meets_epsilon"], -a["gain_count"],
-                                                    a["clean_harm_count"], a["delay"]))[0]
+        table = pd.DataFrame(always)
+        table["meets_epsilon"] = budget.admits(table, int(grid.clean.sum()))
+        best = table.sort_values(["meets_epsilon", "gain_count", "clean_harm_count", "delay"],
+                                 ascending=[False, False, True, True], kind="mergesort").iloc[0]
+        return {"delay": int(best["delay"]), "train_net_gain": float(best["net_gain"]),
+                "train_clean_harm": float(best["clean_harm"]), "meets_epsilon": bool(best["meets_epsilon"])}
 
-        def pick(r: pd.Series) -> dict[str, Any]:
-            return {"alpha": _none_if_inf(r["alpha"]), "oof_net_gain": float(r["net_gain"]),
-                    "oof_clean_harm": float(r["clean_harm"]),
-                    "oof_intervention_rate": float(r["intervention_rate"])}
-
-        return {
-            "anomaly": pick(best),
-            "anomaly_rate_matched": pick(matched),
-            "always": {"delay": int(best_always["delay"]),
-                       "train_net_gain": best_always["net_gain"],
-                       "train_clean_harm": best_always["clean_harm"],
-                       "meets_epsilon": bool(best_always["meets_epsilon"])},
-        }
-
-    # -- using the fitted policy ------------------------------------------------------------
+    # -- using the fitted policy ----------------------------------------------------------------
     def _check_fitted(self) -> None:
         if not hasattr(self, "models_"):
             raise NotFittedError("This CIRPolicy is not fitted yet; call fit(paired) first")
@@ -323,8 +450,10 @@ class CIRPolicy(BaseEstimator):
         that overlaps them.
         """
         self._check_fitted()
-        settings = {k: v for k, v in self.get_params().items() if k != "extractor"}
+        settings = {k: v for k, v in self.get_params().items()
+                    if k not in ("extractor", "estimator", "operations", "budget")}
         settings["delays"] = [int(d) for d in settings["delays"]]
+        settings["Cs"] = [float(c) for c in settings["Cs"]]
         settings.update(max_turns=int(max_turns), max_actions=int(max_actions))
         s = self.oof_summary_
         training = {"n_tasks": int(self.n_tasks_), "decision_cells": int(self.training_["decision_cells"]),
@@ -333,16 +462,27 @@ class CIRPolicy(BaseEstimator):
                     "task_ids": [str(t) for t in (task_ids if task_ids is not None
                                                   else self.training_.get("task_ids", []))],
                     "agents": [str(a) for a in self.training_.get("agents", [])]}
+        ops = (self.operations,) if isinstance(self.operations, str) else tuple(self.operations)
         return Router(self.features_, dict(self.models_), self.thresholds_, settings, self.baselines_, training,
-                      extractor=self.extractor_)
+                      extractor=self.extractor_, estimator=self.estimator, operations=ops,
+                      budget=dict(self.budget_))
+
+    def estimator_scores(self, probabilities: dict[str, np.ndarray], operation: str) -> dict[str, np.ndarray]:
+        """The estimator's scores of ``operation`` from model probabilities (by model name)."""
+        return ESTIMATORS[self.estimator].scores(probabilities, operation, self.lam)
 
     def predict_scores(self, paired: pd.DataFrame) -> pd.DataFrame:
-        """p_err, p0, p1, p_fail, s_R, s_H and utility for every row of ``paired``."""
+        """The scores of the estimator (of the chosen operation) for every row of ``paired``."""
         return score_rows(self.to_router(), paired)
 
     def decide(self, paired: pd.DataFrame) -> pd.DataFrame:
-        """Per row: the CIR rule's decision if the walk reaches that row, with scores and blocker."""
+        """Per row: the rule's decision if the walk reaches that row, with scores and blocker."""
         return decide_rows(self.to_router(), paired)
+
+
+def _pick(r: pd.Series) -> dict[str, Any]:
+    return {"alpha": _none_if_inf(r["alpha"]), "oof_net_gain": float(r["net_gain"]),
+            "oof_clean_harm": float(r["clean_harm"]), "oof_intervention_rate": float(r["intervention_rate"])}
 
 
 def _none_if_inf(v: float) -> float | None:

@@ -1,32 +1,38 @@
-"""The runtime Router: a fitted CIR policy that a harness asks "refresh now?".
+"""The runtime Router: a fitted CIR policy that a harness asks "recover now, and how?".
 
-A router is plain numbers in a JSON file (DESIGN.md, "Router artifact"): the feature
-names, the three models' scaler means/scales, coefficients and intercepts, the
-thresholds, the settings, the baselines' parameters (so ``cir evaluate`` needs only
-this file and a test table), a summary of training, the ``cir`` version and a format
-version. Loading parses JSON and checks every key and type; it never executes code
-(no pickle, no eval), so a router file from anyone is safe to load.
+A router is plain numbers in a JSON file (DESIGN.md, "Router artifact"): the estimator
+(``paper`` or ``paired``, :mod:`cir.router.rule`), the operations it may choose, the
+feature names, every model's scaler means/scales, coefficients and intercept, the
+thresholds, the budget it was fitted under, the settings, the baselines' parameters (so
+``cir evaluate`` needs only this file and a test table), a summary of training, the ``cir``
+version and a format version. Loading parses JSON and checks every key and type; it never
+executes code (no pickle, no eval), so a router file from anyone is safe to load.
 
 ``router.decide(transcript, delay)`` computes the features of the router's extractor
-(:mod:`cir.episode.extractor`; ALFWorld's :func:`cir.families.alfworld.features.extract_features` by default) on
-the transcript (what the agent was shown up to now) and applies the CIR rule with
-the arithmetic of :mod:`cir.router.rule`, as the estimator (:class:`cir.router.policy.CIRPolicy`, whose
-``to_router()`` builds a router) and the offline evaluation do, so the live decision
-equals the offline decision on the same features. :class:`RouterHook` puts a router
-(or anything that decides like one) into a harness run.
+(:mod:`cir.episode.extractor`; ALFWorld's by default) on the transcript (what the agent was
+shown up to now) and applies the rule with the arithmetic of :mod:`cir.router.rule`, as the
+estimator (:class:`cir.router.policy.CIRPolicy`, whose ``to_router()`` builds a router) and
+the offline evaluation do, so the live decision equals the offline decision on the same
+features. :class:`RouterHook` puts a router (or anything that decides like one) into a
+harness run and applies the operation it chooses.
 
 The router records the name of the extractor it was fitted with and refuses to load or
-run with another (a file of format version 1, before extractors were named, is ALFWorld's).
+run with another. Files of format versions 1 and 2 (the paper's estimator, one operation
+named in their settings) still load.
 
-File layout (format version 2)::
+File layout (format version 3)::
 
-    {"format": "cir-router", "format_version": 2, "cir_version": "0.1.0",
-     "extractor": "alfworld", "features": ["f_delay", ...],
+    {"format": "cir-router", "format_version": 3, "cir_version": "0.1.0",
+     "extractor": "alfworld", "estimator": "paper", "operations": ["refresh"],
+     "features": ["f_delay", ...],
      "models": {"p_err": {"scaler_mean": [...], "scaler_scale": [...], "coef": [...],
-                          "intercept": 0.0}, "p0": {...}, "p1": {...}},
+                          "intercept": 0.0}, "p0": {...}, "p1[refresh]": {...}},
      "thresholds": {"alpha": 0.8 | null, "beta": 0.05, "gamma": 0.0},   # null: never passes
-     "settings": {"lam": 2.0, "epsilon": 0.02, "d_min": 1, "delays": [1, 2, 4], "C": 0.1,
-                  "folds": 5, "operation": "refresh", "grid_size": 21, "seed": 0,
+     "budget": {"kind": "empirical", "epsilon": 0.02, "delta": 0.1, "n_clean": 93,
+                "settings_searched": 4840, "settings_within_budget": 4840, "bound": false,
+                "certified_any": null, "clean_arms_to_certify_one": 114},
+     "settings": {"lam": 2.0, "epsilon": 0.02, "delta": 0.1, "d_min": 1, "delays": [1, 2, 4],
+                  "C": 0.1, "Cs": [...], "folds": 5, "grid_size": 21, "seed": 0,
                   "max_iter": 1000, "max_turns": 49, "max_actions": 64},
      "baselines": {"anomaly": {"alpha": ..., "oof_net_gain": ..., "oof_clean_harm": ...,
                                "oof_intervention_rate": ...},
@@ -36,13 +42,16 @@ File layout (format version 2)::
      "training": {"n_tasks": ..., "decision_cells": ..., "oof_net_gain": ...,
                   "oof_clean_harm": ..., "oof_intervention_rate": ..., "task_ids": [...],
                   "agents": ["builtin:default@d5a7ae80"]}}
+
+The paired estimator's models are ``p_err``, ``p_rescue[OP]`` and ``p_harm[OP]`` and its
+thresholds ``alpha`` and ``gamma``.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -51,65 +60,98 @@ import numpy as np
 from cir import __version__
 from cir.episode.extractor import FeatureExtractor, builtin_extractors, extract, resolve_extractor
 from cir.episode.transcript import HARNESS, Transcript
-from cir.router.rule import MODEL_NAMES, LinearModel, blocked_by, predict
+from cir.router.rule import (
+    BUDGETS,
+    ESTIMATORS,
+    Estimator,
+    LinearModel,
+    blocked_by,
+    predict,
+)
 from cir.util.errors import CirError
 from cir.util.files import read_json, write_atomic
 
 if TYPE_CHECKING:  # pragma: no cover
     from cir.envs.base import Env
     from cir.episode.harness import Harness
+    from cir.episode.recovery import Checkpoints
 
 FORMAT = "cir-router"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 #: A router is a few KB (plus its training task ids); a larger file is refused unread.
 MAX_ROUTER_BYTES = 16 * 1024 * 1024
 
 _NUM = (int, float)
 _OPT_NUM = (int, float, type(None))
+_OPT_BOOL = (bool, type(None))
 # key -> expected type(s), or a nested spec (dict), for each part of the file.
 _MODEL_SPEC = {"scaler_mean": list, "scaler_scale": list, "coef": list, "intercept": _NUM}
-_SETTINGS_SPEC = {"lam": _NUM, "epsilon": _NUM, "d_min": int, "delays": list, "C": _NUM, "folds": int,
-                  "operation": str, "grid_size": int, "seed": int, "max_iter": int,
+_SETTINGS_SPEC = {"lam": _NUM, "epsilon": _NUM, "delta": _NUM, "d_min": int, "delays": list, "C": _NUM,
+                  "Cs": list, "folds": int, "grid_size": int, "seed": int, "max_iter": int,
                   "max_turns": int, "max_actions": int}
+_SETTINGS_SPEC_V2 = {**{k: v for k, v in _SETTINGS_SPEC.items() if k not in ("delta", "Cs")}, "operation": str}
 _ANOMALY_SPEC = {"alpha": _OPT_NUM, "oof_net_gain": _NUM, "oof_clean_harm": _NUM,
                  "oof_intervention_rate": _NUM}
+_BUDGET_SPEC = {"kind": str, "epsilon": _NUM, "delta": _NUM, "n_clean": int, "settings_searched": int,
+                "settings_within_budget": int, "bound": bool, "certified_any": _OPT_BOOL,
+                "clean_arms_to_certify_one": (int, type(None))}
+_ALWAYS_SPEC = {"delay": int, "train_net_gain": _NUM, "train_clean_harm": _NUM, "meets_epsilon": bool}
+_BASELINES_SPEC_V2 = {"anomaly": _ANOMALY_SPEC, "anomaly_rate_matched": _ANOMALY_SPEC, "always": _ALWAYS_SPEC}
+# version 3: each baseline names the operation it recovers with
+_ANOMALY_SPEC_V3 = {**_ANOMALY_SPEC, "operation": str}
+_ALWAYS_SPEC_V3 = {**_ALWAYS_SPEC, "operation": str}
+_TRAINING_SPEC = {"n_tasks": int, "decision_cells": int, "oof_net_gain": _NUM, "oof_clean_harm": _NUM,
+                  "oof_intervention_rate": _NUM, "task_ids": list, "agents": list}
 _SPEC: dict[str, Any] = {
-    "format": str,
-    "format_version": int,
-    "cir_version": str,
-    "extractor": str,
-    "features": list,
-    "models": {name: _MODEL_SPEC for name in MODEL_NAMES},
-    "thresholds": {"alpha": _OPT_NUM, "beta": _OPT_NUM, "gamma": _OPT_NUM},
-    "settings": _SETTINGS_SPEC,
-    "baselines": {"anomaly": _ANOMALY_SPEC, "anomaly_rate_matched": _ANOMALY_SPEC,
-                  "always": {"delay": int, "train_net_gain": _NUM, "train_clean_harm": _NUM,
-                             "meets_epsilon": bool}},
-    "training": {"n_tasks": int, "decision_cells": int, "oof_net_gain": _NUM,
-                 "oof_clean_harm": _NUM, "oof_intervention_rate": _NUM, "task_ids": list,
-                 "agents": list},
+    "format": str, "format_version": int, "cir_version": str, "extractor": str, "estimator": str,
+    "operations": list, "features": list, "models": dict, "thresholds": dict, "budget": _BUDGET_SPEC,
+    "settings": _SETTINGS_SPEC, "baselines": dict, "training": _TRAINING_SPEC,
 }
-
-_SPEC_V1 = {k: v for k, v in _SPEC.items() if k != "extractor"}
+# version 2: the paper's estimator, one operation (in its settings), models p_err, p0, p1
+_SPEC_V2: dict[str, Any] = {
+    "format": str, "format_version": int, "cir_version": str, "extractor": str, "features": list,
+    "models": {name: _MODEL_SPEC for name in ("p_err", "p0", "p1")},
+    "thresholds": {"alpha": _OPT_NUM, "beta": _OPT_NUM, "gamma": _OPT_NUM},
+    "settings": _SETTINGS_SPEC_V2, "baselines": _BASELINES_SPEC_V2, "training": _TRAINING_SPEC,
+}
+_SPEC_V1 = {k: v for k, v in _SPEC_V2.items() if k != "extractor"}
 
 
 @dataclass(frozen=True)
 class Decision:
     """A router's answer at one decision point, with everything worth logging.
 
-    ``blocked_by`` names the first condition of the rule that failed: ``"delay"``
-    (not a candidate delay, or below d_min), ``"p_err"``, ``"p_fail"``, ``"utility"``,
-    or ``"already_recovered"`` (the transcript already holds a recovery); None when
-    the router refreshes.
+    ``recover``: recover now, with ``operation`` (None when not recovering).
+    ``blocked_by`` names the first condition of the rule that failed: ``"delay"`` (not a
+    candidate delay, or below d_min), ``"p_err"``, ``"p_fail"``, ``"utility"``, or
+    ``"already_recovered"`` (the transcript already holds a recovery); None when the router
+    recovers. ``scores`` holds the estimator's scores of the operation of highest utility
+    (``p_err``, ``utility`` and ``p0``, ``p1``, ``p_fail``, ``s_R``, ``s_H`` or
+    ``p_rescue``, ``p_harm``) and ``utilities`` each operation's utility.
     """
 
-    refresh: bool
+    recover: bool
+    operation: str | None
     p_err: float
-    p0: float
-    p1: float
     utility: float
     blocked_by: str | None
     delay: int = 0
+    scores: dict[str, float] = field(default_factory=dict)
+    utilities: dict[str, float] = field(default_factory=dict)
+
+    def __getattr__(self, name: str) -> float:
+        # the estimator's own scores read as attributes: decision.p0, decision.p_rescue, ...
+        scores = self.__dict__.get("scores") or {}
+        if name in scores:
+            return scores[name]
+        raise AttributeError(f"{type(self).__name__!r} has no attribute {name!r} "
+                             f"(its scores: {', '.join(scores) or 'none'})")
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain data for a log line."""
+        return {"delay": self.delay, "recover": self.recover, "operation": self.operation,
+                "blocked_by": self.blocked_by, **self.scores,
+                **{f"utility[{op}]": u for op, u in self.utilities.items()}}
 
 
 def _type_name(t: Any) -> str:
@@ -158,20 +200,36 @@ class Router:
     def __init__(self, features: list[str], models: dict[str, LinearModel],
                  thresholds: dict[str, float | None], settings: dict[str, Any],
                  baselines: dict[str, Any], training: dict[str, Any],
-                 cir_version: str = __version__, extractor: FeatureExtractor | None = None) -> None:
+                 cir_version: str = __version__, extractor: FeatureExtractor | None = None,
+                 estimator: str = "paper", operations: tuple[str, ...] = ("refresh",),
+                 budget: dict[str, Any] | None = None) -> None:
         self.extractor = resolve_extractor(extractor)
+        self.estimator: Estimator = ESTIMATORS[estimator]
+        self.operations = tuple(operations)
         self.features = list(features)
         self.models = models
         self.thresholds = dict(thresholds)
         self.settings = dict(settings)
         self.baselines = baselines
         self.training = training
+        self.budget = dict(budget or {})
         self.cir_version = cir_version
 
     @property
     def delays(self) -> tuple[int, ...]:
         """Candidate delays, in the order the harness should ask (:class:`RouterHook` reads this)."""
         return tuple(int(d) for d in self.settings["delays"])
+
+    @property
+    def operation(self) -> str:
+        """The operation of a single-operation router (the one it recovers with)."""
+        if len(self.operations) != 1:
+            raise CirError(f"this router chooses among {', '.join(self.operations)}; ask decide() which")
+        return self.operations[0]
+
+    def predict(self, X: np.ndarray) -> dict[str, np.ndarray]:
+        """The estimator's scores for rows of features (in :attr:`features` order)."""
+        return predict(self.estimator, self.models, self.operations, X, float(self.settings["lam"]))
 
     # -- deciding ---------------------------------------------------------------------------
     def decide_features(self, features: dict[str, float], delay: int) -> Decision:
@@ -180,19 +238,25 @@ class Router:
             x = np.array([[float(features[name]) for name in self.features]])
         except KeyError as err:
             raise CirError(f"router: feature {err.args[0]!r} missing from the features given") from None
-        s = {k: float(v[0]) for k, v in predict(self.models, x, self.settings["lam"]).items()}
-        blocker = blocked_by(int(delay), s, self.thresholds, int(self.settings["d_min"]), self.delays)
-        return Decision(blocker is None, s["p_err"], s["p0"], s["p1"], s["utility"], blocker, int(delay))
+        s = self.predict(x)
+        chosen = {k[: -len("_chosen")]: float(v[0]) for k, v in s.items() if k.endswith("_chosen")}
+        utilities = {op: float(s["utility"][0, i]) for i, op in enumerate(self.operations)}
+        blocker = blocked_by(self.estimator, int(delay), {f"{k}_chosen": v for k, v in chosen.items()},
+                             self.thresholds, int(self.settings["d_min"]), self.delays)
+        operation = self.operations[int(s["choice"][0])] if blocker is None else None
+        return Decision(blocker is None, operation, chosen["p_err"], chosen["utility"], blocker, int(delay),
+                        chosen, utilities)
 
     def decide(self, transcript: Transcript, delay: int) -> Decision:
-        """Refresh now? ``delay`` = env actions since the suspect observation."""
+        """Recover now, and with which operation? ``delay`` = env actions since the suspect
+        observation."""
         features = extract(self.extractor, transcript, delay, max_turns=int(self.settings["max_turns"]),
                            max_actions=int(self.settings["max_actions"]))
         decision = self.decide_features(features, delay)
         if any(step.actor == HARNESS for step in transcript.steps):
-            # refresh at most once: a transcript that already holds a recovery never gets another
-            return Decision(False, decision.p_err, decision.p0, decision.p1, decision.utility,
-                            "already_recovered", int(delay))
+            # recover at most once: a transcript that already holds a recovery never gets another
+            return Decision(False, None, decision.p_err, decision.utility, "already_recovered", int(delay),
+                            decision.scores, decision.utilities)
         return decision
 
     # -- the file ---------------------------------------------------------------------------
@@ -202,9 +266,13 @@ class Router:
             "format_version": FORMAT_VERSION,
             "cir_version": self.cir_version,
             "extractor": self.extractor.name,
+            "estimator": self.estimator.name,
+            "operations": list(self.operations),
             "features": list(self.features),
-            "models": {name: self.models[name].to_dict() for name in MODEL_NAMES},
+            "models": {name: self.models[name].to_dict()
+                       for name in self.estimator.model_names(self.operations)},
             "thresholds": {k: (None if v is None else float(v)) for k, v in self.thresholds.items()},
+            "budget": self.budget,
             "settings": self.settings,
             "baselines": self.baselines,
             "training": self.training,
@@ -222,52 +290,24 @@ class Router:
         must be the one the router was fitted with (by name). None: the built-in extractor
         the file names (ALFWorld's); a router fitted with another must be given it.
         """
-        if isinstance(data, dict) and data.get("format") not in (None, FORMAT):
-            raise CirError(f"{source}: not a cir router file (format {data.get('format')!r})")
-        if isinstance(data, dict) and isinstance(data.get("format_version"), int) \
-                and not isinstance(data.get("format_version"), bool) and data["format_version"] > FORMAT_VERSION:
-            raise CirError(f"{source}: router format version {data['format_version']} is newer than this "
-                           f"cir reads ({FORMAT_VERSION}); upgrade cir (the file says cir "
-                           f"{data.get('cir_version')!r}, this is {__version__})")
-        version = data.get("format_version") if isinstance(data, dict) else None
-        _check(data, _SPEC if version != 1 else _SPEC_V1, "", source)
-        if data["format_version"] < 1:
-            raise CirError(f"{source}: format_version must be >= 1, got {data['format_version']}")
-        fitted_with = data.get("extractor", "alfworld")  # version 1: ALFWorld's, the only one then
-        extractor = _extractor_for(fitted_with, extractor, source)
-        features = data["features"]
-        if not features:
-            raise CirError(f"{source}: 'features' is empty")
-        for name in features:
-            if not isinstance(name, str):
-                raise CirError(f"{source}: 'features' must hold names (strings), found {name!r}")
-            if name not in extractor.features:
-                raise CirError(f"{source}: unknown feature {name!r}: not a feature of the "
-                               f"{extractor.name!r} extractor")
-        if len(set(features)) != len(features):
-            raise CirError(f"{source}: 'features' lists a name twice")
-        n = len(features)
-        models = {}
-        for name in MODEL_NAMES:
-            m = data["models"][name]
-            _numbers(m["scaler_mean"], f"models.{name}.scaler_mean", n, source)
-            _numbers(m["scaler_scale"], f"models.{name}.scaler_scale", n, source, positive=True)
-            _numbers(m["coef"], f"models.{name}.coef", n, source)
-            models[name] = LinearModel.from_dict(m)
-        settings = data["settings"]
-        delays = settings["delays"]
-        if not delays or any(isinstance(d, bool) or not isinstance(d, int) or d < 0 for d in delays) \
-                or delays != sorted(set(delays)):
-            raise CirError(f"{source}: settings.delays must be increasing integers >= 0, got {delays!r}")
-        if settings["lam"] <= 0 or not 0 <= settings["epsilon"] <= 1:
-            raise CirError(f"{source}: settings.lam must be > 0 and settings.epsilon in [0, 1]")
-        for key in ("task_ids", "agents"):
-            if any(not isinstance(t, str) for t in data["training"][key]):
-                raise CirError(f"{source}: training.{key} must hold strings")
-        if data["baselines"]["always"]["delay"] not in delays:
-            raise CirError(f"{source}: baselines.always.delay is not one of settings.delays")
-        return cls(features, models, data["thresholds"], settings, data["baselines"], data["training"],
-                   cir_version=data["cir_version"], extractor=extractor)
+        version = _check_version(data, source)
+        if version < 3:
+            data = _upgrade(data, version, source)
+        _check(data, _SPEC, "", source)
+        estimator = ESTIMATORS.get(data["estimator"])
+        if estimator is None:
+            raise CirError(f"{source}: unknown estimator {data['estimator']!r}; expected one of "
+                           f"{', '.join(ESTIMATORS)}")
+        operations = _operations(data["operations"], source)
+        extractor = _extractor_for(data["extractor"], extractor, source)
+        features = _features(data["features"], extractor, source)
+        models = _models(data["models"], estimator, operations, len(features), source)
+        thresholds = _thresholds(data["thresholds"], estimator, source)
+        _baselines(data["baselines"], operations, source)
+        _check_settings(data, source)
+        return cls(features, models, thresholds, data["settings"], data["baselines"], data["training"],
+                   cir_version=data["cir_version"], extractor=extractor, estimator=estimator.name,
+                   operations=operations, budget=data["budget"])
 
     @classmethod
     def load(cls, path: str | Path, extractor: FeatureExtractor | None = None) -> Router:
@@ -276,6 +316,124 @@ class Router:
         is refused rather than the last one winning). ``extractor``: see :meth:`from_dict`."""
         data = read_json(path, "router file", strict=True, max_bytes=MAX_ROUTER_BYTES)
         return cls.from_dict(data, source=str(path), extractor=extractor)
+
+
+def _check_version(data: Any, source: str) -> int:
+    if not isinstance(data, dict):
+        raise CirError(f"{source}: the file must be a JSON object, got {type(data).__name__}")
+    if data.get("format") not in (None, FORMAT):
+        raise CirError(f"{source}: not a cir router file (format {data.get('format')!r})")
+    version = data.get("format_version")
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise CirError(f"{source}: key 'format_version' must be int, got {type(version).__name__} {version!r:.60}")
+    if version > FORMAT_VERSION:
+        raise CirError(f"{source}: router format version {version} is newer than this cir reads "
+                       f"({FORMAT_VERSION}); upgrade cir (the file says cir {data.get('cir_version')!r}, "
+                       f"this is {__version__})")
+    if version < 1:
+        raise CirError(f"{source}: format_version must be >= 1, got {version}")
+    return version
+
+
+def _upgrade(data: dict[str, Any], version: int, source: str) -> dict[str, Any]:
+    """A version 1 or 2 file (the paper's estimator, one operation) in version 3's layout."""
+    _check(data, _SPEC_V1 if version == 1 else _SPEC_V2, "", source)
+    settings = dict(data["settings"])
+    operation = settings.pop("operation")
+    settings.update(delta=0.1, Cs=[float(settings["C"])])
+    models = data["models"]
+    baselines = {name: {**b, "operation": operation} for name, b in data["baselines"].items()}
+    return {**data, "format_version": 3, "extractor": data.get("extractor", "alfworld"),
+            "estimator": "paper", "operations": [operation], "settings": settings, "baselines": baselines,
+            "models": {"p_err": models["p_err"], "p0": models["p0"], f"p1[{operation}]": models["p1"]},
+            "budget": {"kind": "empirical", "epsilon": float(settings["epsilon"]), "delta": 0.1,
+                       "n_clean": 0, "settings_searched": 0, "settings_within_budget": 0, "bound": False,
+                       "certified_any": None, "clean_arms_to_certify_one": None}}
+
+
+def _operations(ops: list[Any], source: str) -> tuple[str, ...]:
+    from cir.episode.operations import OPERATIONS
+
+    if not ops or len(set(map(str, ops))) != len(ops):
+        raise CirError(f"{source}: 'operations' must list distinct operations, got {ops!r}")
+    for op in ops:
+        if op not in OPERATIONS:
+            raise CirError(f"{source}: unknown operation {op!r} in 'operations'; expected some of "
+                           f"{', '.join(OPERATIONS)}")
+    return tuple(ops)
+
+
+def _features(features: list[Any], extractor: FeatureExtractor, source: str) -> list[str]:
+    if not features:
+        raise CirError(f"{source}: 'features' is empty")
+    for name in features:
+        if not isinstance(name, str):
+            raise CirError(f"{source}: 'features' must hold names (strings), found {name!r}")
+        if name not in extractor.features:
+            raise CirError(f"{source}: unknown feature {name!r}: not a feature of the "
+                           f"{extractor.name!r} extractor")
+    if len(set(features)) != len(features):
+        raise CirError(f"{source}: 'features' lists a name twice")
+    return list(features)
+
+
+def _models(data: dict[str, Any], estimator: Estimator, operations: tuple[str, ...], n: int,
+            source: str) -> dict[str, LinearModel]:
+    wanted = estimator.model_names(operations)
+    for name in data:
+        if name not in wanted:
+            raise CirError(f"{source}: unexpected model {name!r}; a {estimator.name} router over "
+                           f"{', '.join(operations)} has {', '.join(wanted)}")
+    models = {}
+    for name in wanted:
+        if name not in data:
+            raise CirError(f"{source}: missing model {name!r} (a {estimator.name} router over "
+                           f"{', '.join(operations)} has {', '.join(wanted)})")
+        m = data[name]
+        _check(m, _MODEL_SPEC, f"models.{name}.", source)
+        _numbers(m["scaler_mean"], f"models.{name}.scaler_mean", n, source)
+        _numbers(m["scaler_scale"], f"models.{name}.scaler_scale", n, source, positive=True)
+        _numbers(m["coef"], f"models.{name}.coef", n, source)
+        models[name] = LinearModel.from_dict(m)
+    return models
+
+
+def _thresholds(data: dict[str, Any], estimator: Estimator, source: str) -> dict[str, float | None]:
+    _check(data, {name: _OPT_NUM for name in estimator.thresholds}, "thresholds.", source)
+    return dict(data)
+
+
+def _baselines(data: dict[str, Any], operations: tuple[str, ...], source: str) -> None:
+    """The baselines' parameters: the three of every router, and per operation for several."""
+    specs = {"anomaly": _ANOMALY_SPEC_V3, "anomaly_rate_matched": _ANOMALY_SPEC_V3, "always": _ALWAYS_SPEC_V3}
+    if len(operations) > 1:
+        for op in operations:
+            specs[f"anomaly_{op}"], specs[f"always_{op}"] = _ANOMALY_SPEC_V3, _ALWAYS_SPEC_V3
+    _check(data, specs, "baselines.", source)
+    for name, b in data.items():
+        if b["operation"] not in operations:
+            raise CirError(f"{source}: baselines.{name}.operation {b['operation']!r} is not one of the "
+                           f"router's operations ({', '.join(operations)})")
+
+
+def _check_settings(data: dict[str, Any], source: str) -> None:
+    settings = data["settings"]
+    delays = settings["delays"]
+    if not delays or any(isinstance(d, bool) or not isinstance(d, int) or d < 0 for d in delays) \
+            or delays != sorted(set(delays)):
+        raise CirError(f"{source}: settings.delays must be increasing integers >= 0, got {delays!r}")
+    if settings["lam"] <= 0 or not 0 <= settings["epsilon"] <= 1 or not 0 < settings["delta"] < 1:
+        raise CirError(f"{source}: settings.lam must be > 0, settings.epsilon in [0, 1] and "
+                       "settings.delta in (0, 1)")
+    if data["budget"]["kind"] not in BUDGETS:
+        raise CirError(f"{source}: budget.kind must be one of {', '.join(BUDGETS)}, "
+                       f"got {data['budget']['kind']!r}")
+    for key in ("task_ids", "agents"):
+        if any(not isinstance(t, str) for t in data["training"][key]):
+            raise CirError(f"{source}: training.{key} must hold strings")
+    for name, b in data["baselines"].items():
+        if "delay" in b and b["delay"] not in delays:
+            raise CirError(f"{source}: baselines.{name}.delay is not one of settings.delays")
 
 
 def _extractor_for(fitted_with: str, given: FeatureExtractor | None, source: str) -> FeatureExtractor:
@@ -297,7 +455,8 @@ def _extractor_for(fitted_with: str, given: FeatureExtractor | None, source: str
 class Advice(Protocol):
     """What a harness hook needs from a decision."""
 
-    refresh: bool
+    recover: bool
+    operation: str | None
 
 
 class Advisor(Protocol):
@@ -311,29 +470,25 @@ class Advisor(Protocol):
 
 class RouterHook:
     """A harness hook (:class:`cir.episode.harness.Hook`): ask an advisor whether to recover at
-    candidate delays after the perturbation point ``at``.
+    candidate delays after the perturbation point ``at``, and apply the operation it chooses.
+    ``checkpoints`` (:class:`cir.episode.recovery.Checkpoints`) are what a ``rewind`` returns
+    to: an env snapshot from before the suspect observation and the index of its step.
 
-    At most ``max_interventions`` recoveries (the CIR protocol: refresh at most once);
+    At most ``max_interventions`` recoveries (the CIR protocol: recover at most once);
     the delays are checked in order. Each decision is recorded as an event on the
-    transcript's last step, e.g. ``router:d=1:skip`` or ``router:d=2:refresh``.
+    transcript's last step, e.g. ``router:d=1:skip`` or ``router:d=2:rewind``, and kept in
+    :attr:`decisions` as (delay, operation or None).
     """
 
-    def __init__(
-        self,
-        router: Advisor,
-        at: int,
-        *,
-        delays: tuple[int, ...] | None = None,
-        operation: str = "refresh",
-        max_interventions: int = 1,
-    ) -> None:
+    def __init__(self, router: Advisor, at: int, *, delays: tuple[int, ...] | None = None,
+                 max_interventions: int = 1, checkpoints: Checkpoints | None = None) -> None:
         self.router = router
         self.at = int(at)
+        self.checkpoints = checkpoints  # what a rewind returns to (the state before the suspect text)
         self.delays = tuple(delays if delays is not None else router.delays)
-        self.operation = operation
         self.max_interventions = max_interventions
         self.interventions = 0
-        self.decisions: list[tuple[int, bool]] = []
+        self.decisions: list[tuple[int, str | None]] = []
 
     def after_env_action(self, harness: Harness, env: Env, transcript: Transcript) -> None:
         if self.interventions >= self.max_interventions or not harness.can_continue(transcript):
@@ -341,11 +496,12 @@ class RouterHook:
         delay = transcript.env_actions - self.at
         if delay not in self.delays:
             return
-        refresh = bool(self.router.decide(transcript, delay).refresh)
-        self.decisions.append((delay, refresh))
-        transcript.steps[-1].events.append(
-            f"router:d={delay}:{self.operation if refresh else 'skip'}"
-        )
-        if refresh:
+        decision = self.router.decide(transcript, delay)
+        operation = decision.operation if decision.recover else None
+        if decision.recover and not operation:
+            raise CirError(f"router: decided to recover at delay {delay} without naming an operation")
+        self.decisions.append((delay, operation))
+        transcript.steps[-1].events.append(f"router:d={delay}:{operation or 'skip'}")
+        if operation:
             self.interventions += 1
-            harness.recover(env, transcript, self.operation)
+            harness.recover(env, transcript, operation, self.checkpoints)

@@ -1,15 +1,17 @@
-"""The sequential walk: a policy's decisions over the (episode x delay) cells of a paired table.
+"""The sequential walk: a policy's decisions over the (arm x delay) cells of a paired table.
 
-One *episode* is a (task, condition) pair; its *cells* are the candidate delays. A
-policy walks the cells in order and refreshes at the first cell where its rule fires,
-at most once; a task that already ended before a delay (``executed = 0``) keeps its
-no-recovery outcome. Fitting (:mod:`cir.router.policy`) and the held-out evaluation
-(:mod:`cir.router.evaluation`) walk every policy this way, on the precomputed branches.
+One *arm* is a (task, condition) pair: the no-recovery continuation every delay shares;
+its *cells* are the candidate delays. A policy walks the cells in order and recovers at
+the first cell where its rule fires, at most once, with the operation it chooses there;
+an arm that already ended before a delay (``executed = 0``) keeps its no-recovery outcome.
+Fitting (:mod:`cir.router.policy`) and the held-out evaluation (:mod:`cir.router.evaluation`)
+walk every policy this way, on the precomputed branches of every operation.
 
-The *decision cells* are the rows of the chosen operation at a candidate delay whose
-recovery actually ran (``executed = 1``) and whose arms matched up to the branch
-point (``prefix_match = 1``): a cell whose episode had already ended is not a decision
-a policy could make.
+The *decision cells* are the (arm, delay) cells where every operation's recovery ran
+(``executed = 1``) and matched its arm up to the branch point (``prefix_match = 1``):
+a cell whose arm had already ended is not a decision a policy could make. Their features
+are the same for every operation (computed on the no-recovery arm); their outcomes ``y1``
+are one per operation.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import pandas as pd
 
 from cir.episode.extractor import FeatureExtractor, resolve_extractor
 from cir.pairs.paired import feature_columns
-from cir.router.rule import passes
+from cir.router.rule import Estimator, gates_pass, split_model_name
 from cir.util.errors import CirError
 
 # Status of one cell of the walk.
@@ -31,44 +33,68 @@ DECIDE, ENDED, MISSING = 0, 1, 2
 
 @dataclass
 class Grid:
-    """The cells of a paired table for one operation, shaped (episodes, delays)."""
+    """The cells of a paired table for some operations: arms x delays (x operations)."""
 
-    episodes: pd.DataFrame  # task_id, condition, y0
+    arms: pd.DataFrame  # task_id, condition, y0
     delays: tuple[int, ...]
-    status: np.ndarray  # DECIDE / ENDED / MISSING
-    y1: np.ndarray
-    row: np.ndarray  # index into the decision-cell table, -1 where none
-    cells: pd.DataFrame  # the decision cells (rows with status DECIDE)
+    operations: tuple[str, ...]
+    status: np.ndarray  # (arms, delays): DECIDE / ENDED / MISSING
+    y1: np.ndarray  # (arms, delays, operations)
+    row: np.ndarray  # (arms, delays): index into the decision-cell table, -1 where none
+    cells: pd.DataFrame  # the decision cells: features, y0, and y1_<operation>
     meta: dict[str, int] = field(default_factory=dict)
 
     @property
     def clean(self) -> np.ndarray:
-        return (self.episodes["condition"] == "clean").to_numpy()
+        return (self.arms["condition"] == "clean").to_numpy()
 
     @property
     def y0(self) -> np.ndarray:
-        return self.episodes["y0"].to_numpy(dtype=int)
+        return self.arms["y0"].to_numpy(dtype=int)
 
     def delay_ok(self, d_min: int) -> np.ndarray:
         """(1, delays): which candidate delays are at least ``d_min``."""
         return np.asarray(self.delays)[None, :] >= d_min
 
     def spread(self, cell_values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """Per-decision-cell values onto the (episodes, delays) grid (NaN where not decidable)."""
+        """Per-decision-cell values onto the (arms, delays[, operations]) grid (NaN where not
+        decidable; -1 for the integer ``choice``)."""
         out = {}
         has = self.row >= 0
         for name, values in cell_values.items():
-            a = np.full(self.row.shape, np.nan)
+            values = np.asarray(values)
+            fill = -1 if values.dtype.kind in "iu" else np.nan
+            a = np.full(self.row.shape + values.shape[1:], fill, dtype=values.dtype if fill == -1 else float)
             a[has] = values[self.row[has]]
             out[name] = a
         return out
 
-    def rule_fires(self, g: dict[str, np.ndarray], thresholds: dict[str, float | None],
-                   d_min: int) -> np.ndarray:
+    def outcome_if_chosen(self, choice: np.ndarray) -> np.ndarray:
+        """(arms, delays): y1 of the operation chosen at each cell (0 where none is chosen)."""
+        safe = np.clip(choice, 0, len(self.operations) - 1)
+        return np.take_along_axis(self.y1, safe[..., None], axis=-1)[..., 0]
+
+    def rule_fires(self, estimator: Estimator, g: dict[str, np.ndarray],
+                   thresholds: dict[str, float | None], d_min: int) -> np.ndarray:
         """Where the CIR rule fires, given scores ``g`` spread on the grid."""
-        with np.errstate(invalid="ignore"):
-            return (self.delay_ok(d_min) & passes(g["p_err"], thresholds["alpha"])
-                    & passes(g["p_fail"], thresholds["beta"]) & passes(g["utility"], thresholds["gamma"]))
+        return self.delay_ok(d_min) & gates_pass(estimator, g, thresholds)
+
+
+def model_labels(cells: pd.DataFrame, name: str) -> np.ndarray:
+    """What model ``name`` predicts, at each decision cell: ``p_err`` the condition is not
+    clean, ``p0`` y0, ``p1[m]`` y1 of ``m``, ``p_rescue[m]`` / ``p_harm[m]`` the row of ``m``
+    is a rescue / a harm."""
+    base, op = split_model_name(name)
+    y0 = cells["y0"].to_numpy(dtype=int)
+    if base == "p_err":
+        return (cells["condition"] != "clean").to_numpy(dtype=int)
+    if base == "p0":
+        return y0
+    y1 = cells[f"y1_{op}"].to_numpy(dtype=int)
+    labels = {"p1": y1, "p_rescue": (y0 == 0) & (y1 == 1), "p_harm": (y0 == 1) & (y1 == 0)}
+    if base not in labels:
+        raise ValueError(f"model_labels: unknown model {name!r}")
+    return labels[base].astype(int)
 
 
 def check_features(df: pd.DataFrame, source: str, names: list[str] | None = None,
@@ -96,67 +122,97 @@ def check_features(df: pd.DataFrame, source: str, names: list[str] | None = None
     return list(names)
 
 
-def build_grid(df: pd.DataFrame, delays: tuple[int, ...], operation: str, source: str) -> Grid:
-    """Arrange the rows of one operation into episodes x candidate delays.
-
-    A cell is *decidable* when its row exists, ran (``executed``) and passed the prefix
-    check; *ended* when its row says the episode ended before that delay (the walk stops
-    there and keeps y0); *missing* otherwise (the walk skips it).
-    """
-    if operation not in set(df["operation"]):
-        raise CirError(f"{source}: no rows with operation {operation!r} "
-                       f"(found {', '.join(sorted(set(df['operation'])))})")
-    sub = df[(df["operation"] == operation) & (df["delay"].isin(delays))]
+def _check_operations(df: pd.DataFrame, delays: tuple[int, ...], operations: tuple[str, ...],
+                      source: str) -> None:
+    found = set(df["operation"])
+    for op in operations:
+        if op not in found:
+            raise CirError(f"{source}: no rows with operation {op!r} (found {', '.join(sorted(found))})")
+    sub = df[df["operation"].isin(operations) & df["delay"].isin(delays)]
     if sub.empty:
-        raise CirError(f"{source}: no {operation!r} rows at the candidate delays "
+        raise CirError(f"{source}: no {'/'.join(map(repr, operations))} rows at the candidate delays "
                        f"{','.join(map(str, delays))} (found delays "
                        f"{','.join(map(str, sorted(set(df['delay']))))})")
-    all_op = df[df["operation"] == operation]
-    y0 = all_op.groupby(["task_id", "condition"], sort=True)["y0"].agg(["min", "max"])
+    sub = df[df["operation"].isin(operations)]
+    y0 = sub.groupby(["task_id", "condition"], sort=True)["y0"].agg(["min", "max"])
     if (y0["min"] != y0["max"]).any():
         bad = y0.index[(y0["min"] != y0["max"]).to_numpy()][0]
         raise CirError(f"{source}: task {bad[0]!r}, condition {bad[1]!r} has different y0 across "
-                       "delays; the no-recovery arm is shared by all delays")
-    episodes = y0["min"].rename("y0").reset_index()
-    index = {key: i for i, key in enumerate(zip(episodes["task_id"], episodes["condition"], strict=True))}
-    n, m = len(episodes), len(delays)
-    status = np.full((n, m), MISSING, dtype=int)
-    y1 = np.zeros((n, m), dtype=int)
-    row = np.full((n, m), -1, dtype=int)
-    col = {d: j for j, d in enumerate(delays)}
-    ok = (sub["executed"] == 1) & (sub["prefix_match"] == 1)
-    cells = sub[ok].reset_index(drop=True)
-    ei = np.array([index[k] for k in zip(sub["task_id"], sub["condition"], strict=True)], dtype=int)
-    dj = np.array([col[d] for d in sub["delay"]], dtype=int)
-    executed = sub["executed"].to_numpy() == 1
-    prefix = sub["prefix_match"].to_numpy() == 1
-    status[ei[~executed], dj[~executed]] = ENDED
-    sel = executed & prefix
-    status[ei[sel], dj[sel]] = DECIDE
-    y1[ei[sel], dj[sel]] = sub["y1"].to_numpy()[sel]
-    row[ei[sel], dj[sel]] = np.arange(int(sel.sum()))
-    meta = {"episodes": n, "tasks": int(episodes["task_id"].nunique()), "cells": int(sel.sum()),
-            "ended_cells": int((~executed).sum()), "prefix_mismatch_cells": int((executed & ~prefix).sum())}
-    return Grid(episodes, tuple(delays), status, y1, row, cells, meta)
+                       "delays or operations; the no-recovery arm is shared by all of them")
 
 
-def walk(grid: Grid, fire: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Run the sequential policy: ``fire`` (..., episodes, delays) says where the rule fires.
+def build_grid(df: pd.DataFrame, delays: tuple[int, ...], operations: tuple[str, ...] | str,
+               source: str) -> Grid:
+    """Arrange the rows of the operations into arms x candidate delays (x operations).
 
-    Returns (outcome, intervened, delay index or -1), each shaped like ``fire[..., 0]``.
-    A cell fires only if decidable; the walk stops at the first firing cell, and the
-    first ended cell ends it (later cells of an ended episode are ended too).
+    A cell is *decidable* when every operation's row exists, ran (``executed``) and passed
+    the prefix check; *ended* when a row says the arm ended before that delay (the walk
+    stops there and keeps y0); *missing* otherwise (the walk skips it).
     """
+    operations = (operations,) if isinstance(operations, str) else tuple(operations)
+    _check_operations(df, delays, operations, source)
+    df = df.reset_index(drop=True)
+    arms = (df[df["operation"].isin(operations)].groupby(["task_id", "condition"], sort=True)["y0"]
+            .min().reset_index())
+    index = {key: i for i, key in enumerate(zip(arms["task_id"], arms["condition"], strict=True))}
+    n, m, k = len(arms), len(delays), len(operations)
+    col = {d: j for j, d in enumerate(delays)}
+    present = np.zeros((n, m, k), dtype=bool)
+    ok = np.zeros((n, m, k), dtype=bool)
+    ended = np.zeros((n, m), dtype=bool)
+    y1 = np.zeros((n, m, k), dtype=int)
+    first: dict[tuple[int, int], int] = {}  # the row whose features a decision cell carries
+    for o, op in enumerate(operations):
+        sub = df[(df["operation"] == op) & df["delay"].isin(delays)]
+        ei = np.array([index[key] for key in zip(sub["task_id"], sub["condition"], strict=True)], dtype=int)
+        dj = np.array([col[d] for d in sub["delay"]], dtype=int)
+        executed = sub["executed"].to_numpy() == 1
+        present[ei, dj, o] = True
+        ok[ei, dj, o] = executed & (sub["prefix_match"].to_numpy() == 1)
+        ended[ei[~executed], dj[~executed]] = True
+        y1[ei, dj, o] = sub["y1"].to_numpy()
+        if o == 0:
+            first = {(e, d): i for e, d, i in zip(ei, dj, sub.index, strict=True)}
+    decidable = ok.all(axis=-1) & ~ended
+    status = np.where(ended, ENDED, np.where(decidable, DECIDE, MISSING))
+    y1 = np.where(decidable[..., None], y1, 0)
+    # the decision cells in the table's own row order (the fits see the rows as before)
+    where = sorted(((i, e, d) for (e, d), i in first.items() if decidable[e, d]))
+    row = np.full((n, m), -1, dtype=int)
+    for r, (_, e, d) in enumerate(where):
+        row[e, d] = r
+    cells = df.loc[[i for i, _, _ in where]].reset_index(drop=True)
+    where = np.array([(e, d) for _, e, d in where], dtype=int).reshape(-1, 2)
+    for o, op in enumerate(operations):
+        cells[f"y1_{op}"] = y1[where[:, 0], where[:, 1], o] if len(where) else np.zeros(0, dtype=int)
+    meta = {"arms": n, "tasks": int(arms["task_id"].nunique()), "cells": int(decidable.sum()),
+            "ended_cells": int(ended.sum()),
+            "prefix_mismatch_cells": int((present & ~ok).any(axis=-1)[~ended].sum())}
+    return Grid(arms, tuple(delays), operations, status, y1, row, cells, meta)
+
+
+def walk(grid: Grid, fire: np.ndarray, y1: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Run the sequential policy: ``fire`` (..., arms, delays) says where the rule fires.
+
+    ``y1`` (arms, delays) is the outcome of recovering at each cell with the operation the
+    policy would use there (default: the grid's only operation). Returns (outcome,
+    intervened, delay index or -1), each shaped like ``fire[..., 0]``. A cell fires only if
+    decidable; the walk stops at the first firing cell, and the first ended cell ends it
+    (later cells of an ended arm are ended too).
+    """
+    if y1 is None:
+        if len(grid.operations) != 1:
+            raise ValueError("walk: give y1 (the chosen operation's outcomes) when the grid has several")
+        y1 = grid.y1[..., 0]
     decidable = grid.status == DECIDE
     ended = grid.status == ENDED
-    # cells before the first ended cell
-    allowed = decidable & (np.cumsum(ended, axis=1) == 0)
+    allowed = decidable & (np.cumsum(ended, axis=1) == 0)  # cells before the first ended cell
     outcome = np.broadcast_to(grid.y0, fire.shape[:-1]).copy()
     decided = np.zeros(fire.shape[:-1], dtype=bool)
     first = np.full(fire.shape[:-1], -1)
     for j in range(fire.shape[-1]):  # few delays: one vectorised pass each
         f = fire[..., j] & allowed[:, j] & ~decided
-        outcome[f] = np.broadcast_to(grid.y1[:, j], f.shape)[f]
+        outcome[f] = np.broadcast_to(y1[:, j], f.shape)[f]
         first[f] = j
         decided |= f
     return outcome, decided, first

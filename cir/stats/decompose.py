@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from cir.episode.protocol import OPERATIONS
+from cir.episode.operations import OPERATIONS
 from cir.pairs.paired import OUTCOMES, validate_paired
 from cir.util.errors import CirError
 

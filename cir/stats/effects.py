@@ -165,18 +165,7 @@ def contrast_table(
     effects on the ``n_paired`` tasks that have both ``a`` and ``b`` rows.
     """
     check_resamples(resamples, level)
-    rows = select_cohort(df, cohort, require_prefix_match)
-    (on_key,) = check_keys(rows, [on])
-    keys = check_keys(rows, by)
-    if on_key in keys:
-        raise CirError(f"contrast: {on!r} is compared (--a/--b), so it cannot also be a grouping key")
-    check_pooling(rows, keys, on_key)
-    if str(a) == str(b):
-        raise CirError(f"contrast: a and b are both {a!r}; choose two different {on} values")
-    check_value(rows, on_key, a)
-    check_value(rows, on_key, b)
-    side = rows[on_key].astype(str)
-    rows = rows.loc[side.isin([str(a), str(b)])]
+    rows, on_key, keys = _contrast_rows(df, a, b, on, by, cohort, require_prefix_match)
     is_a = (rows[on_key].astype(str) == str(a)).to_numpy()
     gcodes, groups = group_index(rows, keys)
     tcodes, tasks = task_index(rows)
@@ -189,35 +178,18 @@ def contrast_table(
     den_b = task_group_sums(tcodes, gcodes, ones * ~is_a, n_tasks, n_groups)
     reps = bootstrap_ratios(np.hstack([num_a, num_b]), np.hstack([den_a, den_b]), resamples, seed)
     low, high = percentile_ci(reps[:, :n_groups] - reps[:, n_groups:], level)
-    counts_a = count_outcomes(rows.loc[is_a], keys)
-    counts_b = count_outcomes(rows.loc[~is_a], keys)
     table = groups.reset_index(drop=True).copy() if keys else pd.DataFrame(index=range(1))
     table["a"] = str(a)
     table["b"] = str(b)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        effect_a = 100 * num_a.sum(axis=0) / den_a.sum(axis=0)
-        effect_b = 100 * num_b.sum(axis=0) / den_b.sum(axis=0)
-        paired = (den_a > 0) & (den_b > 0)
-        task_diff = num_a / np.where(den_a > 0, den_a, 1) - num_b / np.where(den_b > 0, den_b, 1)
-    for name, counts in (("a", counts_a), ("b", counts_b)):
+    for name, side in (("a", is_a), ("b", ~is_a)):
+        counts = count_outcomes(rows.loc[side], keys)
         merged = table[keys].merge(counts, on=keys, how="left") if keys else counts
         table[f"n_{name}"] = merged["n"].fillna(0).astype(int).to_numpy()
         table[f"rescues_{name}"] = merged["rescues"].fillna(0).astype(int).to_numpy()
         table[f"harms_{name}"] = merged["harms"].fillna(0).astype(int).to_numpy()
-    table["n_paired"] = paired.sum(axis=0)
-    table["effect_a_pp"] = effect_a
-    table["effect_b_pp"] = effect_b
-    table["difference_pp"] = effect_a - effect_b
+    _contrast_effects(table, (num_a, den_a), (num_b, den_b), groups, keys, resamples, seed)
     table["ci_low_pp"] = 100 * low
     table["ci_high_pp"] = 100 * high
-    table["sign_flip_p"] = [
-        sign_flip_test(
-            task_diff[paired[:, g], g], resamples, group_seed(seed, group_key(groups, keys, g))
-        )
-        if paired[:, g].any()
-        else np.nan
-        for g in range(n_groups)
-    ]
     table = table[keys + CONTRAST_COLUMNS]
     table.attrs.update(
         cir_version=__version__, kind="contrast", on=on_key, a=str(a), b=str(b), by=keys, cohort=cohort,
@@ -225,3 +197,41 @@ def contrast_table(
         require_prefix_match=require_prefix_match, tasks=n_tasks,
     )
     return table
+
+
+def _contrast_rows(df: pd.DataFrame, a: str, b: str, on: str, by: Sequence[str], cohort: str,
+                   require_prefix_match: bool) -> tuple[pd.DataFrame, str, list[str]]:
+    """The cohort's rows whose ``on`` is ``a`` or ``b``, the checked ``on`` and grouping keys."""
+    rows = select_cohort(df, cohort, require_prefix_match)
+    (on_key,) = check_keys(rows, [on])
+    keys = check_keys(rows, by)
+    if on_key in keys:
+        raise CirError(f"contrast: {on!r} is compared (--a/--b), so it cannot also be a grouping key")
+    check_pooling(rows, keys, on_key)
+    if str(a) == str(b):
+        raise CirError(f"contrast: a and b are both {a!r}; choose two different {on} values")
+    check_value(rows, on_key, a)
+    check_value(rows, on_key, b)
+    return rows.loc[rows[on_key].astype(str).isin([str(a), str(b)])], on_key, keys
+
+
+def _contrast_effects(table: pd.DataFrame, side_a: tuple[np.ndarray, np.ndarray],
+                      side_b: tuple[np.ndarray, np.ndarray], groups: pd.DataFrame, keys: list[str],
+                      resamples: int, seed: int) -> None:
+    """Each side's effect, their difference and the sign-flip test of the per-task differences,
+    from the task x group sums (numerators, denominators) of each side."""
+    (num_a, den_a), (num_b, den_b) = side_a, side_b
+    with np.errstate(invalid="ignore", divide="ignore"):
+        effect_a = 100 * num_a.sum(axis=0) / den_a.sum(axis=0)
+        effect_b = 100 * num_b.sum(axis=0) / den_b.sum(axis=0)
+        paired = (den_a > 0) & (den_b > 0)
+        task_diff = num_a / np.where(den_a > 0, den_a, 1) - num_b / np.where(den_b > 0, den_b, 1)
+    table["n_paired"] = paired.sum(axis=0)
+    table["effect_a_pp"] = effect_a
+    table["effect_b_pp"] = effect_b
+    table["difference_pp"] = effect_a - effect_b
+    table["sign_flip_p"] = [
+        sign_flip_test(task_diff[paired[:, g], g], resamples, group_seed(seed, group_key(groups, keys, g)))
+        if paired[:, g].any() else np.nan
+        for g in range(paired.shape[1])
+    ]

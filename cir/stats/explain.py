@@ -9,8 +9,10 @@ branch that stopped early, its budget); those are the only ways a recovery step 
 change an episode of the built-in agent. An unexplained divergence is a defect of the
 instrument.
 
-Reads only the episode store (``episodes.jsonl.gz``), the explanation traces included;
-nothing here feeds the features or the router.
+Reads only the episode store (``episodes.jsonl.gz``), the explanation traces included, of a
+run folder checked as every analysis checks it (:func:`cir.pairs.paired.check_run`: a partial
+run is refused unless ``allow_partial``, another run's tasks are left out); nothing here feeds
+the features or the router.
 """
 
 from __future__ import annotations
@@ -18,14 +20,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
 from cir.episode.transcript import AGENT, TraceEvent, Transcript
 from cir.families.alfworld.agent.mechanisms import DIVERGENCE_MECHANISMS
-from cir.pairs.paired import outcome_of
-from cir.pairs.store import read_episodes
+from cir.pairs.episode_record import FACTUAL, EpisodeRecord
+from cir.pairs.paired import check_run, outcome_of
+from cir.pairs.store import EPISODES, StoreScan, read_episodes
 from cir.util.errors import CirError
 
 EXPLAIN_COLUMNS = [
@@ -98,31 +100,36 @@ def explain_pair(task_id: str, condition: str, delay: int, operation: str, arm: 
     return ex
 
 
-def _transcript(ep: dict[str, Any]) -> Transcript:
-    t = Transcript.from_dict(ep["transcript"])
-    t.trace = [TraceEvent.from_dict(e) for e in ep.get("trace") or []]
-    return t
+def _transcript(ep: EpisodeRecord) -> Transcript:
+    if ep.transcript is None:
+        raise CirError(f"task {ep.task_id}: the {ep.role} episode of {ep.condition} has no transcript")
+    return ep.transcript
 
 
-def iter_pair_explanations(run_dir: str | Path, *, task_id: str | None = None) -> Iterator[PairExplanation]:
-    """Every pair of a run (or of one task), explained, in store order."""
+def iter_pair_explanations(run_dir: str | Path, *, task_id: str | None = None,
+                           allow_partial: bool = False) -> Iterator[PairExplanation]:
+    """Every pair of a run (or of one task), explained, in store order; a partial run is
+    refused unless ``allow_partial``."""
+    _, _, scan = check_run(run_dir, allow_partial=allow_partial)
+    return _explained(run_dir, scan, task_id)
+
+
+def _explained(run_dir: str | Path, scan: StoreScan | None, task_id: str | None) -> Iterator[PairExplanation]:
     factual: dict[str, Transcript] = {}
     arms: dict[tuple[str, str], Transcript] = {}
-    for ep in read_episodes(run_dir):
-        tid = str(ep["task_id"])
-        if task_id is not None and tid != task_id:
+    for ep in read_episodes(Path(run_dir) / EPISODES, scan):
+        if task_id is not None and ep.task_id != task_id:
             continue
-        role = ep["role"]
-        if role == "factual":
-            factual[tid] = _transcript(ep)
-        elif role == "no_recovery":
-            arms[(tid, ep["condition"])] = (factual[tid] if ep.get("same_as") == "factual"
-                                            else _transcript(ep))
-        elif role == "recovery":
-            arm = arms[(tid, ep["condition"])]
-            branch = _transcript(ep) if ep.get("executed") else None
-            yield explain_pair(tid, ep["condition"], int(ep["delay"]), ep["operation"], arm, branch,
-                               ep.get("branch_step"))
+        if ep.role == FACTUAL:
+            factual[ep.task_id] = _transcript(ep)
+        elif ep.is_arm:
+            arms[(ep.task_id, ep.condition)] = (factual[ep.task_id] if ep.same_as == FACTUAL
+                                                else _transcript(ep))
+        elif ep.is_branch:
+            arm = arms[(ep.task_id, ep.condition)]
+            branch = _transcript(ep) if ep.executed else None
+            yield explain_pair(ep.task_id, ep.condition, int(ep.delay or 0), str(ep.operation), arm,
+                               branch, ep.branch_step)
 
 
 def explain_table(explanations: Iterable[PairExplanation]) -> pd.DataFrame:
@@ -140,9 +147,13 @@ def explain_table(explanations: Iterable[PairExplanation]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=EXPLAIN_COLUMNS)
 
 
-def explain_run(run_dir: str | Path) -> pd.DataFrame:
-    """:func:`explain_table` of every pair of a run folder."""
-    return explain_table(iter_pair_explanations(run_dir))
+def explain_run(run_dir: str | Path, allow_partial: bool = False) -> pd.DataFrame:
+    """:func:`explain_table` of every pair of a run folder (a partial one only if
+    ``allow_partial``; ``attrs["run"]`` then says how partial, as :func:`read_paired`'s)."""
+    _, status, scan = check_run(run_dir, allow_partial=allow_partial)
+    table = explain_table(_explained(run_dir, scan, None))
+    table.attrs["run"] = status
+    return table
 
 
 def mechanism_counts(table: pd.DataFrame) -> pd.DataFrame:
@@ -157,9 +168,10 @@ def mechanism_counts(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["operation", "mechanism", "pairs", "rescues", "harms"])
 
 
-def find_pair(run_dir: str | Path, task_id: str, condition: str, delay: int, operation: str) -> PairExplanation:
+def find_pair(run_dir: str | Path, task_id: str, condition: str, delay: int, operation: str,
+              allow_partial: bool = False) -> PairExplanation:
     """The explanation of one pair; a :class:`CirError` naming what was not found."""
-    for ex in iter_pair_explanations(run_dir, task_id=task_id):
+    for ex in iter_pair_explanations(run_dir, task_id=task_id, allow_partial=allow_partial):
         if (ex.condition, ex.delay, ex.operation) == (condition, delay, operation):
             return ex
     raise CirError(f"{run_dir}: no pair for task {task_id!r}, condition {condition!r}, delay {delay}, "

@@ -126,6 +126,32 @@ def joint_matrix(counts: pd.DataFrame) -> pd.DataFrame:
     return matrix.reindex(index=OUTCOMES, columns=OUTCOMES, fill_value=0).astype(int)
 
 
+def _comparison_records(label: str, groups: pd.DataFrame, keys: list[str], den: np.ndarray,
+                        num: np.ndarray, wins: np.ndarray, losses: np.ndarray,
+                        ci: tuple[np.ndarray, np.ndarray], resamples: int, seed: int) -> list[dict]:
+    """One comparison's row per group, from the task x group sums of its differences (``num``)
+    and of its rows (``den``), its wins, losses and bootstrap interval."""
+    records = []
+    for g in range(len(groups)):
+        key = group_key(groups, keys, g)
+        n = int(den[:, g].sum())
+        records.append({
+            **dict(zip(keys, key, strict=True)),
+            "comparison": label,
+            "n": n,
+            "n_tasks": int((den[:, g] > 0).sum()),
+            "wins": int(wins[g]),
+            "losses": int(losses[g]),
+            "net": int(wins[g] - losses[g]),
+            "effect_pp": 100 * num[:, g].sum() / n,
+            "ci_low_pp": 100 * ci[0][g],
+            "ci_high_pp": 100 * ci[1][g],
+            "sign_flip_p": sign_flip_test(num[den[:, g] > 0, g], resamples, group_seed(seed, (*key, label))),
+            "mcnemar_p": mcnemar_p(int(wins[g]), int(losses[g])),
+        })
+    return records
+
+
 def joint_effects(
     df: pd.DataFrame,
     a: str = "refresh",
@@ -174,27 +200,8 @@ def joint_effects(
     for c, (label, first, second) in enumerate(comparisons):
         wins = np.bincount(gcodes, weights=((first == 1) & (second == 0)).to_numpy(), minlength=n_groups)
         losses = np.bincount(gcodes, weights=((first == 0) & (second == 1)).to_numpy(), minlength=n_groups)
-        for g in range(n_groups):
-            key = group_key(groups, keys, g)
-            n = int(den[:, g].sum())
-            records.append(
-                {
-                    **dict(zip(keys, key, strict=True)),
-                    "comparison": label,
-                    "n": n,
-                    "n_tasks": int((den[:, g] > 0).sum()),
-                    "wins": int(wins[g]),
-                    "losses": int(losses[g]),
-                    "net": int(wins[g] - losses[g]),
-                    "effect_pp": 100 * nums[c][:, g].sum() / n,
-                    "ci_low_pp": 100 * low[c * n_groups + g],
-                    "ci_high_pp": 100 * high[c * n_groups + g],
-                    "sign_flip_p": sign_flip_test(
-                        nums[c][den[:, g] > 0, g], resamples, group_seed(seed, (*key, label))
-                    ),
-                    "mcnemar_p": mcnemar_p(int(wins[g]), int(losses[g])),
-                }
-            )
+        ci = (low[c * n_groups:(c + 1) * n_groups], high[c * n_groups:(c + 1) * n_groups])
+        records += _comparison_records(label, groups, keys, den, nums[c], wins, losses, ci, resamples, seed)
     table = pd.DataFrame.from_records(records, columns=keys + JOINT_EFFECT_COLUMNS)
     table = sort_groups(table, keys) if keys else table
     table.attrs.update(cir_version=__version__, kind="joint_effects", on=on, a=str(a), b=str(b), by=keys,

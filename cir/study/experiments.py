@@ -9,9 +9,10 @@ fits it on the primary cohort's factual-success tasks; its split must share no l
 with the evaluation cohort's. Cohorts on the same split take consecutive, disjoint
 slices of one generated split in ``order``, so they never share tasks.
 
-The grid is a :class:`~cir.pairs.replay.ReplaySettings`, the same settings object ``cir run``
-builds from its options; the perturbation fraction and the budgets are the protocol's
-(:mod:`cir.episode.protocol`).
+The grid is a :class:`~cir.pairs.settings.ReplaySettings`, the same settings object ``cir run``
+builds from its options (and checks there); the perturbation fraction and the budgets are the
+protocol's (:mod:`cir.episode.protocol`). The study runs each cohort with its grid and the
+study's :class:`~cir.pairs.settings.RunSettings` otherwise.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cir.families.alfworld.text import SPLITS
-from cir.pairs.replay import ReplaySettings
+from cir.pairs.settings import ReplaySettings
 from cir.util.errors import CirError
 
 if sys.version_info >= (3, 11):
@@ -106,14 +107,12 @@ def load_experiment(path: str | Path) -> Experiment:
     for field in ("n_tasks", "quick_n_tasks"):
         if data[field] < 1:
             raise CirError(f"{path}: field {field!r} must be >= 1, got {data[field]}")
-    if any(not isinstance(d, int) or d < 0 for d in data["delays"]):
-        raise CirError(f"{path}: field 'delays' must hold integers >= 0, got {data['delays']!r}")
     try:
         replay = ReplaySettings(conditions=tuple(str(c) for c in data["conditions"]),
                                 delays=tuple(data["delays"]),
                                 operations=tuple(str(o) for o in data["operations"]))
     except CirError as err:
-        raise CirError(f"{path}: {err}") from None
+        raise CirError(f"{path}: the grid (conditions, delays, operations): {err}") from None
     return Experiment(
         name=data["name"],
         role=data["role"],

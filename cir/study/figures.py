@@ -356,3 +356,31 @@ def write_figures(
                 "figures": {k: [p.name for p in v] if isinstance(v, list) else v for k, v in result.items()}}
     write_atomic(out / "figures.json", json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return result
+
+
+def plot_recovery_mix(mix: pd.DataFrame) -> Figure:
+    """Which operation a router chose, by condition (panels) and delay (bars): the shares of a
+    condition's arms recovered with each operation at each delay (``cir.study.selective.mix_table``)."""
+    chosen = mix[mix["operation"] != "none"]
+    if chosen.empty:
+        raise FigureSkipped("the router recovered in no arm")
+    conditions = sorted(set(mix["condition"]), key=lambda c: (c != "clean", c))
+    ops = list(dict.fromkeys(chosen["operation"]))
+    delays = sorted(set(chosen["delay"]))
+    fig = Figure(figsize=(2.6 * len(conditions) + 1.2, 3.4))
+    axes = fig.subplots(1, len(conditions), sharey=True, squeeze=False)[0]
+    colours = {op: f"C{i}" for i, op in enumerate(ops)}
+    for ax, condition in zip(axes, conditions, strict=True):
+        part = chosen[chosen["condition"] == condition]
+        bottom = np.zeros(len(delays))
+        for op in ops:
+            share = [float(part[(part["delay"] == d) & (part["operation"] == op)]["share"].sum()) for d in delays]
+            ax.bar([str(d) for d in delays], share, bottom=bottom, color=colours[op], label=op)
+            bottom += np.asarray(share)
+        ax.set_title(condition, fontsize=9)
+        ax.set_xlabel("delay")
+    axes[0].set_ylabel("share of the condition's arms")
+    axes[-1].legend(fontsize=8, loc="upper right")
+    fig.suptitle(f"Which recovery {mix['policy'].iloc[0]} chose", fontsize=10)
+    fig.tight_layout()
+    return fig

@@ -53,25 +53,27 @@ def _verdict(conclusive: bool, n_tasks: int) -> str:
     return f"the interval includes zero: {n_tasks} tasks cannot tell this from no effect."
 
 
-def effect_finding(effects: pd.DataFrame, cohort: str, stale: str, delay: int) -> Finding:
-    """Refresh's effect under ``stale`` and under clean observations at ``delay``, from an
-    effect table by condition and delay (``cir.stats.effects.effect_table``)."""
-    at = effects[effects["delay"] == delay].set_index("condition")
+def effect_finding(effects: pd.DataFrame, cohort: str, stale: str) -> Finding:
+    """Refresh's effect under ``stale`` and under clean observations at every delay, from an
+    effect table by condition and delay (``cir.stats.effects.effect_table``); conclusive when
+    every interval excludes zero."""
+    delays = sorted(set(effects["delay"]))
     parts, conclusive, n = [], [], 0
     for condition in (stale, "clean"):
-        if condition not in at.index:
+        at = effects[effects["condition"] == condition].set_index("delay")
+        if at.empty:
             continue
-        row = at.loc[condition]
-        n = max(n, int(row["n"]))
-        conclusive.append(excludes_zero(row))
-        parts.append(f"after a {condition} observation, refresh at delay {delay} changed success by "
-                     f"{_pp(row['effect_pp'])} ({int(row['rescues'])} rescues, {int(row['harms'])} harms; "
-                     f"{_interval(row)})")
-    spread = effects[effects["condition"] == stale]["effect_pp"]
-    also = (f" Across delays {', '.join(map(str, sorted(set(effects['delay']))))} the {stale} effect "
-            f"ranges from {_pp(spread.min())} to {_pp(spread.max())}." if len(spread) > 1 else "")
-    sentence = (f"In the {cohort} ({n} tasks), " + "; ".join(parts) + "." + also + " "
-                + _verdict(all(conclusive), n).capitalize())
+        n = max(n, int(at["n"].max()))
+        conclusive += [excludes_zero(at.loc[d]) for d in delays if d in at.index]
+        each = ", ".join(f"{_pp(at.loc[d, 'effect_pp'])} [{format_number(at.loc[d, 'ci_low_pp'], 1)}, "
+                         f"{format_number(at.loc[d, 'ci_high_pp'], 1)}]" for d in delays if d in at.index)
+        rescues, harms = int(at["rescues"].sum()), int(at["harms"].sum())
+        parts.append(f"after a {condition} observation refresh changed success by {each} at delays "
+                     f"{', '.join(map(str, delays))} ({rescues} rescues and {harms} harms over the delays)")
+    sentence = (f"In the {cohort} ({n} tasks), " + "; ".join(parts) + " (95% task-level bootstrap CIs). "
+                + ("Every interval excludes zero." if all(conclusive) else
+                   f"{sum(not c for c in conclusive)} of {len(conclusive)} intervals include zero: {n} tasks "
+                   "cannot tell those effects from none."))
     return Finding("Effects of refresh", sentence, all(conclusive), n)
 
 
@@ -94,22 +96,28 @@ def mechanism_finding(joint_effects: pd.DataFrame, cells: pd.DataFrame, conditio
     return Finding("What part of refresh acts", sentence, conclusive, n)
 
 
-def cir_finding(summary: pd.DataFrame, epsilon: float) -> Finding:
-    """CIR against never recovering, always refreshing and the oracle on held-out tasks, from
-    the evaluation summary (``cir.router.evaluation.evaluate``)."""
+def cir_finding(summary: pd.DataFrame, epsilon: float, routers: tuple[str, ...] = ("cir", "cir_paired")) -> Finding:
+    """Each router against never recovering, the anomaly baselines and the oracle on held-out
+    tasks, from the evaluation summary (``cir.router.evaluation.evaluate``)."""
     rows = summary[summary["condition"] == "all"].set_index("policy")
-    cir = rows.loc["cir"]
-    n = int(cir["n_tasks"])
-    clean = summary[(summary["condition"] == "clean") & (summary["policy"] == "cir")]
-    harm = (f"harming {format_number(100 * clean.iloc[0]['clean_harm_rate'], 1)}% of clean episodes "
-            f"(limit {format_number(100 * epsilon, 1)}%)" if len(clean) else "on no clean episodes")
-    conclusive = excludes_zero(cir)
-    sentence = (f"On {n} held-out tasks, CIR changed success by {_pp(cir['effect_pp'])} against never "
-                f"recovering ({_interval(cir)}), refreshing in "
-                f"{format_number(100 * cir['intervention_rate'], 1)}% of episodes and {harm}; always "
-                f"refreshing changed it by {_pp(rows.loc['always', 'effect_pp'])} and the oracle by "
-                f"{_pp(rows.loc['oracle', 'effect_pp'])}. " + _verdict(conclusive, n).capitalize())
-    return Finding("Selective recovery (CIR)", sentence, conclusive, n)
+    present = [r for r in routers if r in rows.index]
+    n = int(rows.loc[present[0], "n_tasks"])
+    parts, conclusive = [], []
+    for name in present:
+        r = rows.loc[name]
+        clean = summary[(summary["condition"] == "clean") & (summary["policy"] == name)]
+        harm = (f"clean harm {format_number(100 * clean.iloc[0]['clean_harm_rate'], 1)}%"
+                if len(clean) else "no clean arms")
+        conclusive.append(excludes_zero(r))
+        parts.append(f"{name} changed success by {_pp(r['effect_pp'])} against never recovering "
+                     f"({_interval(r)}), {format_number(100 * r['oracle_fraction'], 0)}% of the oracle's gain, "
+                     f"recovering in {format_number(100 * r['intervention_rate'], 1)}% of arms with {harm}")
+    anomaly = rows.loc["anomaly", "effect_pp"] if "anomaly" in rows.index else float("nan")
+    sentence = (f"On {n} held-out tasks, " + "; ".join(parts) + f" (budget {format_number(100 * epsilon, 1)}%). "
+                f"The anomaly rule changed it by {_pp(anomaly)} and the oracle by "
+                f"{_pp(rows.loc['oracle', 'effect_pp'])}. "
+                + _verdict(all(conclusive), n).capitalize())
+    return Finding("Selective recovery (CIR)", sentence, all(conclusive), n)
 
 
 def small_cohort_warning(findings: list[Finding], quick: bool) -> str | None:

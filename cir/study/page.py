@@ -19,8 +19,28 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
+
+
+def save_csv(df: pd.DataFrame, path: Path) -> Path:
+    """Write a report table as CSV (the file its block names), its folder made first."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    df.to_csv(path, index=False, float_format="%.6g")
+    return path
+
+
+def save_figure(fig: Any, folder: Path, name: str) -> Path:
+    """Write a matplotlib Figure as PNG and SVG, byte-stable (no dates, a fixed SVG salt)."""
+    import matplotlib
+
+    folder.mkdir(parents=True, exist_ok=True)
+    png = folder / f"{name}.png"
+    with matplotlib.rc_context({"svg.hashsalt": "cir"}):
+        fig.savefig(png, dpi=130, metadata={"Software": None})
+        fig.savefig(folder / f"{name}.svg", metadata={"Date": None})
+    return png
 
 
 @dataclass

@@ -15,12 +15,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
 import pandas as pd
-from matplotlib.figure import Figure
 
 from cir.episode.protocol import (
-    DEFAULT_D_MIN,
     DEFAULT_FRACTION,
     DEFAULT_MAX_ACTIONS,
     DEFAULT_MAX_TURNS,
@@ -29,14 +26,19 @@ from cir.episode.protocol import (
 from cir.pairs.paired import read_paired
 from cir.pairs.record import RunRecord
 from cir.router.calibration import calibration_figure, calibration_table
-from cir.router.evaluation import evaluate
-from cir.router.policy import CIRPolicy
 from cir.stats.decompose import decompose, select_cohort
 from cir.stats.effects import contrast_table, effect_table
 from cir.stats.explain import explain_run, mechanism_counts
 from cir.stats.joint import joint_effects, joint_matrix, joint_outcomes
 from cir.study.experiments import Experiment
-from cir.study.figures import plot_effects, plot_joint, plot_mechanisms, plot_partitions
+from cir.study.figures import (
+    FigureSkipped,
+    plot_effects,
+    plot_joint,
+    plot_mechanisms,
+    plot_partitions,
+    plot_recovery_mix,
+)
 from cir.study.findings import (
     Finding,
     cir_finding,
@@ -44,7 +46,16 @@ from cir.study.findings import (
     mechanism_finding,
     small_cohort_warning,
 )
-from cir.study.page import Report
+from cir.study.page import Report, format_number, save_csv, save_figure
+from cir.study.selective import (
+    MULTI,
+    ROUTERS,
+    discrimination_table,
+    fit_table,
+    mix_table,
+    optimism_table,
+    run_selective,
+)
 
 # the columns of the stats tables that the report shows
 EFFECT_SHOWN = ["n", "rescues", "harms", "stable_success", "stable_failure", "success_without",
@@ -52,21 +63,6 @@ EFFECT_SHOWN = ["n", "rescues", "harms", "stable_success", "stable_failure", "su
 EVAL_SHOWN = ["n", "success_never", "success_policy", "effect_pp", "ci_low_pp", "ci_high_pp", "sign_flip_p",
               "rescues", "harms", "intervention_rate", "clean_harm_rate"]
 CONTRAST_SHOWN = ["effect_a_pp", "effect_b_pp", "difference_pp", "ci_low_pp", "ci_high_pp", "sign_flip_p"]
-
-
-def _save(df: pd.DataFrame, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    df.to_csv(path, index=False, float_format="%.6g")
-    return path
-
-
-def _fig(fig: Figure, folder: Path, name: str) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    png = folder / f"{name}.png"
-    with matplotlib.rc_context({"svg.hashsalt": "cir"}):
-        fig.savefig(png, dpi=130, metadata={"Software": None})
-        fig.savefig(folder / f"{name}.svg", metadata={"Date": None})
-    return png
 
 
 def _cols(df: pd.DataFrame, keys: list[str], wanted: list[str]) -> pd.DataFrame:
@@ -104,7 +100,7 @@ def _setup_section(report: Report, out: Path, experiments: list[Experiment], run
         "router in `router.json`, the generated tasks with their manifests in `tasks/<split>/`, and "
         "the study's settings and timings in `study.json`."
     )
-    source = _save(table, out / "tables" / "cohorts.csv")
+    source = save_csv(table, out / "tables" / "cohorts.csv")
     grid_columns = ["experiment", "role", "split", "tasks", "prefix_feasible", "factual_success", "pairs",
                     "conditions", "delays", "operations"]
     report.table(table[grid_columns], source, "Cohorts and what was run on them")
@@ -139,13 +135,10 @@ def _effects_section(report: Report, out: Path, experiments: list[Experiment], r
                                  resamples=resamples, seed=seed)
             con = _cols(con, ["delay"], ["n_paired", *CONTRAST_SHOWN])
             suffix = cohort.replace("-", "_")
-            tab_csv = _save(tab, out / "tables" / f"effects_{exp.name}_{suffix}.csv")
-            con_csv = _save(con, out / "tables" / f"contrast_{exp.name}_{suffix}.csv")
+            tab_csv = save_csv(tab, out / "tables" / f"effects_{exp.name}_{suffix}.csv")
+            con_csv = save_csv(con, out / "tables" / f"contrast_{exp.name}_{suffix}.csv")
             if finding is None and cohort == "factual-success":
-                delays = sorted(set(tab["delay"]))
-                delay = DEFAULT_D_MIN if DEFAULT_D_MIN in delays else delays[0]
-                finding = effect_finding(tab, f"`{exp.name}` cohort's factual-success tasks", PRIMARY_STALE,
-                                         delay)
+                finding = effect_finding(tab, f"`{exp.name}` cohort's factual-success tasks", PRIMARY_STALE)
             if shown and tab.equals(shown[0]):
                 # every prefix-feasible task succeeded in its factual run: one table says it all
                 report.text(f"In the `{exp.name}` cohort every prefix-feasible task's factual run succeeded, "
@@ -157,12 +150,12 @@ def _effects_section(report: Report, out: Path, experiments: list[Experiment], r
             report.table(con, con_csv,
                          f"{exp.name} cohort ({cohort}): {PRIMARY_STALE} minus clean effect at each delay")
         fig = plot_effects(df, cohort="factual-success", resamples=resamples, seed=seed)
-        report.figure(_fig(fig, out / "figures", f"effects_{exp.name}"),
+        report.figure(save_figure(fig, out / "figures", f"effects_{exp.name}"),
                       f"{exp.name}: refresh effects by delay and condition (factual-success cohort)")
         d1 = df[df["delay"] == 1] if (df["delay"] == 1).any() else df
         parts = decompose(d1, by=["condition", "delay"], cohort="factual-success")
-        _save(parts, out / "tables" / f"partitions_{exp.name}.csv")
-        report.figure(_fig(plot_partitions(d1, cohort="factual-success"), out / "figures", f"partitions_{exp.name}"),
+        save_csv(parts, out / "tables" / f"partitions_{exp.name}.csv")
+        report.figure(save_figure(plot_partitions(d1, cohort="factual-success"), out / "figures", f"partitions_{exp.name}"),
                       f"{exp.name}: paired outcomes at delay {int(d1['delay'].iloc[0])} (factual-success cohort)")
     return finding
 
@@ -183,11 +176,11 @@ def _mechanism_section(report: Report, out: Path, experiments: list[Experiment],
         )
         df = read_paired(out / "runs" / exp.name)
         full = effect_table(df, by=["condition", "delay", "operation"], cohort="all", resamples=resamples, seed=seed)
-        _save(full, out / "tables" / f"mechanism_{exp.name}_grid.csv")
+        save_csv(full, out / "tables" / f"mechanism_{exp.name}_grid.csv")
         cells = full[((full["condition"] == "clean") & (full["delay"] == 0))
                      | ((full["condition"] == PRIMARY_STALE) & (full["delay"] == 4))]
         cells = _cols(cells, ["condition", "delay", "operation"], EFFECT_SHOWN)
-        report.table(cells, _save(cells, out / "tables" / f"mechanism_{exp.name}.csv"),
+        report.table(cells, save_csv(cells, out / "tables" / f"mechanism_{exp.name}.csv"),
                      f"{exp.name} cohort: effect of each operation vs no recovery")
         ops = set(df["operation"])
         if {"refresh", "refresh_ablated"} <= ops and (df["condition"] == PRIMARY_STALE).any():
@@ -195,19 +188,19 @@ def _mechanism_section(report: Report, out: Path, experiments: list[Experiment],
             counts = joint_outcomes(df, "refresh", "refresh_ablated", condition=PRIMARY_STALE, delay=delay, by=[])
             matrix = joint_matrix(counts).reset_index().rename(columns={"outcome_a": "refresh \\ refresh_ablated"})
             matrix.columns.name = None
-            report.table(matrix, _save(matrix, out / "tables" / f"joint_{exp.name}.csv"),
+            report.table(matrix, save_csv(matrix, out / "tables" / f"joint_{exp.name}.csv"),
                          f"Joint outcomes at {PRIMARY_STALE}, delay {delay} (executed pairs; rows: full refresh, "
                          "columns: content-ablated refresh)")
             eff = joint_effects(df, "refresh", "refresh_ablated", condition=PRIMARY_STALE, delay=delay, by=[],
                                 resamples=resamples, seed=seed)
-            report.table(eff, _save(eff, out / "tables" / f"joint_effects_{exp.name}.csv"),
+            report.table(eff, save_csv(eff, out / "tables" / f"joint_effects_{exp.name}.csv"),
                          "Paired effects on the tasks where both operations ran")
             if finding is None:
                 finding = mechanism_finding(eff, full, PRIMARY_STALE, delay)
             fig = plot_joint(df, "refresh", "refresh_ablated", condition=PRIMARY_STALE, delay=delay)
-            report.figure(_fig(fig, out / "figures", f"joint_{exp.name}"),
+            report.figure(save_figure(fig, out / "figures", f"joint_{exp.name}"),
                           f"Joint outcomes of full vs content-ablated refresh ({PRIMARY_STALE}, delay {delay})")
-        report.figure(_fig(plot_mechanisms(df, cohort="all", resamples=resamples, seed=seed), out / "figures",
+        report.figure(save_figure(plot_mechanisms(df, cohort="all", resamples=resamples, seed=seed), out / "figures",
                            f"mechanism_{exp.name}"), f"{exp.name}: mechanism controls by operation")
     return finding
 
@@ -225,78 +218,127 @@ def _explanation_section(report: Report, out: Path, experiments: list[Experiment
     report.text(
         "The built-in agent records which of its named mechanisms fired at each step (the explanation "
         "trace, beside each transcript in the episode store; never read by features or the router). Two "
-        "arms of a pair diverge when the agent's replies after the branch point differ; each divergence is "
+        "arms of a pair diverge when the agent's replies after the branch point differ; a divergence is "
         "explained by the recovery-reachable mechanisms that fired between the recovery step and the first "
-        f"divergent reply (`cir explain` shows one pair). {len(diverged)} of {len(table)} pairs diverge; "
-        f"{unexplained} divergences are explained by no mechanism."
+        f"divergent reply (`cir explain` shows one pair). {len(diverged)} of {len(table)} pairs diverge. "
+        f"A check of the instrument, not a finding about recovery: {unexplained} divergences are explained "
+        "by no mechanism (an unexplained one would be a defect of the agent). What the table says is which "
+        "mechanisms make the rescues and harms."
     )
     counts = mechanism_counts(table)
-    report.table(counts, _save(counts, out / "tables" / "mechanisms_explained.csv"),
+    report.table(counts, save_csv(counts, out / "tables" / "mechanisms_explained.csv"),
                  "Pairs, rescues and harms each mechanism explains, by operation (all cohorts)")
 
 
-def _cir_section(report: Report, out: Path, experiments: list[Experiment], resamples: int, seed: int) -> Finding:
+def _cir_section(report: Report, out: Path, experiments: list[Experiment], resamples: int,
+                 seed: int) -> Finding:
     train = next(e for e in experiments if e.fit_cir)
     test = next(e for e in experiments if e.role == "eval")
     report.heading("3. Selective recovery: CIR on held-out tasks")
     train_df = select_cohort(read_paired(out / "runs" / train.name, require_features=True), train.fit_cir or "all")
     test_df = read_paired(out / "runs" / test.name, require_features=True)
-    policy = CIRPolicy(seed=seed).fit(train_df)
-    router = policy.to_router(task_ids=sorted(set(train_df["task_id"])))
-    router.save(out / "router.json")
-    t, s = policy.thresholds_, policy.oof_summary_
-    grid = policy.grid_
-    fit = pd.DataFrame([{
-        "train_tasks": policy.n_tasks_, "lambda": policy.lam, "epsilon": policy.epsilon, "d_min": policy.d_min,
-        "delays": ",".join(map(str, policy.delays)), "alpha": t["alpha"], "beta": t["beta"], "gamma": t["gamma"],
-        "settings_searched": len(grid), "settings_within_epsilon": int(grid["feasible"].sum()),
-        "oof_net_gain_pp": 100 * s["net_gain"], "oof_clean_harm": s["clean_harm"],
-        "oof_intervention_rate": s["intervention_rate"],
-    }])
+    sel = run_selective(train_df, test_df, out, resamples=resamples, seed=seed,
+                        source=str(out / "runs" / test.name))
+    fit = fit_table(sel.policies)
     report.text(
-        f"CIR is fitted on the `{train.name}` cohort's {train.fit_cir} tasks ({train.split}), as in the "
-        "paper: three L2 logistic models (C=0.1) for p_err, p0 and p1; thresholds (alpha, beta, gamma >= 0) "
-        f"searched over {len(grid)} settings on 5-fold out-of-fold predictions grouped by task, under a "
-        "clean-harm limit epsilon; then refitted on all fitting tasks (`router.json`). It is evaluated, with "
-        f"every baseline chosen the same way, on the held-out `{test.name}` cohort ({test.split}), which "
-        "shares no task and no room layout with the fitting tasks."
+        f"Two routers are fitted on the `{train.name}` cohort's {train.fit_cir} tasks ({train.split}) and "
+        f"evaluated on the held-out `{test.name}` cohort ({test.split}), which shares no task and no room "
+        "layout with them. `cir` is the paper's CIR: three L2 logistic models (C=0.1) for p_err, p0 and p1, "
+        "thresholds alpha, beta, gamma >= 0 (`router.json`). `cir_paired` uses the paired design's own "
+        "labels: the outcome class of every row (rescue, harm, stable) is observed, so P(rescue) and "
+        "P(harm) are fitted directly (C chosen by cross-validation grouped by task), with utility "
+        "P(rescue) - lambda P(harm), the same p_err gate, thresholds alpha and gamma >= 0 "
+        "(`router_paired.json`). Both search their thresholds on 5-fold out-of-fold predictions grouped "
+        "by task under the same clean-harm budget epsilon, then refit on all fitting tasks; every "
+        "baseline is chosen the same way (`anomaly_matched_cir_paired` matches cir_paired's rate)."
     )
-    report.table(fit, _save(fit, out / "tables" / "cir_fit.csv"), "CIR fit: thresholds and out-of-fold results")
-    result = evaluate(router, test_df, resamples=resamples, seed=seed, source=str(out / "runs" / test.name))
+    report.table(fit, save_csv(fit, out / "tables" / "cir_fit.csv"), "The fits: thresholds, budget and out-of-fold results")
+    report.text(budget_sentence(fit))
+    result = sel.evaluation
     summary, margins = result["summary"], result["margins"]
-    _save(result["episodes"], out / "tables" / "cir_eval_episodes.csv")
-    eval_csv = _save(summary, out / "tables" / "cir_eval.csv")
+    save_csv(result["episodes"], out / "tables" / "cir_eval_episodes.csv")
+    eval_csv = save_csv(summary, out / "tables" / "cir_eval.csv")
     report.table(_cols(summary[summary["condition"] == "all"], ["policy"], EVAL_SHOWN), eval_csv,
                  "Held-out evaluation, all conditions (per-condition rows and more columns in the CSV)")
-    report.table(_cols(summary[summary["policy"] == "cir"], ["condition"], EVAL_SHOWN), eval_csv,
-                 "CIR by observation condition")
-    optimism = _optimism(s, result["episodes"])
-    report.table(optimism, _save(optimism, out / "tables" / "cir_optimism.csv"),
-                 f"CIR out of fold (the threshold search's own estimate, over {len(grid)} settings) "
-                 "next to the held-out result")
-    report.table(margins[margins["condition"] == "all"], _save(margins, out / "tables" / "cir_margins.csv"),
-                 "Margins of CIR over each policy (pp, paired by task)")
+    for name in ROUTERS:
+        report.table(_cols(summary[summary["policy"] == name], ["condition"], EVAL_SHOWN), eval_csv,
+                     f"{name} by observation condition")
+    which_recovery_section(report, out, result["episodes"], summary, margins)
+    optimism = optimism_table(sel.policies, result["episodes"])
+    report.table(optimism, save_csv(optimism, out / "tables" / "cir_optimism.csv"),
+                 "Out of fold (the threshold search's own estimate) next to the held-out result")
+    report.table(margins[margins["condition"] == "all"], save_csv(margins, out / "tables" / "cir_margins.csv"),
+                 "Margins of each router over each policy (pp, paired by task)")
+    disc = discrimination_table(sel.policies, sel.routers, test_df)
+    report.table(disc, save_csv(disc, out / "tables" / "cir_discrimination.csv"),
+                 "How well each router's scores tell rescue and harm cells from the rest (ROC AUC; 0.5 is chance)")
+    router = sel.routers["cir"]
     cal = calibration_table(router, test_df)
-    cal_csv = _save(cal, out / "tables" / "cir_calibration.csv")
+    cal_csv = save_csv(cal, out / "tables" / "cir_calibration.csv")
     brier = cal.groupby("model", sort=False)["brier"].first().reset_index()
-    report.table(brier, cal_csv, "Brier scores of the three models on the held-out cohort")
-    report.figure(_fig(calibration_figure(router, test_df), out / "figures", "cir_calibration"),
+    report.table(brier, cal_csv, "Brier scores of cir's three models on the held-out cohort")
+    report.figure(save_figure(calibration_figure(router, test_df), out / "figures", "cir_calibration"),
                   "Reliability of p_err, p0 and p1 on the held-out cohort")
-    return cir_finding(summary, policy.epsilon)
+    return cir_finding(summary, float(fit["epsilon"].iloc[0]))
 
 
-def _optimism(oof: dict[str, float], episodes: pd.DataFrame) -> pd.DataFrame:
-    """The objective and constraint of the paper's eq. 4, out of fold and held out."""
-    err = episodes["condition"] != "clean"
-    clean = ~err
-    gain = (episodes["y_cir"] - episodes["y_never"])[err].mean() if err.any() else float("nan")
-    harm = ((episodes["y_never"] == 1) & (episodes["y_cir"] == 0))[clean].mean() if clean.any() else float("nan")
-    return pd.DataFrame([
-        {"estimate": "out of fold (fitting tasks)", "net_gain_erroneous_pp": 100 * oof["net_gain"],
-         "clean_harm": oof["clean_harm"], "intervention_rate": oof["intervention_rate"]},
-        {"estimate": "held out", "net_gain_erroneous_pp": 100 * float(gain), "clean_harm": float(harm),
-         "intervention_rate": float(episodes["int_cir"].mean())},
-    ])
+def which_recovery_section(report: Report, out: Path, arms: pd.DataFrame, summary: pd.DataFrame,
+                           margins: pd.DataFrame, suffix: str = "") -> None:
+    """"Which recovery?": the router over several operations against each single-operation
+    router, always the best single operation, the anomaly rule with each operation and the
+    oracle over all; and the mix of operations it chose by condition and delay."""
+    if f"y_{MULTI}" not in arms.columns:
+        return
+    report.heading("Which recovery?")
+    singles = [p for p in summary["policy"].unique() if p.startswith("cir_paired")]
+    report.text(
+        f"`{MULTI}` fits the paired estimator for every operation the cohorts ran (P(rescue) and P(harm) per "
+        "operation) and recovers, at the first candidate delay where the p_err gate and the utility "
+        "threshold pass, with the operation of highest utility, at most once; its thresholds are searched "
+        "over all operations together under the same clean-harm budget. It is compared with the paired "
+        f"single-operation routers ({', '.join(f'`{s}`' for s in singles)}), with always recovering with the "
+        f"operation and delay that gained most on the fitting tasks (`always_{MULTI}`) and with each operation "
+        "at its best delay (`always_<op>`), with the anomaly rule recovering with each operation "
+        "(`anomaly_<op>`), and with the oracle, which recovers wherever some operation "
+        "rescues. Every operation's branches were run from the same states, so this comparison is exact: no "
+        "off-policy estimate is involved."
+    )
+    ops = sorted({op for op in arms[f"op_{MULTI}"] if op} | {p.removeprefix("always_") for p in summary["policy"]
+                                                              if p.startswith("always_") and not p.startswith("always_cir")})
+    keep = [*singles, MULTI, f"always_{MULTI}", *[f"always_{op}" for op in ops], *[f"anomaly_{op}" for op in ops],
+            "oracle"]
+    rows = summary[(summary["condition"] == "all") & summary["policy"].isin(keep)]
+    path = out / "tables" / f"cir_eval{suffix}.csv"
+    report.table(_cols(rows, ["policy"], [*EVAL_SHOWN, "oracle_fraction"]), path,
+                 "Held-out, all conditions: the operation chooser and what it is measured against")
+    m = margins[(margins["policy"] == MULTI) & (margins["condition"] == "all")
+                & margins["versus"].isin([*singles, f"always_{MULTI}", "oracle", "anomaly",
+                                          *[f"anomaly_{op}" for op in ops]])]
+    report.table(m, out / "tables" / f"cir_margins{suffix}.csv", f"Margins of {MULTI} (pp, paired by task)")
+    mix = mix_table(arms, MULTI)
+    report.table(mix, save_csv(mix, out / "tables" / f"cir_mix{suffix}.csv"),
+                 f"The operations {MULTI} chose, by condition and delay (delay -1: no recovery)")
+    try:
+        report.figure(save_figure(plot_recovery_mix(mix), out / "figures", f"cir_mix{suffix}"),
+                      f"Which recovery {MULTI} chose, by condition and delay")
+    except FigureSkipped as skipped:
+        report.text(f"No figure of the mix: {skipped}.")
+
+
+def budget_sentence(fit: pd.DataFrame) -> str:
+    """Whether the clean-harm budget bound each router's threshold search, in words."""
+    parts = []
+    for _, r in fit.iterrows():
+        within, searched = int(r["settings_within_epsilon"]), int(r["settings_searched"])
+        if within == searched:
+            parts.append(f"for `{r['router']}` all {searched} threshold settings met the clean-harm budget "
+                         f"(epsilon = {format_number(r['epsilon'], 2)} of {int(r['clean_arms'])} clean arms), "
+                         "so it did not bind")
+        else:
+            parts.append(f"for `{r['router']}` {within} of {searched} threshold settings met the clean-harm "
+                         f"budget (epsilon = {format_number(r['epsilon'], 2)} of {int(r['clean_arms'])} clean "
+                         "arms): it bound")
+    return "The budget: " + "; ".join(parts) + "."
 
 
 def _findings_section(report: Report, findings: list[Finding], quick: bool) -> None:

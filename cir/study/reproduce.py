@@ -14,18 +14,20 @@ import hashlib
 import json
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from cir import __version__
-from cir.agents.factory import LLMConfig, make_agent
 from cir.episode.protocol import DEFAULT_RESAMPLES, DEFAULT_SEED
 from cir.families.alfworld.generate import generate_split
 from cir.families.alfworld.tasks import load_tasks
 from cir.pairs.record import RunRecord
-from cir.pairs.run import run_experiment
+from cir.pairs.run import make_run_agent, run_experiment
+from cir.pairs.settings import RunSettings
 from cir.study.experiments import Experiment, load_experiments, task_slices
+from cir.study.pooled import write_pooled_report
+from cir.study.replicates import replicate_dir, replicate_seeds
 from cir.study.report import write_study_report
 from cir.util.errors import CirError
 from cir.util.files import read_json, write_atomic
@@ -35,7 +37,8 @@ STUDY_JSON = "study.json"
 
 @dataclass(frozen=True)
 class StudySettings:
-    """Everything that changes the study's results (recorded in ``study.json``)."""
+    """Everything that changes the study's results (recorded in ``study.json``): the size of
+    its cohorts, its agent (from the runs' settings) and the bootstrap's resamples."""
 
     quick: bool = False
     agent: str = "builtin"
@@ -43,6 +46,12 @@ class StudySettings:
     resamples: int = DEFAULT_RESAMPLES
     base_url: str | None = None
     llm: dict[str, Any] | None = None  # the LLM agent's settings (LLMConfig), None for the default
+    perturb_at: int | None = None  # a fixed perturbed env action for every cohort (None: the paper's 25%)
+
+    @classmethod
+    def of(cls, run: RunSettings, quick: bool, resamples: int, perturb_at: int | None = None) -> StudySettings:
+        return cls(quick=quick, agent=run.agent, seed=run.seed, resamples=resamples, base_url=run.base_url,
+                   llm=None if run.llm.is_default() else run.llm.as_dict(), perturb_at=perturb_at)
 
 
 def _check_study(out: Path, identity: dict[str, Any]) -> list[dict[str, Any]]:
@@ -108,38 +117,73 @@ def cohort_tasks(out: Path, experiments: list[Experiment], quick: bool, seed: in
     return {name: by_split[split][start:stop] for name, (split, start, stop) in slices.items()}
 
 
-def reproduce(
-    out: str | Path,
-    *,
-    quick: bool = False,
-    agent: str = "builtin",
-    jobs: int = 1,
-    seed: int = 0,
-    resamples: int = DEFAULT_RESAMPLES,
-    backend: str = "loky",
-    scheduler: str | None = None,
-    base_url: str | None = None,
-    llm: LLMConfig | None = None,
-    cache_dir: str | Path | None = None,
-    experiments_dir: str | Path | None = None,
-    engine_savings: bool = True,
-    progress: bool = True,
-    echo: Callable[[str], None] = print,
-) -> Path:
+def reproduce(out: str | Path, settings: RunSettings | None = None, *, quick: bool = False,
+              replicates: int = 1, perturb_at: int | None = None, resamples: int = DEFAULT_RESAMPLES,
+              experiments_dir: str | Path | None = None, progress: bool = True,
+              echo: Callable[[str], None] = print) -> Path:
     """Run the study into ``out``; return the path of ``report.md``.
 
-    ``engine_savings=False`` generates and runs on textworld's engine unmodified: slower,
-    the same files and tables (a check of the savings, ``cir.families.alfworld.engine``).
-    ``llm`` sets how an LLM agent asks its server; ``cache_dir`` is one reply cache for
-    every cohort (default: each run folder's own), which a later study can share.
+    ``settings`` are every cohort's run settings but the grid (each experiment's): the agent,
+    whose seed is also the seed of task generation and of the analysis, the parallelism, the
+    reply cache (``cache_dir``: one for every cohort, which a later study can share; default
+    each run folder's own) and the engine (``engine_savings=False`` generates and runs on
+    textworld's engine unmodified: slower, the same files and tables).
+
+    ``replicates`` > 1 runs that many independent replicates of the whole study (seeds
+    :func:`cir.study.replicates.replicate_seeds`: replicate 0 is this study), each a complete
+    study folder under ``out/replicates/seed-S/``, and writes the pooled report into ``out``
+    (:mod:`cir.study.pooled`). ``perturb_at`` perturbs the same env action in every task
+    instead of the one after 25% of the factual run (:mod:`cir.episode.perturb`).
     """
     out = Path(out)
+    settings = settings or RunSettings()
+    if isinstance(replicates, bool) or not isinstance(replicates, int) or replicates < 1:
+        raise CirError(f"replicates {replicates!r}: expected an integer >= 1")
+    kwargs = dict(quick=quick, perturb_at=perturb_at, resamples=resamples, experiments_dir=experiments_dir,
+                  progress=progress, echo=echo)
+    if replicates == 1:
+        return _study(out, settings, **kwargs)
     experiments = load_experiments(experiments_dir)
-    llm = llm or LLMConfig()
-    make_agent(agent, base_url=base_url, seed=seed, llm=llm)  # a bad agent setting: before any folder
-    settings = StudySettings(quick=quick, agent=agent, seed=seed, resamples=resamples, base_url=base_url,
-                             llm=None if llm.is_default() else llm.as_dict())
-    identity = {**asdict(settings), "experiments": [e.identity() for e in experiments]}
+    seeds = replicate_seeds(settings.seed, replicates)
+    identity = {**asdict(StudySettings.of(settings, quick, resamples, perturb_at)), "replicates": replicates,
+                "experiments": [e.identity() for e in experiments]}
+    out.mkdir(parents=True, exist_ok=True)
+    earlier = _check_study(out, identity)
+    study = {"cir_version": __version__, "settings": identity, "replicate_seeds": seeds, "timings": {},
+             "earlier_calls": earlier}
+    _write_study(out, study)
+    t_start = time.perf_counter()
+    studies = {}
+    for i, s in enumerate(seeds, 1):
+        echo(f"== replicate {i}/{replicates} (seed {s}) in {replicate_dir(out, s)}")
+        t0 = time.perf_counter()
+        _study(replicate_dir(out, s), replace(settings, seed=s), **kwargs)
+        studies[s] = replicate_dir(out, s)
+        study["timings"][f"replicate_seed_{s}_seconds"] = round(time.perf_counter() - t0, 1)
+        _write_study(out, study)
+    echo(f"== pooled: {replicates} replicates, tables, figures and the report")
+    t0 = time.perf_counter()
+    report = write_pooled_report(out, experiments, studies, resamples=resamples, seed=settings.seed,
+                                 agent=settings.agent, quick=quick)
+    study["timings"]["pooled_analysis_seconds"] = round(time.perf_counter() - t0, 1)
+    study["timings"]["total_seconds"] = round(time.perf_counter() - t_start, 1)
+    _write_study(out, study)
+    echo(f"report: {report} and {report.with_suffix('.html')} ({study['timings']['total_seconds']:.0f} s in this call)")
+    return report
+
+
+def _study(out: Path, settings: RunSettings, *, quick: bool, perturb_at: int | None, resamples: int,
+           experiments_dir: str | Path | None, progress: bool, echo: Callable[[str], None]) -> Path:
+    """One study (one replicate) into ``out``; the path of its ``report.md``."""
+    experiments = load_experiments(experiments_dir)
+    if perturb_at is not None:
+        try:
+            experiments = [replace(e, replay=replace(e.replay, perturb_at=perturb_at)) for e in experiments]
+        except CirError as err:
+            raise CirError(f"--perturb-at: {err}") from None
+    make_run_agent(replace(settings, cache_dir=None))  # a bad agent setting: before any folder
+    identity = {**asdict(StudySettings.of(settings, quick, resamples, perturb_at)),
+                "experiments": [e.identity() for e in experiments]}
     out.mkdir(parents=True, exist_ok=True)
     earlier = _check_study(out, identity)
     # a resumed study keeps what earlier calls took; "timings" is this call's
@@ -149,9 +193,27 @@ def reproduce(
 
     echo(f"[1/4] tasks: generating {'quick' if quick else 'full'} cohorts under {out / 'tasks'}")
     t0 = time.perf_counter()
-    cohorts = cohort_tasks(out, experiments, quick, seed, progress, jobs, engine_savings)
+    cohorts = cohort_tasks(out, experiments, quick, settings.seed, progress, settings.jobs,
+                           settings.engine_savings)
     study["timings"]["tasks_seconds"] = round(time.perf_counter() - t0, 1)
+    runs = _run_cohorts(out, experiments, cohorts, settings, study, progress, echo)
 
+    echo("[3/4] analysis: tables, figures, CIR fit and held-out evaluation")
+    t0 = time.perf_counter()
+    report = write_study_report(out, experiments, runs, resamples=resamples, seed=settings.seed,
+                                agent=settings.agent, quick=quick)
+    study["timings"]["analysis_seconds"] = round(time.perf_counter() - t0, 1)
+    study["timings"]["total_seconds"] = round(time.perf_counter() - t_start, 1)
+    _write_study(out, study)
+    echo(f"[4/4] report: {report} and {report.with_suffix('.html')} "
+         f"({study['timings']['total_seconds']:.0f} s in this call)")
+    return report
+
+
+def _run_cohorts(out: Path, experiments: list[Experiment], cohorts: dict[str, list[Any]],
+                 settings: RunSettings, study: dict[str, Any], progress: bool,
+                 echo: Callable[[str], None]) -> dict[str, RunRecord]:
+    """Each experiment's paired run (its grid, the study's settings otherwise), timed."""
     runs: dict[str, RunRecord] = {}
     for i, exp in enumerate(experiments, 1):
         grid = exp.replay
@@ -159,22 +221,8 @@ def reproduce(
              f"{', '.join(grid.conditions)} x delays {','.join(map(str, grid.delays))} x "
              f"{', '.join(grid.operations)})")
         t0 = time.perf_counter()
-        record = run_experiment(
-            cohorts[exp.name], out / "runs" / exp.name, agent=agent, seed=seed, settings=grid,
-            jobs=jobs, backend=backend, scheduler=scheduler, base_url=base_url, llm=llm,
-            cache_dir=cache_dir, tasks_source=f"{exp.split}[{exp.name}]",
-            engine_savings=engine_savings, progress=progress, echo=echo,
-        )
-        runs[exp.name] = record
+        runs[exp.name] = run_experiment(cohorts[exp.name], out / "runs" / exp.name, settings.with_replay(grid),
+                                        tasks_source=f"{exp.split}[{exp.name}]", progress=progress, echo=echo)
         study["timings"][f"run_{exp.name}_seconds"] = round(time.perf_counter() - t0, 1)
         _write_study(out, study)
-
-    echo("[3/4] analysis: tables, figures, CIR fit and held-out evaluation")
-    t0 = time.perf_counter()
-    report = write_study_report(out, experiments, runs, resamples=resamples, seed=seed, agent=agent, quick=quick)
-    study["timings"]["analysis_seconds"] = round(time.perf_counter() - t0, 1)
-    study["timings"]["total_seconds"] = round(time.perf_counter() - t_start, 1)
-    _write_study(out, study)
-    echo(f"[4/4] report: {report} and {report.with_suffix('.html')} "
-         f"({study['timings']['total_seconds']:.0f} s in this call)")
-    return report
+    return runs

@@ -3,3 +3,20 @@
 
 class CirError(Exception):
     """An error caused by user input or settings; the CLI prints it as one line, no traceback."""
+
+
+class SettingError(CirError):
+    """A setting with a value it cannot take, found where the settings are built.
+
+    In Python the message names the setting (``max_turns 0: expected ...``), or the item of a
+    list setting (``delay -1: expected ...``); the command line names the option that set it
+    instead (:meth:`as_option`: ``--max-turns 0: expected ...``, ``--delays: delay -1: ...``).
+    """
+
+    def __init__(self, setting: str, value: object, expected: str, item: str | None = None) -> None:
+        self.setting, self.value, self.expected, self.item = setting, value, expected, item
+        super().__init__(f"{item or setting} {value!r}: expected {expected}")
+
+    def as_option(self) -> str:
+        option = "--" + self.setting.replace("_", "-")
+        return f"{option}: {self}" if self.item else f"{option} {self.value!r}: expected {self.expected}"

@@ -44,13 +44,18 @@ def write_atomic(path: str | Path, text: str) -> Path:
     path that is a device or a pipe (``/dev/null``) is written to, not renamed over: a
     rename would replace the device with a file.
     """
+    return write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def write_bytes_atomic(path: str | Path, data: bytes) -> Path:
+    """:func:`write_atomic` for bytes."""
     path = Path(path)
     if path.is_dir():
         raise CirError(f"{path}: is a folder, expected a file name")
     if path.exists() and not path.is_file():
         try:
-            with open(path, "w", encoding="utf-8", newline="") as fh:
-                fh.write(text)
+            with open(path, "wb") as fh:
+                fh.write(data)
         except OSError as err:
             raise disk_error(path, err) from None
         return path
@@ -59,8 +64,8 @@ def write_atomic(path: str | Path, text: str) -> Path:
     except OSError as err:
         raise disk_error(path, err) from None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, 0o666 & ~_UMASK)

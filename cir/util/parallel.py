@@ -7,7 +7,9 @@ the copies and drops the facts when a game's engine closes, so a worker's memory
 over hundreds of tasks. As a second line, loky replaces a worker whose memory has grown by
 300 MB since its first task; it measures that with psutil (a dependency for this reason:
 without it loky silently skips the check) and warns "A worker stopped while some jobs were
-given to the executor"; that warning is noise to a user, so it is silenced here, and only here.
+given to the executor"; that warning is noise to a user, so it is silenced here, and only here,
+as is joblib's note that finished results went unused when the caller stops early (its own
+error, Ctrl-C), which would come before the caller's error line.
 
 Two guards against runaway processes: ``jobs`` is bounded by the machine's cores
 (:func:`check_jobs`; a remote Dask cluster is not bounded), and a local worker process
@@ -18,10 +20,13 @@ finishing its task for nobody (:class:`_EndWithParent`).
 from __future__ import annotations
 
 import os
+import re
+import signal
 import threading
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from typing import Any
 
@@ -31,9 +36,30 @@ from cir.util.errors import CirError
 
 BACKENDS = ("loky", "threading", "dask")
 _WORKER_RESTART = "A worker stopped while some jobs were given to the executor"
+#: what joblib says when the caller stops early (an error in the caller, Ctrl-C): noise
+#: printed before the caller's own error line
+_STOPPED_EARLY = r"\d+ tasks (have been successfully executed|which were still being processed)"
 #: Local workers per core at most: more only queue for the CPU (and each holds an engine).
 MAX_JOBS_PER_CORE = 4
 _PARENT_POLL = 0.5  # seconds between a worker's checks that its parent is alive
+
+
+class WorkerLost(CirError):
+    """A worker process ended in the middle of its work (killed, or out of memory)."""
+
+
+def _lost(err: BaseException) -> WorkerLost:
+    """One line for a worker that died, naming the signal that ended it when the pool says."""
+    listed = re.search(r"\{(.*?)\}", str(err))  # loky: "The exit codes of the workers are {SIGKILL(-9)}"
+    codes = re.findall(r"-?\d+", listed.group(1)) if listed else []
+    names = []
+    for code in codes:
+        try:
+            names.append(signal.Signals(-int(code)).name if int(code) < 0 else f"exit code {code}")
+        except ValueError:
+            names.append(f"exit code {code}")
+    how = f" ({', '.join(sorted(set(names)))})" if names else ""
+    return WorkerLost(f"a worker process ended in the middle of a task{how}: killed, or out of memory")
 
 
 def cores() -> int:
@@ -73,10 +99,15 @@ _watching: set[int] = set()
 
 
 def _watch_parent(parent: int) -> None:
-    """In a direct child of ``parent``: a daemon thread that ends the process when the
-    parent dies (the child is then adopted, so its parent pid changes)."""
-    if parent in _watching or os.getpid() == parent or os.getppid() != parent:
+    """In a worker process of ``parent`` (a direct child): a daemon thread that ends the
+    process when the parent dies (the child is then adopted, so its parent pid changes).
+    Called when the worker starts (loky's initializer: an idle worker ends too) and again
+    before each call; a worker that finds its parent already gone ends at once (it was still
+    loading its first task when the parent was killed)."""
+    if parent in _watching or os.getpid() == parent:
         return
+    if os.getppid() != parent:
+        os._exit(1)
     _watching.add(parent)
 
     def watch() -> None:
@@ -109,11 +140,19 @@ def parallel_map(fn: Callable[..., Any], items: Iterable[Any], *args: Any, jobs:
     return_as = "generator" if ordered else "generator_unordered"
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=_WORKER_RESTART, category=UserWarning)
-        if backend != "dask":
-            yield from joblib.Parallel(n_jobs=jobs, backend=backend, return_as=return_as)(calls)
-            return
-        with _dask_client(jobs, scheduler), joblib.parallel_config(backend="dask"):
-            yield from joblib.Parallel(n_jobs=jobs, return_as=return_as)(calls)
+        warnings.filterwarnings("ignore", message=_STOPPED_EARLY, category=UserWarning)
+        try:
+            if backend == "loky":  # each worker watches for its parent from its start
+                with joblib.parallel_config(backend="loky", initializer=_watch_parent, initargs=(os.getpid(),)):
+                    yield from joblib.Parallel(n_jobs=jobs, return_as=return_as)(calls)
+                return
+            if backend != "dask":
+                yield from joblib.Parallel(n_jobs=jobs, backend=backend, return_as=return_as)(calls)
+                return
+            with _dask_client(jobs, scheduler), joblib.parallel_config(backend="dask"):
+                yield from joblib.Parallel(n_jobs=jobs, return_as=return_as)(calls)
+        except BrokenProcessPool as err:
+            raise _lost(err) from None
 
 
 @contextmanager

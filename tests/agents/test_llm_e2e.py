@@ -130,16 +130,17 @@ def test_a_run_with_llm_options_extended_by_a_delay_asks_only_for_new_replies(
     from cir.pairs.paired import read_paired
     from cir.pairs.replay import ReplaySettings
     from cir.pairs.run import run_experiment
+    from cir.pairs.settings import RunSettings
 
     grid = dict(conditions=("clean", "stale1"), operations=("refresh",), max_turns=MAX_TURNS,
                 max_actions=MAX_ACTIONS)
     llm = LLMConfig(temperature=0.2, max_tokens=48, options={"top_k": 40})
 
     def run(out: Path, delays: tuple[int, ...], **kw):
-        return run_experiment([pick_place_task], out, agent=f"openai-completion:{MODEL_NAME}",
-                              base_url=server.base_url, settings=ReplaySettings(delays=delays, **grid),
-                              llm=llm, cache_dir=tmp_path / "cache", tasks_source="one task",
-                              progress=False, echo=lambda s: None, **kw)
+        settings = RunSettings(replay=ReplaySettings(delays=delays, **grid), agent=f"openai-completion:{MODEL_NAME}",
+                               base_url=server.base_url, llm=llm, cache_dir=tmp_path / "cache", **kw)
+        return run_experiment([pick_place_task], out, settings, tasks_source="one task",
+                              progress=False, echo=lambda s: None)
 
     first = run(tmp_path / "run1", (0, 1))
     table = (tmp_path / "run1" / "paired.csv").read_bytes()

@@ -13,7 +13,7 @@ import stat
 from pathlib import Path
 
 import pytest
-from support.replay import fake_tasks, make_fake_agent, make_fake_env
+from support.replay import fake_settings, fake_tasks
 
 from cir.cli import main
 from cir.pairs.replay import ReplaySettings
@@ -106,9 +106,9 @@ def _fail_writes(monkeypatch, after: int, code: int = errno.ENOSPC) -> None:
 
 
 def _run(out: Path):
-    return run_experiment(fake_tasks(4), out, agent="fake", settings=ReplaySettings(operations=("refresh",)),
-                          agent_factory=make_fake_agent, env_factory=make_fake_env, tasks_source="fake",
-                          progress=False, echo=lambda s: None)
+    return run_experiment(fake_tasks(4), out,
+                          fake_settings(ReplaySettings(operations=("refresh",)), "fake"),
+                          tasks_source="fake", progress=False, echo=lambda s: None)
 
 
 @pytest.mark.parametrize("after", [0, 3, 6, 9])

@@ -47,14 +47,14 @@ def test_fit_prints_thresholds_and_oof_numbers(tables: tuple[Path, Path], tmp_pa
     for name in ("calibration.csv", "calibration.png", "grid.csv", "oof.csv"):
         assert (tmp_path / "rep" / name).stat().st_size > 0
     cal = pd.read_csv(tmp_path / "rep" / "calibration.csv")
-    assert set(cal["model"]) == {"p_err", "p0", "p1"} and (cal["brier"] < cal["brier_baseline"]).any()
+    assert set(cal["model"]) == {"p_err", "p0", "p1[refresh]"} and (cal["brier"] < cal["brier_baseline"]).any()
 
 
 def test_evaluate_formats(router_path: Path, tables: tuple[Path, Path], tmp_path: Path,
                           capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["evaluate", str(router_path), str(tables[1]), "--resamples", "300"]) == 0
     md = capsys.readouterr().out
-    assert re.search(r"\|\s*policy\s*\|\s*condition\s*\|", md) and "Margins of CIR" in md
+    assert re.search(r"\|\s*policy\s*\|\s*condition\s*\|", md) and "Margins of each router" in md
     assert re.search(r"\|\s*cir\s*\|\s*all\s*\|", md)
     widest = max(len(line) for line in md.splitlines() if line.startswith("|"))
     assert widest <= 150 and "oracle_fraction" not in md  # compact by default (all columns: 254 wide)

@@ -147,7 +147,7 @@ def test_format_episode_marks_perturbation_and_recovery():
         delays = (2,)
 
         def decide(self, transcript, delay):
-            return type("D", (), {"refresh": True})()
+            return type("D", (), {"recover": True, "operation": "refresh"})()
 
     _, ep, info = run_episode(task.task_id, FakeAgent(), make_fake_env(task), "stale2", router=At2())
     plain = format_episode(ep, task, info, Painter(False))

@@ -97,7 +97,8 @@ class AlwaysRouter:
         self.asked.append((transcript.env_actions, delay))
 
         class D:
-            refresh = self.answer
+            recover = self.answer
+            operation = "refresh" if self.answer else None
 
         return D()
 

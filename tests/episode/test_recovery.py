@@ -8,15 +8,8 @@ from support.replay import FakeAgent, FakeEnv
 from cir.envs.counting import CountingEnv
 from cir.episode.harness import Harness, SnapshotHook
 from cir.episode.perturb import Perturbation, parse_condition
-from cir.episode.recovery import (
-    ABLATED_TEXT,
-    REFRESH_PREFIX,
-    REPLAN_TEXT,
-    REWIND_HEADER,
-    Checkpoints,
-    get_operation,
-    parse_operations,
-)
+from cir.episode.protocol import ABLATED_TEXT, REFRESH_PREFIX, REPLAN_TEXT, REWIND_HEADER
+from cir.episode.recovery import Checkpoints, get_operation, parse_operations
 from cir.util.errors import CirError
 
 
@@ -103,12 +96,15 @@ def test_operation_names():
         parse_operations("refresh,refresh")
 
 
-def test_registry_matches_the_vocabulary():
-    """Every operation the harness can apply is named once in cir.episode.protocol (display order)."""
-    from cir.episode import protocol
-    from cir.episode.recovery import OPERATIONS
+def test_every_registry_entry_has_its_implementation_and_nothing_else():
+    """The operations are named once (cir.episode.operations); recovery implements each."""
+    from cir.episode.operations import OPERATIONS
+    from cir.episode.recovery import IMPLEMENTATIONS
 
-    assert tuple(OPERATIONS) == protocol.OPERATIONS
+    assert list(IMPLEMENTATIONS) == list(OPERATIONS)
+    for name, info in OPERATIONS.items():
+        op = get_operation(name)
+        assert (op.name, op.queries_env, op.info) == (name, info.queries_env, info)
 
 
 def test_refresh_sends_the_env_s_declared_query_through_wrappers():

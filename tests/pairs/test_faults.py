@@ -25,13 +25,15 @@ from pathlib import Path
 
 import pytest
 from support.fake_openai import FAULTS, FakeOpenAI, Reply
-from support.replay import fake_tasks, make_fake_agent, make_fake_env
+from support.replay import fake_settings, fake_tasks, make_fake_env
 
 from cir.agents.cache import valid_record
 from cir.agents.llm import LLMAgent
+from cir.pairs.episode_record import EpisodeRecord
 from cir.pairs.paired import read_paired, run_table
 from cir.pairs.replay import ReplaySettings
 from cir.pairs.run import run_experiment
+from cir.pairs.settings import RunSettings
 from cir.pairs.store import EPISODES, RunStore, scan_store
 from cir.util.errors import CirError
 
@@ -43,19 +45,16 @@ SETTINGS = ReplaySettings(operations=("refresh", "replan"))
 SCRIPT = """
 import sys
 sys.path.insert(0, {tests!r})
-from support.replay import fake_tasks, make_fake_agent, make_fake_env
-from cir.pairs.replay import ReplaySettings
+from support.replay import fake_settings, fake_tasks
 from cir.pairs.run import run_experiment
-run_experiment(fake_tasks({n}), {out!r}, agent={agent!r},
-               settings=ReplaySettings(operations=("refresh", "replan")),
-               agent_factory=make_fake_agent, env_factory=make_fake_env, tasks_source="fake",
-               progress=False, echo=lambda s: None)
+from cir.pairs.settings import ReplaySettings
+run_experiment(fake_tasks({n}), {out!r}, fake_settings(ReplaySettings(operations=("refresh", "replan")), {agent!r}),
+               tasks_source="fake", progress=False, echo=lambda s: None)
 """
 
 
 def _run_inline(out: Path):
-    return run_experiment(fake_tasks(N_TASKS), out, agent=AGENT, settings=SETTINGS,
-                          agent_factory=make_fake_agent, env_factory=make_fake_env,
+    return run_experiment(fake_tasks(N_TASKS), out, fake_settings(SETTINGS, AGENT),
                           tasks_source="fake", progress=False, echo=lambda s: None)
 
 
@@ -91,25 +90,35 @@ def _sessions(run_dir: Path) -> int:
 # -- reads between faults ----------------------------------------------------------------------
 
 
+def _files(run_dir: Path) -> dict[str, bytes]:
+    if not run_dir.is_dir():
+        return {}
+    return {p.name: p.read_bytes() for p in sorted(run_dir.iterdir()) if p.is_file()}
+
+
 def check_reads(run_dir: Path, reference: str) -> None:
     """Nothing silently wrong: a checked read gives the whole reference table or refuses;
-    a partial read gives reference rows only, and says how partial."""
+    a partial read gives reference rows only, and says how partial; no read writes a file."""
     lines = reference.splitlines()
     header, rows = lines[0], set(lines[1:])
+    before = _files(run_dir)
     try:
         df = read_paired(run_dir)
     except CirError:
         pass
     else:
-        assert (run_dir / "paired.csv").read_text() == reference
+        text, status = run_table(run_dir)
+        assert text == reference and not status["partial"]
         assert not df.attrs["run"]["partial"] and len(df) == len(rows)
     try:
         text, status = run_table(run_dir, allow_partial=True)
     except CirError:
+        assert _files(run_dir) == before
         return  # nothing to read yet (no run record, say)
+    assert _files(run_dir) == before  # reading repairs nothing: only a writer does
     got = text.splitlines()
     if not status["partial"]:
-        assert text == reference  # (the store may be damaged since: the table was made whole)
+        assert text == reference  # (the store may be damaged since: the table is derived whole)
         return
     if len(got) > 1:
         assert got[0] == header and set(got[1:]) <= rows
@@ -251,8 +260,8 @@ def _store_with_tasks(path: Path, n: int = 8) -> dict[str, bytes]:
     store.open()
     for i in range(n):
         rows = [{"task_id": f"t{i}", "delay": d, "y0": i % 2} for d in range(3)]
-        store.append_task({"task_id": f"t{i}", "rows": rows},
-                          [{"task_id": f"t{i}", "role": "factual", "text": "x" * (50 * i)}] * 3)
+        episode = EpisodeRecord(f"t{i}", "factual", "x" * (50 * i))  # members of different sizes
+        store.append_task({"task_id": f"t{i}", "rows": rows}, [episode] * 3)
     return _payloads(store.episodes_path)
 
 
@@ -289,29 +298,36 @@ def damage_trial(tmp_path: Path, seed: int) -> dict[str, int]:
     found = _payloads(path)
     assert all(found[t] == original[t] for t in found)  # nothing comes back changed
     assert set(original) - hit <= set(found)  # nothing untouched is lost
-    done = RunStore(run_dir).open()
+    done = RunStore(run_dir).open().summaries()
     assert sorted(done) == sorted(found) and _payloads(path) == found
     assert scan_store(path).sound and scan_store(path).torn is None
-    return {"trials": 1, "damaged": len(scan.damaged), "tasks_to_rerun": len(set(original) - set(found))}
+    return {"trials": 1, "damaged": len(scan.damaged), "tasks_to_rerun": len(set(original) - set(found)),
+            kind: 1}
 
 
 def _damage_loop(tmp_path: Path, trials: int) -> dict[str, int]:
-    totals = {"trials": 0, "damaged": 0, "tasks_to_rerun": 0}
+    totals = {"trials": 0, "damaged": 0, "tasks_to_rerun": 0, "flip": 0, "truncate": 0, "insert": 0, "zeros": 0}
     for seed in range(trials):
         for key, value in damage_trial(tmp_path, seed).items():
             totals[key] += value
     print(f"\nstore damage loop: {totals}")
+    assert all(totals[kind] > 0 for kind in ("flip", "truncate", "insert", "zeros"))  # every kind tried
+    # every trial ran its checks (damage_trial asserts them), and the loop met the damage it
+    # is for: most trials damage a member, and some damage costs tasks (and some costs none)
+    assert totals["trials"] == trials
+    assert totals["damaged"] >= trials // 2
+    assert 0 < totals["tasks_to_rerun"] < trials * 8
     return totals
 
 
 def test_store_damage_at_random_offsets(tmp_path):
-    totals = _damage_loop(tmp_path, trials=40)
-    assert totals["damaged"] > 0
+    _damage_loop(tmp_path, trials=40)
 
 
 @pytest.mark.slow
 def test_store_damage_loop_long(tmp_path):
-    _damage_loop(tmp_path, trials=1000)
+    totals = _damage_loop(tmp_path, trials=1000)  # asserts every trial and the loop's totals
+    assert min(totals[kind] for kind in ("flip", "truncate", "insert", "zeros")) >= 150  # each kind often
 
 
 def test_damaged_run_resumes_only_the_damaged_tasks(tmp_path, reference):
@@ -327,7 +343,7 @@ def test_damaged_run_resumes_only_the_damaged_tasks(tmp_path, reference):
     record = _run_inline(out)
     assert record.sessions[-1].tasks_run == 1 and record.sessions[-1].resumed_tasks == N_TASKS - 1
     assert (out / "paired.csv").read_text() == reference
-    assert list(out.glob(f"{EPISODES}.damaged-*"))
+    assert list(out.glob(f"{EPISODES}.set-aside-*"))
 
 
 # -- an LLM server that fails -----------------------------------------------------------------------
@@ -374,8 +390,9 @@ LLM_SETTINGS = ReplaySettings(conditions=("clean", "stale1"), delays=(0, 1), ope
 
 
 def _llm_run(out: Path, base_url: str, cache: Path):
-    return run_experiment(fake_tasks(3), out, agent="openai-completion:fake", settings=LLM_SETTINGS,
-                          agent_factory=LLMFactory(base_url, cache), env_factory=make_fake_env,
+    return run_experiment(fake_tasks(3), out,
+                          RunSettings(replay=LLM_SETTINGS, agent="openai-completion:fake",
+                                      agent_factory=LLMFactory(base_url, cache), env_factory=make_fake_env),
                           tasks_source="fake", progress=False, echo=lambda s: None)
 
 

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from cir.cli import main
-from cir.pairs.paired import MAX_DELAY, read_paired, validate_paired
+from cir.episode.delays import MAX_DELAY
+from cir.pairs.paired import read_paired, validate_paired
 from cir.pairs.synthetic import simulate, simulate_paired
 from cir.router.runtime import MAX_ROUTER_BYTES, Router
 from cir.util.errors import CirError

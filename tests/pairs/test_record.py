@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from support.replay import fake_tasks, make_fake_agent, make_fake_env
+from support.replay import fake_settings, fake_tasks
 
 from cir.pairs.record import RunRecord
 from cir.pairs.replay import ReplaySettings
@@ -17,9 +17,9 @@ from cir.util.errors import CirError
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("record") / "run"
-    run_experiment(fake_tasks(4), out, agent="fake", settings=ReplaySettings(operations=("refresh", "replan")),
-                   agent_factory=make_fake_agent, env_factory=make_fake_env, tasks_source="fake",
-                   progress=False, echo=lambda s: None)
+    run_experiment(fake_tasks(4), out,
+                   fake_settings(ReplaySettings(operations=("refresh", "replan")), "fake"),
+                   tasks_source="fake", progress=False, echo=lambda s: None)
     return out
 
 

@@ -3,17 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from support.replay import FakeAgent, fake_tasks, make_fake_agent, make_fake_env
+from support.replay import FakeAgent, fake_settings, fake_tasks, make_fake_env
 
-from cir.episode.transcript import Transcript
+from cir.episode.delays import check_delays
 from cir.pairs.paired import PAIRED_COLUMNS, validate_paired
-from cir.pairs.replay import (
-    ReplayError,
-    ReplaySettings,
-    check_arm,
-    parse_delays,
-    run_task_pairs,
-)
+from cir.pairs.replay import ReplayError, ReplaySettings, check_arm, run_task_pairs
 from cir.pairs.run import run_experiment
 from cir.router.live import run_episode
 from cir.util.errors import CirError
@@ -44,7 +38,7 @@ def test_rows_cover_the_grid_and_prefixes_match():
 
 
 def _eps(r, role, cond=None):
-    return [e for e in r.episodes if e["role"] == role and (cond is None or e["condition"] == cond)]
+    return [e for e in r.episodes if e.role == role and (cond is None or e.condition == cond)]
 
 
 def test_arms_and_branches_are_consistent_with_a_from_scratch_run():
@@ -55,22 +49,22 @@ def test_arms_and_branches_are_consistent_with_a_from_scratch_run():
     task = fake_tasks(3)[0]
     r = run_one(task, ops=("refresh",))
     for cond in ("stale2", "stale1", "missing"):
-        arm = Transcript.from_dict(_eps(r, "no_recovery", cond)[0]["transcript"])
+        arm = _eps(r, "no_recovery", cond)[0].transcript
         env = make_fake_env(task)
         scratch = Harness(FakeAgent()).episode(env, task.task_id,
                                                perturbation=Perturbation(parse_condition(cond), r.point))
         assert scratch.fingerprint() == arm.fingerprint()
     # a refresh branch from scratch: run to the branch point, recover, continue
     for ep in _eps(r, "recovery", "stale2"):
-        if not ep["executed"]:
+        if not ep.executed:
             continue
-        branch = Transcript.from_dict(ep["transcript"])
+        branch = ep.transcript
         env = make_fake_env(task)
         h = Harness(FakeAgent())
         t = h.reset(env, task.task_id)
-        h.run(env, t, until_env_actions=r.point + ep["delay"],
+        h.run(env, t, until_env_actions=r.point + ep.delay,
               perturbation=Perturbation(parse_condition("stale2"), r.point))
-        assert len(t.steps) == ep["branch_step"]
+        assert len(t.steps) == ep.branch_step
         h.recover(env, t, "refresh")
         h.run(env, t)
         assert t.fingerprint() == branch.fingerprint()
@@ -80,13 +74,13 @@ def test_rewind_branch_restores_before_the_perturbed_step():
     task = fake_tasks(1)[0]
     r = run_one(task, ops=("rewind",), conditions=("stale2",))
     for ep in _eps(r, "recovery"):
-        if ep["executed"]:
-            t = Transcript.from_dict(ep["transcript"])
+        if ep.executed:
+            t = ep.transcript
             rw = [s for s in t.steps if s.rewind_to is not None]
             assert len(rw) == 1
-            factual = Transcript.from_dict(_eps(r, "factual")[0]["transcript"])
+            factual = _eps(r, "factual")[0].transcript
             assert rw[0].rewind_to == factual.steps_until_env_action(r.point - 1)
-            assert t.env_actions >= r.point + ep["delay"]
+            assert t.env_actions >= r.point + ep.delay
 
 
 def test_infeasible_task_is_recorded_not_dropped():
@@ -110,9 +104,9 @@ def test_no_work_done_twice():
     r = run_task_pairs(task, agent, make_fake_env(task), ReplaySettings(operations=ALL_OPS))
     contexts, env_keys = set(), set()
     for ep in r.episodes:
-        if ep["transcript"] is None:
+        if ep.transcript is None:
             continue
-        t = Transcript.from_dict(ep["transcript"])
+        t = ep.transcript
         for i, step in enumerate(t.steps):
             if step.actor == "agent":
                 contexts.add(context_hash(t.prefix(i).context(), agent.settings()))
@@ -125,7 +119,7 @@ def test_no_work_done_twice():
 def test_prefix_mismatch_names_the_task():
     task = fake_tasks(1)[0]
     r = run_one(task, ops=("refresh",), conditions=("clean",))
-    factual = Transcript.from_dict(_eps(r, "factual")[0]["transcript"])
+    factual = _eps(r, "factual")[0].transcript
     other = factual.prefix(len(factual.steps))
     other.steps[0].reply = "think: something else"
     with pytest.raises(ReplayError, match=task.task_id):
@@ -134,9 +128,9 @@ def test_prefix_mismatch_names_the_task():
 
 def test_settings_validation():
     with pytest.raises(CirError, match="delay -1"):
-        parse_delays("0,-1")
+        check_delays("0,-1")
     with pytest.raises(CirError, match="delay 'x'"):
-        parse_delays("0,x")
+        check_delays("0,x")
     with pytest.raises(CirError, match="delay"):
         ReplaySettings(delays=(-2,))
     with pytest.raises(CirError, match="unknown operation"):
@@ -152,11 +146,12 @@ def test_run_episode_router_and_condition():
         delays = (1, 2, 4)
 
         def decide(self, transcript, delay):
-            return type("D", (), {"refresh": delay == 2})()
+            return type("D", (), {"recover": delay == 2, "operation": "refresh"})()
 
     factual, ep, info = run_episode(task.task_id, FakeAgent(), make_fake_env(task), "stale2", router=Yes())
     assert info["point"] and info["router_decisions"][:2] == [
-        {"delay": 1, "refresh": False}, {"delay": 2, "refresh": True}]
+        {"delay": 1, "recover": False, "operation": None},
+        {"delay": 2, "recover": True, "operation": "refresh"}]
     assert sum(1 for s in ep.steps if s.actor == "harness") == 1
     f2, e2, info2 = run_episode(task.task_id, FakeAgent(), make_fake_env(task))
     assert f2 is e2 and info2["point"] is None
@@ -164,9 +159,9 @@ def test_run_episode_router_and_condition():
 
 def _experiment(out, jobs=1, backend="loky", n=5, **kw):
     return run_experiment(
-        fake_tasks(n), out, agent="fake", settings=ReplaySettings(operations=("refresh", "rewind")),
-        jobs=jobs, backend=backend, agent_factory=make_fake_agent, env_factory=make_fake_env,
-        tasks_source="fake", progress=False, echo=lambda s: None, **kw)
+        fake_tasks(n), out, fake_settings(ReplaySettings(operations=("refresh", "rewind")), "fake",
+                                          jobs=jobs, backend=backend, **kw),
+        tasks_source="fake", progress=False, echo=lambda s: None)
 
 
 def test_experiment_deterministic_and_jobs_independent(tmp_path):
@@ -206,17 +201,15 @@ def test_rerun_does_nothing_and_other_settings_refused(tmp_path):
     msgs = []
     rec = _experiment(tmp_path / "r")
     assert rec.complete and rec.counts.tasks_done == 5
-    run_experiment(fake_tasks(5), tmp_path / "r", agent="fake",
-                   settings=ReplaySettings(operations=("refresh", "rewind")),
-                   agent_factory=make_fake_agent, env_factory=make_fake_env, tasks_source="fake",
-                   progress=False, echo=msgs.append)
+    run_experiment(fake_tasks(5), tmp_path / "r",
+                   fake_settings(ReplaySettings(operations=("refresh", "rewind")), "fake"),
+                   tasks_source="fake", progress=False, echo=msgs.append)
     assert "nothing to do" in msgs[0]
     with pytest.raises(CirError, match="delays"):
-        run_experiment(fake_tasks(5), tmp_path / "r", agent="fake",
-                       settings=ReplaySettings(operations=("refresh", "rewind"), delays=(0, 1)),
-                       agent_factory=make_fake_agent, env_factory=make_fake_env, tasks_source="fake",
-                       progress=False, echo=msgs.append)
-    with pytest.raises(CirError, match="unknown backend"):
+        run_experiment(fake_tasks(5), tmp_path / "r",
+                       fake_settings(ReplaySettings(operations=("refresh", "rewind"), delays=(0, 1)), "fake"),
+                       tasks_source="fake", progress=False, echo=msgs.append)
+    with pytest.raises(CirError, match="backend .spark.: expected one of loky"):
         _experiment(tmp_path / "x", backend="spark")
     with pytest.raises(CirError, match="no tasks"):
         run_experiment([], tmp_path / "y", progress=False)
@@ -245,3 +238,23 @@ def test_branching_env_does_each_transition_once():
     assert env.stats["env_restores"] == 1 and real.steps == 4
     with pytest.raises(CirError, match="unknown state"):
         env.restore(("fly",))
+
+
+def test_a_fixed_perturbation_point_is_the_same_env_action_in_every_task():
+    from cir.episode.perturb import feasibility, parse_conditions, perturbation_point
+    from cir.pairs.replay import run_task_pairs
+
+    settings = ReplaySettings(conditions=("clean", "stale2"), delays=(0, 1), perturb_at=3)
+    points = set()
+    for task in fake_tasks(6):
+        result = run_task_pairs(task, FakeAgent(), make_fake_env(task), settings)
+        assert result.feasible, result.reason
+        points.add(result.point)
+    assert points == {3}
+    assert perturbation_point(40, 0.25, at=3) == 3 and perturbation_point(40, 0.25) == 11
+    ok, reason = feasibility(2, parse_conditions("stale2"), at=3)
+    assert not ok and "env action 3" in reason
+    ok, reason = feasibility(10, parse_conditions("stale2"), at=2)
+    assert not ok and "stale2 needs 2 env actions before" in reason
+    with pytest.raises(CirError, match="perturbation point 0"):
+        ReplaySettings(perturb_at=0)

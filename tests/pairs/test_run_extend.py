@@ -15,10 +15,10 @@ from support.replay import FakeAgent, fake_tasks, make_fake_env  # noqa: E402
 
 from cir.agents.factory import LLMConfig, make_agent  # noqa: E402
 from cir.cli import main  # noqa: E402
-from cir.episode.transcript import Transcript  # noqa: E402
 from cir.pairs.paired import read_paired  # noqa: E402
 from cir.pairs.replay import ReplaySettings  # noqa: E402
 from cir.pairs.run import run_experiment  # noqa: E402
+from cir.pairs.settings import RunSettings  # noqa: E402
 from cir.pairs.store import AGENT_CACHE, read_episodes  # noqa: E402
 from cir.util.errors import CirError  # noqa: E402
 
@@ -40,9 +40,10 @@ def server():
 
 def run(out: Path, server: FakeOpenAI, settings: ReplaySettings = SETTINGS, n: int = 3, **kw):
     kw.setdefault("llm", LLM)
-    return run_experiment(fake_tasks(n), out, agent="openai:fake", base_url=server.base_url,
-                          settings=settings, env_factory=make_fake_env, tasks_source="fake",
-                          progress=False, echo=lambda s: None, **kw)
+    kw.setdefault("agent", "openai:fake")
+    return run_experiment(fake_tasks(n), out, RunSettings(replay=settings, base_url=server.base_url,
+                                                          env_factory=make_fake_env, **kw),
+                          tasks_source="fake", progress=False, echo=lambda s: None)
 
 
 def files(folder: Path) -> dict[str, bytes]:
@@ -162,8 +163,8 @@ def test_logprobs_of_every_agent_step_are_read_back_from_the_store_and_cache(tmp
                        cache_dir=tmp_path / "run" / AGENT_CACHE)
     steps = 0
     for episode in read_episodes(tmp_path / "run"):
-        if episode["transcript"]:
-            transcript = Transcript.from_dict(episode["transcript"])
+        if episode.transcript is not None:
+            transcript = episode.transcript
             for i, record in agent.step_records(transcript):
                 assert record is not None and record["logprobs"] == logprobs
                 assert record["text"] == transcript.steps[i].reply

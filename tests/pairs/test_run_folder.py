@@ -1,5 +1,6 @@
-"""The run folder is the truth: a table derived from the store, rebuilt when it is missing,
-short or older, checked on every read; partial runs refused unless asked for; damage to
+"""The run folder is the truth: a table derived from the store, checked on every read and
+derived in memory (never rewritten by a reader) when it is missing, short or older; rewritten
+by the next `cir run`, which keeps a copy; partial runs refused unless asked for; damage to
 the store located by task; every analysis command and read_paired behave alike."""
 
 from __future__ import annotations
@@ -13,14 +14,15 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from support.replay import fake_tasks, make_fake_agent, make_fake_env
+from support.replay import fake_settings, fake_tasks, make_fake_env
 
 from cir import __version__
 from cir.cli import main
 from cir.pairs.paired import paired_text, read_paired, text_digest
-from cir.pairs.record import RunRecord, RunSettings
+from cir.pairs.record import RunIdentity, RunRecord
 from cir.pairs.replay import ReplaySettings
-from cir.pairs.run import run_experiment, task_set_digest
+from cir.pairs.run import run_experiment
+from cir.pairs.settings import RunSettings, task_set_digest
 from cir.pairs.store import EPISODES, RunStore, read_episodes, read_task_summaries, scan_store
 from cir.pairs.synthetic import simulate
 from cir.util.errors import CirError
@@ -30,8 +32,8 @@ SETTINGS = ReplaySettings(operations=("refresh", "replan"))
 
 
 def _run(out: Path, n: int = 5, tasks=None, echo=None):
-    return run_experiment(tasks or fake_tasks(n), out, agent="fake", settings=SETTINGS,
-                          agent_factory=make_fake_agent, env_factory=make_fake_env,
+    return run_experiment(tasks or fake_tasks(n), out,
+                          fake_settings(SETTINGS, "fake"),
                           tasks_source="fake", progress=False, echo=echo or (lambda s: None))
 
 
@@ -70,13 +72,14 @@ def synthetic_run(folder: Path, df: pd.DataFrame, drop: int = 0) -> Path:
     replay = ReplaySettings(conditions=tuple(dict.fromkeys(df["condition"])),
                             delays=tuple(sorted({int(d) for d in df["delay"]})),
                             operations=tuple(dict.fromkeys(df["operation"])))
-    settings = RunSettings(tasks="synthetic", task_set=task_set_digest(ids), n_tasks=len(ids), limit=None,
+    settings = RunIdentity(tasks="synthetic", task_set=task_set_digest(ids), n_tasks=len(ids), limit=None,
                            agent="synthetic", agent_label="synthetic", seed=0, replay=replay)
     done = read_task_summaries(store.episodes_path)
     text = paired_text([done[i] for i in ids if i in done], replay.conditions, replay.operations)
     record = RunRecord.summarize(__version__, settings, ids, [done[i] for i in ids if i in done], [],
                                  complete=not drop)
-    store.write_run_json(record.with_store(store.episodes_bytes(), text_digest(text)).to_dict())
+    members = scan_store(store.episodes_path).stored()
+    store.write_run_json(record.with_store(store.episodes_bytes(), text_digest(text), members).to_dict())
     store.write_paired(text)
     return folder
 
@@ -100,10 +103,10 @@ def _cli(capsys, *argv) -> tuple[int, str, str]:
     return code, out, err
 
 
-# -- case 1: a table cut short or deleted is rebuilt from the store -----------------------------
+# -- case 1: a table cut short or deleted is derived from the store; only a writer rewrites it ----
 
 
-def test_a_cut_table_is_rebuilt_by_the_next_run_although_nothing_is_left_to_do(run, done_run):
+def test_a_cut_table_is_rebuilt_by_the_next_run_which_keeps_a_copy(run, done_run):
     text = (done_run / "paired.csv").read_text()
     (run / "paired.csv").write_text(text[: len(text) // 3])
     said: list[str] = []
@@ -111,13 +114,15 @@ def test_a_cut_table_is_rebuilt_by_the_next_run_although_nothing_is_left_to_do(r
     assert (run / "paired.csv").read_text() == text
     assert "rebuilt from the episode store" in said[0] and "nothing to do" in said[-1]
     assert record.counts.pairs == text.count("\n") - 1 and len(record.sessions) == 1
+    kept = list(run.glob("paired.csv.replaced-*"))
+    assert len(kept) == 1 and kept[0].read_text() == text[: len(text) // 3]  # what it replaced
     (run / "paired.csv").unlink()
     _run(run)
     assert (run / "paired.csv").read_text() == text
 
 
 @pytest.mark.parametrize("damage", ["delete", "cut", "older"])
-def test_a_reader_rebuilds_a_missing_short_or_older_table(run, done_run, damage, caplog):
+def test_a_reader_derives_a_missing_short_or_older_table_and_changes_no_file(run, done_run, damage, caplog):
     text = (done_run / "paired.csv").read_text()
     if damage == "delete":
         (run / "paired.csv").unlink()
@@ -126,31 +131,35 @@ def test_a_reader_rebuilds_a_missing_short_or_older_table(run, done_run, damage,
     else:  # a table written before the last task was appended (kill between the two)
         lines = text.splitlines(keepends=True)
         (run / "paired.csv").write_text("".join(lines[: len(lines) // 2]))
+    before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
     with caplog.at_level(logging.WARNING, logger="cir"):
         df = read_paired(run / "paired.csv")  # the file of a run folder is checked as the folder
-    assert "rebuilt from the episode store" in caplog.text
-    assert (run / "paired.csv").read_text() == text
+    assert "the table is derived from the episode store" in caplog.text and "left as it is" in caplog.text
+    assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == before  # reading wrote nothing
     assert len(df) == text.count("\n") - 1 and df.attrs["run"] == {
         "run_dir": str(run), "tasks": 5, "tasks_done": 5, "partial": False}
+    assert df.equals(read_paired(done_run))
 
 
 def test_a_consistent_folder_is_read_without_scanning_the_store(run, monkeypatch):
-    def no_scan(path):
+    def no_scan(path, foreign=None):
         raise AssertionError("scanned")
 
     monkeypatch.setattr("cir.pairs.store.scan_store", no_scan)
-    assert len(read_paired(run)) > 0  # size and digest in run.json match: no scan
+    assert len(read_paired(run)) > 0  # table digest and every store member match run.json: no scan
     (run / "paired.csv").write_text("task_id\n")
     with pytest.raises(AssertionError, match="scanned"):
         read_paired(run)
 
 
 def test_analysis_of_a_cut_table_uses_the_whole_run(run, done_run, capsys):
-    (run / "paired.csv").write_text((done_run / "paired.csv").read_text()[:600])
+    cut = (done_run / "paired.csv").read_text()[:600]
+    (run / "paired.csv").write_text(cut)
     code, out, err = _cli(capsys, "table", run, "--resamples", "50", "--by", "condition,operation")
     feasible = json.loads((run / "run.json").read_text())["counts"]["tasks_feasible"]
     assert code == 0 and f"tasks={feasible}_" in out and "partial" not in out
-    assert "cir: note:" in err and "rebuilt from the episode store" in err
+    assert "cir: note:" in err and "derived from the episode store" in err
+    assert (run / "paired.csv").read_text() == cut  # an analysis command never rewrites
 
 
 # -- case 2: partial runs are refused, unless asked for ---------------------------------------------
@@ -201,7 +210,7 @@ def test_allowed_partial_results_say_so_in_every_format(synthetic, capsys, tmp_p
                         "--allow-partial")
     assert code == 0 and "note: fitted on a partial run (58 of 60 tasks)" in out
     code, out, _ = _cli(capsys, "evaluate", synthetic["router"], p, "--allow-partial", "--resamples", "20")
-    assert code == 0 and out.startswith("CIR on 58 held-out tasks (partial run: 58 of 60 tasks)")
+    assert code == 0 and out.startswith("Routers on 58 held-out tasks (partial run: 58 of 60 tasks)")
 
 
 def test_a_complete_synthetic_run_reads_as_complete(synthetic, capsys):
@@ -221,6 +230,10 @@ def test_a_run_record_of_an_older_version_is_still_checked(run):
     path.write_bytes(path.read_bytes()[: scan_store(path).members[-1].start])
     with pytest.raises(CirError, match="partial run: 1 of 5 tasks missing"):
         read_paired(run)
+    _run(run)  # the writer rewrites the older record with the store's digests, keeping the old one
+    (kept,) = run.glob("run.json.replaced-*")
+    assert "store" not in json.loads(kept.read_text())
+    assert len(json.loads((run / "run.json").read_text())["store"]["members"]) == 5
 
 
 def test_kept_results_without_their_store_are_read_when_the_record_vouches_for_them(tmp_path):
@@ -238,7 +251,7 @@ def test_kept_results_without_their_store_are_read_when_the_record_vouches_for_t
     text = (kept / "paired.csv").read_text()
     (tmp_path / "kept" / "paired.csv").write_text(text[: len(text) // 2].rsplit("\n", 1)[0] + "\n")
     with pytest.raises(CirError, match=r"paired.csv has \d+ rows, the run record \d+ for a complete run "
-                                       r"of \d+ tasks, and there is no episodes.jsonl.gz to rebuild it from"):
+                                       r"of \d+ tasks, and there is no episodes.jsonl.gz to derive it from"):
         read_paired(tmp_path / "kept")
     assert read_paired(tmp_path / "kept", allow_partial=True).attrs["run"]["partial"]
 
@@ -311,8 +324,10 @@ def test_every_session_is_recorded(tmp_path):
     from test_store import _Interrupting
 
     with pytest.raises(KeyboardInterrupt):
-        run_experiment(fake_tasks(5), out, agent="fake", settings=SETTINGS, agent_factory=_Interrupting(500),
-                       env_factory=make_fake_env, tasks_source="fake", progress=False, echo=lambda s: None)
+        run_experiment(fake_tasks(5), out,
+                       RunSettings(replay=SETTINGS, agent="fake", agent_factory=_Interrupting(500),
+                                   env_factory=make_fake_env),
+                       tasks_source="fake", progress=False, echo=lambda s: None)
     record = _run(out)
     data = json.loads((out / "run.json").read_text())
     assert len(record.sessions) == 2 and len(data["timings"]["sessions"]) == 2
@@ -332,7 +347,7 @@ def test_damage_besides_intact_tasks_is_noted_not_refused(run, done_run, caplog)
     assert not df.attrs["run"]["partial"]
     assert "holds damaged parts besides the intact tasks (task unknown" in caplog.text
     _run(run)
-    assert scan_store(path).sound and list(run.glob(f"{EPISODES}.damaged-*"))
+    assert scan_store(path).sound and list(run.glob(f"{EPISODES}.set-aside-*"))
 
 
 def test_a_deleted_store_is_noted_and_its_tasks_run_again(run, done_run, caplog):

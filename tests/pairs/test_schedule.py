@@ -30,7 +30,7 @@ ACTIONS = ["go to drawer 1", "go to shelf 1", "go to shelf 2", "go to desk 1", "
 def same(result):
     """What must not depend on the schedule: rows, episodes (in order), costs but restores."""
     costs = {k: v for k, v in result.costs.items() if k != "env_restores"}
-    return json.dumps([result.rows, result.episodes, costs], sort_keys=True)
+    return json.dumps([result.rows, [e.to_dict() for e in result.episodes], costs], sort_keys=True)
 
 
 def fake_answer(path, body, attempt):

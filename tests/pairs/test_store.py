@@ -12,11 +12,13 @@ import time
 from pathlib import Path
 
 import pytest
-from support.replay import fake_tasks, make_fake_agent, make_fake_env
+from support.replay import fake_settings, fake_tasks, make_fake_agent, make_fake_env
 
-from cir.pairs.record import RunRecord
+from cir.pairs.episode_record import EpisodeRecord
+from cir.pairs.record import RunIdentity, RunRecord
 from cir.pairs.replay import ReplaySettings
 from cir.pairs.run import run_experiment
+from cir.pairs.settings import RunSettings
 from cir.pairs.store import RunStore, read_episodes, read_records, read_task_summaries
 from cir.util.errors import CirError
 
@@ -27,8 +29,7 @@ def test_append_and_torn_tail(tmp_path):
     store = RunStore(tmp_path / "run")
     store.open()
     for i in range(3):
-        store.append_task({"task_id": f"t{i}", "rows": [{"a": i}]},
-                          [{"task_id": f"t{i}", "role": "factual"}])
+        store.append_task({"task_id": f"t{i}", "rows": [{"a": i}]}, [EpisodeRecord(f"t{i}", "factual", "clean")])
     path = store.episodes_path
     good = path.read_bytes()
     # a torn last member (killed mid-write) is dropped by readers and cut by open()
@@ -36,58 +37,61 @@ def test_append_and_torn_tail(tmp_path):
     path.write_bytes(good + extra[: len(extra) // 2])
     assert sorted(read_task_summaries(path)) == ["t0", "t1", "t2"]
     assert len(list(read_episodes(tmp_path / "run"))) == 3
-    done = RunStore(tmp_path / "run").open()
+    done = RunStore(tmp_path / "run").open().summaries()
     assert sorted(done) == ["t0", "t1", "t2"] and path.read_bytes() == good
+    (torn,) = path.parent.glob("episodes.jsonl.gz.torn-*")  # the cut bytes are kept
+    assert torn.read_bytes() == extra[: len(extra) // 2]
     # garbage (not gzip) at the end is damage, not a write in progress: readers say so,
     # and open() keeps the damaged file aside and the intact members in the store
     path.write_bytes(good + b"\x00garbage")
     with pytest.raises(CirError, match=r"damaged: task unknown \(bytes \d+-\d+: not a valid gzip"):
         list(read_records(path))
-    assert sorted(RunStore(tmp_path / "run").open()) == ["t0", "t1", "t2"]
+    assert sorted(RunStore(tmp_path / "run").open().summaries()) == ["t0", "t1", "t2"]
     assert path.read_bytes() == good and len(list(read_records(path))) == 6
-    (backup,) = path.parent.glob("episodes.jsonl.gz.damaged-*")
+    (backup,) = path.parent.glob("episodes.jsonl.gz.set-aside-*")
     assert backup.read_bytes() == good + b"\x00garbage"
 
 
 def test_settings_refusal_and_foreign_folder(tmp_path):
+    identity = RunIdentity(tasks="t", task_set="x", n_tasks=1, limit=None, agent="a", agent_label="a@1",
+                           seed=0, replay=ReplaySettings())
     store = RunStore(tmp_path / "run")
     store.dir.mkdir()
-    store.write_run_json({"settings": {"a": 1, "b": [1, 2]}})
-    assert store.check_settings({"a": 1, "b": [1, 2]})["settings"]["a"] == 1
-    with pytest.raises(CirError, match=r"was written with b=\[1, 2\], this command has b=\[1\]"):
-        store.check_settings({"a": 1, "b": [1]})
+    store.write_run_json({"settings": {**identity.to_dict(), "seed": 1}})
+    with pytest.raises(CirError, match=r"was written with seed=1, this command has seed=0"):
+        RunRecord.resume(store, identity)
     other = tmp_path / "other"
     other.mkdir()
     (other / "notes.txt").write_text("x")
     with pytest.raises(CirError, match="not empty and has no run.json"):
-        RunStore(other).check_settings({})
+        RunRecord.resume(RunStore(other), identity)
+    (other / "notes.txt").unlink()
+    (other / "agent_cache").mkdir()  # replies kept from an earlier run may start one
+    assert RunRecord.resume(RunStore(other), identity) is None
     (tmp_path / "file").write_text("x")
     with pytest.raises(CirError, match="not a folder"):
-        RunStore(tmp_path / "file").check_settings({})
+        RunStore(tmp_path / "file").check_unused()
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / "run.json").write_text("{")
     with pytest.raises(CirError, match="not valid JSON"):
-        RunStore(tmp_path / "bad").check_settings({})
+        RunRecord.resume(RunStore(tmp_path / "bad"), identity)
 
 
 SCRIPT = """
 import sys
 sys.path.insert(0, {tests!r})
-from support.replay import fake_tasks, make_fake_agent, make_fake_env
-from cir.pairs.replay import ReplaySettings
+from support.replay import fake_settings, fake_tasks
+from cir.pairs.settings import ReplaySettings
 from cir.pairs.run import run_experiment
-run_experiment(fake_tasks({n}), {out!r}, agent={agent!r},
-               settings=ReplaySettings(operations=("refresh", "replan")),
-               agent_factory=make_fake_agent, env_factory=make_fake_env, tasks_source="fake",
-               progress=False)
+run_experiment(fake_tasks({n}), {out!r}, fake_settings(ReplaySettings(operations=("refresh", "replan")), {agent!r}),
+               tasks_source="fake", progress=False)
 """
 
 
 def _run_inline(out: Path, n: int, agent: str) -> RunRecord:
-    return run_experiment(
-        fake_tasks(n), out, agent=agent, settings=ReplaySettings(operations=("refresh", "replan")),
-        agent_factory=make_fake_agent, env_factory=make_fake_env, tasks_source="fake",
-        progress=False, echo=lambda s: None)
+    return run_experiment(fake_tasks(n), out,
+                          fake_settings(ReplaySettings(operations=("refresh", "replan")), agent),
+                          tasks_source="fake", progress=False, echo=lambda s: None)
 
 
 class _Interrupting:
@@ -114,9 +118,10 @@ class _Interrupting:
 def test_ctrl_c_then_resume_in_process(tmp_path):
     out = tmp_path / "run"
     with pytest.raises(KeyboardInterrupt):
-        run_experiment(fake_tasks(6), out, agent="fake", settings=ReplaySettings(operations=("refresh", "replan")),
-                       agent_factory=_Interrupting(700), env_factory=make_fake_env, tasks_source="fake",
-                       progress=False, echo=lambda s: None)
+        run_experiment(fake_tasks(6), out,
+                       RunSettings(replay=ReplaySettings(operations=("refresh", "replan")), agent="fake",
+                                   agent_factory=_Interrupting(700), env_factory=make_fake_env),
+                       tasks_source="fake", progress=False, echo=lambda s: None)
     partial = read_task_summaries(out / "episodes.jsonl.gz")
     assert 1 <= len(partial) < 6
     assert not json.loads((out / "run.json").read_text())["complete"]

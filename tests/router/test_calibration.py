@@ -21,7 +21,7 @@ def policy() -> CIRPolicy:
 
 def test_oof_calibration_table(policy: CIRPolicy) -> None:
     table = calibration_table(policy, n_bins=5)
-    assert set(table["model"]) == {"p_err", "p0", "p1"}
+    assert set(table["model"]) == {"p_err", "p0", "p1[refresh]"}
     per_model = table.groupby("model").first()
     assert (per_model["brier"].between(0, 1)).all()
     # the planted signal is learnable: every model beats predicting its base rate
@@ -33,7 +33,7 @@ def test_oof_calibration_table(policy: CIRPolicy) -> None:
 def test_held_out_calibration_and_figure(policy: CIRPolicy) -> None:
     held = simulate(60, seed=32)
     table = calibration_table(policy, held, n_bins=5, strategy="uniform")
-    assert set(table["model"]) == {"p_err", "p0", "p1"}
+    assert set(table["model"]) == {"p_err", "p0", "p1[refresh]"}
     fig = calibration_figure(policy, held)
     assert len(fig.axes) == 3
     assert "Brier" in fig.axes[0].get_title()

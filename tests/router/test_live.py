@@ -36,7 +36,7 @@ def test_live_router_decisions_match_offline(tmp_path: Path, condition: str) -> 
     assert decisions, "the episode reached no candidate delay"
     p = info["point"]
     rows = []
-    for d, _ in [(x["delay"], x["refresh"]) for x in decisions]:
+    for d in [x["delay"] for x in decisions]:
         # the decision prefix: up to env action p + d of the live transcript, before any recovery
         k = episode.steps_until_env_action(p + d)
         prefix = episode.prefix(k)
@@ -44,9 +44,10 @@ def test_live_router_decisions_match_offline(tmp_path: Path, condition: str) -> 
                      "y0": 0, "y1": 0, "executed": 1, "factual_success": 1, "prefix_match": 1,
                      **extract_features(prefix, d)})
     offline = policy.decide(pd.DataFrame(rows))
-    assert [x["refresh"] for x in decisions] == offline["refresh"].tolist()
-    # refresh at most once, and nothing is asked after a refresh
-    assert sum(x["refresh"] for x in decisions) <= 1
-    if any(x["refresh"] for x in decisions):
-        assert decisions[-1]["refresh"]
+    assert [x["recover"] for x in decisions] == offline["recover"].tolist()
+    assert [x["operation"] for x in decisions] == offline["operation"].tolist()
+    # recover at most once, and nothing is asked after a recovery
+    assert sum(x["recover"] for x in decisions) <= 1
+    if any(x["recover"] for x in decisions):
+        assert decisions[-1]["recover"] and decisions[-1]["operation"] == "refresh"
         assert any(s.actor == "harness" for s in episode.steps)

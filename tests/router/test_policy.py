@@ -17,7 +17,7 @@ from sklearn.utils.estimator_checks import (
 from sklearn.utils.validation import check_is_fitted
 
 from cir.pairs.synthetic import simulate
-from cir.router.evaluation import POLICIES, evaluate, walk_policies
+from cir.router.evaluation import POLICIES, decide_rows, evaluate, walk_policies
 from cir.router.policy import CIRPolicy
 from cir.router.walk import build_grid, walk
 from cir.util.errors import CirError
@@ -97,7 +97,7 @@ def test_fit_is_deterministic(train: pd.DataFrame, fitted: CIRPolicy) -> None:
     again = CIRPolicy().fit(train)
     assert again.thresholds_ == fitted.thresholds_
     assert again.baselines_ == fitted.baselines_
-    for name in ("p_err", "p0", "p1"):
+    for name in ("p_err", "p0", "p1[refresh]"):
         assert np.array_equal(again.models_[name].coef, fitted.models_[name].coef)
     other = CIRPolicy(seed=7, grid_size=5).fit(train)  # another fold assignment: still a valid fit
     assert other.oof_summary_["clean_harm"] <= other.epsilon
@@ -186,7 +186,7 @@ def test_bad_settings_and_small_tables(train: pd.DataFrame) -> None:
     with pytest.raises(CirError, match="epsilon"):
         CIRPolicy(epsilon=1.5).fit(train)
     with pytest.raises(CirError, match="no rows with operation 'replan'"):
-        CIRPolicy(operation="replan").fit(train)
+        CIRPolicy(operations=("replan",)).fit(train)
     few = train[train["task_id"].isin(sorted(set(train["task_id"]))[:3])]
     with pytest.raises(CirError, match="fewer than folds=5"):
         CIRPolicy().fit(few)
@@ -197,3 +197,145 @@ def test_bad_settings_and_small_tables(train: pd.DataFrame) -> None:
 def test_evaluation_table_missing_a_router_feature(fitted: CIRPolicy, test_table: pd.DataFrame) -> None:
     with pytest.raises(CirError, match="missing feature column 'f_progress'"):
         walk_policies(fitted, test_table.drop(columns=["f_progress"]))
+
+
+@pytest.fixture(scope="module")
+def paired_fit(train: pd.DataFrame) -> CIRPolicy:
+    return CIRPolicy(estimator="paired").fit(train)
+
+
+def test_the_paired_estimator_models_rescue_and_harm_directly(paired_fit: CIRPolicy, test_table: pd.DataFrame,
+                                                              fitted: CIRPolicy) -> None:
+    assert set(paired_fit.models_) == {"p_err", "p_rescue[refresh]", "p_harm[refresh]"}
+    assert set(paired_fit.thresholds_) == {"alpha", "gamma"}
+    # the paper's models keep C = 0.1; the outcome models' C comes from the grid by grouped CV
+    assert paired_fit.Cs_["p_err"] == 0.1 and paired_fit.Cs_["p_rescue[refresh]"] in paired_fit.Cs
+    # the planted harm channel (refreshing while holding an object) is what P(harm) learns
+    holding = paired_fit.features_.index("f_holding")
+    assert paired_fit.models_["p_harm[refresh]"].coef[holding] > 0
+    # out of fold P(rescue) ranks the rescue cells above the rest
+    oof = paired_fit.oof_
+    rescued = (oof["y0"] == 0) & (oof["y1"] == 1)
+    assert oof.loc[rescued, "p_rescue"].mean() > 2 * oof.loc[~rescued, "p_rescue"].mean()
+    result = evaluate({"cir": fitted, "cir_paired": paired_fit}, test_table, resamples=500, seed=0)
+    summary = result["summary"].set_index(["policy", "condition"])
+    assert list(dict.fromkeys(result["summary"]["policy"])) == [
+        "never", "always", "anomaly", "anomaly_rate_matched", "cir", "anomaly_matched_cir_paired",
+        "cir_paired", "oracle"]
+    paired = summary.loc[("cir_paired", "all")]
+    assert paired["effect_pp"] > 5 and paired["ci_low_pp"] > 0 and paired["oracle_fraction"] > 0.5
+    assert summary.loc[("cir_paired", "clean"), "clean_harm_rate"] <= 0.05
+    margins = result["margins"].set_index(["policy", "versus", "condition"])
+    assert margins.loc[("cir_paired", "never", "all"), "margin_pp"] == pytest.approx(paired["effect_pp"])
+    assert ("cir", "cir_paired", "all") in margins.index
+
+
+def test_paired_fit_is_deterministic(train: pd.DataFrame, paired_fit: CIRPolicy) -> None:
+    again = CIRPolicy(estimator="paired").fit(train)
+    assert again.thresholds_ == paired_fit.thresholds_ and again.Cs_ == paired_fit.Cs_
+    for name, model in paired_fit.models_.items():
+        assert np.array_equal(again.models_[name].coef, model.coef)
+
+
+def test_the_budget_summary_says_whether_it_bound(fitted: CIRPolicy, train: pd.DataFrame) -> None:
+    b = fitted.budget_
+    assert b["kind"] == "empirical" and b["settings_searched"] == len(fitted.grid_)
+    assert b["settings_within_budget"] == int(fitted.grid_["feasible"].sum())
+    assert b["bound"] == (b["settings_within_budget"] < b["settings_searched"])
+    from cir.router.budget import Budget
+
+    search = pd.DataFrame({"clean_harm_count": [0, 1, 3], "interventions": [4, 9, 0]})
+    search["feasible"] = Budget("empirical", 0.02, 0.1).admits(search, n_clean=100)
+    assert search["feasible"].tolist() == [True, True, False]  # 3 harms of 100 clean arms > 2%
+    summary = Budget("empirical", 0.02, 0.1).summary(search, 100)
+    assert summary["bound"] and summary["settings_within_budget"] == 2 and summary["certified_any"] is None
+
+
+def test_a_certified_budget_says_plainly_when_nothing_can_be_certified(train: pd.DataFrame) -> None:
+    small = train[train["task_id"].isin(sorted(set(train["task_id"]))[:40])]
+    policy = CIRPolicy(budget="certified", epsilon=0.02, delta=0.1, grid_size=7).fit(small)
+    b = policy.budget_
+    # 40 clean arms cannot certify 2% at delta 0.1 even with no observed harm (114 are needed)
+    assert b["n_clean"] == 40 and b["clean_arms_to_certify_one"] == 114 and b["certified_any"] is False
+    assert policy.thresholds_["alpha"] is None  # never recovers
+    assert policy.oof_summary_["interventions"] == 0
+
+
+def test_a_certified_budget_admits_what_learn_then_test_certifies(train: pd.DataFrame) -> None:
+    from cir.router.budget import Budget
+
+    budget = Budget("certified", epsilon=0.2, delta=0.1)
+    table = pd.DataFrame({"clean_harm_count": [0, 5, 40, 0], "interventions": [10, 10, 10, 0]})
+    admitted = budget.admits(table, n_clean=160).tolist()
+    # 0 and 5 harms of 160 are far under 20%; 40 (25%) is not; never recovering always is
+    assert admitted == [True, True, False, True]
+    p = budget.p_values(np.array([0, 40]), 160)
+    assert p[0] < 1e-10 and p[1] > 0.5
+    policy = CIRPolicy(budget="certified", epsilon=0.2, grid_size=7).fit(train)
+    assert policy.budget_["certified_any"] and policy.oof_summary_["interventions"] > 0
+    # every admitted setting's OOF clean harm rate is under epsilon
+    assert (policy.grid_.loc[policy.grid_["feasible"], "clean_harm"] <= 0.2).all()
+
+
+def test_bad_estimator_budget_and_operations_are_refused(train: pd.DataFrame) -> None:
+    with pytest.raises(CirError, match="estimator: expected one of paper, paired"):
+        CIRPolicy(estimator="magic").fit(train)
+    with pytest.raises(CirError, match="budget: expected one of empirical, certified"):
+        CIRPolicy(budget="loose").fit(train)
+    with pytest.raises(CirError, match="delta"):
+        CIRPolicy(delta=0.0).fit(train)
+    with pytest.raises(CirError, match="operations: expected distinct"):
+        CIRPolicy(operations=("refresh", "refresh")).fit(train)
+
+
+@pytest.fixture(scope="module")
+def several() -> tuple[pd.DataFrame, pd.DataFrame]:
+    ops = ("refresh", "replan", "rewind")
+    test = simulate(150, seed=202, operations=ops)
+    test["task_id"] = "test-" + test["task_id"]
+    return simulate(200, seed=201, operations=ops), test
+
+
+def test_a_router_over_several_operations_chooses_per_state(several) -> None:
+    train, test = several
+    ops = ("refresh", "replan", "rewind")
+    fast = {"Cs": (0.1, 1.0), "grid_size": 11}  # a small search: the test is about the choice
+    multi = CIRPolicy(estimator="paired", operations=ops, **fast).fit(train)
+    assert set(multi.models_) == {"p_err", *[f"p_{k}[{op}]" for op in ops for k in ("rescue", "harm")]}
+    singles = {f"cir_paired_{op}": CIRPolicy(estimator="paired", operations=(op,), **fast).fit(train) for op in ops}
+    result = evaluate({"cir_multi": multi, **singles}, test, resamples=500, seed=0)
+    summary = result["summary"].set_index(["policy", "condition"])
+    arms = result["episodes"]
+    # the router's choice depends on the state: more than one operation is used
+    used = arms.loc[arms["int_cir_multi"] == 1, "op_cir_multi"].value_counts()
+    assert len(used) >= 2, used
+    # per-operation baselines, each recovering with its own operation, and the oracle over all
+    policies = list(dict.fromkeys(result["summary"]["policy"]))
+    for op in ops:
+        assert f"anomaly_{op}" in policies and f"always_{op}" in policies
+        assert set(arms.loc[arms[f"int_anomaly_{op}"] == 1, f"op_anomaly_{op}"]) <= {op}
+    assert set(arms.loc[arms["int_oracle"] == 1, "op_oracle"]) <= set(ops)
+    # (refresh rescues every confused run of this table, so the oracle's first rescuer is refresh)
+    assert summary.loc[("oracle", "all"), "rescues"] >= max(summary.loc[(n, "all"), "rescues"] for n in singles)
+    best_single = max(summary.loc[(name, "all"), "effect_pp"] for name in singles)
+    assert summary.loc[("cir_multi", "all"), "effect_pp"] >= best_single - 2.0
+    assert summary.loc[("oracle", "all"), "effect_pp"] >= summary.loc[("cir_multi", "all"), "effect_pp"]
+    # a rescue by the router is a rescue of the operation it chose, at the delay it chose
+    test_rows = test.set_index(["task_id", "condition", "delay", "operation"])
+    for _, arm in arms[arms["int_cir_multi"] == 1].head(30).iterrows():
+        row = test_rows.loc[(arm["task_id"], arm["condition"], arm["delay_cir_multi"], arm["op_cir_multi"])]
+        assert row["y1"] == arm["y_cir_multi"]
+
+
+def test_the_live_multi_operation_decision_equals_the_offline_one(several) -> None:
+    train, test = several
+    router = CIRPolicy(estimator="paired", operations=("refresh", "replan", "rewind"), Cs=(0.1, 1.0),
+                       grid_size=11).fit(train).to_router()
+    offline = decide_rows(router, test)
+    for i in range(0, len(test), 37):
+        row = test.iloc[i]
+        live = router.decide_features({f: row[f] for f in router.features}, int(row["delay"]))
+        assert (live.recover, live.operation, live.blocked_by) == (
+            offline["recover"].iloc[i], offline["operation"].iloc[i], offline["blocked_by"].iloc[i])
+        assert live.utility == offline["utility"].iloc[i]
+        assert set(live.utilities) == {"refresh", "replan", "rewind"}

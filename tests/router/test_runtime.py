@@ -103,7 +103,7 @@ def test_live_decision_equals_offline_decision(policy: CIRPolicy, router_file: P
     pd.DataFrame(records).to_csv(tmp_path / "paired.csv", index=False)
     table = read_paired(tmp_path / "paired.csv")
     offline = policy.decide(table)
-    assert [d.refresh for d in live] == offline["refresh"].tolist()
+    assert [d.recover for d in live] == offline["recover"].tolist()
     assert [d.blocked_by for d in live] == offline["blocked_by"].tolist()
     assert [d.p_err for d in live] == offline["p_err"].tolist()
     assert [d.utility for d in live] == offline["utility"].tolist()
@@ -122,7 +122,7 @@ def test_decision_fields_and_rules(router: Router) -> None:
     assert router.decide(t, 0).blocked_by == "delay"  # below d_min
     recovered = Transcript(t.task_id, t.task_text,
                            [*t.steps, Step("harness", "refresh", "look", "x", "You are facing the desk 1.")])
-    assert router.decide(recovered, 1).refresh is False
+    assert router.decide(recovered, 1).recover is False
     assert router.decide(recovered, 1).blocked_by == "already_recovered"
 
 
@@ -180,8 +180,8 @@ def test_missing_and_extra_keys(router_file: Path, tmp_path: Path) -> None:
     with pytest.raises(CirError, match="unexpected key 'models.p0.bias'"):
         Router.load(_write(tmp_path, data))
     data = _data(router_file)
-    del data["models"]["p1"]
-    with pytest.raises(CirError, match="missing key 'models.p1'"):
+    del data["models"]["p1[refresh]"]
+    with pytest.raises(CirError, match=r"missing model 'p1\[refresh\]'"):
         Router.load(_write(tmp_path, data))
 
 
@@ -239,9 +239,10 @@ def test_missing_file(tmp_path: Path) -> None:
         Router.load(tmp_path / "nope.json")
 
 
-def test_live_equals_offline_with_every_feature(tmp_path: Path) -> None:
+@pytest.mark.parametrize("estimator", ["paper", "paired"])
+def test_live_equals_offline_with_every_feature(tmp_path: Path, estimator: str) -> None:
     """A router over all of FEATURES (as from a real run): batch and single-row scores agree
-    bit for bit, so decisions agree too."""
+    bit for bit, so decisions agree too, for both estimators."""
     rng = np.random.default_rng(4)
     records, prefixes = [], []
     for k in range(40):
@@ -261,15 +262,20 @@ def test_live_equals_offline_with_every_feature(tmp_path: Path) -> None:
                             "y0": y0, "y1": y1, "executed": 1, "factual_success": 1, "prefix_match": 1, **f})
     pd.DataFrame(records).to_csv(tmp_path / "paired.csv", index=False)
     table = read_paired(tmp_path / "paired.csv")
-    policy = CIRPolicy(grid_size=7, epsilon=0.2).fit(table)
+    policy = CIRPolicy(estimator=estimator, grid_size=7, epsilon=0.2).fit(table)
     assert len(policy.features_) == len(extract_features(prefixes[0][0], 1))
     router = Router.load(policy.to_router().save(tmp_path / "router.json"))
+    assert router.estimator.name == estimator
     offline = policy.decide(table)
     live = [router.decide(p, d) for p, d in prefixes]
-    assert [d.p_err for d in live] == offline["p_err"].tolist()
-    assert [d.p0 for d in live] == offline["p0"].tolist()
-    assert [d.p1 for d in live] == offline["p1"].tolist()
-    assert [d.refresh for d in live] == offline["refresh"].tolist()
+    scores = ("p0", "p1", "p_fail") if estimator == "paper" else ("p_rescue", "p_harm")
+    for name in ("p_err", "utility", *scores):
+        assert [getattr(d, name) for d in live] == offline[name].tolist(), name
+    assert [d.recover for d in live] == offline["recover"].tolist()
+    assert [d.blocked_by for d in live] == offline["blocked_by"].tolist()
+    assert [d.operation for d in live] == offline["operation"].tolist()
+    if estimator == "paper":  # (this made-up table gives the paired estimator nothing to gain)
+        assert any(d.recover for d in live) and not all(d.recover for d in live)
 
 
 def test_transcript_from_messages_is_the_inverse_of_context():
@@ -297,11 +303,58 @@ def test_transcript_from_messages_is_the_inverse_of_context():
         Transcript.from_messages("x", [{"role": "user", "content": TASK}, {"role": "robot", "content": "a"}])
 
 
-def test_a_router_file_of_format_version_1_is_alfworld_s(router: Router, tmp_path: Path):
+def _as_version_2(data: dict) -> dict:
+    """A version 3 file of the paper's estimator as cir wrote it before (format version 2)."""
+    settings = {k: v for k, v in data["settings"].items() if k not in ("delta", "Cs")}
+    models = data["models"]
+    baselines = {k: {f: v for f, v in b.items() if f != "operation"} for k, b in data["baselines"].items()}
+    return {**{k: v for k, v in data.items() if k not in ("estimator", "operations", "budget")},
+            "format_version": 2, "settings": {**settings, "operation": data["operations"][0]}, "baselines": baselines,
+            "models": {"p_err": models["p_err"], "p0": models["p0"], "p1": models["p1[refresh]"]}}
+
+
+def test_router_files_of_format_versions_1_and_2_still_load(router: Router, tmp_path: Path):
     data = router.to_dict()
-    assert data["format_version"] == FORMAT_VERSION == 2 and data["extractor"] == "alfworld"
-    old = {k: v for k, v in data.items() if k != "extractor"} | {"format_version": 1}
+    assert data["format_version"] == FORMAT_VERSION == 3 and data["extractor"] == "alfworld"
+    v2 = _as_version_2(data)
+    (tmp_path / "v2.json").write_text(json.dumps(v2))
+    loaded = Router.load(tmp_path / "v2.json")
+    assert loaded.estimator.name == "paper" and loaded.operations == ("refresh",)
+    assert {k: m.to_dict() for k, m in loaded.models.items()} == data["models"]
+    old = {k: v for k, v in v2.items() if k != "extractor"} | {"format_version": 1}
     (tmp_path / "v1.json").write_text(json.dumps(old))
     assert Router.load(tmp_path / "v1.json").extractor.name == "alfworld"
     with pytest.raises(CirError, match="unexpected key 'extractor'"):
-        Router.from_dict({**data, "format_version": 1})
+        Router.from_dict({**v2, "format_version": 1})
+
+
+def test_a_decision_reads_its_scores_as_attributes_and_logs_as_plain_data(router: Router) -> None:
+    rng = np.random.default_rng(1)
+    t = random_transcript(rng, 10, 5, "stale2")
+    d = router.decide(t.prefix(t.steps_until_env_action(6)), 1)
+    assert d.p0 == d.scores["p0"] and d.s_R == d.scores["s_R"]
+    with pytest.raises(AttributeError, match="its scores: p_err"):
+        _ = d.p_rescue
+    log = d.as_dict()
+    assert log["delay"] == 1 and log["operation"] == d.operation and log["utility[refresh]"] == d.utility
+    json.dumps(log)  # plain data
+
+
+def test_a_paired_router_round_trips_and_refuses_the_other_estimators_models(tmp_path: Path) -> None:
+    policy = CIRPolicy(estimator="paired", grid_size=7).fit(simulate(80, seed=6))
+    path = policy.to_router().save(tmp_path / "paired.json")
+    data = json.loads(path.read_text())
+    assert data["estimator"] == "paired" and set(data["models"]) == {"p_err", "p_rescue[refresh]", "p_harm[refresh]"}
+    assert set(data["thresholds"]) == {"alpha", "gamma"} and data["budget"]["kind"] == "empirical"
+    assert Router.load(path).to_dict() == data
+    data["models"]["p0"] = data["models"]["p_err"]
+    with pytest.raises(CirError, match="unexpected model 'p0'"):
+        Router.load(_write(tmp_path, data))
+    data = json.loads(path.read_text())
+    data["estimator"] = "oracle"
+    with pytest.raises(CirError, match="unknown estimator 'oracle'"):
+        Router.load(_write(tmp_path, data))
+    data = json.loads(path.read_text())
+    data["operations"] = ["teleport"]
+    with pytest.raises(CirError, match="unknown operation 'teleport'"):
+        Router.load(_write(tmp_path, data))

@@ -3,7 +3,8 @@
 A grid of real generated tasks x conditions x delays x every recovery operation runs
 through the paired replayer with the built-in default agent; then every pair whose arms
 diverge must name a mechanism that fired at or after the decision, and a placebo message
-on a clean run must leave the episode identical exactly when no interruption fired.
+on a clean run must leave the episode identical exactly when neither an interruption nor an
+over-correction fired (the two reactions a content-free message can cause there).
 The default run uses six tasks (one per type); ``-m slow`` runs 40.
 """
 
@@ -15,14 +16,16 @@ import pandas as pd
 import pytest
 
 from cir.cli import main
-from cir.episode.protocol import DEFAULT_CONDITIONS, DEFAULT_DELAYS, OPERATIONS
-from cir.episode.transcript import AGENT, Transcript
+from cir.episode.operations import OPERATIONS
+from cir.episode.protocol import DEFAULT_CONDITIONS, DEFAULT_DELAYS
+from cir.episode.transcript import AGENT
 from cir.families.alfworld.agent.beliefs import read_context
 from cir.families.alfworld.agent.builtin import PROFILES, BuiltinAgent
 from cir.families.alfworld.agent.mechanisms import Draws
 from cir.families.alfworld.features import extract_features
 from cir.pairs.replay import ReplaySettings
 from cir.pairs.run import run_experiment
+from cir.pairs.settings import RunSettings
 from cir.pairs.store import read_episodes
 from cir.stats.explain import explain_run, find_pair, format_pair, mechanism_counts
 
@@ -33,10 +36,10 @@ def _grid(root: Path, n: int) -> Path:
 
     generate_split(root / "tasks", "valid_unseen", n, 0, progress=False, jobs=2)
     out = root / "run"
-    run_experiment(load_tasks(root / "tasks" / "valid_unseen"), out, jobs=2, progress=False,
-                   settings=ReplaySettings(conditions=DEFAULT_CONDITIONS, delays=DEFAULT_DELAYS,
-                                           operations=OPERATIONS),
-                   echo=lambda s: None)
+    run_experiment(load_tasks(root / "tasks" / "valid_unseen"), out,
+                   RunSettings(replay=ReplaySettings(conditions=DEFAULT_CONDITIONS, delays=DEFAULT_DELAYS,
+                                           operations=tuple(OPERATIONS)), jobs=2),
+                   progress=False, echo=lambda s: None)
     return out
 
 
@@ -48,16 +51,20 @@ def _check(run: Path) -> pd.DataFrame:
     assert unexplained.empty, unexplained.head().to_string()
     # an arm that never diverged has the same outcome
     assert (table.loc[~table["diverged"], "y0"] == table.loc[~table["diverged"], "y1"]).all()
-    # placebo on clean runs: identical exactly when no interruption fired
+    # placebo on clean runs: identical exactly when an interruption or an over-correction fired
     placebo = table[(table["operation"] == "placebo") & (table["condition"] == "clean") & table["executed"]]
-    interrupted = placebo["mechanisms"].str.contains("interruption")
-    assert (placebo["diverged"] == interrupted).all()
+    reacted = placebo["mechanisms"].str.contains("interruption|over_correct")
+    assert (placebo["diverged"] == reacted).all()
     assert len(placebo) and (~placebo["diverged"]).mean() > 0.5
-    # what can explain a divergence is reachable by the operation
+    # what can explain a divergence is reachable by the operation: only a shown refreshed
+    # text can correct, be misread or distract
     counts = mechanism_counts(table)
     by_op = counts.groupby("operation")["mechanism"].apply(set).to_dict()
-    assert by_op.get("placebo", set()) <= {"harness_recheck", "interruption"}
-    assert by_op.get("refresh_ablated", set()) <= {"harness_recheck", "interruption", "budget"}
+    content_free = {"harness_recheck", "interruption", "over_correct", "budget"}
+    assert by_op.get("placebo", set()) <= content_free
+    assert by_op.get("replan", set()) <= content_free
+    assert by_op.get("refresh_ablated", set()) <= content_free
+    assert by_op.get("refresh", set()) <= content_free | {"refresh_correction", "misread_refresh", "distraction"}
     assert "rewind" in by_op.get("rewind", {"rewind"})
     return table
 
@@ -67,13 +74,13 @@ def _replies_and_features(run: Path) -> None:
     doubt features count exactly the agent's own unsettled doubts (no-recovery arms)."""
     plain = BuiltinAgent("default", memo=False)
     for i, ep in enumerate(read_episodes(run)):
-        if ep["transcript"] is None or (ep["role"] == "recovery" and i % 5):
+        if ep.transcript is None or (ep.is_branch and i % 5):
             continue  # every arm, and one recovery branch in five
-        t = Transcript.from_dict(ep["transcript"])
+        t = ep.transcript
         for n, step in enumerate(t.steps):
             if step.actor == AGENT:
-                assert plain.act(t.prefix(n).context()) == step.reply, (ep["task_id"], ep["role"], n)
-        if ep["role"] == "no_recovery":
+                assert plain.act(t.prefix(n).context()) == step.reply, (ep.task_id, ep.role, n)
+        if ep.is_arm:
             for n in range(1, len(t.steps) + 1):
                 ctx = t.prefix(n).context()
                 doubts = read_context(ctx, Draws(b"x"), dict(PROFILES["default"])).doubts
@@ -86,7 +93,8 @@ def test_every_divergence_is_explained_on_six_task_types(tmp_path: Path, capsys)
     _replies_and_features(run)
     # features never see the trace: the paired rows are computed without it
     assert not any(c.startswith("f_") and "trace" in c for c in pd.read_csv(run / "paired.csv").columns)
-    assert all("trace" in ep for ep in read_episodes(run))
+    assert all(ep.transcript is None or ep.transcript.trace is not None for ep in read_episodes(run))
+    assert any(ep.transcript is not None and ep.transcript.trace for ep in read_episodes(run))
     # one diverged pair, side by side
     row = table[table["diverged"]].iloc[0]
     ex = find_pair(run, row["task_id"], row["condition"], int(row["delay"]), row["operation"])

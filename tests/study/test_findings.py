@@ -17,19 +17,19 @@ def _effects(stale_ci: tuple[float, float]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def test_effect_finding_states_number_interval_and_test():
-    f = effect_finding(_effects((5.0, 35.0)), "primary cohort", "stale2", delay=1)
+def test_effect_finding_states_every_delay_with_its_interval():
+    f = effect_finding(_effects((5.0, 35.0)), "primary cohort", "stale2")
     assert f.conclusive and f.n_tasks == 40
-    assert "after a stale2 observation, refresh at delay 1 changed success by +21.0 pp" in f.sentence
-    assert "(9 rescues, 1 harms; 95% CI 5.0 to 35.0 pp; sign-flip p = 0.012)" in f.sentence
-    assert "after a clean observation, refresh at delay 1 changed success by -9.0 pp" in f.sentence
-    assert "ranges from +20.0 pp to +24.0 pp" in f.sentence
-    assert f.sentence.endswith("The interval excludes zero.")
+    # the primary cohort at every delay, not the strongest one
+    assert ("after a stale2 observation refresh changed success by +20.0 pp [5.0, 35.0], +21.0 pp [5.0, 35.0], "
+            "+24.0 pp [5.0, 35.0] at delays 0, 1, 4 (27 rescues and 3 harms over the delays)") in f.sentence
+    assert "after a clean observation refresh changed success by -10.0 pp [-20.0, -2.5]" in f.sentence
+    assert f.sentence.endswith("Every interval excludes zero.")
 
 
 def test_an_interval_including_zero_is_said_plainly_and_warned_about():
-    f = effect_finding(_effects((-5.0, 35.0)), "primary cohort", "stale2", delay=1)
-    assert not f.conclusive and "40 tasks cannot tell this from no effect" in f.sentence
+    f = effect_finding(_effects((-5.0, 35.0)), "primary cohort", "stale2")
+    assert not f.conclusive and "3 of 6 intervals include zero: 40 tasks cannot tell those effects from none" in f.sentence
     warning = small_cohort_warning([f], quick=True)
     assert warning.startswith("1 of these 1 answers (Effects of refresh, 40 tasks) has an interval that "
                               "includes zero: it does not show an effect either way.")
@@ -37,7 +37,7 @@ def test_an_interval_including_zero_is_said_plainly_and_warned_about():
     assert two.startswith("2 of these 2 answers (Effects of refresh, 40 tasks; Effects of refresh, 40 tasks) "
                           "have an interval that includes zero: they do not show an effect either way.")
     assert "--quick" in warning
-    assert small_cohort_warning([effect_finding(_effects((5.0, 9.0)), "c", "stale2", 1)], quick=True) is None
+    assert small_cohort_warning([effect_finding(_effects((5.0, 9.0)), "c", "stale2")], quick=True) is None
 
 
 def test_mechanism_and_cir_findings():
@@ -50,10 +50,12 @@ def test_mechanism_and_cir_findings():
     assert "placebo) changed it by -3.3 pp" in m.sentence
     summary = pd.DataFrame([
         {"policy": p, "condition": c, "n_tasks": 76, "effect_pp": e, "ci_low_pp": e - 4, "ci_high_pp": e + 4,
-         "sign_flip_p": 0.2, "intervention_rate": 0.1, "clean_harm_rate": 0.0 if c == "clean" else float("nan")}
-        for p, e in (("cir", 3.0), ("always", -8.0), ("oracle", 10.0)) for c in ("all", "clean")])
+         "sign_flip_p": 0.2, "intervention_rate": 0.1, "oracle_fraction": e / 10,
+         "clean_harm_rate": 0.0 if c == "clean" else float("nan")}
+        for p, e in (("cir", 3.0), ("cir_paired", 6.0), ("anomaly", 2.0), ("oracle", 10.0)) for c in ("all", "clean")])
     c = cir_finding(summary, epsilon=0.02)
-    assert not c.conclusive and c.n_tasks == 76
-    assert "CIR changed success by +3.0 pp against never recovering (95% CI -1.0 to 7.0 pp" in c.sentence
-    assert "harming 0.0% of clean episodes (limit 2.0%)" in c.sentence
-    assert "always refreshing changed it by -8.0 pp and the oracle by +10.0 pp" in c.sentence
+    assert not c.conclusive and c.n_tasks == 76  # cir's interval includes zero
+    assert "cir changed success by +3.0 pp against never recovering (95% CI -1.0 to 7.0 pp" in c.sentence
+    assert "cir_paired changed success by +6.0 pp against never recovering (95% CI 2.0 to 10.0 pp" in c.sentence
+    assert "60% of the oracle's gain" in c.sentence and "clean harm 0.0%" in c.sentence and "(budget 2.0%)" in c.sentence
+    assert "The anomaly rule changed it by +2.0 pp and the oracle by +10.0 pp" in c.sentence

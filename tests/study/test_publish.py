@@ -58,3 +58,53 @@ def test_publish_refuses_an_unfinished_study(tmp_path):
     (study / "router.json").unlink()
     with pytest.raises(SystemExit, match="router.json"):
         publish.publish(study, tmp_path / "data", tmp_path / "figures")
+
+
+def _pooled_study(folder: Path) -> Path:
+    """A replicates study's layout with tiny tables: the top-level report and pooled tables, and
+    each replicate's own study folder."""
+    (folder / "tables").mkdir(parents=True)
+    (folder / "figures").mkdir()
+    (folder / "report.md").write_text("# pooled\n")
+    for name in ("report.html", "study.json"):
+        (folder / name).write_text(name)
+    (folder / "tables" / "headlines_pooled.csv").write_text("x\n1\n")
+    (folder / "tables" / "replicate_spread.csv").write_text(
+        "headline,cohort,condition,delay,operation,policy,versus,pooled_n_tasks,pooled_pp,pooled_ci_low_pp,"
+        "pooled_ci_high_pp,replicates,min_pp,median_pp,max_pp,sd_pp\n"
+        "effect,primary,clean,0,refresh,,,80,-4.0,-7.5,-1.25,2,-5.0,-4.0,-3.0,1.4\n"
+        "effect,primary,stale2,0,refresh,,,80,10.0,5.0,15.0,2,8.0,10.0,12.0,2.8\n"
+        "held-out margin,eval,all,,,cir_paired,anomaly,70,2.5,0.5,4.5,2,1.0,2.5,4.0,2.1\n")
+    (folder / "tables" / "cir_eval_pooled.csv").write_text(
+        "policy,condition,n,n_tasks,effect_pp,ci_low_pp,ci_high_pp,intervention_rate,clean_harm_rate,oracle_fraction\n"
+        "never,all,280,70,0,0,0,0,0,0\nnever,clean,70,70,0,0,0,0,0,\n"
+        "cir_paired,all,280,70,4.0,1.0,7.0,0.12,0.014,0.6\ncir_paired,clean,70,70,0,0,0,0.1,0.014,\n"
+        "oracle,all,280,70,6.6,4.0,9.0,0.07,0,1\noracle,clean,70,70,0,0,0,0,0,\n")
+    (folder / "tables" / "cir_fit_replicates.csv").write_text("router,budget_bound,seed\ncir_paired,True,0\n"
+                                                              "cir_paired,False,1000\n")
+    for seed in (0, 1000):
+        _study(folder / "replicates" / f"seed-{seed}")
+    return folder
+
+
+def test_a_study_with_replicates_publishes_each_replicate_and_a_generated_summary(tmp_path):
+    publish = _publish_module()
+    study = _pooled_study(tmp_path / "study")
+    data, figures = tmp_path / "repo" / "data", tmp_path / "repo" / "figures"
+    publish.publish(study, data, figures)
+    for seed in (0, 1000):
+        replicate = data / "replicates" / f"seed-{seed}"
+        assert (replicate / "runs" / "primary" / "paired.csv").exists() and (replicate / "router.json").exists()
+        assert (replicate / "report.md").exists() and (replicate / "tables" / "cohorts.csv").exists()
+    assert (data / "tables" / "cir_eval_pooled.csv").exists() and not (data / "runs").exists()
+    text = publish.summary(study)
+    assert "Pooled over 2 replicates" in text
+    assert "delay 0: -4.0 pp [-7.5, -1.2] (replicates -5.0 to -3.0)" in text  # from the tables, not typed
+    assert "`cir_paired` +4.0 pp [+1.0, +7.0], 60% of the oracle's gain, recovering in 12.0% of arms, clean harm 1.4%" in text
+    assert "`cir_paired` - `anomaly` +2.5 pp [+0.5, +4.5]" in text
+    assert "bound the threshold search in 1 of 2 replicates for `cir_paired`" in text
+    readme = tmp_path / "README.md"
+    readme.write_text(f"kept\n{publish.BEGIN}\nold numbers\n{publish.END}\nkept too\n")
+    assert publish.fill_summary(readme, text)
+    assert readme.read_text() == f"kept\n{publish.BEGIN}\n{text}\n{publish.END}\nkept too\n"
+    assert not publish.fill_summary(tmp_path / "absent.txt", text)

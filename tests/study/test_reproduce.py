@@ -14,13 +14,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from cir.pairs.settings import RunSettings
 from cir.study.reproduce import reproduce
 from cir.util.errors import CirError
 
 TINY = {
-    "primary": ("effects", 1, "valid_unseen", 8, ["refresh"]),
+    "primary": ("effects", 1, "valid_unseen", 8, ["refresh", "replan"]),
     "mechanism": ("mechanism", 2, "valid_unseen", 2, ["refresh", "refresh_ablated", "placebo"]),
-    "cir_eval": ("eval", 4, "valid_seen", 3, ["refresh"]),
+    "cir_eval": ("eval", 4, "valid_seen", 3, ["refresh", "replan"]),
 }
 
 
@@ -87,11 +88,23 @@ def test_writes_report_tables_figures_and_router(study) -> None:
     assert fit["train_tasks"] <= factual.sum() and fit["settings_searched"] > 1
     assert pd.isna(fit["gamma"]) or fit["gamma"] >= 0
     optimism = pd.read_csv(out / "tables" / "cir_optimism.csv")
-    assert list(optimism["estimate"]) == ["out of fold (fitting tasks)", "held out"]
+    assert list(optimism["estimate"]) == ["out of fold (fitting tasks)", "held out"] * 4
+    assert list(optimism["router"]) == [r for r in ("cir", "cir_paired", "cir_paired_replan", "cir_multi")
+                                        for _ in range(2)]
+    # with replan run too: a paired router per operation and one that chooses between them
+    assert "## Which recovery?" in headings
+    fits = pd.read_csv(out / "tables" / "cir_fit.csv")
+    assert list(fits["router"]) == ["cir", "cir_paired", "cir_paired_replan", "cir_multi"]
+    assert list(fits["operations"]) == ["refresh", "refresh", "replan", "refresh,replan"]
+    assert {json.loads((out / f).read_text())["operations"] == ops for f, ops in (
+        ("router_multi.json", ["refresh", "replan"]), ("router_paired_replan.json", ["replan"]))} == {True}
+    mix = pd.read_csv(out / "tables" / "cir_mix.csv")
+    assert set(mix["operation"]) <= {"refresh", "replan", "none"}
+    assert mix.groupby("condition")["share"].sum().round(9).eq(1).all()
     # the built-in agent's mechanisms explain every divergence of the study
     assert "0 divergences are explained by no mechanism" in report
     explained = pd.read_csv(out / "tables" / "mechanisms_explained.csv")
-    assert set(explained["operation"]) <= {"refresh", "refresh_ablated", "placebo"}
+    assert set(explained["operation"]) <= {"refresh", "refresh_ablated", "placebo", "replan"}
     assert list((out / "figures").glob("*.png"))
     html = (out / "report.html").read_text(encoding="utf-8")
     # self-contained: every figure is embedded, none is linked
@@ -113,7 +126,7 @@ def test_second_call_resumes_and_writes_identical_tables(study) -> None:
 def test_other_settings_are_refused_by_name(study) -> None:
     out, configs, _ = study
     with pytest.raises(CirError, match=r"written by other settings \(seed: 0 there, 1 now\)"):
-        reproduce(out, quick=True, experiments_dir=configs, seed=1, resamples=200, progress=False,
+        reproduce(out, RunSettings(seed=1), quick=True, experiments_dir=configs, resamples=200, progress=False,
                   echo=lambda line: None)
 
 
@@ -136,12 +149,80 @@ def test_llm_settings_are_checked_before_the_study_folder_and_part_of_its_settin
     from cir.study.reproduce import StudySettings, _differences
 
     with pytest.raises(CirError, match="--temperature"):
-        reproduce(tmp_path / "out", quick=True, llm=LLMConfig(temperature=0.5), progress=False,
+        reproduce(tmp_path / "out", RunSettings(llm=LLMConfig(temperature=0.5)), quick=True, progress=False,
                   echo=lambda line: None)
     with pytest.raises(CirError, match="LLM option 'seed'"):
-        reproduce(tmp_path / "out", quick=True, agent="openai:m", base_url="http://127.0.0.1:9/v1",
-                  llm=LLMConfig(options={"seed": 3}), progress=False, echo=lambda line: None)
+        reproduce(tmp_path / "out", RunSettings(agent="openai:m", base_url="http://127.0.0.1:9/v1",
+                                                llm=LLMConfig(options={"seed": 3})),
+                  quick=True, progress=False, echo=lambda line: None)
     assert not (tmp_path / "out").exists()
     greedy = StudySettings(agent="openai:m").__dict__
     warm = StudySettings(agent="openai:m", llm=LLMConfig(temperature=0.7).as_dict()).__dict__
     assert [key for key, _, _ in _differences(greedy, warm)] == ["llm"]
+
+
+@pytest.fixture(scope="module")
+def replicated(study, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
+    _, configs, _ = study
+    out = tmp_path_factory.mktemp("replicated") / "out"
+    lines: list[str] = []
+    reproduce(out, quick=True, experiments_dir=configs, resamples=200, replicates=2, progress=False,
+              echo=lines.append)
+    return out, lines
+
+
+def test_replicates_are_whole_studies_pooled_in_one_report(study, replicated) -> None:
+    single, _, _ = study
+    out, lines = replicated
+    seeds = [0, 1000]
+    assert [line for line in lines if line.startswith("== replicate")] == [
+        f"== replicate {i}/2 (seed {s}) in {out / 'replicates' / f'seed-{s}'}" for i, s in enumerate(seeds, 1)]
+    study_json = json.loads((out / "study.json").read_text())
+    assert study_json["settings"]["replicates"] == 2 and study_json["replicate_seeds"] == seeds
+    # replicate 0 is the single study of the same seed, file for file
+    first = out / "replicates" / "seed-0"
+    assert _digests(first) == _digests(single)
+    # one row per replicate and headline; the pooled rows have the same headlines
+    per = pd.read_csv(out / "tables" / "replicates.csv")
+    pooled = pd.read_csv(out / "tables" / "headlines_pooled.csv")
+    assert sorted(set(per["seed"])) == seeds and len(per) == 2 * len(pooled)
+    assert set(per["headline"]) == {"effect", "stale2 minus clean", "mechanism control", "held-out policy",
+                                    "held-out margin"}
+    # the pooled evaluation walks every replicate's held-out arms with that replicate's routers
+    evaluation = pd.read_csv(out / "tables" / "cir_eval_pooled.csv")
+    assert list(dict.fromkeys(evaluation["policy"])) == [
+        "never", "always", "anomaly", "anomaly_rate_matched", "cir", "anomaly_matched_cir_paired", "cir_paired",
+        "anomaly_matched_cir_paired_replan", "cir_paired_replan", "always_cir_multi", "anomaly_matched_cir_multi",
+        "always_refresh", "always_replan", "anomaly_refresh", "anomaly_replan", "cir_multi", "oracle"]
+    each = [pd.read_csv(out / "replicates" / f"seed-{s}" / "tables" / "cir_eval.csv") for s in seeds]
+    n_tasks = lambda t: int(t.query("policy == 'never' and condition == 'all'")["n_tasks"].iloc[0])  # noqa: E731
+    assert n_tasks(evaluation) == sum(n_tasks(t) for t in each)
+    rescues = lambda t: int(t.query("policy == 'cir_paired' and condition == 'all'")["rescues"].iloc[0])  # noqa: E731
+    assert rescues(evaluation) == sum(rescues(t) for t in each)
+    margins = pd.read_csv(out / "tables" / "cir_margins_pooled.csv")
+    assert {"cir", "cir_paired", "cir_paired_replan", "cir_multi"} == set(margins["policy"])
+    assert "## Which recovery?" in (out / "report.md").read_text(encoding="utf-8")
+    assert (out / "tables" / "cir_mix_pooled.csv").is_file()
+    spread = pd.read_csv(out / "tables" / "replicate_spread.csv")
+    assert (spread["replicates"] == 2).all() and (spread["min_pp"] <= spread["max_pp"]).all()
+    report = (out / "report.md").read_text(encoding="utf-8")
+    assert report.startswith("# cir reproduction (quick), 2 replicates")
+    assert "seeds 0, 1000" in report and (out / "figures" / "replicates_spread.png").is_file()
+    cited = {line.split("`")[1] for line in report.splitlines() if line.startswith("<sub>source:")}
+    assert cited and all((out / path).is_file() for path in cited)
+
+
+def test_replicates_resume_and_refuse_another_count(study, replicated) -> None:
+    _, configs, _ = study
+    out, _ = replicated
+    before = {p.name: p.read_bytes() for p in (out / "tables").glob("*.csv")}
+    lines: list[str] = []
+    reproduce(out, quick=True, experiments_dir=configs, resamples=200, replicates=2, progress=False,
+              echo=lines.append)
+    assert sum("nothing to do" in line for line in lines) == 2 * len(TINY)
+    assert {p.name: p.read_bytes() for p in (out / "tables").glob("*.csv")} == before
+    with pytest.raises(CirError, match=r"replicates: 2 there, 3 now"):
+        reproduce(out, quick=True, experiments_dir=configs, resamples=200, replicates=3, progress=False,
+                  echo=lambda line: None)
+    with pytest.raises(CirError, match="replicates 0: expected an integer >= 1"):
+        reproduce(out, quick=True, experiments_dir=configs, replicates=0, progress=False, echo=lambda line: None)

@@ -10,7 +10,9 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import os
 import re
+import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -169,3 +171,30 @@ def fake_tasks(n: int, root: Path | None = None) -> list[FakeTask]:
 
 def dump(obj: object) -> str:
     return json.dumps(obj, sort_keys=True)
+
+
+def fake_settings(replay: object = None, agent: str = "fake", **more: object):  # noqa: ANN201
+    """The RunSettings of a run with the fake agent and env (``agent`` ``fake:SECONDS`` is a
+    slow one); ``more`` sets any other setting (jobs, backend, ...)."""
+    from cir.pairs.settings import ReplaySettings, RunSettings
+
+    more.setdefault("agent_factory", make_fake_agent)
+    more.setdefault("env_factory", make_fake_env)
+    return RunSettings(replay=replay or ReplaySettings(), agent=agent, **more)  # type: ignore[arg-type]
+
+
+def make_fatal_env(task: FakeTask, snapshots: str = "fast", *, kill: str = "", after: int = 3) -> FakeEnv:
+    """The fake env, except that the task ``kill`` ends its process (SIGKILL, as ``kill -9``
+    or the kernel's out-of-memory killer would) at its ``after``-th step: a worker that dies.
+    Use as ``functools.partial(make_fatal_env, kill="task002")``."""
+    env = make_fake_env(task, snapshots)
+    if task.task_id == kill:
+        step = env.step
+
+        def fatal_step(action: str) -> tuple[str, bool, bool]:
+            if env.steps + 1 >= after:
+                os.kill(os.getpid(), signal.SIGKILL)
+            return step(action)
+
+        env.step = fatal_step  # type: ignore[method-assign]
+    return env

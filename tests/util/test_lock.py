@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support.replay import fake_tasks, make_fake_agent, make_fake_env
+from support.replay import fake_settings, fake_tasks
 
 from cir.pairs.replay import ReplaySettings
 from cir.pairs.run import run_experiment
@@ -94,12 +94,11 @@ def test_a_lock_is_reentrant_in_its_owner_and_released_once(tmp_path):
 RUN = """
 import sys
 sys.path.insert(0, {tests!r})
-from support.replay import fake_tasks, make_fake_agent, make_fake_env
-from cir.pairs.replay import ReplaySettings
+from support.replay import fake_settings, fake_tasks
 from cir.pairs.run import run_experiment
-run_experiment(fake_tasks(4), {out!r}, agent="fake:0.003", settings=ReplaySettings(operations=("refresh",)),
-               agent_factory=make_fake_agent, env_factory=make_fake_env, tasks_source="fake",
-               progress=False, echo=lambda s: None)
+from cir.pairs.settings import ReplaySettings
+run_experiment(fake_tasks(4), {out!r}, fake_settings(ReplaySettings(operations=("refresh",)), "fake:0.003"),
+               tasks_source="fake", progress=False, echo=lambda s: None)
 """
 
 
@@ -112,9 +111,9 @@ def test_two_runs_on_one_folder_one_is_refused_and_nothing_is_doubled(tmp_path):
         while not (out / "run.json").exists() and time.monotonic() < deadline:
             time.sleep(0.02)
         with pytest.raises(CirError, match="another cir process is writing this run folder"):
-            run_experiment(fake_tasks(4), out, agent="fake:0.003", settings=ReplaySettings(operations=("refresh",)),
-                           agent_factory=make_fake_agent, env_factory=make_fake_env, tasks_source="fake",
-                           progress=False, echo=lambda s: None)
+            run_experiment(fake_tasks(4), out,
+                           fake_settings(ReplaySettings(operations=("refresh",)), "fake:0.003"),
+                           tasks_source="fake", progress=False, echo=lambda s: None)
     finally:
         _, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err.decode()[-2000:]
@@ -156,6 +155,47 @@ def test_workers_end_when_their_parent_is_killed(tmp_path):
         assert not any(_alive(p) for p in pids)
     finally:
         for pid in pids:  # never leave a worker behind, whatever happened
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+IDLE = """
+import os, time
+from pathlib import Path
+from cir.util.parallel import parallel_map
+
+def slow(i, folder):
+    Path(folder, "busy").write_text(str(os.getpid()))
+    time.sleep(120)
+    return i
+
+list(parallel_map(slow, range(1), {folder!r}, jobs=2, backend="loky"))  # two workers, one task
+"""
+
+
+def test_a_worker_without_a_task_ends_when_its_parent_is_killed(tmp_path):
+    """The idle worker ends with its parent too: every worker watches from its start."""
+    import psutil
+
+    proc = subprocess.Popen([sys.executable, "-c", IDLE.format(folder=str(tmp_path))], stderr=subprocess.DEVNULL)
+    pids: list[int] = []
+    try:
+        deadline = time.monotonic() + 60
+        while (len(pids) < 2 or not (tmp_path / "busy").exists()) and time.monotonic() < deadline:
+            pids = [k.pid for k in psutil.Process(proc.pid).children() if "popen_loky" in " ".join(k.cmdline())]
+            time.sleep(0.05)
+        assert len(pids) == 2 and proc.poll() is None
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        deadline = time.monotonic() + 15
+        while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not any(_alive(p) for p in pids)
+    finally:
+        for pid in pids:
             if _alive(pid):
                 os.kill(pid, signal.SIGKILL)
         if proc.poll() is None:

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support.replay import fake_tasks, make_fake_agent, make_fake_env  # noqa: E402
+from support.replay import fake_settings, fake_tasks  # noqa: E402
 
 from cir.pairs.replay import ReplaySettings  # noqa: E402
 from cir.pairs.run import run_experiment  # noqa: E402
@@ -62,8 +62,7 @@ def _wait(done, timeout: float = 5.0) -> None:
 
 
 def _run(out: Path, progress: bool, jobs: int = 1, backend: str = "loky"):
-    return run_experiment(fake_tasks(3), out, agent="fake:0.002", settings=SETTINGS, jobs=jobs,
-                          backend=backend, agent_factory=make_fake_agent, env_factory=make_fake_env,
+    return run_experiment(fake_tasks(3), out, fake_settings(SETTINGS, "fake:0.002", jobs=jobs, backend=backend),
                           tasks_source="fake", progress=progress, echo=lambda s: None)
 
 

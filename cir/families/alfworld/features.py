@@ -39,7 +39,9 @@ from cir.episode.protocol import (
 )
 from cir.episode.transcript import AGENT, Transcript
 from cir.families.alfworld import text as tx
-from cir.families.alfworld.text import GOAL_PREFIX, answers
+from cir.families.alfworld.agent.priors import CAN_HOLD, LOOKALIKES
+from cir.families.alfworld.goals import UNKNOWN_SUBGOALS, Goal, parse_goal
+from cir.families.alfworld.text import action_kind, answers
 
 # name -> one-line meaning. Order is the column order of the paired table.
 FEATURES: dict[str, str] = {
@@ -108,82 +110,19 @@ FEATURES: dict[str, str] = {
     "f_subgoals_left": "sub-goals of the goal (take, transform, move) not yet shown done",
     "f_progress_since_suspect": "sub-goal texts shown after the suspect observation (what a rewind would discard)",
     "f_self_checks_since": "commands after the suspect that check the state (look, inventory, examine) or repeat it",
+    # what a harness message can act on (the harm channels of a recovery)
+    "f_last_progress": "1 if the latest env action was answered by a sub-goal text (take, move, heat/cool/clean, lamp)",
+    "f_last_open": "1 if the latest env action was answered by an open text",
+    "f_here_listed": "objects the current place holds per the shown text (its latest listing, with pickups and placements since)",
+    "f_here_goal_obj": "1 if among them is an object of the goal's type",
+    "f_here_lookalike": "1 if among them is an object of a type often taken for the goal's (a look-alike)",
+    "f_here_could_hold": "1 if the current place (per the shown text) is of a type that can hold the goal's object",
+    "f_prev_take_or_move": "1 if the env action before the suspect was answered by a pickup or placement text",
 }
 
 
-# -- parsing the engine's text --------------------------------------------------------
-_GO = re.compile(r"^go to (.+)$")
-_TAKE = re.compile(r"^take (.+?) from (.+)$")
-_MOVE = re.compile(r"^(?:move|put) (.+?) (?:to|in|on|into) (.+)$")
-_OPEN = re.compile(r"^open (.+)$")
-_CLOSE = re.compile(r"^close (.+)$")
-_TRANSFORM = re.compile(r"^(heat|cool|clean) (.+?) with (.+)$")
-_USE = re.compile(r"^use (.+)$")
-_EXAMINE = re.compile(r"^examine (.+)$")
-_SLICE = re.compile(r"^slice (.+?) with (.+)$")
-
+# -- parsing the engine's text (commands: cir.families.alfworld.text) ----------------------
 _ARRIVE = re.compile(r"^You arrive at (.+?)\.")
-_GOAL = re.compile(rf"{re.escape(GOAL_PREFIX)} (.+?)\.?\s*$", re.MULTILINE)
-_GOAL_OBJ = (
-    re.compile(r"^look at (\w+) under"),
-    re.compile(r"^examine the (\w+) with"),
-    re.compile(r"\b(?:a|an|some|two|the)\s+(?:(?:hot|cool|cold|clean)\s+)?(\w+)"),
-)
-
-
-def action_kind(action: str) -> str:
-    """The kind of an env action (``go``, ``take``, ``move``, ..., ``other``)."""
-    a = action.strip().lower()
-    for kind, pattern in (
-        ("go", _GO),
-        ("take", _TAKE),
-        ("move", _MOVE),
-        ("open", _OPEN),
-        ("close", _CLOSE),
-        ("transform", _TRANSFORM),
-        ("use", _USE),
-        ("examine", _EXAMINE),
-        ("slice", _SLICE),
-    ):
-        if pattern.match(a):
-            return kind
-    if a in {"look", "inventory", "help"}:
-        return a
-    return "other"
-
-
-@dataclass(frozen=True)
-class Goal:
-    """What the goal sentence asks, as far as features need it."""
-
-    text: str
-    obj: str | None
-    pick_two: bool
-    transform: bool
-    look: bool
-
-    @property
-    def subgoals(self) -> dict[str, int]:
-        """How many of each subgoal text the goal needs (take, move, transform)."""
-        if self.look:
-            return {"take": 1, "move": 0, "transform": 1}
-        return {"take": 2 if self.pick_two else 1, "move": 2 if self.pick_two else 1,
-                "transform": 1 if self.transform else 0}
-
-
-def parse_goal(task_text: str) -> Goal:
-    """The goal of ``task_text`` (the ``Your task is to: ...`` line)."""
-    m = _GOAL.search(task_text)
-    text = m.group(1).strip().lower() if m else ""
-    obj = None
-    for pattern in _GOAL_OBJ:
-        if g := pattern.search(text):
-            obj = g.group(1)
-            break
-    look = text.startswith("look at ") or (text.startswith("examine the ") and " with the " in text)
-    transform = bool(re.search(r"\b(heat|hot|cool|cold|clean)\b", text)) and not look
-    pick_two = bool(re.search(r"\btwo\b", text))
-    return Goal(text=text, obj=obj, pick_two=pick_two, transform=transform, look=look)
 
 
 # -- features ----------------------------------------------------------------------------
@@ -232,14 +171,22 @@ def _read(transcript: Transcript) -> _Shown:
     return out
 
 
-def _progress(goal: Goal, shown_env: list[str]) -> dict[str, float]:
+def _asks(goal: Goal | None) -> tuple[bool, bool, bool, dict[str, int]]:
+    """(two objects, a transform, a look task, the subgoals); a goal that fits no template
+    asks for one object placed."""
+    if goal is None:
+        return False, False, False, UNKNOWN_SUBGOALS
+    return goal.count == 2, goal.transform is not None, goal.look, goal.subgoals
+
+
+def _progress(goal: Goal | None, shown_env: list[str]) -> dict[str, float]:
     """Task progress, from the shown text only."""
     pickups = placements = transforms = 0
     holding = False
     goal_seen = False
     last_progress = 0  # env actions up to the last subgoal text
     places: set[str] = set()
-    obj_pattern = re.compile(rf"\b{re.escape(goal.obj)} \d") if goal.obj else None
+    obj_pattern = re.compile(rf"\b{re.escape(goal.obj)} \d") if goal is not None else None
     for i, s in enumerate(shown_env):
         progress = False
         if s.startswith("You pick up the ") or s.startswith("PickupObject"):
@@ -259,14 +206,14 @@ def _progress(goal: Goal, shown_env: list[str]) -> dict[str, float]:
             places.add(m.group(1))
         if obj_pattern is not None and not goal_seen and obj_pattern.search(s):
             goal_seen = True
-    need = goal.subgoals
+    pick_two, transform, look, need = _asks(goal)
     done = (
         min(pickups, need["take"]) + min(placements, need["move"]) + min(transforms, need["transform"])
     )
     return {
-        "f_task_pick_two": float(goal.pick_two),
-        "f_task_transform": float(goal.transform),
-        "f_task_look": float(goal.look),
+        "f_task_pick_two": float(pick_two),
+        "f_task_transform": float(transform),
+        "f_task_look": float(look),
         "f_progress": done / max(1, sum(need.values())),
         "f_pickups": float(pickups),
         "f_placements": float(placements),
@@ -286,10 +233,11 @@ def _suspect(seen: _Shown, delay: int, action_repeat: list[bool], obs_repeat: li
     si = k - 1  # its 0-based index
     s = shown_env[si]
     a = actions[si]
+    act = tx.parse_action(a)
     kind = action_kind(a)
     post = range(k, n_act)  # 0-based indices after the suspect
     arrive = _ARRIVE.match(s)
-    go = _GO.match(a)
+    go = act[1] if act is not None and act[0] == "go" else None
     return {
         "f_post_think": float(sum(1 for n_before, _ in seen.thoughts if n_before >= k)),
         "f_post_action_repeats": float(sum(action_repeat[i] for i in post)),
@@ -302,7 +250,7 @@ def _suspect(seen: _Shown, delay: int, action_repeat: list[bool], obs_repeat: li
         "f_suspect_words": float(len(s.split())),
         "f_post_novel_frac": sum(not obs_repeat[i] for i in post) / delay if delay else 1.0,
         "f_suspect_mismatch": float(not fits[si]),
-        "f_suspect_arrival_mismatch": float(bool(go and arrive and arrive.group(1).lower() != go.group(1))),
+        "f_suspect_arrival_mismatch": float(bool(go and arrive and arrive.group(1).lower() != go)),
         "f_suspect_unparsed": float(not tx.is_engine_text(s)),
         "f_post_mismatches": float(sum(not fits[i] for i in post)),
         "f_pre_mismatches": float(sum(not fits[i] for i in range(si))),
@@ -363,11 +311,12 @@ def extract_features(
     progress = _progress(goal, shown_env)
     f.update(progress)
     f.update(_knowledge(goal, transcript.task_text, seen, n_act - delay, progress))
+    f.update(_here(goal, seen, n_act - delay))
     # Round so that values survive a CSV round trip bit-for-bit (router == offline).
     return {name: round(float(v), 6) for name, v in f.items()}
 
 
-def _knowledge(goal: Goal, task_text: str, seen: _Shown, k: int, progress: dict[str, float]) -> dict[str, float]:
+def _knowledge(goal: Goal | None, task_text: str, seen: _Shown, k: int, progress: dict[str, float]) -> dict[str, float]:
     """Doubts, verification, the sub-goal in progress and the work left (see FEATURES).
 
     A doubt is an env action whose shown text does not answer it; a later answered text
@@ -402,13 +351,13 @@ def _knowledge(goal: Goal, task_text: str, seen: _Shown, k: int, progress: dict[
         f["f_self_checks_since"] = float(sum(
             1 for a in after if a is not None and (a[0] in ("look", "inventory", "examine") or a == suspect)))
         f["f_progress_since_suspect"] = float(sum(1 for s in shown[k:] if _is_progress(s)))
-    need = goal.subgoals
+    _, transform, _, need = _asks(goal)
     done = min(pickups, need["take"]) + min(placements, need["move"]) + min(transforms, need["transform"])
     f["f_subgoals_left"] = float(sum(need.values()) - done)
     transform_left = transforms < need["transform"]
     f["f_subgoal_fetch"] = float(goal_seen and not holding and pickups < need["take"] + placements)
-    f["f_subgoal_transform"] = float(holding and goal.transform and transform_left)
-    f["f_subgoal_deliver"] = float(holding and not (goal.transform and transform_left))
+    f["f_subgoal_transform"] = float(holding and transform and transform_left)
+    f["f_subgoal_deliver"] = float(holding and not (transform and transform_left))
     m = tx.RE_MIDDLE.search(task_text)
     room = set(tx.names(m.group(1))) if m else set()
     seen: set[str] = set()
@@ -417,6 +366,42 @@ def _knowledge(goal: Goal, task_text: str, seen: _Shown, k: int, progress: dict[
             seen.add(a[1])
     f["f_unvisited"] = float(len(room - seen))
     return f
+
+
+def _here(goal: Goal | None, seen: _Shown, k: int) -> dict[str, float]:
+    """The current place and what its latest shown listing holds, the latest step's kind,
+    and the step before the suspect (see FEATURES): what over-correction, distraction and
+    an older stale text act on."""
+    here: str | None = None
+    listings: dict[str, list[str]] = {}
+    for s in seen.shown:
+        for pattern, group in ((tx.RE_ARRIVE, 1), (tx.RE_OPENED, 1), (tx.RE_FACING, 1), (tx.RE_PICK, 2),
+                               (tx.RE_MOVE, 2), (tx.RE_CLOSE, 1), (tx.RE_APPLY, 3)):
+            if m := pattern.search(s):
+                here = m.group(group)
+        for pattern in (tx.RE_ON, tx.RE_IS_OPEN):
+            if m := pattern.search(s):
+                listings[m.group(1)] = tx.names(m.group(2))
+        if m := tx.RE_PICK.search(s):  # the shown text says what left or came to a place
+            listings[m.group(2)] = [o for o in listings.get(m.group(2), []) if o != m.group(1)]
+        if m := tx.RE_MOVE.search(s):
+            listings[m.group(2)] = [*listings.get(m.group(2), []), m.group(1)]
+        if tx.RE_MIDDLE.search(s):
+            here = None
+    listed = listings.get(here or "", [])
+    obj = (goal.obj if goal is not None else None) or ""  # a goal of no template: no object
+    alike = set(LOOKALIKES.get(obj, ()))
+    last = seen.shown[-1] if seen.shown else ""
+    prev = seen.shown[k - 2] if k >= 2 else ""
+    return {
+        "f_last_progress": float(_is_progress(last)),
+        "f_last_open": float(bool(tx.RE_OPENED.search(last))),
+        "f_here_listed": float(len(listed)),
+        "f_here_goal_obj": float(bool(obj) and any(tx.otype(o) == obj for o in listed)),
+        "f_here_lookalike": float(any(tx.otype(o) in alike for o in listed)),
+        "f_here_could_hold": float(here is not None and obj in CAN_HOLD.get(tx.otype(here), ())),
+        "f_prev_take_or_move": float(prev.startswith(("You pick up the ", "You move the ", "You put the "))),
+    }
 
 
 def _is_progress(shown: str) -> bool:

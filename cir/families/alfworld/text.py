@@ -78,10 +78,14 @@ def names(listing: str) -> list[str]:
     return RE_NAME.findall(listing)
 
 
-def parse_action(reply: str) -> Action | None:
+def parse_action(reply: str, older: bool = True) -> Action | None:
     """``("take", "apple 1", "countertop 1")``; ``("think",)``; None if not a command.
 
-    Verbs are normalised: ``go to`` -> ``go``, the older ``put X in/on Y`` -> ``move``.
+    The one parser of ALFWorld's commands: the built-in agent reads its replies with it,
+    the features the actions a transcript shows, and the LLM agent's reply parser
+    (:mod:`cir.families.alfworld.actions`) checks what it made of a model's words with it.
+    Verbs are normalised: ``go to`` -> ``go``, and the older ``put X in/on Y`` is read as
+    ``move`` unless ``older=False`` (ALFWorld 0.4's engine does not take it: None).
     """
     r = reply.strip().lower().rstrip(".")
     if r.startswith("think"):
@@ -90,8 +94,33 @@ def parse_action(reply: str) -> Action | None:
     if not m:
         return None
     parts = [g for g in m.groups() if g is not None]
+    if parts[0] == "put" and not older:
+        return None
     verb = {"go to": "go", "put": "move"}.get(parts[0], parts[0])
     return (verb, *parts[1:])
+
+
+#: ALFWorld 0.4's spelling of each command, by the verb :func:`parse_action` gives it.
+SPELLING = {"go": "go to {}", "open": "open {}", "close": "close {}", "take": "take {} from {}",
+            "move": "move {} to {}", "heat": "heat {} with {}", "cool": "cool {} with {}",
+            "clean": "clean {} with {}", "use": "use {}", "examine": "examine {}",
+            "slice": "slice {} with {}", "look": "look", "inventory": "inventory", "help": "help"}
+#: The kinds of command the features tell apart (heat, cool and clean are one kind).
+_KINDS = {"heat": "transform", "cool": "transform", "clean": "transform", "think": "other"}
+
+
+def format_action(action: Action) -> str:
+    """A parsed command in ALFWorld 0.4's spelling (``("move", "apple 1", "desk 1")`` ->
+    ``move apple 1 to desk 1``)."""
+    return SPELLING[action[0]].format(*action[1:])
+
+
+def action_kind(action: str) -> str:
+    """The kind of an env action as the engine takes it: ``go``, ``take``, ``move``, ``open``,
+    ``close``, ``transform``, ``use``, ``examine``, ``slice``, ``look``, ``inventory``, ``help``
+    or ``other`` (the older ``put X in/on Y`` too: the engine answers it ``Nothing happens.``)."""
+    act = parse_action(action, older=False)
+    return "other" if act is None else _KINDS.get(act[0], act[0])
 
 
 def is_engine_text(shown: str) -> bool:

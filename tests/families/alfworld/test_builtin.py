@@ -191,7 +191,8 @@ def test_refresh_corrects_the_location_or_is_misread():
 
 
 def test_harness_kinds_are_read_from_the_words():
-    from cir.episode.recovery import ABLATED_TEXT, PLACEBO_TEXT, REPLAN_TEXT, rewind_memory
+    from cir.episode.protocol import ABLATED_TEXT, PLACEBO_TEXT, REPLAN_TEXT
+    from cir.episode.recovery import rewind_memory
 
     assert harness_kind("[Refreshed observation] You are facing the sofa 1. Next to it, you see nothing.") == "refresh"
     assert harness_kind(ABLATED_TEXT) == "query"

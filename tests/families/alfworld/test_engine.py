@@ -98,7 +98,7 @@ def test_episodes_identical_with_and_without_savings(six: list[TaskRef]) -> None
     for savings in (True, False):
         with AlfworldEnv(ref.game_file, savings=savings) as env:
             result = run_task_pairs(ref, make_agent("builtin", seed=0), env, settings)
-        out[savings] = json.dumps([result.rows, result.episodes], sort_keys=True)
+        out[savings] = json.dumps([result.rows, [e.to_dict() for e in result.episodes]], sort_keys=True)
     assert out[True] == out[False]
 
 
@@ -272,5 +272,5 @@ def test_text_identical_exhaustive(tmp_path: Path) -> None:
         for savings in (True, False):
             with AlfworldEnv(ref.game_file, savings=savings) as env:
                 result = run_task_pairs(ref, make_agent("builtin", seed=0), env, settings)
-            out[savings] = json.dumps([result.rows, result.episodes], sort_keys=True)
+            out[savings] = json.dumps([result.rows, [e.to_dict() for e in result.episodes]], sort_keys=True)
         assert out[True] == out[False], ref.task_id

@@ -18,6 +18,7 @@ from cir.families.alfworld.generate import generate_split
 from cir.families.alfworld.tasks import load_tasks
 from cir.pairs.replay import ReplaySettings, run_task_pairs
 from cir.pairs.run import run_experiment
+from cir.pairs.settings import RunSettings
 
 pytest.importorskip("alfworld")
 
@@ -63,15 +64,15 @@ def test_games_load_and_step_from_eight_threads_with_the_texts_of_one(eight):
 
 def test_a_run_with_the_threading_backend_gives_the_table_of_one_process(eight, tmp_path):
     tasks = eight[:4]
-    kw = dict(settings=SETTINGS, tasks_source="eight", progress=False, echo=lambda s: None)
-    run_experiment(tasks, tmp_path / "one", jobs=1, **kw)
-    run_experiment(tasks, tmp_path / "threads", jobs=4, backend="threading", **kw)
+    kw = dict(tasks_source="eight", progress=False, echo=lambda s: None)
+    run_experiment(tasks, tmp_path / "one", RunSettings(replay=SETTINGS, jobs=1), **kw)
+    run_experiment(tasks, tmp_path / "threads", RunSettings(replay=SETTINGS, jobs=4, backend="threading"), **kw)
     assert (tmp_path / "threads" / "paired.csv").read_bytes() == (tmp_path / "one" / "paired.csv").read_bytes()
 
 
 def _same(result):
     costs = {k: v for k, v in result.costs.items() if k != "env_restores"}
-    return json.dumps([result.rows, result.episodes, costs], sort_keys=True)
+    return json.dumps([result.rows, [e.to_dict() for e in result.episodes], costs], sort_keys=True)
 
 
 def test_branches_at_once_on_the_real_engine_give_the_sequential_results(eight):

@@ -15,8 +15,8 @@ from cir.families.alfworld.features import (
     action_kind,
     answers,
     extract_features,
-    parse_goal,
 )
+from cir.families.alfworld.goals import parse_goal
 
 TASK = ("You are in the middle of a room. Looking quickly around you, you see a cabinet 1, "
         "a countertop 1, a fridge 1, and a microwave 1.\nYour task is to: heat some apple and put it in "
@@ -184,7 +184,24 @@ def test_budget_progress_and_repetition() -> None:
 ])
 def test_goal_parsing(goal: str, obj: str, two: bool, transform: bool, look: bool) -> None:
     g = parse_goal(f"You are in the middle of a room.\nYour task is to: {goal}.")
-    assert (g.obj, g.pick_two, g.transform, g.look) == (obj, two, transform, look)
+    assert (g.obj, g.count == 2, g.transform is not None, g.look) == (obj, two, transform, look)
+
+
+def test_the_features_and_the_agent_read_the_goal_with_one_parser() -> None:
+    from cir.families.alfworld import features, goals
+    from cir.families.alfworld.agent import beliefs
+
+    assert features.parse_goal is goals.parse_goal is beliefs.parse_goal
+
+
+def test_a_goal_that_fits_no_template_asks_for_one_object_placed() -> None:
+    text = "You are in the middle of a room.\nYour task is to: dance a little."
+    t = Transcript("t", text, [Step("agent", "look", "look", "You are in the middle of a room.",
+                                    "You are in the middle of a room.")])
+    f = extract_features(t, 0)
+    assert parse_goal(text) is None
+    assert (f["f_task_pick_two"], f["f_task_transform"], f["f_task_look"], f["f_goal_obj_seen"]) == (0, 0, 0, 0)
+    assert f["f_subgoals_left"] == 2  # take one, place it
 
 
 def test_answers_and_kinds() -> None:
@@ -234,3 +251,24 @@ def test_property_truth_events_and_suffix_never_matter(
     c = build(False, False)
     c.steps[n:] = [Step("agent", "go to sofa 1", "go to sofa 1", "x", "Nothing happens.")]
     assert extract_features(a.prefix(n), delay) == extract_features(c.prefix(n), delay)
+
+
+def test_what_a_harness_message_can_act_on() -> None:
+    """The current place's listing, the last step's kind and the step before the suspect:
+    the state over-correction, distraction and a two-step-old text act on."""
+    t = clean_transcript()
+    arrived = extract_features(t.prefix(1), 0)  # at countertop 1: an apple and a knife
+    assert arrived["f_here_listed"] == 2 and arrived["f_here_goal_obj"] == 1
+    assert arrived["f_here_lookalike"] == 0 and arrived["f_here_could_hold"] == 1
+    assert arrived["f_last_progress"] == 0 and arrived["f_prev_take_or_move"] == 0
+    taken = extract_features(t.prefix(3), 0)  # picked the apple up there
+    assert taken["f_last_progress"] == 1 and taken["f_here_listed"] == 1 and taken["f_here_goal_obj"] == 0
+    carried = extract_features(t.prefix(4), 0)  # the go-to after the pickup is the suspect
+    assert carried["f_prev_take_or_move"] == 1 and carried["f_last_progress"] == 0
+    assert carried["f_here_listed"] == 0 and carried["f_here_could_hold"] == 1  # a microwave holds apples
+    opened = extract_features(t, 0)
+    assert opened["f_last_open"] == 1 and opened["f_here_listed"] == 0
+    # a look-alike of the goal's object listed here (an apple is taken for a tomato and back)
+    lure = Transcript("t", TASK, [step("go to countertop 1", "You arrive at countertop 1. On the countertop 1, "
+                                                            "you see a tomato 1.")])
+    assert extract_features(lure, 0)["f_here_lookalike"] == 1

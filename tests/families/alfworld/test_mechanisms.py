@@ -14,10 +14,12 @@ from cir.episode.harness import Harness, SnapshotHook
 from cir.episode.perturb import Perturbation, parse_condition
 from cir.episode.recovery import Checkpoints
 from cir.episode.transcript import AGENT, Transcript
-from cir.families.alfworld.agent.builtin import PARAMETERS, BuiltinAgent
+from cir.families.alfworld.agent.builtin import PARAMETERS, PROFILES, BuiltinAgent
 from cir.families.alfworld.agent.mechanisms import MECHANISMS
 
-QUIET = dict.fromkeys(PARAMETERS, 0.0)
+#: every chance 0; how strongly each kind of message invites reconsidering stays as in the
+#: default profile (a weight, not a chance: at 0 no message would be reacted to at all)
+QUIET = {**dict.fromkeys(PARAMETERS, 0.0), **{k: v for k, v in PROFILES["default"].items() if k.startswith("invite_")}}
 
 
 @pytest.fixture(scope="module")
@@ -234,6 +236,126 @@ def test_misread_refresh_forgets_what_it_saw_there(envs):
     assert fired(misread, "misread_refresh") == [k] and not fired(kept, "misread_refresh")
     assert replies(kept) == replies(factual)
     assert not replies(misread, k + 1)[0].startswith("take")
+
+
+def after(t: Transcript, verb: str, nth: int = 1) -> int:
+    """1-based env action number of the nth command starting with ``verb`` (a decision point)."""
+    return index_of(t, verb, nth)
+
+
+@pytest.mark.parametrize(("kind", "verb", "nth", "first_two"), [
+    # a pickup: puts it back and takes it again
+    (SIMPLE, "take", 1, ["move soapbottle 1 to drawer 1", "take soapbottle 1 from drawer 1"]),
+    # an open: closes it and opens it again
+    (SIMPLE, "open cabinet 1", 1, ["close cabinet 1", "open cabinet 1"]),
+    # a search that found nothing wanted: back to the place before and here again
+    (SIMPLE, "go to countertop 1", 1, ["go to cabinet 3", "go to countertop 1"]),
+    # a transform: does it again
+    ("pick_heat_then_place_in_recep", "heat", 1, ["heat apple 1 with microwave 1"] * 2),
+    # a placement that did not finish the task: takes it back out and puts it in again
+    ("pick_two_obj_and_place", "move", 1, ["take creditcard 2 from sofa 1", "move creditcard 2 to sofa 1"]),
+])
+def test_over_correct_undoes_and_redoes_a_right_step_round_and_round(envs, kind, verb, nth, first_two):
+    env = envs[kind]
+    factual = episode(env, agent())
+    at = after(factual, verb, nth)
+    k = step_of(factual, at) + 1  # the harness step
+    # off: a replan changes nothing (no other mechanism is on)
+    same = episode(env, agent(over_correct=0.0), recover="replan", recover_at=at)
+    assert replies(same) == replies(factual) and same.won
+    # on: it doubts the step the text answered, undoes and redoes it until the budget ends
+    hit = episode(env, agent(over_correct=1.0), recover="replan", recover_at=at)
+    assert fired(hit, "over_correct") == [k]
+    assert replies(hit, k + 1)[:2] == first_two
+    assert set(replies(hit, k + 1)) == set(first_two) and not hit.won and fired(hit, "budget")
+    # noticing the loop returns it to its plan
+    noticed = episode(env, agent(over_correct=1.0, notice_loop=1.0), recover="replan", recover_at=at)
+    assert fired(noticed, "notice_loop") == [k + 1] and noticed.won
+
+
+def test_over_correct_scales_with_the_invitation_and_waits_for_doubts(envs):
+    env = envs[SIMPLE]
+    factual = episode(env, agent())
+    take = index_of(factual, "take")
+    # a content-free message invites reconsidering at invite_message (0.4): forced at 1.0,
+    # silenced at 0
+    loud = episode(env, agent(over_correct=1.0, invite_message=1.0), recover="placebo", recover_at=take)
+    assert fired(loud, "over_correct") and not loud.won
+    mute = episode(env, agent(over_correct=1.0, invite_message=0.0), recover="placebo", recover_at=take)
+    assert replies(mute) == replies(factual) and mute.won
+    # a step in doubt (a take answered by an older text) is re-checked instead
+    checked = episode(env, agent(over_correct=1.0, hidden_pickup=1.0, harness_recheck=1.0),
+                      condition="stale2", at=take, recover="replan", recover_at=take)
+    assert fired(checked, "harness_recheck") and not fired(checked, "over_correct") and checked.won
+
+
+def test_distraction_takes_the_place_a_refreshed_text_names_for_the_target(envs):
+    env = envs[SIMPLE]
+    factual = episode(env, agent())
+    take = index_of(factual, "take")  # holding the soapbottle at the drawer that held it
+    k = step_of(factual, take) + 1
+    hit = episode(env, agent(distraction=1.0), recover="refresh", recover_at=take)
+    assert fired(hit, "distraction") == [k]
+    # "You are facing the drawer 1": it puts the object there and believes the task done
+    assert replies(hit, k + 1)[0] == "move soapbottle 1 to drawer 1" and not hit.won
+    # the content-ablated twin queries the same env and shows nothing: no distraction
+    twin = episode(env, agent(distraction=1.0), recover="refresh_ablated", recover_at=take)
+    assert not fired(twin, "distraction") and twin.won
+    assert replies(twin, k + 1) == replies(factual, k)
+    off = episode(env, agent(distraction=0.0), recover="refresh", recover_at=take)
+    assert not fired(off, "distraction") and off.won
+
+
+def test_distraction_takes_a_look_alike_at_the_named_place_for_the_object(envs):
+    env = envs[SIMPLE]  # the goal is a soapbottle; cabinet 3 holds a spraybottle
+    factual = episode(env, agent())
+    at = index_of(factual, "open cabinet 3")
+    k = step_of(factual, at) + 1
+    hit = episode(env, agent(distraction=1.0), recover="refresh", recover_at=at)
+    assert fired(hit, "distraction") == [k]
+    assert replies(hit, k + 1)[0] == "take spraybottle 2 from cabinet 3"
+    assert "move spraybottle 2 to toilet 1" in replies(hit) and not hit.won
+    twin = episode(env, agent(distraction=1.0), recover="refresh_ablated", recover_at=at)
+    assert not fired(twin, "distraction") and twin.won
+
+
+def test_distraction_searches_again_a_named_place_it_had_ruled_out(envs):
+    env = envs[SIMPLE]
+    factual = episode(env, agent())
+    at = index_of(factual, "go to shelf 1")  # a cloth there: ruled out
+    k = step_of(factual, at) + 1
+    hit = episode(env, agent(distraction=1.0), recover="refresh", recover_at=at)
+    assert fired(hit, "distraction") == [k]
+    assert replies(hit, k + 1)[0] == "examine shelf 1" and hit.won
+    assert hit.env_actions == factual.env_actions + 2  # the refresh's look and the second look inside
+
+
+def test_stale_rollback_takes_a_two_step_old_text_back_to_empty_hands(envs):
+    env = envs[SIMPLE]
+    factual = episode(env, agent())
+    at = index_of(factual, "take") + 1  # the go-to that carries the object; two texts back it was not taken
+    k = step_of(factual, at)
+    base = {"stale_location": 1.0}
+    rolled = episode(env, agent(**base, stale_rollback=1.0), condition="stale2", at=at)
+    assert fired(rolled, "stale_rollback") == [k]
+    assert replies(rolled, k + 1)[0] == "take soapbottle 1 from drawer 1" and not rolled.won
+    # off, it knows it holds the object; and a one-step-old text (the pickup itself) has
+    # nothing older to take it back to
+    assert episode(env, agent(**base, stale_rollback=0.0), condition="stale2", at=at).won
+    one = episode(env, agent(**base, stale_rollback=1.0), condition="stale1", at=at)
+    assert not fired(one, "stale_rollback") and one.won
+
+
+def test_fatigue_raises_the_harness_reactions_late_in_an_episode():
+    from cir.families.alfworld.agent.beliefs import FATIGUE_HORIZON, fatigue, initial_beliefs
+
+    b = initial_beliefs("Your task is to: put a mug in desk.")
+    p = {"fatigue": 1.0}
+    assert fatigue(b, p) == 1.0
+    b.clock = FATIGUE_HORIZON // 2
+    assert fatigue(b, p) == 1.5
+    b.clock = 3 * FATIGUE_HORIZON
+    assert fatigue(b, p) == 2.0 and fatigue(b, {"fatigue": 0.0}) == 1.0
 
 
 def test_budget_ends_a_branch_that_spent_more(envs):

@@ -13,12 +13,18 @@ lose track and go round its last two commands (``lost_track``, acted on by the d
 doubt is settled by a later text that tells what the command did
 (:func:`cir.families.alfworld.text.settles`).
 
+A believed stale text that was last shown two or more commands earlier may take the
+agent back to its hands of that moment (``stale_rollback``): a two-step-old text is further
+from the truth than a one-step-old one, which describes the state just before the command.
+
 A harness message (a user message that follows no reply of the agent's) is read for what
 it says: a refreshed text may correct where the agent believes it is
-(``refresh_correction``) or be misread (``misread_refresh``); any harness message leaves
-``harness_pending`` so the next decision may react to it (:mod:`cir.families.alfworld.agent.builtin`).
+(``refresh_correction``), be misread (``misread_refresh``) or pull it to a place it names
+(``distraction``); a message that invites reconsidering may make it doubt its last step
+although that step was right (``over_correct``); any harness message leaves
+``harness_pending`` so the next decision may react to it (:mod:`cir.families.alfworld.agent.decide`).
 Nothing else about beliefs changes with a harness message, so an extra message with
-nothing to say leaves the next reply as it was.
+nothing to say leaves the next reply as it was unless one of these fires.
 """
 
 from __future__ import annotations
@@ -30,10 +36,35 @@ from dataclasses import dataclass, field
 from cir.families.alfworld import text as tx
 from cir.families.alfworld.agent.goals import Goal, parse_goal
 from cir.families.alfworld.agent.mechanisms import Draws, Fired
+from cir.families.alfworld.agent.priors import CAN_HOLD, LOOKALIKES, prior
 from cir.families.alfworld.text import Action, otype
 
-#: how strongly a harness message invites the agent to reconsider (scales its reactions)
-INVITATION = {"replan": 1.0, "refresh": 0.6, "query": 0.6, "rewind": 0.6, "message": 0.4}
+Params = dict[str, float]
+
+#: the profile parameter that says how strongly each kind of harness message invites the
+#: agent to reconsider (it scales every reaction to the message)
+INVITE_PARAMETERS = {"replan": "invite_replan", "refresh": "invite_refresh", "query": "invite_query",
+                     "rewind": "invite_rewind", "message": "invite_message"}
+
+#: how much an over-correction doubts each kind of right step: one that changed the world
+#: (a pickup, a transform, a placement) more than one that only looked (a search)
+OVERCORRECT_WEIGHT = {"take": 1.0, "move": 1.0, "transform": 1.0, "open": 0.6, "search": 0.4}
+
+#: its own env commands after which a harness message derails it at full ``fatigue``
+FATIGUE_HORIZON = 40
+
+_HISTORY = 4  # how many of its last shown texts it compares a stale text with
+
+
+def invitation(kind: str, p: Params) -> float:
+    """How strongly a harness message of ``kind`` invites reconsidering (a profile parameter)."""
+    return p[INVITE_PARAMETERS.get(kind, "invite_message")]
+
+
+def fatigue(b: Beliefs, p: Params) -> float:
+    """How much more a harness message derails it the longer the episode has run (>= 1):
+    ``1 + fatigue x min(1, its env commands so far / FATIGUE_HORIZON)``."""
+    return 1.0 + p["fatigue"] * min(1.0, b.clock / FATIGUE_HORIZON)
 
 
 def harness_kind(text: str) -> str:
@@ -117,6 +148,9 @@ class Beliefs:
     prev_command: str | None = None  # its last env command before the one being read
     lost: tuple[str, ...] | None = None  # the commands it cycles through, having lost track
     lost_next: int = 0  # which of them comes next
+    history: tuple[tuple[str, str | None], ...] = ()  # (shown text, hands after it) of its last commands
+    doubting: bool = False  # the harness message just read made it doubt its last step (over_correct)
+    lure: str | None = None  # what a refreshed text made it take for the goal's object (or target place)
 
     # -- queries ---------------------------------------------------------------------
     def cycle_next(self) -> str | None:
@@ -150,9 +184,6 @@ def _number(name: str) -> tuple[str, int]:
     return (t, int(n) if n.isdigit() else 0)
 
 
-Params = dict[str, float]
-
-
 def initial_beliefs(task_text: str) -> Beliefs:
     """The beliefs after reading the task text (room listing and goal)."""
     m = tx.RE_MIDDLE.search(task_text)
@@ -167,6 +198,7 @@ def fold(b: Beliefs, role: str, content: str, draws: Draws, p: Params) -> tuple[
         b.pending_reply = content
         b.check = None  # the reply answered any pending check or harness message
         b.harness_pending = None
+        b.doubting = False
         nxt = b.cycle_next()
         if nxt is not None:
             # going round the cycle keeps it lost; any other reply means it broke out
@@ -226,8 +258,14 @@ class _Reader:
             b.failed[said] = b.failed.get(said, 0) + 1
             self._failed(act)
             b.last = LastStep(reply, act, "nothing" if act else "bad")
-            return
-        b.fail_streak = 0
+        else:
+            b.fail_streak = 0
+            self._answered(reply, act, key, attempt, text)
+        b.history = (*b.history, (text.strip(), b.holding))[-_HISTORY:]
+
+    def _answered(self, reply: str, act: Action | None, key: str, attempt: int, text: str) -> None:
+        """A step answered by something other than ``Nothing happens.``."""
+        b = self.b
         if act is None:
             self.see(text, None)
             b.last = LastStep(reply, None, "bad")
@@ -239,7 +277,7 @@ class _Reader:
             self._stale(act, key, attempt, text)
             b.last = LastStep(reply, act, "unanswered")
         else:
-            self._unreadable(act, key, attempt)
+            self._unreadable(act, key, attempt, text)
             b.last = LastStep(reply, act, "unreadable")
 
     def _stale(self, act: Action, key: str, attempt: int, text: str) -> None:
@@ -250,7 +288,7 @@ class _Reader:
         if not self.chance(mech, self.p[mech], key, attempt):
             b.check = _check_command(act, b, doubted_now=True)
             return
-        self._lose_track(key, attempt)
+        self._lose_track(key, attempt, text)
         self.see(text, act)
         target = act[1] if act[0] == "go" else None
         if target in b.receptacles and target != b.location and target not in b.searched:
@@ -258,22 +296,45 @@ class _Reader:
             b.searched.add(target)
             b.assumed.add(target)
             b.seen_at[target] = b.clock
+        self._roll_back(key, attempt, text)
 
-    def _unreadable(self, act: Action, key: str, attempt: int) -> None:
+    def _roll_back(self, key: str, attempt: int, text: str) -> None:
+        """A believed text last shown two or more commands ago describes that moment: it
+        may take its hands to be as they were then (``stale_rollback``). A one-step-old text
+        describes the state just before this command, which the error above covers."""
+        b = self.b
+        shown = text.strip()
+        lag = next((j for j, (t, _) in enumerate(reversed(b.history), 1) if t == shown), None)
+        if lag is None or lag < 2:
+            return
+        held_then = b.history[-lag][1]
+        if held_then == b.holding or not self.chance("stale_rollback", self.p["stale_rollback"], key, attempt, lag):
+            return
+        if held_then is not None:  # the placement since is undone in belief: still in its hands
+            for o, r in reversed(b.placed):
+                if o == held_then:
+                    b.placed.remove((o, r))
+                    b.contents[r] = [x for x in b.contents.get(r, []) if x != o]
+                    break
+        b.holding = held_then
+
+    def _unreadable(self, act: Action, key: str, attempt: int, text: str) -> None:
         b = self.b
         b.doubts.append(Doubt(act, key, attempt, unreadable=True))
         if not self.chance("missing_text", self.p["missing_text"], key, attempt):
             b.check = _check_command(act, b, doubted_now=True, unreadable=True)
             return
-        self._lose_track(key, attempt)
+        self._lose_track(key, attempt, text)
         self._assume_worked(act)
 
-    def _lose_track(self, key: str, attempt: int) -> None:
+    def _lose_track(self, key: str, attempt: int, text: str) -> None:
         """Misled by a text that did not answer it, it may lose track of its plan and go
         round its last two commands (an LLM copying its own recent turns) until it
-        notices, a harness message makes it reconsider, or the budget ends."""
+        notices, a harness message makes it reconsider, or the budget ends. Whether it
+        does is a draw about the command and the text that misled it: two different
+        misleading texts are two different chances to lose the thread."""
         b = self.b
-        if self.chance("lost_track", self.p["lost_track"], key, attempt):
+        if self.chance("lost_track", self.p["lost_track"], key, attempt, text.strip()):
             now = b.prev_command or key
             b.lost = (self.before, now) if self.before and self.before.lower() != now.lower() else (now,)
             b.lost_next = 0
@@ -333,8 +394,14 @@ class _Reader:
         b.harness_seen[kind] = n = b.harness_seen.get(kind, 0) + 1
         b.harness_pending = (kind, n)
         body = _refreshed_body(text)
-        if body is None:
-            return
+        if body is not None:
+            self._refreshed(body, n)
+            self._distracted(body, n)
+        self._over_correct(kind, n)
+
+    def _refreshed(self, body: str, n: int) -> None:
+        """What a refreshed text says about where it is and what is here."""
+        b = self.b
         facing = tx.RE_FACING.search(body)
         if facing:
             place, listing = facing.group(1), facing.group(2).strip()
@@ -352,6 +419,77 @@ class _Reader:
         elif tx.RE_MIDDLE.search(body) and b.location is not None:
             if self.chance("refresh_correction", self.p["refresh_correction"], "middle", b.location, n):
                 b.location = None
+
+    def _distracted(self, body: str, n: int) -> None:
+        """A refreshed text that names places or objects pulls its attention (an LLM is easily
+        distracted by context that does not bear on the task): what the text names fills the
+        slot it is about to fill. Carrying the goal's object to its target, a named place
+        that could hold it is taken for the target; looking for the object, a look-alike it
+        knows is at a named place (or that is named itself) is taken for the object, else a
+        named place it had ruled out is searched again. One draw, about the most tempting."""
+        b, g = self.b, self.b.goal
+        if g is None or b.lure is not None:
+            return
+        named = tx.names(body)
+        if b.holding is not None and otype(b.holding) == g.obj:
+            if not g.recep or (g.transform and g.transform not in b.states.get(b.holding, set())):
+                return  # a lamp or an appliance to find: no place it names will do instead
+            places = [r for r in named if r in b.receptacles and otype(r) != g.recep and g.obj in CAN_HOLD.get(otype(r), ())]
+            if places and self.chance("distraction", self.p["distraction"], "target", places[0], n):
+                b.lure = places[0]
+            return
+        alike = set(LOOKALIKES.get(g.obj, ()))
+        lures = [o for r in named for o in b.contents.get(r, []) if otype(o) in alike]
+        lures += [o for o in named if o not in b.receptacles and otype(o) in alike]
+        if lures:
+            if self.chance("distraction", self.p["distraction"], "object", lures[0], n):
+                b.lure = lures[0]
+            return
+        ruled_out = [r for r in named if r in b.searched and r not in b.assumed
+                     and not any(otype(o) == g.obj for o in b.contents.get(r, []))]
+        if ruled_out:
+            place = max(ruled_out, key=lambda r: (prior(g.obj, otype(r)), r))
+            if self.chance("distraction", self.p["distraction"], "search", place, n):
+                b.searched.discard(place)  # "did I look properly?"
+
+    def _over_correct(self, kind: str, n: int) -> None:
+        """A message that invites reconsidering makes it doubt its last step although the
+        text answered it, and undo and redo it, round and round (asked "are you sure?", an
+        LLM flips a right answer, and flips again), until it notices (``notice_loop``),
+        a later harness message makes it reconsider, or the budget ends. Only while no
+        step of its is in doubt: a doubted step is what it re-checks first."""
+        b, last = self.b, self.b.last
+        if b.goal is None or b.doubts or b.lost is not None or last is None or last.kind != "ok" or not last.action:
+            return
+        act, verb = last.action, last.action[0]
+        cycle: tuple[str, ...]
+        if verb == "take" and b.holding == act[1]:  # "is this the right one?": put it back, take it again
+            case, cycle = "take", (f"move {act[1]} to {act[2]}", last.reply.strip())
+        elif verb == "move" and (act[1], act[2]) in b.placed and b.holding is None:  # "the right place?"
+            case, cycle = "move", (f"take {act[1]} from {act[2]}", last.reply.strip())
+        elif verb in ("heat", "cool", "clean") and verb in b.states.get(act[1], set()):  # "did it work?"
+            case, cycle = "transform", (last.reply.strip(),)
+        elif verb == "open" and b.opened.get(act[1]):  # "did I see it all?": close it, open it again
+            case, cycle = "open", (f"close {act[1]}", last.reply.strip())
+        elif verb in ("go", "examine") and b.location == act[1]:  # "did I look properly?": back and forth
+            now = last.reply.strip()
+            before = self._previous_place(act[1]) if verb == "go" else None
+            case, cycle = "search", (before, now) if before and before.lower() != now.lower() else (now,)
+        else:
+            return
+        prob = self.p["over_correct"] * OVERCORRECT_WEIGHT[case] * invitation(kind, self.p) * fatigue(b, self.p)
+        if self.chance("over_correct", prob, case, last.reply.strip().lower(),
+                       b.attempts.get(last.reply.strip().lower(), 0), kind, n):
+            b.lost, b.lost_next, b.doubting = cycle, 0, True
+
+    def _previous_place(self, here: str) -> str | None:
+        """The go-to before the one that brought it ``here`` (the place it doubts it left right)."""
+        places = [t for t, _ in self.b.history]
+        for text in reversed(places[:-1]):
+            m = tx.RE_ARRIVE.search(text)
+            if m and m.group(1) != here:
+                return f"go to {m.group(1)}"
+        return None
 
     # -- text -> beliefs -------------------------------------------------------------------
     def see(self, text: str, act: Action | None) -> None:

@@ -34,6 +34,11 @@ from cir.families.alfworld.agent.decide import Decider
 from cir.families.alfworld.agent.mechanisms import MECHANISMS, Draws, Fired
 from cir.util.errors import CirError
 
+#: how strongly each kind of harness message invites reconsidering (the same in every profile:
+#: it is read from the message's words, not a skill)
+_INVITE = {"invite_replan": 1.0, "invite_refresh": 0.6, "invite_query": 0.6, "invite_rewind": 0.6,
+           "invite_message": 0.4}
+
 #: chances per skill profile; PARAMETERS says what each means, MECHANISMS what it names
 PROFILES: dict[str, dict[str, float]] = {
     "weak": {
@@ -42,6 +47,7 @@ PROFILES: dict[str, dict[str, float]] = {
         "old_syntax": 0.3, "reground": 0.25, "self_check": 0.01, "notice_loop": 0.03,
         "stale_location": 0.95, "hidden_pickup": 0.95, "hidden_placement": 0.95, "missing_text": 0.95,
         "lost_track": 0.55, "harness_recheck": 0.6, "refresh_correction": 0.6, "interruption": 0.5, "misread_refresh": 0.6,
+        "stale_rollback": 0.8, "over_correct": 0.6, "distraction": 0.55, "fatigue": 1.5, **_INVITE,
     },
     "default": {
         "prior_noise": 2.4, "overlook": 0.16, "forget_open": 0.12, "repeat": 0.04, "think": 0.6,
@@ -49,6 +55,7 @@ PROFILES: dict[str, dict[str, float]] = {
         "old_syntax": 0.1, "reground": 0.45, "self_check": 0.02, "notice_loop": 0.05,
         "stale_location": 0.9, "hidden_pickup": 0.9, "hidden_placement": 0.9, "missing_text": 0.9,
         "lost_track": 0.4, "harness_recheck": 0.85, "refresh_correction": 0.8, "interruption": 0.35, "misread_refresh": 0.3,
+        "stale_rollback": 0.6, "over_correct": 0.45, "distraction": 0.4, "fatigue": 1.0, **_INVITE,
     },
     "strong": {
         "prior_noise": 0.8, "overlook": 0.03, "forget_open": 0.03, "repeat": 0.01, "think": 0.4,
@@ -56,6 +63,7 @@ PROFILES: dict[str, dict[str, float]] = {
         "old_syntax": 0.0, "reground": 0.75, "self_check": 0.2, "notice_loop": 0.2,
         "stale_location": 0.6, "hidden_pickup": 0.6, "hidden_placement": 0.6, "missing_text": 0.6,
         "lost_track": 0.15, "harness_recheck": 0.95, "refresh_correction": 0.95, "interruption": 0.15, "misread_refresh": 0.1,
+        "stale_rollback": 0.3, "over_correct": 0.15, "distraction": 0.15, "fatigue": 0.5, **_INVITE,
     },
 }
 
@@ -69,8 +77,24 @@ PARAMETERS["self_check"] = "chance per consecutive failed command to check its h
 PARAMETERS["notice_loop"] = "chance per reply, while it goes round in circles, to notice and return to its plan"
 PARAMETERS["harness_recheck"] = ("chance (x how strongly the message invites reconsidering) that a harness "
                                  "message makes it re-check the step it is least sure of")
-PARAMETERS["interruption"] = ("chance (x sub-goal weight x how strongly the message invites reconsidering) "
-                              "that a harness message makes it redo or drop the sub-goal in progress")
+PARAMETERS["interruption"] = ("chance (x sub-goal weight x how strongly the message invites reconsidering "
+                              "x fatigue factor) that a harness message makes it redo or drop the sub-goal in progress")
+PARAMETERS["over_correct"] = ("chance (x step weight x how strongly the message invites reconsidering x fatigue "
+                              "factor) that a harness message makes it doubt its last, right step and undo or redo it")
+PARAMETERS["distraction"] = ("chance that a refreshed text pulls it to what the text names: a look-alike of the "
+                             "goal's object known there, or a place it had ruled out")
+PARAMETERS["stale_rollback"] = ("chance that a believed text last shown two or more commands earlier takes it "
+                                "back to its hands of that moment")
+PARAMETERS["fatigue"] = ("how much more a harness message derails it late in an episode: interruption and "
+                         "over_correct chances x (1 + fatigue x min(1, its env commands so far / 40))")
+PARAMETERS.update({
+    f"invite_{kind}": f"how strongly {what} invites reconsidering (scales every reaction to it)"
+    for kind, what in (("replan", "a request to reconsider or re-plan"),
+                       ("refresh", "a refreshed text (an engine text in a harness message)"),
+                       ("query", "a note that the environment was queried"),
+                       ("rewind", "a note that the state was restored (a rewind memory)"),
+                       ("message", "any other harness message"))
+})
 
 _MEMO_LIMIT = 50_000
 

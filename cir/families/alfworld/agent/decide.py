@@ -2,7 +2,8 @@
 
 In order: a reaction to a harness message it has not answered yet (re-check a doubted
 step, or re-plan the sub-goal in progress); the next command of the cycle it goes round
-when it has lost track (``lost_track``), unless it notices (``notice_loop``); a check of
+when it has lost track (``lost_track``) or doubts a right step (``over_correct``, set on
+reading the message), unless it notices (``notice_loop``); a check of
 a text it noticed was wrong; a reaction to a failed command (retry, check itself); a
 repeat slip; else the plan: take a known object of the goal's type, transform it, carry
 it to the target, or search the likeliest unseen place. The decision reads only the
@@ -13,35 +14,14 @@ identical beliefs give the identical reply whatever messages led to them.
 from __future__ import annotations
 
 from cir.episode.protocol import THINK_PREFIX
-from cir.families.alfworld.agent.beliefs import INVITATION, Beliefs, recheck_command
+from cir.families.alfworld.agent.beliefs import Beliefs, fatigue, invitation, recheck_command
 from cir.families.alfworld.agent.goals import LOOK, TWO, Goal
 from cir.families.alfworld.agent.mechanisms import Draws, Fired
-from cir.families.alfworld.agent.priors import prior
+from cir.families.alfworld.agent.priors import LOOKALIKES, prior
 from cir.families.alfworld.text import Action, otype, parse_action
 
 #: how much each sub-goal in progress is exposed to an interruption
 SUBGOAL_WEIGHT = {"fetch": 0.5, "transform": 1.0, "deliver": 1.0, "light": 0.6}
-
-#: types an agent may take for one another (reading fast, or from a vague goal)
-LOOKALIKES: dict[str, tuple[str, ...]] = {
-    "spraybottle": ("soapbottle",), "soapbottle": ("spraybottle", "soapbar"), "soapbar": ("soapbottle",),
-    "pen": ("pencil",), "pencil": ("pen",), "knife": ("butterknife",), "butterknife": ("knife",),
-    "cup": ("mug",), "mug": ("cup",), "saltshaker": ("peppershaker",), "peppershaker": ("saltshaker",),
-    "plate": ("bowl",), "bowl": ("plate",), "pot": ("pan",), "pan": ("pot",), "spoon": ("ladle", "fork"),
-    "fork": ("spoon",), "ladle": ("spoon",), "creditcard": ("cellphone", "keychain"),
-    "cellphone": ("creditcard", "remotecontrol"), "keychain": ("creditcard",), "cd": ("creditcard",),
-    "glassbottle": ("winebottle",), "winebottle": ("glassbottle",), "tomato": ("apple",),
-    "apple": ("tomato",), "potato": ("apple",), "watch": ("alarmclock",), "alarmclock": ("watch",),
-    "remotecontrol": ("cellphone",), "newspaper": ("book",), "book": ("newspaper",),
-    "cloth": ("handtowel", "dishsponge"), "handtowel": ("cloth",), "dishsponge": ("cloth",),
-    "toiletpaper": ("papertowel",), "vase": ("statue",), "statue": ("vase",),
-    "drawer": ("dresser", "cabinet"), "dresser": ("drawer",), "sidetable": ("desk", "coffeetable"),
-    "desk": ("sidetable",), "countertop": ("diningtable",), "diningtable": ("countertop",),
-    "cabinet": ("shelf", "drawer"), "shelf": ("cabinet",), "sofa": ("armchair",), "armchair": ("sofa",),
-    "coffeetable": ("sidetable", "diningtable"), "bathtubbasin": ("sinkbasin",),
-    "sinkbasin": ("bathtubbasin",), "garbagecan": ("cart",), "cart": ("garbagecan",),
-    "bed": ("sofa",), "toilet": ("garbagecan",),
-}
 
 _REGROUND_VERBS = ("go", "take", "move", "open", "close", "heat", "cool", "clean", "use", "examine")
 _HANDS_VERBS = ("take", "move", "heat", "cool", "clean")
@@ -68,6 +48,10 @@ class Decider:
                     self.receps = (alt_r[0], g.recep or alt_r[0])
                 elif g.obj in LOOKALIKES:
                     self.objs = (g.obj, LOOKALIKES[g.obj][0])
+            if b.lure in b.receptacles:  # distracted: that place will do as the target
+                self.receps = (*self.receps, otype(b.lure))
+            elif b.lure is not None and otype(b.lure) not in self.objs:  # the look-alike will do
+                self.objs = (*self.objs, otype(b.lure))
 
     # -- draws -----------------------------------------------------------------------------
     def chance(self, name: str, prob: float, *about: object) -> bool:
@@ -91,7 +75,7 @@ class Decider:
     # -- top level -------------------------------------------------------------------------
     def decide(self) -> str:
         b = self.b
-        if b.harness_pending is not None:
+        if b.harness_pending is not None and not b.doubting:  # (doubting: it reacts by going round)
             reply = self.react_to_harness(*b.harness_pending)
             if reply:
                 return reply
@@ -151,7 +135,7 @@ class Decider:
     def react_to_harness(self, kind: str, n: int) -> str | None:
         """Re-check the least-sure step, or re-plan the sub-goal in progress, or nothing."""
         b = self.b
-        invite = INVITATION.get(kind, INVITATION["message"])
+        invite = invitation(kind, self.p)
         if b.doubts:
             doubt = b.doubts[-1]  # the latest step whose text did not answer it
             if self.chance("harness_recheck", self.p["harness_recheck"] * invite,
@@ -162,7 +146,8 @@ class Decider:
             return self.break_out(self.plan())  # the doubt is settled, yet it was going round
         sub, about = self.subgoal()
         weight = SUBGOAL_WEIGHT.get(sub, 0.0)
-        if weight and self.chance("interruption", self.p["interruption"] * weight * invite, sub, about, kind, n):
+        prob = self.p["interruption"] * weight * invite * fatigue(b, self.p)
+        if weight and self.chance("interruption", prob, sub, about, kind, n):
             return self.interrupted(sub, about, kind, n)
         return None
 
@@ -289,8 +274,8 @@ class Decider:
         cands = self.candidates()
         if cands:
             o, r = cands[0]
-            if otype(o) != g.obj:
-                self.note("confuse", o)
+            if otype(o) != g.obj and not (b.lure is not None and otype(o) == otype(b.lure)):
+                self.note("confuse", o)  # (a look-alike a refreshed text pulled it to is a distraction)
             if b.location != r:
                 return self.milestone(
                     f"go to {r}", f"I remember a {otype(o)} in/on the {r}. I should go there and take it.")
@@ -340,8 +325,8 @@ class Decider:
                 if not (self.transform_needed() and g.transform not in b.states.get(o, set())):
                     continue
             out.append((o, r))
-        # the one here first, then the most recently seen
-        out.sort(key=lambda x: (x[1] != b.location, -b.seen_at.get(x[1], 0)))
+        # the look-alike it was pulled to first, then the one here, then the most recently seen
+        out.sort(key=lambda x: (x[0] != b.lure, x[1] != b.location, -b.seen_at.get(x[1], 0)))
         return out
 
     def transform(self, held: str) -> str:
@@ -366,7 +351,7 @@ class Decider:
         refused = {r for r in targets if self.failures(f"move {held} to {r}") >= 2}
         targets = [r for r in targets if r not in refused] + [r for r in targets if r in refused]
         tgt = b.location if b.location in targets and b.location not in refused else targets[0]
-        if otype(tgt) != g.recep:
+        if otype(tgt) != g.recep and not (b.lure is not None and otype(tgt) == otype(b.lure)):
             self.note("confuse", tgt)
         if b.location != tgt:
             done = g.transform and g.transform in b.states.get(held, set())

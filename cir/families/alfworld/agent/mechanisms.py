@@ -65,6 +65,9 @@ _ALL = (
               "a 'move' answered by another text: believes it still holds the object"),
     Mechanism("missing_text", "error", "missing_text",
               "an unreadable text: assumes the command worked (a place gone to counts as searched)"),
+    Mechanism("stale_rollback", "error", "stale_rollback",
+              "believes a text last shown two or more commands earlier and takes its hands to be as they "
+              "were then (a pickup or placement since is undone in belief)"),
     Mechanism("lost_track", "error", "lost_track",
               "misled by a stale or missing text, loses track of its plan and goes round its last two "
               "commands, reading but not acting on what it is shown, until it notices or a harness "
@@ -81,6 +84,13 @@ _ALL = (
               "target) makes it re-plan and redo or drop that sub-goal"),
     Mechanism("misread_refresh", "harm", "misread_refresh",
               "reads 'Next to it, you see nothing.' as 'this place holds nothing' where it knew the contents"),
+    Mechanism("over_correct", "harm", "over_correct",
+              "a harness message makes it doubt its last step although the text answered it, and undo or "
+              "redo it: puts back the object it took (and looks for another), redoes a heat/cool/clean, "
+              "takes back a placement, doubts an object it saw, or searches the places it searched again"),
+    Mechanism("distraction", "harm", "distraction",
+              "a refreshed text that names a place pulls it there: a look-alike of the goal's object it knows "
+              "is there is taken for the goal's object; else, a place it had ruled out is searched again"),
     # what the harness does
     Mechanism("budget", "harness", None,
               "the episode stopped on the model-turn or env-action budget, which recovery steps also spend"),

@@ -4,7 +4,10 @@
 ``alfworld/gen/constants.py``, lower-cased, movable receptacles and slices left out),
 copied here so that the agent imports nothing heavy. ``TYPICAL`` is the kind of
 guess an LLM makes ("an apple is likely in the fridge or on a countertop"); it is
-deliberately imperfect: it ranks places, it does not know the scene.
+deliberately imperfect: it ranks places, it does not know the scene. ``LOOKALIKES`` are
+the types read fast or from a vague goal take for one another (the ``confuse`` slip, and
+what a refreshed text can pull the agent to: ``distraction``); the features read it too,
+to say what a place holds that could be taken for the goal's object.
 """
 
 from __future__ import annotations
@@ -99,3 +102,25 @@ def prior(obj_type: str, recep_type: str) -> float:
     if holds is not None and obj_type in holds:
         return 1.2
     return 0.3
+
+
+#: types an agent may take for one another (reading fast, or from a vague goal)
+LOOKALIKES: dict[str, tuple[str, ...]] = {
+    "spraybottle": ("soapbottle",), "soapbottle": ("spraybottle", "soapbar"), "soapbar": ("soapbottle",),
+    "pen": ("pencil",), "pencil": ("pen",), "knife": ("butterknife",), "butterknife": ("knife",),
+    "cup": ("mug",), "mug": ("cup",), "saltshaker": ("peppershaker",), "peppershaker": ("saltshaker",),
+    "plate": ("bowl",), "bowl": ("plate",), "pot": ("pan",), "pan": ("pot",), "spoon": ("ladle", "fork"),
+    "fork": ("spoon",), "ladle": ("spoon",), "creditcard": ("cellphone", "keychain"),
+    "cellphone": ("creditcard", "remotecontrol"), "keychain": ("creditcard",), "cd": ("creditcard",),
+    "glassbottle": ("winebottle",), "winebottle": ("glassbottle",), "tomato": ("apple",),
+    "apple": ("tomato",), "potato": ("apple",), "watch": ("alarmclock",), "alarmclock": ("watch",),
+    "remotecontrol": ("cellphone",), "newspaper": ("book",), "book": ("newspaper",),
+    "cloth": ("handtowel", "dishsponge"), "handtowel": ("cloth",), "dishsponge": ("cloth",),
+    "toiletpaper": ("papertowel",), "vase": ("statue",), "statue": ("vase",),
+    "drawer": ("dresser", "cabinet"), "dresser": ("drawer",), "sidetable": ("desk", "coffeetable"),
+    "desk": ("sidetable",), "countertop": ("diningtable",), "diningtable": ("countertop",),
+    "cabinet": ("shelf", "drawer"), "shelf": ("cabinet",), "sofa": ("armchair",), "armchair": ("sofa",),
+    "coffeetable": ("sidetable", "diningtable"), "bathtubbasin": ("sinkbasin",),
+    "sinkbasin": ("bathtubbasin",), "garbagecan": ("cart",), "cart": ("garbagecan",),
+    "bed": ("sofa",), "toilet": ("garbagecan",),
+}

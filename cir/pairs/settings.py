@@ -1,0 +1,159 @@
+"""The settings of a paired run: what is run per task, and everything else a run is given.
+
+:class:`ReplaySettings` is what the replayer runs for every task (the grid of conditions,
+delays and operations, the perturbation point and the budgets): everything that changes
+the paired table. :class:`RunSettings` is the one object a run is given: that grid, the
+agent (spec, seed, server, LLM options), the parallelism (workers, backend, scheduler) and
+how the env and the reply cache are kept. Both are frozen and check every value once, where
+they are built, so a bad value is one :class:`~cir.util.errors.CirError` before any folder is
+touched; a new setting is a field here and a line of :meth:`RunSettings.check`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from cir.agents.factory import DEFAULT_AGENT, LLMConfig
+from cir.episode.delays import check_delays
+from cir.episode.operations import check_operations
+from cir.episode.perturb import Condition, parse_conditions, perturbation_point
+from cir.episode.protocol import (
+    DEFAULT_CONDITIONS,
+    DEFAULT_DELAYS,
+    DEFAULT_FRACTION,
+    DEFAULT_MAX_ACTIONS,
+    DEFAULT_MAX_TURNS,
+    DEFAULT_OPERATIONS,
+    MAX_BUDGET,
+    MAX_SEED,
+)
+from cir.util.errors import CirError, SettingError
+from cir.util.parallel import BACKENDS, check_jobs
+
+SNAPSHOT_MODES = ("fast", "replay")
+
+
+def _check_int(setting: str, value: Any, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise SettingError(setting, value, f"an integer from {low} to {high}")
+    return value
+
+
+@dataclass(frozen=True)
+class ReplaySettings:
+    """What is run per task (everything that changes the paired table)."""
+
+    conditions: tuple[str, ...] = DEFAULT_CONDITIONS
+    delays: tuple[int, ...] = DEFAULT_DELAYS
+    operations: tuple[str, ...] = DEFAULT_OPERATIONS
+    perturb_fraction: float = DEFAULT_FRACTION
+    #: a fixed perturbed env action for every task instead of the fraction (None: the paper's)
+    perturb_at: int | None = None
+    max_turns: int = DEFAULT_MAX_TURNS
+    max_actions: int = DEFAULT_MAX_ACTIONS
+
+    def __post_init__(self) -> None:
+        conditions = tuple(c.name for c in parse_conditions(self.conditions))
+        object.__setattr__(self, "conditions", conditions)
+        object.__setattr__(self, "delays", check_delays(self.delays))
+        object.__setattr__(self, "operations", check_operations(self.operations))
+        _check_int("max_turns", self.max_turns, 1, MAX_BUDGET)
+        _check_int("max_actions", self.max_actions, 1, MAX_BUDGET)
+        perturbation_point(10, self.perturb_fraction, self.perturb_at)  # checks the point rule
+
+    def parsed_conditions(self) -> list[Condition]:
+        return parse_conditions(list(self.conditions))
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in data.items()}
+
+    def cells(self) -> set[tuple[str, int, str]]:
+        """Every (condition, delay, operation) a feasible task has one paired row for."""
+        return {(c, d, o) for c in self.conditions for d in self.delays for o in self.operations}
+
+    @classmethod
+    def parse(cls, conditions: str, delays: str, operations: str, **budgets: Any) -> ReplaySettings:
+        """From comma lists (``clean,stale2``, ``0,1,2,4``, ``refresh``) as on the command line."""
+        return cls(conditions=conditions, delays=delays, operations=operations, **budgets)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """Everything a paired run is given (checked here, once).
+
+    ``replay``: what runs per task. The agent: ``agent`` (a spec, ``cir.agents.factory``),
+    ``seed``, ``base_url`` and ``llm`` for an LLM agent, or an ``agent_factory(spec, seed=)``
+    that builds it. The parallelism: ``jobs``, ``backend`` (loky, threading, dask) and a Dask
+    ``scheduler``. How the work is kept: ``snapshots`` (``fast`` engine state ids or
+    ``replay``), ``engine_savings``, ``cache_dir`` (the LLM agent's replies; default
+    ``RUN_DIR/agent_cache``), ``extend`` (an earlier run folder this one extends), an
+    ``env_factory(task, snapshots=)`` and a feature ``extractor`` (ALFWorld's by default).
+    Nothing but ``replay``, the agent and the tasks changes the paired table; factories and
+    the extractor must pickle for worker processes.
+    """
+
+    replay: ReplaySettings = field(default_factory=ReplaySettings)
+    agent: str = DEFAULT_AGENT
+    seed: int = 0
+    base_url: str | None = None
+    llm: LLMConfig = field(default_factory=LLMConfig)
+    jobs: int = 1
+    backend: str = "loky"
+    scheduler: str | None = None
+    snapshots: str = "fast"
+    engine_savings: bool = True
+    cache_dir: str | None = None
+    extend: str | None = None
+    agent_factory: Callable[..., Any] | None = None
+    env_factory: Callable[..., Any] | None = None
+    extractor: Any = None
+
+    def __post_init__(self) -> None:
+        for name in ("cache_dir", "extend"):  # paths as plain text: the settings travel to workers
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, str(value))
+        self.check()
+
+    def check(self) -> None:
+        """Every setting's value, or a CirError naming it."""
+        if not isinstance(self.replay, ReplaySettings):
+            raise CirError(f"replay: expected ReplaySettings, got {type(self.replay).__name__}")
+        if not isinstance(self.agent, str) or not self.agent.strip():
+            raise SettingError("agent", self.agent, "an agent spec (builtin, openai:MODEL, ...)")
+        _check_int("seed", self.seed, 0, MAX_SEED)
+        if self.backend not in BACKENDS:
+            raise SettingError("backend", self.backend, f"one of {', '.join(BACKENDS)}")
+        if self.scheduler and self.backend != "dask":
+            raise CirError("--scheduler needs --backend dask")
+        check_jobs(self.jobs, self.backend, self.scheduler)
+        if self.snapshots not in SNAPSHOT_MODES:
+            raise SettingError("snapshots", self.snapshots, " or ".join(SNAPSHOT_MODES))
+
+    def with_replay(self, replay: ReplaySettings) -> RunSettings:
+        """These settings for another grid (a study's cohorts share everything else)."""
+        return replace(self, replay=replay)
+
+
+def agent_label(agent: Any) -> str:
+    """The agent's name with a short digest of its settings (the ``agent`` column): a changed
+    agent, seed or LLM option is another agent."""
+    settings = json.dumps(agent.settings(), sort_keys=True, ensure_ascii=False)
+    digest = hashlib.sha256(settings.encode("utf-8")).hexdigest()[:8]
+    return f"{agent.name}@{digest}"
+
+
+def task_set_digest(task_ids: Sequence[str]) -> str:
+    """A short digest of a run's task ids, in order (``settings.task_set`` of run.json)."""
+    return hashlib.sha256("\n".join(task_ids).encode("utf-8")).hexdigest()[:16]
+
+
+def resolved(path: str | Path | None) -> str | None:
+    """An absolute path as text (recorded in a session), or None."""
+    return str(Path(path).resolve()) if path else None

@@ -1,0 +1,218 @@
+"""The report of a study with replicates: every headline pooled, beside its spread over replicates.
+
+Each replicate is a complete study (``replicates/seed-S/``, with its own report). This report
+answers the paper's three questions on all replicates' tasks together (task-level cluster
+bootstrap over every replicate's tasks, :mod:`cir.study.replicates`), and wherever it gives a
+number it shows the replicates' spread beside it: ``tables/replicates.csv`` (one row per
+replicate and headline), ``tables/headlines_pooled.csv`` (the same rows for the pool),
+``tables/replicate_spread.csv`` and ``figures/replicates_spread.png``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from cir.episode.protocol import PRIMARY_STALE
+from cir.stats.effects import contrast_table, effect_table
+from cir.stats.joint import joint_effects
+from cir.study.experiments import Experiment
+from cir.study.figures import plot_effects
+from cir.study.findings import (
+    Finding,
+    cir_finding,
+    effect_finding,
+    mechanism_finding,
+    small_cohort_warning,
+)
+from cir.study.page import Report, format_number, save_csv, save_figure
+from cir.study.replicates import (
+    control_cells,
+    headlines,
+    pooled_evaluation,
+    pooled_paired,
+    replicate_headlines,
+    spread,
+    spread_figure,
+)
+from cir.study.report import EFFECT_SHOWN, EVAL_SHOWN, budget_sentence, which_recovery_section
+
+#: Per-replicate tables each replicate's own report wrote, gathered with a seed column.
+GATHERED = ("cohorts", "cir_fit", "cir_optimism", "cir_discrimination", "mechanisms_explained")
+
+
+def _gather(studies: dict[int, Path], name: str) -> pd.DataFrame:
+    parts = [pd.read_csv(d / "tables" / f"{name}.csv").assign(seed=s) for s, d in studies.items()
+             if (d / "tables" / f"{name}.csv").exists()]
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+
+
+def _spread_line(spread_table: pd.DataFrame, **where: object) -> str:
+    rows = spread_table
+    for k, v in where.items():
+        rows = rows[rows[k] == v]
+    if rows.empty:
+        return ""
+    r = rows.iloc[0]
+    return (f"{format_number(r['pooled_pp'], 1)} pp pooled [{format_number(r['pooled_ci_low_pp'], 1)}, "
+            f"{format_number(r['pooled_ci_high_pp'], 1)}]; replicates {format_number(r['min_pp'], 1)} to "
+            f"{format_number(r['max_pp'], 1)} (median {format_number(r['median_pp'], 1)})")
+
+
+def _effects(report: Report, out: Path, studies: dict[int, Path], experiments: list[Experiment],
+             resamples: int, seed: int) -> Finding | None:
+    report.heading("1. Effects of refresh by condition and delay (pooled)")
+    finding = None
+    for exp in (e for e in experiments if e.role == "effects"):
+        df = pooled_paired(studies, exp.name)
+        df = df[df["operation"] == "refresh"]
+        for cohort in ("factual-success", "all"):
+            tab = effect_table(df, by=["condition", "delay"], cohort=cohort, resamples=resamples, seed=seed)
+            tab = tab[[c for c in ["condition", "delay", *EFFECT_SHOWN] if c in tab.columns]]
+            suffix = cohort.replace("-", "_")
+            path = save_csv(tab, out / "tables" / f"effects_{exp.name}_{suffix}_pooled.csv")
+            report.table(tab, path, f"{exp.name} cohort ({cohort}), {len(studies)} replicates pooled")
+            con = contrast_table(df, PRIMARY_STALE, "clean", on="condition", by=["delay"], cohort=cohort,
+                                 resamples=resamples, seed=seed)
+            save_csv(con, out / "tables" / f"contrast_{exp.name}_{suffix}_pooled.csv")
+            if finding is None and cohort == "factual-success":
+                finding = effect_finding(tab, f"`{exp.name}` cohorts' factual-success tasks of "
+                                              f"{len(studies)} replicates", PRIMARY_STALE)
+        fig = plot_effects(df, cohort="factual-success", resamples=resamples, seed=seed)
+        report.figure(save_figure(fig, out / "figures", f"effects_{exp.name}_pooled"),
+                      f"{exp.name}: refresh effects by delay and condition, replicates pooled (factual-success)")
+    return finding
+
+
+def _mechanism(report: Report, out: Path, studies: dict[int, Path], experiments: list[Experiment],
+               resamples: int, seed: int) -> Finding | None:
+    exp = next((e for e in experiments if e.role == "mechanism"), None)
+    if exp is None:
+        return None
+    report.heading("2. Mechanism controls (pooled)")
+    df = pooled_paired(studies, exp.name)
+    full = effect_table(df, by=["condition", "delay", "operation"], cohort="all", resamples=resamples, seed=seed)
+    cells = control_cells(full)
+    stale_at = int(cells.loc[cells["condition"] == PRIMARY_STALE, "delay"].max()) if len(cells) else 4
+    cells = cells[[c for c in ["condition", "delay", "operation", *EFFECT_SHOWN] if c in cells.columns]]
+    report.table(cells, save_csv(cells, out / "tables" / f"mechanism_{exp.name}_pooled.csv"),
+                 f"{exp.name} cohort: each operation vs no recovery, {len(studies)} replicates pooled")
+    if {"refresh", "refresh_ablated"} <= set(df["operation"]) and (df["condition"] == PRIMARY_STALE).any():
+        eff = joint_effects(df, "refresh", "refresh_ablated", condition=PRIMARY_STALE, delay=stale_at, by=[],
+                            resamples=resamples, seed=seed)
+        report.table(eff, save_csv(eff, out / "tables" / f"joint_effects_{exp.name}_pooled.csv"),
+                     f"Full vs content-ablated refresh at {PRIMARY_STALE}, delay {stale_at}, on the tasks where "
+                     "both ran, pooled")
+        return mechanism_finding(eff, full, PRIMARY_STALE, stale_at)
+    return None
+
+
+def _selective(report: Report, out: Path, studies: dict[int, Path], evaluation: tuple[pd.DataFrame, ...]) -> Finding:
+    report.heading("3. Selective recovery on held-out tasks (pooled)")
+    report.text(
+        "Each replicate fits its own routers on its own fitting cohort and evaluates them on its own held-out "
+        "cohort, as the paper does; the held-out arms of every replicate are then summarised together "
+        "(task-level cluster bootstrap over all replicates' tasks)."
+    )
+    arms, summary, margins = evaluation
+    save_csv(arms, out / "tables" / "cir_eval_episodes_pooled.csv")
+    path = save_csv(summary, out / "tables" / "cir_eval_pooled.csv")
+    report.table(summary[summary["condition"] == "all"][["policy", *EVAL_SHOWN, "oracle_fraction"]], path,
+                 f"Held-out evaluation, all conditions, {len(studies)} replicates pooled")
+    report.table(summary[summary["policy"].isin(["cir", "cir_paired"])][["policy", "condition", *EVAL_SHOWN]], path,
+                 "The routers by observation condition, pooled")
+    mpath = save_csv(margins, out / "tables" / "cir_margins_pooled.csv")
+    report.table(margins[margins["condition"] == "all"], mpath, "Margins of each router (pp, paired by task), pooled")
+    fit = _gather(studies, "cir_fit")
+    if len(fit):
+        shown = fit[["seed", "router", "train_tasks", "alpha", "beta", "gamma", "settings_searched",
+                     "settings_within_epsilon", "budget_bound", "oof_net_gain_pp"]]
+        report.table(shown, save_csv(fit, out / "tables" / "cir_fit_replicates.csv"), "Each replicate's fits")
+        report.text(" ".join(f"Replicate seed {s}: {budget_sentence(part)}" for s, part in fit.groupby("seed")))
+    for name, caption in (("cir_optimism", "Out of fold vs held out, per replicate"),
+                          ("cir_discrimination", "Discrimination of rescue and harm cells (ROC AUC), per replicate")):
+        table = _gather(studies, name)
+        if len(table):
+            report.table(table, save_csv(table, out / "tables" / f"{name}_replicates.csv"), caption)
+    return cir_finding(summary, float(fit["epsilon"].iloc[0]) if len(fit) else 0.02)
+
+
+SPREAD_SHOWN = [
+    ("clean refresh, delay 0", {"headline": "effect", "condition": "clean", "delay": 0}),
+    (f"{PRIMARY_STALE} refresh, delay 0", {"headline": "effect", "condition": PRIMARY_STALE, "delay": 0}),
+    (f"{PRIMARY_STALE} refresh, delay 4", {"headline": "effect", "condition": PRIMARY_STALE, "delay": 4}),
+    (f"{PRIMARY_STALE} minus clean, delay 0", {"headline": f"{PRIMARY_STALE} minus clean", "delay": 0}),
+    ("cir vs never", {"headline": "held-out policy", "policy": "cir"}),
+    ("cir_paired vs never", {"headline": "held-out policy", "policy": "cir_paired"}),
+    ("anomaly vs never", {"headline": "held-out policy", "policy": "anomaly"}),
+    ("oracle vs never", {"headline": "held-out policy", "policy": "oracle"}),
+    ("cir_paired - anomaly", {"headline": "held-out margin", "policy": "cir_paired", "versus": "anomaly"}),
+    ("cir_paired - rate-matched anomaly", {"headline": "held-out margin", "policy": "cir_paired",
+                                           "versus": "anomaly_matched_cir_paired"}),
+    ("cir - anomaly", {"headline": "held-out margin", "policy": "cir", "versus": "anomaly"}),
+]
+
+
+def write_pooled_report(out: Path, experiments: list[Experiment], studies: dict[int, Path], *, resamples: int,
+                        seed: int, agent: str, quick: bool) -> Path:
+    """Write the pooled tables, figures and ``report.md`` / ``report.html`` into ``out``."""
+    primary = next(e for e in experiments if e.fit_cir)
+    mechanism = next((e for e in experiments if e.role == "mechanism"), None)
+    per = replicate_headlines(studies, experiments, resamples=resamples, seed=seed)
+    save_csv(per, out / "tables" / "replicates.csv")
+    evaluation = pooled_evaluation(studies, experiments, resamples=resamples, seed=seed)
+    _, summary, margins = evaluation
+    pooled = headlines(pooled_paired(studies, primary.name),
+                       pooled_paired(studies, mechanism.name) if mechanism else None, summary, margins,
+                       resamples=resamples, seed=seed).assign(replicate="pooled", seed=None)
+    save_csv(pooled, out / "tables" / "headlines_pooled.csv")
+    spread_table = spread(per, pooled)
+    save_csv(spread_table, out / "tables" / "replicate_spread.csv")
+
+    title = f"cir reproduction{' (quick)' if quick else ''}, {len(studies)} replicates: when harnesses lose the signal"
+    body = Report(title)
+    body.heading("Setup")
+    body.text(
+        f"Agent `{agent}`; {len(studies)} independent replicates of the whole study, each with new tasks and "
+        f"a new agent seed (seeds {', '.join(map(str, studies))}; each replicate's own report is in "
+        "`replicates/seed-S/report.md`). Every number below is pooled over all replicates' tasks (95% "
+        "task-level cluster bootstrap) and shown beside the spread of the replicates."
+    )
+    cohorts = _gather(studies, "cohorts")
+    if len(cohorts):
+        body.table(cohorts[["seed", "experiment", "split", "tasks", "prefix_feasible", "factual_success", "pairs"]],
+                   save_csv(cohorts, out / "tables" / "cohorts_replicates.csv"), "Cohorts of each replicate")
+    shown = spread_table[["headline", "condition", "delay", "operation", "policy", "versus", "pooled_pp",
+                          "pooled_ci_low_pp", "pooled_ci_high_pp", "min_pp", "median_pp", "max_pp", "sd_pp"]]
+    body.table(shown, out / "tables" / "replicate_spread.csv", "Every headline: pooled, and the replicates' spread")
+    fig = spread_figure(per, pooled, SPREAD_SHOWN)
+    body.figure(save_figure(fig, out / "figures", "replicates_spread"), "Headlines: each replicate and the pool")
+    effects = _effects(body, out, studies, experiments, resamples, seed)
+    mechanism_f = _mechanism(body, out, studies, experiments, resamples, seed)
+    counts = _gather(studies, "mechanisms_explained")
+    if len(counts):
+        total = counts.groupby(["operation", "mechanism"], as_index=False)[
+            [c for c in ("pairs", "rescues", "harms") if c in counts.columns]].sum()
+        body.table(total, save_csv(total, out / "tables" / "mechanisms_explained_pooled.csv"),
+                   "Pairs, rescues and harms each mechanism of the agent explains, all replicates")
+    selective = _selective(body, out, studies, evaluation)
+    which_recovery_section(body, out, evaluation[0], evaluation[1], evaluation[2], suffix="_pooled")
+    findings = [f for f in (effects, mechanism_f, selective) if f is not None]
+    report = Report(title)
+    report.heading("Findings")
+    report.text("The paper's three questions, each answered from a pooled table below, with the spread of the "
+                "replicates.")
+    spreads = {"Effects of refresh": _spread_line(spread_table, headline="effect", condition=PRIMARY_STALE, delay=0),
+               "Selective recovery (CIR)": _spread_line(spread_table, headline="held-out policy", policy="cir_paired")}
+    for i, f in enumerate(findings, 1):
+        extra = spreads.get(f.question, "")
+        label = {"Effects of refresh": f"{PRIMARY_STALE} refresh at delay 0",
+                 "Selective recovery (CIR)": "cir_paired"}.get(f.question, "")
+        report.text(f"**{i}. {f.question}.** {f.sentence}" + (f" Spread ({label}): {extra}." if extra else ""))
+    warning = small_cohort_warning(findings, quick)
+    if warning:
+        report.warning(warning)
+    report.blocks += body.blocks
+    md, _ = report.write(out)
+    return md

@@ -1,0 +1,78 @@
+"""A run's settings: one object, every value checked where it is built, with an error that names
+the setting (in Python) or its option (on the command line)."""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+
+import pytest
+from support.replay import make_fake_agent
+
+from cir.cli import main
+from cir.pairs.settings import ReplaySettings, RunSettings
+from cir.util.errors import CirError, SettingError
+
+
+def test_comma_lists_and_sequences_give_the_same_grid() -> None:
+    parsed = ReplaySettings.parse("clean, stale2", "0,1, 4", "refresh,replan", max_turns=20)
+    built = ReplaySettings(conditions=("clean", "stale2"), delays=(0, 1, 4), operations=("refresh", "replan"),
+                           max_turns=20)
+    assert parsed == built and parsed.delays == (0, 1, 4) and parsed.operations == ("refresh", "replan")
+    assert len(built.cells()) == 2 * 3 * 2
+
+
+@pytest.mark.parametrize(("kwargs", "python", "option"), [
+    (dict(jobs=0), "--jobs 0: expected an integer >= 1", "--jobs 0: expected an integer >= 1"),
+    (dict(backend="spark"), "backend 'spark': expected one of loky, threading, dask",
+     "--backend 'spark': expected one of loky, threading, dask"),
+    (dict(scheduler="tcp://x:1"), "--scheduler needs --backend dask", "--scheduler needs --backend dask"),
+    (dict(snapshots="slow"), "snapshots 'slow': expected fast or replay", "--snapshots 'slow': expected fast or replay"),
+    (dict(seed=-1), "seed -1: expected an integer from 0 to 4294967295",
+     "--seed -1: expected an integer from 0 to 4294967295"),
+    (dict(replay=None), "replay: expected ReplaySettings, got NoneType", None),
+])
+def test_a_bad_setting_is_refused_where_the_settings_are_built(kwargs, python, option) -> None:
+    with pytest.raises(CirError) as err:
+        RunSettings(**kwargs)
+    assert str(err.value) == python
+    if option is not None:
+        text = err.value.as_option() if isinstance(err.value, SettingError) else str(err.value)
+        assert text == option
+
+
+@pytest.mark.parametrize(("kwargs", "python", "option"), [
+    (dict(max_turns=0), "max_turns 0: expected an integer from 1 to 100000",
+     "--max-turns 0: expected an integer from 1 to 100000"),
+    (dict(delays=(0, -1)), "delay -1: expected an integer from 0 to 1000000",
+     "--delays: delay -1: expected an integer from 0 to 1000000"),
+    (dict(delays=(1, 1)), "delays: [1, 1] lists a delay twice", None),
+    (dict(operations=("nap",)), "unknown operation 'nap': expected one of refresh, refresh_ablated, replan, "
+                                "rewind, placebo", None),
+])
+def test_a_bad_grid_is_refused_where_it_is_built(kwargs, python, option) -> None:
+    with pytest.raises(CirError) as err:
+        ReplaySettings(**kwargs)
+    assert str(err.value) == python
+    if option is not None:
+        assert err.value.as_option() == option
+
+
+def test_the_settings_are_frozen_travel_to_workers_and_take_another_grid() -> None:
+    settings = RunSettings(agent="fake", agent_factory=make_fake_agent, jobs=2, cache_dir="/tmp/cache")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        settings.jobs = 3  # type: ignore[misc]
+    assert pickle.loads(pickle.dumps(settings)) == settings  # what a worker process gets
+    other = settings.with_replay(ReplaySettings(delays=(2,)))
+    assert other.replay.delays == (2,) and dataclasses.replace(other, replay=settings.replay) == settings
+    with pytest.raises(CirError, match="jobs"):
+        dataclasses.replace(settings, jobs=-1)  # a changed copy is checked too
+
+
+def test_cir_run_names_the_option_of_a_bad_setting(tmp_path, capsys) -> None:
+    for argv, line in [(["--max-turns", "0"], "cir: error: --max-turns 0: expected an integer from 1 to 100000"),
+                       (["--seed", "-3"], "cir: error: --seed -3: expected an integer from 0 to 4294967295"),
+                       (["--delays", "2,x"], "cir: error: --delays: delay 'x': expected an integer from 0 to 1000000")]:
+        assert main(["run", "--tasks", str(tmp_path), "--out", str(tmp_path / "out"), *argv]) == 2
+        assert capsys.readouterr().err.strip() == line
+    assert not (tmp_path / "out").exists()
