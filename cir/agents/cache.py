@@ -14,12 +14,17 @@ server is asked again instead of the bad answer being reused.
 A cache can read through to other caches (``fallback``), never writing to them: a run
 that extends an earlier one answers from the earlier run's cache and copies what it uses
 into its own, so it is complete on its own and the earlier folder is left as it was.
+
+A record holds the answer's ``text`` and what came with it (``finish_reason``, and
+``usage``, ``logprobs`` or ``reasoning`` when there were some). One cache may be used by
+several threads (the counters are locked; a dict read or write is atomic).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -63,6 +68,7 @@ class ResponseCache:
         self._memory: dict[str, dict[str, Any]] = {}
         self.hits_memory = 0
         self.hits_disk = 0
+        self._lock = threading.Lock()  # the counters
         if self.root is not None:
             try:
                 self.root.mkdir(parents=True, exist_ok=True)
@@ -77,9 +83,11 @@ class ResponseCache:
 
     def get(self, key: str) -> dict[str, Any] | None:
         """The stored record for ``key``, or None. A damaged or empty answer counts as a miss."""
-        if key in self._memory:
-            self.hits_memory += 1
-            return self._memory[key]
+        record = self._memory.get(key)
+        if record is not None:
+            with self._lock:
+                self.hits_memory += 1
+            return record
         own = [self.root] if self.root is not None else []
         for root in own + self.fallback:
             record = _read(self._path(root, key))
@@ -89,7 +97,8 @@ class ResponseCache:
                 self._memory[key] = record
             else:
                 self.put(key, record)
-            self.hits_disk += 1
+            with self._lock:
+                self.hits_disk += 1
             return record
         return None
 
@@ -103,6 +112,15 @@ class ResponseCache:
         path = self._path(self.root, key)
         path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(path, json.dumps(record, sort_keys=True, ensure_ascii=False, indent=1))
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
 
     def __len__(self) -> int:
         if self.root is None:

@@ -1,7 +1,9 @@
 """Build an agent from a command-line spec: ``builtin``, ``builtin:PROFILE``, ``openai:MODEL``.
 
 The LLM agent's decoding and request settings travel as one plain :class:`LLMConfig`
-(from the command line to the worker processes that build the agent).
+(from the command line to the worker processes that build the agent), and how hard its
+requests may press the server as one :class:`~cir.agents.limits.RequestLimits` (never part
+of the agent's settings: the same replies come at any rate).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from cir.agents.base import Agent
+from cir.agents.limits import RequestLimits
 from cir.util.errors import CirError
 
 DEFAULT_AGENT = "builtin"
@@ -72,6 +75,7 @@ def make_agent(
     cache_fallback: Sequence[str | Path] = (),
     seed: int = 0,
     llm: LLMConfig | None = None,
+    limits: RequestLimits | None = None,
 ) -> Agent:
     """The agent named by ``spec``.
 
@@ -83,6 +87,9 @@ def make_agent(
     small models follow better. The mode is part of the spec so it is recorded with the run.
     ``llm`` sets how the LLM agent asks (a builtin agent refuses anything but the default);
     ``cache_dir`` is where its replies are kept, ``cache_fallback`` caches it reads too.
+    ``limits``: the LLM agent's timeout, retries and patience, and the limits of this
+    process's limiter for its server (shared by every agent of the process that has them;
+    give each worker process its share, :meth:`RequestLimits.share`).
     """
     kind, _, arg = spec.partition(":")
     llm = llm or LLMConfig()
@@ -98,13 +105,15 @@ def make_agent(
     if kind in ("openai", "openai-completion"):
         if not arg:
             raise CirError(f"agent {spec!r}: name the model, e.g. openai:Qwen3-14B")
-        from cir.agents.llm import LLMAgent
+        from cir.agents.limits import shared_limiter
+        from cir.agents.llm import LLMAgent, endpoint_base
 
         url = base_url or os.environ.get("OPENAI_BASE_URL")
         if not url:
             raise CirError(
                 f"agent {spec!r}: no server address; pass --base-url URL or set OPENAI_BASE_URL"
             )
+        limits = limits or RequestLimits()
         return LLMAgent(
             model=arg,
             base_url=url,
@@ -118,6 +127,10 @@ def make_agent(
             think=llm.think,
             logprobs=llm.logprobs,
             options=llm.options,
+            timeout=limits.timeout,
+            max_retries=limits.retries,
+            patience=limits.patience,
+            limiter=shared_limiter(endpoint_base(url), limits),
         )
     raise CirError(
         f"unknown agent {spec!r}: expected builtin, builtin:PROFILE, openai:MODEL or openai-completion:MODEL"

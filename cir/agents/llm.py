@@ -18,12 +18,26 @@ newline stop or at ``max_tokens``), or a server's reasoning with no answer, is a
 cached. ``logprobs=N`` stores the tokens' log probabilities (top ``N``) with each answer
 in the cache (:meth:`LLMAgent.recorded` reads them back).
 
-Network trouble is retried with exponential backoff (connection errors, timeouts, HTTP
-5xx and 429, honouring ``Retry-After``), and so is an answer that holds no reply: not
-JSON, no ``choices``, ``null`` or empty content, or more than ``max_reply_bytes`` (read
-no further). When retries run out, or the server refuses the request (4xx),
+Faults are retried with exponential backoff, ``max_retries`` times: connection errors,
+timeouts (``timeout`` seconds per attempt), HTTP 5xx but 503, and answers that hold no
+reply (not JSON, no ``choices``, ``null`` or empty content, or more than
+``max_reply_bytes``, read no further). A *refusal* (HTTP 429 or 503: a rate limit or an
+overloaded server) is not a fault: it shrinks the process's requests in flight and pauses
+every thread for its ``Retry-After`` (:mod:`cir.agents.limits`), and the request is sent
+again however often, until it has been refused for ``patience`` seconds. When retries or
+patience run out, or the server rejects the request (other 4xx),
 :class:`~cir.util.errors.CirError` says which URL failed and how; a bad answer is never taken
 as an action and never cached.
+
+Threads. The agent is ``thread_safe``: branches run in threads share it, its requests
+overlap over the process's one keep-alive pool (:mod:`cir.agents.pool`) within its limiter,
+and a request that another thread is sending right now is not sent twice (the second
+caller waits for the first one's answer: :class:`~cir.util.singleflight.SingleFlight`), so
+a run sends as many requests at any concurrency as it does in one thread.
+
+Tokens. Each answer's ``usage`` (prompt, completion and cached prompt tokens, where the
+server reports them: :mod:`cir.agents.usage`) is kept with the cached reply and summed in
+:meth:`LLMAgent.stats`.
 """
 
 from __future__ import annotations
@@ -32,8 +46,10 @@ import email.utils
 import json
 import math
 import re
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -42,9 +58,13 @@ from urllib.parse import urlsplit
 import httpx
 
 from cir.agents.cache import ResponseCache, request_key
+from cir.agents.limits import Limiter, RequestLimits, shared_limiter
+from cir.agents.pool import shared_client
+from cir.agents.usage import UsageCounter, usage_of
 from cir.families.alfworld.actions import ParsedAction, parse_action
 from cir.families.alfworld.prompts import PROMPT_VERSION, chat_messages, completion_prompt
 from cir.util.errors import CirError
+from cir.util.singleflight import SingleFlight
 
 MODES = ("chat", "completion")
 #: An answer longer than this is not a reply to a request for one short command.
@@ -84,7 +104,7 @@ def strip_thinking(text: str) -> tuple[str, bool]:
     return text, False
 
 
-def _endpoint_base(base_url: str) -> str:
+def endpoint_base(base_url: str) -> str:
     """``base_url`` as the OpenAI SDK takes it (ending in ``/v1`` or a provider's own path).
 
     A bare ``http://host:port`` gets ``/v1`` appended, since every server named above
@@ -103,6 +123,38 @@ def _endpoint_base(base_url: str) -> str:
 
 class _TooLarge(Exception):
     """The answer passed the size cap (reading stopped there)."""
+
+
+#: Counters of an agent (``LLMAgent.stats``), all integers so that a session can sum them.
+_COUNTERS = ("calls", "cache_hits", "in_flight_shared", "http_requests", "retries",
+             "refusals", "invalid_answers", "limiter_wait_ms")
+#: Exponent cap of the backoff (2**30 backoffs are longer than any patience).
+_MAX_DOUBLINGS = 30
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    """One attempt's result: a record to cache, or why not (a refusal asks to ``wait``)."""
+
+    record: dict[str, Any] | None = None
+    problem: str = ""
+    refused: bool = False
+    wait: float | None = None
+
+
+def _counter(name: str, doc: str) -> property:
+    """A read-only view of one of an agent's counters."""
+    return property(lambda self: self._counts[name], doc=doc)
+
+
+def _estimate_tokens(body: dict[str, Any], max_tokens: int) -> int:
+    """A request's tokens before it is sent (for ``tpm``): about 4 characters a prompt
+    token, and the whole ``max_tokens`` (servers that limit tokens count it so)."""
+    if "prompt" in body:
+        chars = len(str(body["prompt"]))
+    else:
+        chars = sum(len(str(m.get("content", ""))) for m in body.get("messages", ()))
+    return chars // 4 + max_tokens
 
 
 def _retry_after(headers: httpx.Headers) -> float | None:
@@ -145,12 +197,20 @@ def _error_detail(raw: bytes) -> str:
 class LLMAgent:
     """ReAct agent over an OpenAI-compatible API, with a persistent response cache.
 
-    Counters for reporting (per instance): ``calls`` (answers obtained from the server),
-    ``cache_hits`` (in memory or on disk: ``cache.hits_memory``, ``cache.hits_disk``),
-    ``http_requests`` (attempts, retries included), ``retries``, ``invalid_answers``
-    (answers without a reply, retried), ``unparsable`` (replies with no recognisable
-    command; they are still returned, cleaned, so the engine answers ``Nothing happens.``).
+    Counters for reporting (per instance, :meth:`stats`): ``calls`` (answers obtained from
+    the server), ``cache_hits`` (in memory or on disk: ``cache.hits_memory``,
+    ``cache.hits_disk``; and answers shared with a thread that was asking the same),
+    ``http_requests`` (attempts, retries included), ``retries``, ``refusals`` (429/503),
+    ``invalid_answers`` (answers without a reply, retried), ``unparsable`` (replies with no
+    recognisable command; they are still returned, cleaned, so the engine answers
+    ``Nothing happens.``), and the tokens of the answers (``usage``).
+
+    ``client``: an ``httpx.Client`` to send with (default: the process's shared pool);
+    ``limiter``: the :class:`~cir.agents.limits.Limiter` to respect (default: the process's
+    one for this server, without limits). Neither is part of the agent's settings.
     """
+
+    thread_safe = True  # the harness may call act() from several threads at once
 
     def __init__(
         self,
@@ -172,6 +232,9 @@ class LLMAgent:
         backoff: float = 1.0,
         max_backoff: float = 60.0,
         max_reply_bytes: int = MAX_REPLY_BYTES,
+        patience: float = 600.0,
+        client: httpx.Client | None = None,
+        limiter: Limiter | None = None,
     ) -> None:
         if not model or not isinstance(model, str):
             raise CirError(f"LLM model {model!r}: expected a model name, e.g. Qwen3-14B")
@@ -180,23 +243,12 @@ class LLMAgent:
             raise CirError(f"LLM mode {mode!r}: expected one of {', '.join(MODES)}")
         if max_tokens is None:
             max_tokens = THINK_MAX_TOKENS if think else MAX_TOKENS
-        if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) \
-                or not math.isfinite(temperature) or temperature < 0:
-            raise CirError(f"LLM temperature {temperature!r}: expected a number >= 0 (0 is greedy)")
-        if logprobs is not None and (isinstance(logprobs, bool) or not isinstance(logprobs, int)
-                                     or not 0 <= logprobs <= MAX_LOGPROBS):
-            raise CirError(f"LLM logprobs {logprobs!r}: expected an integer from 0 (the chosen "
-                           f"tokens only) to {MAX_LOGPROBS} alternatives per token")
-        for field, value, low in (("timeout", timeout, 0.0), ("max_tokens", max_tokens, 1),
-                                  ("max_reply_bytes", max_reply_bytes, 1)):
-            if not value > low:
-                raise CirError(f"LLM {field} {value!r}: expected a number above {low}")
-        if max_retries < 0 or backoff < 0 or max_backoff < 0:
-            raise CirError(
-                f"LLM retries: max_retries={max_retries}, backoff={backoff}, max_backoff={max_backoff}; expected values >= 0"
-            )
+        _check_decoding(temperature, logprobs)
+        _check_requests(timeout=timeout, max_tokens=max_tokens, max_reply_bytes=max_reply_bytes,
+                        patience=patience, max_retries=max_retries, backoff=backoff,
+                        max_backoff=max_backoff)
         self.model = model
-        self.base_url = _endpoint_base(base_url)
+        self.base_url = endpoint_base(base_url)
         self.api_key = api_key
         self.mode = mode
         self.seed = int(seed)
@@ -207,6 +259,7 @@ class LLMAgent:
         self.backoff = float(backoff)
         self.max_backoff = float(max_backoff)
         self.max_reply_bytes = int(max_reply_bytes)
+        self.patience = float(patience)
         self.think = bool(think)
         self.logprobs = logprobs
         self.options = check_options(options or {})
@@ -214,15 +267,34 @@ class LLMAgent:
         self.stop = [] if self.think else ["\n"]
         self.name = f"openai:{model}" if mode == "chat" else f"openai-{mode}:{model}"
         self.cache = ResponseCache(cache_dir, fallback=cache_fallback)
-        self.calls = 0
-        self.cache_hits = 0
-        self.http_requests = 0
-        self.retries = 0
-        self.invalid_answers = 0
         self.unparsable: list[str] = []
-        self.last: ParsedAction | None = None
+        self.last: ParsedAction | None = None  # with threads: of the latest call
+        self._client = client
+        self._limiter = limiter
+        # what the limiter limits, to find the same shared one in a worker process
+        self._limits = RequestLimits() if limiter is None else RequestLimits(
+            concurrency=limiter.concurrency, rpm=limiter.rpm, tpm=limiter.tpm)
+        self._start_counting()
+
+    def _start_counting(self) -> None:
+        self._counts = dict.fromkeys(_COUNTERS, 0)
+        self._counts_lock = threading.Lock()
+        self.usage = UsageCounter()
+        self._in_flight: SingleFlight[tuple[dict[str, Any], bool]] = SingleFlight()
         self._sleep: Callable[[float], None] = time.sleep
-        self._client: httpx.Client | None = None
+
+    def _add(self, **counts: int) -> None:
+        with self._counts_lock:
+            for name, n in counts.items():
+                self._counts[name] += n
+
+    calls = _counter("calls", "Answers obtained from the server.")
+    cache_hits = _counter("cache_hits", "Replies without a request (cache, or a request in flight).")
+    in_flight_shared = _counter("in_flight_shared", "Replies taken from another thread's request.")
+    http_requests = _counter("http_requests", "Attempts sent.")
+    retries = _counter("retries", "Attempts after a request's first.")
+    refusals = _counter("refusals", "HTTP 429/503 answers.")
+    invalid_answers = _counter("invalid_answers", "Answers without a reply (retried).")
 
     # -- the Agent contract -------------------------------------------------------------
     def settings(self) -> dict[str, Any]:
@@ -248,23 +320,32 @@ class LLMAgent:
         endpoint, body = self.request(context)
         key = request_key(endpoint, body)
         record = self.cache.get(key)
-        if record is not None:
-            self.cache_hits += 1
-            text = self._reply(record)
-        else:
-            record = self._complete(endpoint, body)
-            self.calls += 1
-            text = self._reply(record)  # before caching: a cut reply is never stored
-            self.cache.put(key, record)
+        asked = shared = False
+        if record is None:  # ask, or wait for the thread that is asking right now
+            (record, asked), shared = self._in_flight.do(key, lambda: self._fetch(key, endpoint, body))
+        if not asked or shared:
+            self._add(cache_hits=1, in_flight_shared=int(shared))
+        text = self._reply(record)
         parsed = parse_action(text)
         if not parsed.ok:
             self.unparsable.append(parsed.raw)
         self.last = parsed
         return parsed.action
 
+    def _fetch(self, key: str, endpoint: str, body: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+        """The cached record (and False), or the server's, cached (and True)."""
+        record = self.cache.get(key)
+        if record is not None:
+            return record, False
+        record = self._complete(endpoint, body)
+        self._add(calls=1)
+        self._reply(record)  # before caching: a cut reply is never stored
+        self.cache.put(key, record)
+        return record, True
+
     def recorded(self, context: list[dict[str, str]]) -> dict[str, Any] | None:
-        """The stored answer to ``context`` (``text``, ``finish_reason``, and ``logprobs`` or
-        ``reasoning`` when there are some), or None; never a request."""
+        """The stored answer to ``context`` (``text``, ``finish_reason``, and ``logprobs``,
+        ``reasoning`` or ``usage`` when there are some), or None; never a request."""
         return self.cache.get(request_key(*self.request(context)))
 
     def step_records(self, transcript: Any) -> list[tuple[int, dict[str, Any] | None]]:
@@ -300,17 +381,23 @@ class LLMAgent:
         return self.cache_hits / total if total else 0.0
 
     def stats(self) -> dict[str, float | int]:
-        """The counters (recorded per session in ``run.json``)."""
+        """The counters (recorded per session in ``run.json``, which sums the integers)."""
+        with self._counts_lock:
+            counts = dict(self._counts)
         return {
-            "model_calls": self.calls,
-            "cache_hits": self.cache_hits,
+            "model_calls": counts["calls"],
+            "cache_hits": counts["cache_hits"],
             "cache_hits_memory": self.cache.hits_memory,
             "cache_hits_disk": self.cache.hits_disk,
             "cache_hit_rate": self.hit_rate,
-            "http_requests": self.http_requests,
-            "retries": self.retries,
-            "invalid_answers": self.invalid_answers,
+            "in_flight_shared": counts["in_flight_shared"],
+            "http_requests": counts["http_requests"],
+            "retries": counts["retries"],
+            "refusals": counts["refusals"],
+            "invalid_answers": counts["invalid_answers"],
             "unparsable": len(self.unparsable),
+            "limiter_wait_ms": counts["limiter_wait_ms"],
+            **self.usage.as_dict(),
         }
 
     # -- HTTP -------------------------------------------------------------------------------
@@ -336,20 +423,21 @@ class LLMAgent:
     def url(self) -> str:
         return f"{self.base_url}/{'chat/completions' if self.mode == 'chat' else 'completions'}"
 
-    def _client_(self) -> httpx.Client:
-        if self._client is None:
-            headers = {"Content-Type": "application/json"}
-            if self.api_key:
-                headers["Authorization"] = f"Bearer {self.api_key}"
-            timeout = httpx.Timeout(self.timeout, connect=min(self.timeout, 10.0))
-            self._client = httpx.Client(headers=headers, timeout=timeout)
-        return self._client
+    @property
+    def limiter(self) -> Limiter:
+        """The limiter this agent's requests go through."""
+        if self._limiter is None:
+            self._limiter = shared_limiter(self.base_url, self._limits)
+        return self._limiter
 
     def _post(self, url: str, body: dict[str, Any]) -> tuple[int, httpx.Headers, bytes]:
         """POST and read the answer: status, headers, body. Reading stops at the size cap
         (:class:`_TooLarge`) and at the timeout, also for a server that trickles bytes."""
+        client = self._client if self._client is not None else shared_client()
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else None
+        timeout = httpx.Timeout(self.timeout, connect=min(self.timeout, 10.0))
         deadline = time.monotonic() + self.timeout
-        with self._client_().stream("POST", url, json=body) as response:
+        with client.stream("POST", url, json=body, headers=headers, timeout=timeout) as response:
             declared = response.headers.get("content-length", "")
             if declared.isdigit() and int(declared) > self.max_reply_bytes:
                 raise _TooLarge
@@ -365,53 +453,81 @@ class LLMAgent:
             return response.status_code, response.headers, b"".join(chunks)
 
     def _complete(self, endpoint: str, body: dict[str, Any]) -> dict[str, Any]:
-        """POST ``body``, retrying transient failures and answers without a reply; the
-        record to cache."""
-        url = self.url
+        """POST ``body`` until an answer holds a reply: faults retried ``max_retries`` times
+        with backoff, refusals waited out with every thread (within ``patience``); the record
+        to cache."""
+        url, limiter = self.url, self.limiter
         start = time.monotonic()
-        problem = ""
-        attempts = 0
-        for attempt in range(self.max_retries + 1):
-            attempts += 1
-            self.http_requests += 1
-            wait: float | None = None
+        tokens = _estimate_tokens(body, self.max_tokens)
+        faults, refused_since, attempt = 0, None, -1
+        while True:
+            attempt += 1
+            if attempt:
+                self._add(retries=1)
+            ticket = limiter.acquire(tokens)
+            self._add(http_requests=1, limiter_wait_ms=round(ticket.waited * 1000))
             try:
-                status, headers, raw = self._post(url, body)
-            except httpx.TimeoutException as exc:
-                problem = f"no answer within {self.timeout:g} s ({type(exc).__name__})"
-            except httpx.ConnectError:
-                problem = "cannot connect (is the server running and the address right?)"
-            except httpx.TransportError as exc:
-                problem = f"connection failed ({type(exc).__name__}: {exc})"
-            except _TooLarge:
-                self.invalid_answers += 1
-                problem = f"answer larger than {self.max_reply_bytes} bytes (not one short command)"
-            else:
-                if status == 200:
-                    record, problem = self._record(endpoint, raw)
-                    if record is not None:
-                        return record
-                    self.invalid_answers += 1
-                elif status == 429 or status >= 500:
-                    problem = f"HTTP {status}: {_error_detail(raw)}"
-                    wait = _retry_after(headers)
-                else:
-                    hint = {
-                        401: " (check the API key variable)",
-                        403: " (check the API key variable)",
-                        404: " (check the model name and that the base URL ends in /v1)",
-                    }.get(status, "")
-                    raise CirError(f"LLM server {url}: HTTP {status} for model {self.model!r}{hint}: "
-                                   f"{_error_detail(raw)}")
-            if attempt == self.max_retries:
-                break
-            delay = self.backoff * (2**attempt) if wait is None else wait
-            self.retries += 1
+                outcome = self._attempt(url, endpoint, body)
+            except BaseException:
+                limiter.release(ticket)
+                raise
+            delay = self.backoff * 2 ** min(attempt, _MAX_DOUBLINGS)
+            if outcome.record is not None:
+                usage = outcome.record.get("usage")
+                limiter.release(ticket, tokens=None if usage is None else
+                                usage["prompt_tokens"] + usage["completion_tokens"])
+                self.usage.add(usage)
+                return outcome.record
+            if outcome.refused:
+                now = limiter.now()
+                refused_since = now if refused_since is None else refused_since
+                wait = min(delay if outcome.wait is None else outcome.wait, self.max_backoff)
+                limiter.release(ticket, refused=True, wait=wait)
+                self._add(refusals=1)
+                if now + wait - refused_since > self.patience:
+                    raise CirError(
+                        f"LLM server {url}: {outcome.problem}; refused for {now - refused_since:.0f} s, "
+                        f"longer than the patience of {self.patience:g} s (a rate limit or an "
+                        "overloaded server): lower the request rate (rpm, tpm, concurrency) or raise "
+                        "the patience")
+                continue
+            limiter.release(ticket)
+            faults += 1
+            if faults > self.max_retries:
+                raise CirError(f"LLM server {url}: {outcome.problem}; gave up after {attempt + 1} "
+                               f"attempt(s) in {time.monotonic() - start:.1f} s")
             self._sleep(min(delay, self.max_backoff))
-        elapsed = time.monotonic() - start
-        raise CirError(
-            f"LLM server {url}: {problem}; gave up after {attempts} attempt(s) in {elapsed:.1f} s"
-        )
+
+    def _attempt(self, url: str, endpoint: str, body: dict[str, Any]) -> _Outcome:
+        """One POST: the record, or what went wrong; a CirError when the server rejects it."""
+        try:
+            status, headers, raw = self._post(url, body)
+        except httpx.TimeoutException as exc:
+            return _Outcome(problem=f"no answer within {self.timeout:g} s ({type(exc).__name__})")
+        except httpx.ConnectError:
+            return _Outcome(problem="cannot connect (is the server running and the address right?)")
+        except httpx.TransportError as exc:
+            return _Outcome(problem=f"connection failed ({type(exc).__name__}: {exc})")
+        except _TooLarge:
+            self._add(invalid_answers=1)
+            return _Outcome(problem=f"answer larger than {self.max_reply_bytes} bytes (not one short command)")
+        if status == 200:
+            record, problem = self._record(endpoint, raw)
+            if record is None:
+                self._add(invalid_answers=1)
+            return _Outcome(record, problem)
+        if status in (429, 503):
+            return _Outcome(problem=f"HTTP {status}: {_error_detail(raw)}", refused=True,
+                            wait=_retry_after(headers))
+        if status >= 500:
+            return _Outcome(problem=f"HTTP {status}: {_error_detail(raw)}")
+        hint = {
+            401: " (check the API key variable)",
+            403: " (check the API key variable)",
+            404: " (check the model name and that the base URL ends in /v1)",
+        }.get(status, "")
+        raise CirError(f"LLM server {url}: HTTP {status} for model {self.model!r}{hint}: "
+                       f"{_error_detail(raw)}")
 
     def _record(self, endpoint: str, raw: bytes) -> tuple[dict[str, Any] | None, str]:
         """The record to cache from a 200 answer, or None and what is wrong with it."""
@@ -445,13 +561,14 @@ class LLMAgent:
             record["reasoning"] = reasoning
         if self.logprobs is not None:
             record["logprobs"] = choice.get("logprobs")
+        usage = usage_of(data)
+        if usage is not None:
+            record["usage"] = usage
         return record, ""
 
     # -- lifetime -----------------------------------------------------------------------------
     def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
-            self._client = None
+        """Nothing to free: the pool is the process's (or the caller's, given as ``client``)."""
 
     def __enter__(self) -> LLMAgent:
         return self
@@ -460,18 +577,45 @@ class LLMAgent:
         self.close()
 
     def __getstate__(self) -> dict[str, Any]:
-        """Picklable for worker processes (joblib): the HTTP client is rebuilt on demand."""
+        """Picklable for worker processes (joblib): the pool, the limiter and the counters'
+        locks are the process's own, found again (or made) there."""
         state = self.__dict__.copy()
-        state["_client"] = None
-        state["_sleep"] = None
+        for name in ("_client", "_limiter", "_counts_lock", "usage", "_in_flight", "_sleep"):
+            state.pop(name, None)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        counts = state.pop("_counts", None)
         self.__dict__.update(state)
-        self._sleep = time.sleep
+        self._client = None
+        self._limiter = None
+        self._start_counting()
+        if counts:
+            self._counts.update(counts)
 
     def __repr__(self) -> str:
         return f"LLMAgent(model={self.model!r}, base_url={self.base_url!r}, mode={self.mode!r})"
+
+
+def _check_requests(*, max_retries: int, backoff: float, max_backoff: float, **above: float) -> None:
+    for field, value in above.items():
+        low = 0.0 if field in ("timeout", "patience") else 1
+        if not value > low:
+            raise CirError(f"LLM {field} {value!r}: expected a number above {low}")
+    if max_retries < 0 or backoff < 0 or max_backoff < 0:
+        raise CirError(
+            f"LLM retries: max_retries={max_retries}, backoff={backoff}, max_backoff={max_backoff}; expected values >= 0"
+        )
+
+
+def _check_decoding(temperature: Any, logprobs: Any) -> None:
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) \
+            or not math.isfinite(temperature) or temperature < 0:
+        raise CirError(f"LLM temperature {temperature!r}: expected a number >= 0 (0 is greedy)")
+    if logprobs is not None and (isinstance(logprobs, bool) or not isinstance(logprobs, int)
+                                 or not 0 <= logprobs <= MAX_LOGPROBS):
+        raise CirError(f"LLM logprobs {logprobs!r}: expected an integer from 0 (the chosen "
+                       f"tokens only) to {MAX_LOGPROBS} alternatives per token")
 
 
 def check_options(options: Mapping[str, Any]) -> dict[str, Any]:

@@ -3,14 +3,34 @@
 The replayer runs many arms and branches of one task from shared states. Each distinct
 transition (an action from a state) is real env work once; every repeat is answered
 from a memo, and returning to an earlier state only moves a pointer.
+
+Branches that run at the same time (in threads) each take a :meth:`BranchingEnv.cursor`:
+its own pointer over the same memo and the same real env. The real env is used by one
+cursor at a time (a lock per tree), and a transition that two cursors ask for at once is
+still computed once, so the env work does not depend on how the branches interleave
+(only ``env_restores``, the real env's moves between states, does).
 """
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from cir.envs.base import Env
 from cir.util.errors import CirError
+
+
+class _Tree:
+    """What the cursors of one env share: the real env, the memo, the snapshots, the counts."""
+
+    def __init__(self, env: Env) -> None:
+        self.env = env
+        self.real: tuple[str, ...] | None = None  # path the real env is at
+        self.intro: str | None = None
+        self.memo: dict[tuple[str, ...], tuple[str, bool, bool]] = {}
+        self.snaps: dict[tuple[str, ...], Any] = {}
+        self.stats = {"env_steps": 0, "env_memo_hits": 0, "env_restores": 0, "env_resets": 0}
+        self.lock = threading.RLock()
 
 
 class BranchingEnv:
@@ -25,45 +45,65 @@ class BranchingEnv:
     """
 
     def __init__(self, env: Env) -> None:
-        self.env = env
+        self._tree = _Tree(env)
         self.path: tuple[str, ...] = ()
-        self._real: tuple[str, ...] | None = None  # path the real env is at
-        self._intro: str | None = None
-        self._memo: dict[tuple[str, ...], tuple[str, bool, bool]] = {}
-        self._snaps: dict[tuple[str, ...], Any] = {}
-        self.stats = {"env_steps": 0, "env_memo_hits": 0, "env_restores": 0, "env_resets": 0}
+
+    @property
+    def env(self) -> Env:
+        return self._tree.env
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """The env work of all cursors: real steps, memo hits, real restores and resets."""
+        return self._tree.stats
+
+    def cursor(self) -> BranchingEnv:
+        """Another pointer over the same memo and real env, at this one's state (for a
+        branch run in another thread)."""
+        other = BranchingEnv.__new__(BranchingEnv)
+        other._tree = self._tree
+        other.path = self.path
+        return other
 
     def reset(self) -> str:
-        if self._intro is None:
-            self._intro = self.env.reset()
-            self.stats["env_resets"] += 1
-            self._real = ()
-            self._snaps[()] = self.env.snapshot()
+        tree = self._tree
+        with tree.lock:
+            if tree.intro is None:
+                tree.intro = tree.env.reset()
+                tree.stats["env_resets"] += 1
+                tree.real = ()
+                tree.snaps[()] = tree.env.snapshot()
         self.path = ()
-        return self._intro
+        return tree.intro
 
     def step(self, action: str) -> tuple[str, bool, bool]:
         key = (*self.path, action)
-        hit = self._memo.get(key)
-        if hit is not None:
-            self.stats["env_memo_hits"] += 1
-            self.path = key
-            return hit
-        if self._real != self.path:
-            self.env.restore(self._snaps[self.path])
-            self.stats["env_restores"] += 1
-        obs, done, won = self.env.step(action)
-        self.stats["env_steps"] += 1
-        result = (str(obs), bool(done), bool(won))
-        self._memo[key] = result
-        self.path = self._real = key
-        self._snaps[key] = self.env.snapshot()
+        tree = self._tree
+        with tree.lock:
+            hit = tree.memo.get(key)
+            if hit is not None:
+                tree.stats["env_memo_hits"] += 1
+                self.path = key
+                return hit
+            if tree.real != self.path:
+                tree.env.restore(tree.snaps[self.path])
+                tree.stats["env_restores"] += 1
+            obs, done, won = tree.env.step(action)
+            tree.stats["env_steps"] += 1
+            result = (str(obs), bool(done), bool(won))
+            tree.memo[key] = result
+            tree.real = key
+            tree.snaps[key] = tree.env.snapshot()
+        self.path = key
         return result
 
     def snapshot(self) -> tuple[str, ...]:
         return self.path
 
     def restore(self, snapshot: tuple[str, ...]) -> None:
-        if snapshot not in self._snaps and snapshot not in self._memo:
+        tree = self._tree
+        with tree.lock:
+            known = snapshot in tree.snaps or snapshot in tree.memo
+        if not known:
             raise CirError(f"restore: unknown state (path of {len(snapshot)} actions)")
         self.path = tuple(snapshot)

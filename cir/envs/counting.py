@@ -7,6 +7,7 @@ it for the harness; both reach it through one :class:`CountingEnv`, so its
 
 from __future__ import annotations
 
+import threading
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -32,20 +33,34 @@ class CountingEnv:
     def __init__(self, env: Env) -> None:
         self.env = env
         self.counts = EnvCounts()
+        self._lock = threading.Lock()  # the counts' (shared with the cursors)
+
+    def cursor(self) -> CountingEnv:
+        """A counting env over ``env.cursor()`` that adds to these counts (for another thread)."""
+        make = getattr(self.env, "cursor", None)
+        if make is None:
+            raise TypeError(f"{type(self.env).__name__} has no cursor(): wrap it in a BranchingEnv")
+        other = CountingEnv(make())
+        other.counts, other._lock = self.counts, self._lock
+        return other
+
+    def _count(self, name: str) -> None:
+        with self._lock:
+            setattr(self.counts, name, getattr(self.counts, name) + 1)
 
     def reset(self) -> str:
-        self.counts.resets += 1
+        self._count("resets")
         return self.env.reset()
 
     def step(self, action: str) -> tuple[str, bool, bool]:
-        self.counts.steps += 1
+        self._count("steps")
         obs, done, won = self.env.step(action)
         return str(obs), bool(done), bool(won)
 
     def snapshot(self) -> Any:
-        self.counts.snapshots += 1
+        self._count("snapshots")
         return self.env.snapshot()
 
     def restore(self, snapshot: Any) -> None:
-        self.counts.restores += 1
+        self._count("restores")
         self.env.restore(snapshot)

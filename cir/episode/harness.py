@@ -17,10 +17,18 @@ The harness uses the env it is given and counts only the agent's work (:class:`C
 to count env work, give it a :class:`~cir.envs.counting.CountingEnv`, which the
 recovery operations then use too. Hooks (:class:`Hook`) are how other layers act
 during a run: :class:`SnapshotHook` here, the router's hook in :mod:`cir.router.runtime`.
+
+Threads: the replayer may run several branches of one task at once with one harness
+(:mod:`cir.pairs.schedule`). Its reply cache then answers a context that two branches ask
+for at once with one agent call (:class:`~cir.util.singleflight.SingleFlight`), so the
+costs are those of a sequential run, and an agent is called from one thread at a time
+unless it declares ``thread_safe = True`` (the LLM agent does: its requests overlap).
 """
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -35,6 +43,7 @@ from cir.episode.protocol import (
 )
 from cir.episode.recovery import Checkpoints, Operation, get_operation
 from cir.episode.transcript import AGENT, Step, TraceEvent, Transcript, context_hash
+from cir.util.singleflight import SingleFlight
 
 if TYPE_CHECKING:  # pragma: no cover
     from cir.agents.base import Agent
@@ -86,6 +95,10 @@ class Harness:
         self.agent_settings: dict[str, Any] = dict(agent.settings())  # they key the reply cache
         self.costs = Costs()
         self.on_call = on_call
+        self._lock = threading.Lock()  # the costs
+        self._in_flight: SingleFlight[tuple[Any, bool]] = SingleFlight()
+        # an agent that does not say it is thread-safe is called by one thread at a time
+        self._agent_lock = None if getattr(agent, "thread_safe", False) is True else threading.Lock()
 
     def reset(self, env: Env, task_id: str) -> Transcript:
         """Reset ``env`` and start a transcript whose task text is the reset text."""
@@ -102,22 +115,34 @@ class Harness:
         context = transcript.context()
         key = context_hash(context, self.agent_settings)
         cached = self.reply_cache.get(key)
-        if cached is not None:
+        if cached is None:  # ask (or wait for the branch that is asking right now)
+            (cached, asked), shared = self._in_flight.do(key, lambda: self._ask(key, context))
+            if asked and not shared:
+                return cached
+        with self._lock:
             self.costs.cache_hits += 1
-            return cached if isinstance(cached, tuple) else (cached, (), ())
+        return cached if isinstance(cached, tuple) else (cached, (), ())
+
+    def _ask(self, key: str, context: list[dict[str, str]]) -> tuple[Any, bool]:
+        """The cached reply (and False), or the agent's reply, cached (and True)."""
+        cached = self.reply_cache.get(key)
+        if cached is not None:
+            return cached, False
         traced = getattr(self.agent, "act_traced", None)
-        if traced is not None:
-            reply, read, decided = traced(context)
-        else:
-            reply, read, decided = self.agent.act(context), (), ()
+        with self._agent_lock or _NO_LOCK:
+            if traced is not None:
+                reply, read, decided = traced(context)
+            else:
+                reply, read, decided = self.agent.act(context), (), ()
         if not isinstance(reply, str):
             reply = "" if reply is None else str(reply)
-        self.costs.agent_calls += 1
+        with self._lock:
+            self.costs.agent_calls += 1
         result = (reply, tuple(read), tuple(decided))
         self.reply_cache[key] = result
         if self.on_call is not None:
             self.on_call()
-        return result
+        return result, True
 
     # -- budgets ---------------------------------------------------------------------------
     def can_continue(self, transcript: Transcript) -> bool:
@@ -219,6 +244,9 @@ class Harness:
         hook.snapshots[0] = env.snapshot()
         self.run(env, transcript, hooks=[hook])
         return transcript, hook.snapshots
+
+
+_NO_LOCK = contextlib.nullcontext()
 
 
 def _send(env: Env, action: str) -> tuple[str, bool, bool]:

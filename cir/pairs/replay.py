@@ -23,6 +23,12 @@ the harness and the operations asked for. A task's costs are the agent's work (t
 harness), the env step requests (the counting env) and the env work actually done (the
 branching env), for run.json and the benchmark. Many tasks in parallel, into a run
 folder, are :mod:`cir.pairs.run`.
+
+After the factual run, the arms and branches are independent of each other: with
+``concurrency > 1`` (or a shared :class:`~cir.pairs.schedule.JobPool`) they run at once in
+threads (:mod:`cir.pairs.schedule`), each on its own cursor of the branching env, and are
+recorded afterwards in the order above, so rows, episodes and costs are those of the
+sequential run (only ``env_restores`` and the timing depend on the interleaving).
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ from cir.episode.recovery import Checkpoints, Operation, get_operation
 from cir.episode.transcript import Transcript
 from cir.pairs.episode_record import ARM, BRANCH, FACTUAL, EpisodeRecord
 from cir.pairs.paired import outcome_of
+from cir.pairs.schedule import JobPool, run_fork
 from cir.pairs.settings import ReplaySettings, agent_label
 from cir.util.errors import CirError
 
@@ -104,6 +111,8 @@ def run_task_pairs(
     reply_cache: dict[str, str] | None = None,
     extractor: FeatureExtractor | None = None,
     progress: Callable[[int, int], None] | None = None,
+    concurrency: int = 1,
+    pool: JobPool | None = None,
 ) -> TaskResult:
     """All paired rows of one task (see the module docstring); ``env`` is reset here once.
 
@@ -112,15 +121,17 @@ def run_task_pairs(
     the ``f_*`` columns (:mod:`cir.episode.extractor`; default ALFWorld's).
     ``progress(agent_calls, episodes)`` is called with the task's counts so far (agent
     calls, finished episodes) after every agent call; it cannot change the result.
+    ``concurrency``: arms and branches run at once at most (threads of this task), or
+    ``pool``: the threads shared by the tasks of a process; neither changes the result.
     """
     settings = settings or ReplaySettings()
     started = time.perf_counter()
     conditions = settings.parsed_conditions()
     task_id = str(task.task_id)
-    episodes: list[EpisodeRecord] = []  # the result's, counted for progress reports
+    finished = [0]  # episodes finished so far, for progress reports (run_fork counts its own)
     harness = Harness(agent, max_turns=settings.max_turns, max_actions=settings.max_actions,
                       reply_cache=reply_cache, on_call=None if progress is None else
-                      lambda: progress(harness.costs.agent_calls, len(episodes)))
+                      lambda: progress(harness.costs.agent_calls, finished[0]))
     branching = env if isinstance(env, BranchingEnv) else BranchingEnv(env)
     counted = CountingEnv(branching)
 
@@ -131,9 +142,9 @@ def run_task_pairs(
         task_id=task_id, split=str(getattr(task, "split", "") or ""),
         task_type=str(getattr(task, "task_type", "") or ""), agent=agent_label(agent), feasible=False,
         reason="", factual_env_actions=n, factual_success=bool(factual.won), point=None,
-        episodes=episodes,
     )
     result.episodes.append(EpisodeRecord.of(task_id, FACTUAL, "clean", factual))
+    finished[0] = 1
 
     # 2. the perturbation point; 3. and 4. per condition
     result.feasible, result.reason = feasibility(n, conditions, settings.perturb_fraction, settings.perturb_at)
@@ -141,9 +152,9 @@ def run_task_pairs(
         result.point = perturbation_point(n, settings.perturb_fraction, settings.perturb_at)
         fork = _Fork(harness, counted, settings, result, factual, snapshots, result.point,
                      resolve_extractor(extractor))
-        for cond in conditions:
-            arm, arm_snaps = fork.no_recovery_arm(cond)
-            fork.recovery_pairs(cond, arm, arm_snaps)
+        for cond, arm, branches in run_fork(fork, conditions, concurrency=concurrency, pool=pool,
+                                            finished=finished):
+            fork.record(cond, arm, branches)
     result.costs = _costs(harness, counted, branching)
     result.seconds = round(time.perf_counter() - started, 3)
     return result
@@ -153,7 +164,9 @@ class _Fork:
     """One feasible task after its factual run: the state every arm and branch starts from.
 
     ``snapshots`` are the factual run's env snapshots by step count; ``point`` is the
-    perturbation point. Arms, branches, episodes and rows go into ``result``.
+    perturbation point. ``no_recovery_arm`` and ``branch`` run an arm or a branch (on
+    ``env``, or on a cursor of it in another thread: :mod:`cir.pairs.schedule`);
+    ``record`` puts a condition's episodes and rows into ``result``, in order.
     """
 
     def __init__(self, harness: Harness, env: CountingEnv, settings: ReplaySettings, result: TaskResult,
@@ -167,31 +180,61 @@ class _Fork:
         self.rewind = Checkpoints(snapshots={k_before: snapshots[k_before]}, anchor=self.k_at - 1)
         self.operations = [get_operation(m, refresh_query(env)) for m in settings.operations]
 
-    def no_recovery_arm(self, cond: Condition) -> tuple[Transcript, dict[int, Any]]:
-        """3. The condition's arm and its snapshots from the perturbed step on."""
+    def no_recovery_arm(self, cond: Condition, env: CountingEnv | None = None,
+                        at_branch_point: BranchPointCall | None = None) -> tuple[Transcript, dict[int, Any]]:
+        """3. The condition's arm and its snapshots from the perturbed step on.
+
+        ``at_branch_point(d, k, snapshot, prefix, goes_on)`` is told when the arm reaches
+        each delay's branch point, so that its branches may start before the arm ends.
+        """
         task_id, factual, k_at = self.result.task_id, self.factual, self.k_at
+        env = env or self.env
         if cond.kind == "clean":
-            self.result.episodes.append(EpisodeRecord.of(task_id, ARM, cond.name, None,
-                                                         same_as=FACTUAL, won=factual.won))
             return factual, {k: s for k, s in self.snapshots.items() if k >= k_at}
         arm = factual.prefix(k_at)
         perturbation = Perturbation(cond, self.point)
         arm.steps[-1] = perturbation.apply(factual.prefix(k_at - 1), arm.steps[-1])
-        self.env.restore(self.snapshots[k_at])
+        env.restore(self.snapshots[k_at])
         hook = SnapshotHook(at={self.point + d for d in self.settings.delays})
-        self.harness.run(self.env, arm, hooks=[hook])
+        hooks: list[Any] = [hook]
+        if at_branch_point is not None:
+            hooks.append(_BranchPoints(self.point, hook, at_branch_point))
+            if 0 in self.settings.delays:  # delay 0 branches where the arm starts
+                at_branch_point(0, k_at, self.snapshots[k_at], arm.prefix(k_at),
+                                self.harness.can_continue(arm))
+        self.harness.run(env, arm, hooks=hooks)
         check_arm(task_id, cond.name, factual, arm, k_at)
-        self.result.episodes.append(EpisodeRecord.of(task_id, ARM, cond.name, arm))
         return arm, {k_at: self.snapshots[k_at], **hook.snapshots}
 
-    def recovery_pairs(self, cond: Condition, arm: Transcript, arm_snaps: dict[int, Any]) -> None:
+    def branch_points(self, arm: Transcript) -> list[tuple[int, int | None, bool]]:
+        """Per delay ``d``: the arm's step count at env action p+d (None if it never got
+        there), and whether the recovery runs there (the arm goes on after it)."""
+        out = []
+        for d in self.settings.delays:
+            j = self.point + d
+            k = arm.steps_until_env_action(j) if arm.env_actions >= j else None
+            out.append((d, k, k is not None and k < len(arm.steps)))
+        return out
+
+    def record(self, cond: Condition, arm: Transcript,
+               branches: dict[tuple[int, str], Transcript]) -> None:
+        """The condition's arm episode, then per delay and operation its branch (``branches``
+        by delay and operation name) and paired row, in the order of the settings."""
+        task_id, factual = self.result.task_id, self.factual
+        if cond.kind == "clean":
+            self.result.episodes.append(EpisodeRecord.of(task_id, ARM, cond.name, None,
+                                                         same_as=FACTUAL, won=factual.won))
+        else:
+            self.result.episodes.append(EpisodeRecord.of(task_id, ARM, cond.name, arm))
+        self.recovery_pairs(cond, arm, branches)
+
+    def recovery_pairs(self, cond: Condition, arm: Transcript,
+                       branches: dict[tuple[int, str], Transcript]) -> None:
         """4. A branch per delay and operation, and its paired row."""
         task_id, settings, result = self.result.task_id, self.settings, self.result
         y0 = int(arm.won)
-        for d in settings.delays:
+        for d, k, executed in self.branch_points(arm):
             j = self.point + d
-            k = arm.steps_until_env_action(j) if arm.env_actions >= j else None
-            executed = k is not None and k < len(arm.steps)
             if executed:
                 features = _features(self.extractor, arm.prefix(k), d, settings)
             else:  # the arm ended before the delay: the features where it ended
@@ -200,7 +243,7 @@ class _Fork:
                 features = _features(self.extractor, decision, reached - self.point, settings)
             for op in self.operations:
                 if k is not None and executed:
-                    branch = self._branch(cond, arm, arm_snaps, d, op, k)
+                    branch = branches[(d, op.name)]
                     y1 = int(branch.won)
                     result.episodes.append(EpisodeRecord.of(task_id, BRANCH, cond.name, branch, delay=d,
                                                             operation=op.name, branch_step=k))
@@ -219,19 +262,42 @@ class _Fork:
                 row.update(features)
                 result.rows.append(row)
 
-    def _branch(self, cond: Condition, arm: Transcript, arm_snaps: dict[int, Any], d: int,
-                op: Operation, k: int) -> Transcript:
+    def branch(self, cond: Condition, arm: Transcript, arm_snaps: dict[int, Any], d: int,
+               op: Operation, k: int, env: CountingEnv | None = None) -> Transcript:
         """The arm's first ``k`` steps, the recovery, then the agent to the end; prefix checked."""
+        env = env or self.env
         branch = arm.prefix(k)
-        self.env.restore(arm_snaps[k])
-        self.harness.recover(self.env, branch, op, self.rewind)
-        self.harness.run(self.env, branch)
+        env.restore(arm_snaps[k])
+        self.harness.recover(env, branch, op, self.rewind)
+        self.harness.run(env, branch)
         if not _same(branch, arm, k):
             raise ReplayError(
                 f"task {self.result.task_id}: the {op.name} branch at delay {d} under {cond.name} "
                 f"differs from its no-recovery arm before the branch point (step {k})"
             )
         return branch
+
+
+#: ``(delay, step count, snapshot, the arm's first steps, whether the arm goes on)``
+BranchPointCall = Callable[[int, int, Any, Transcript, bool], None]
+
+
+class _BranchPoints:
+    """A harness hook (after the arm's SnapshotHook): at each branch point, the call.
+
+    ``goes_on`` is whether the arm takes another turn there (the harness's own test), which
+    is whether the recovery is executed at that delay; the prefix is a copy made in the
+    arm's thread. The final arm still decides what is recorded (:meth:`_Fork.branch_points`).
+    """
+
+    def __init__(self, point: int, snaps: SnapshotHook, call: BranchPointCall) -> None:
+        self.point, self.snaps, self.call = point, snaps, call
+
+    def after_env_action(self, harness: Harness, env: Any, transcript: Transcript) -> None:
+        k = len(transcript.steps)
+        if k in self.snaps.snapshots:
+            self.call(transcript.env_actions - self.point, k, self.snaps.snapshots[k],
+                      transcript.prefix(k), harness.can_continue(transcript))
 
 
 def _costs(harness: Harness, env: CountingEnv, branching: BranchingEnv) -> dict[str, int]:

@@ -12,6 +12,7 @@ import pytest
 from support.fake_openai import FakeOpenAI, Reply  # noqa: E402
 
 from cir.agents.cache import ResponseCache, request_key  # noqa: E402
+from cir.agents.limits import Limiter
 from cir.agents.llm import LLMAgent  # noqa: E402
 from cir.families.alfworld.actions import parse_action  # noqa: E402
 from cir.families.alfworld.prompts import EXAMPLES, completion_prompt, goal_sentence, task_type  # noqa: E402
@@ -37,14 +38,26 @@ def free_port() -> int:
 
 
 class Sleeps(list):
+    """A clock that moves only when slept on: the waits of an agent and of its limiter."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.now = 0.0
+
     def __call__(self, seconds: float) -> None:
         self.append(seconds)
+        self.now += seconds
+
+    def clock(self) -> float:
+        return self.now
 
 
 def agent_for(server: FakeOpenAI, tmp_path: Path | None = None, **kw) -> LLMAgent:
     kw.setdefault("mode", "completion")
-    agent = LLMAgent("fake-model", server.base_url, cache_dir=tmp_path, **kw)
-    agent._sleep = Sleeps()
+    sleeps = Sleeps()
+    agent = LLMAgent("fake-model", server.base_url, cache_dir=tmp_path,
+                     limiter=Limiter(clock=sleeps.clock, sleep=sleeps), **kw)
+    agent._sleep = sleeps
     return agent
 
 
@@ -130,8 +143,10 @@ def test_cache_makes_reruns_free_and_keys_on_settings(tmp_path: Path) -> None:
     assert offline.act(CONTEXT) == "open fridge 1"
     assert offline.stats() == {
         "model_calls": 0, "cache_hits": 1, "cache_hits_memory": 0, "cache_hits_disk": 1,
-        "cache_hit_rate": 1.0, "http_requests": 0, "retries": 0, "invalid_answers": 0,
-        "unparsable": 0,
+        "cache_hit_rate": 1.0, "in_flight_shared": 0, "http_requests": 0, "retries": 0,
+        "refusals": 0, "invalid_answers": 0, "unparsable": 0, "limiter_wait_ms": 0,
+        "prompt_tokens": 0, "completion_tokens": 0, "cached_prompt_tokens": 0,
+        "replies_with_usage": 0,
     }
     offline.act(CONTEXT)  # now from memory
     assert (offline.cache.hits_memory, offline.cache.hits_disk) == (1, 1)

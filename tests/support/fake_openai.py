@@ -6,14 +6,39 @@ Answers come from a script (in order) or from an ``answer(path, body, attempt)``
 server a pure function of the request and inject faults on chosen attempts: HTTP errors,
 ``null`` or empty content, garbage, a missing ``choices``, slow, trickling or huge answers.
 A reply can also carry a ``finish_reason``, a reasoning model's separate ``reasoning``
-(chat answers, as vLLM and llama.cpp send it) and ``logprobs`` (sent when asked for).
+(chat answers, as vLLM and llama.cpp send it), ``logprobs`` (sent when asked for) and
+``usage`` (by default the words of the prompt and of the reply, as token counts).
+
+Modes of a hosted API or a busy server, each optional:
+
+* ``latency``: every request is answered after that many seconds (a latency-bound server);
+* ``refuse=(share, retry_after)``: that share of requests (chosen by a hash of the request
+  and its attempt, so a retry may pass) gets HTTP 429 with ``Retry-After``;
+* ``rpm=(limit, window)``: more than ``limit`` accepted requests within ``window`` seconds
+  (60: requests per minute) get HTTP 429 with ``Retry-After`` until a place frees.
+
+``log`` records each request's arrival, end and status (monotonic seconds), from which
+:func:`in_flight` reads the requests in flight over the busy window. Connections are kept
+alive (HTTP/1.1) with Nagle's algorithm off (``TCP_NODELAY``: otherwise every answer waits
+about 40 ms for the client's delayed ACK), and closed when the server stops.
+
+Run as a script it serves in its own process (the throughput benchmark does), answering
+with :func:`alfworld_answer` and serving its log summary at ``GET /stats``::
+
+    python tests/support/fake_openai.py --latency 0.3     # prints "port N", serves until killed
 """
 
 from __future__ import annotations
 
+import argparse
+import hashlib
 import json
+import math
+import re
+import socket
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -23,7 +48,8 @@ from typing import Any
 @dataclass
 class Reply:
     """One scripted answer: status, JSON (or raw text) body, headers, delay before answering,
-    and ``trickle`` seconds between the body's bytes (a server that never quite finishes)."""
+    and ``trickle`` seconds between the body's bytes (a server that never quite finishes).
+    ``usage``: the answer's usage field (None: counted from the words; False: none)."""
 
     status: int = 200
     text: str | None = "go to desk 1"
@@ -34,6 +60,7 @@ class Reply:
     finish_reason: str = "stop"
     reasoning: str | None = None
     logprobs: Any = None
+    usage: dict[str, Any] | bool | None = None
 
 
 #: Faulty answers by name, for fault-injection tests.
@@ -51,77 +78,146 @@ FAULTS: dict[str, Reply] = {
 }
 
 
+def digest(*parts: Any) -> int:
+    """A stable hash of JSON-able parts (the same in every process)."""
+    text = json.dumps(parts, sort_keys=True, ensure_ascii=False)
+    return int(hashlib.sha256(text.encode("utf-8")).hexdigest()[:16], 16)
+
+
+def prompt_text(body: dict[str, Any]) -> str:
+    """The request's prompt, or its messages' contents one after another."""
+    if "prompt" in body:
+        return str(body["prompt"])
+    return "\n".join(str(m.get("content", "")) for m in body.get("messages", ()))
+
+
+_ENTITY = re.compile(r"\b([a-z]+) (\d+)\b")
+
+
+def alfworld_answer(path: str, body: dict[str, Any], attempt: int) -> Reply:
+    """A deterministic ALFWorld-like command for the request: a verb and an object named in
+    the last observation, chosen by a hash of the whole prompt (the same in any process)."""
+    text = prompt_text(body)
+    last = text[text.rfind("\n", 0, max(0, len(text) - 2)) + 1:]
+    names = [f"{a} {b}" for a, b in _ENTITY.findall(last)] or [f"{a} {b}" for a, b in _ENTITY.findall(text)]
+    h = digest(text)
+    if not names or h % 11 == 0:
+        return Reply(text=["look", "inventory", "think: where could it be?"][h % 3])
+    name = names[(h >> 8) % len(names)]
+    verb = ["go to", "go to", "open", "examine", "close"][(h >> 16) % 5]
+    return Reply(text=f"{verb} {name}")
+
+
+def in_flight(log: list[tuple[float, float, int]]) -> dict[str, float | int]:
+    """Requests in flight over the busy window (first arrival to last answer): the mean
+    (time-weighted), the peak, the window's length and ends (``time.monotonic``, which is
+    one clock for all processes of a machine); with the requests and refusals."""
+    if not log:
+        return {"requests": 0, "refused": 0, "busy_s": 0.0, "mean_in_flight": 0.0, "peak_in_flight": 0,
+                "first_s": None, "last_s": None}
+    first = min(a for a, _, _ in log)
+    last = max(e for _, e, _ in log)
+    busy = max(last - first, 1e-9)
+    events = sorted([(a, 1) for a, _, _ in log] + [(e, -1) for _, e, _ in log],
+                    key=lambda ev: (ev[0], ev[1]))
+    now = peak = 0
+    for _, step in events:
+        now += step
+        peak = max(peak, now)
+    return {"requests": len(log), "refused": sum(1 for *_, s in log if s == 429),
+            "busy_s": round(busy, 3), "mean_in_flight": round(sum(e - a for a, e, _ in log) / busy, 2),
+            "peak_in_flight": peak, "first_s": first, "last_s": last}
+
+
 class FakeOpenAI:
     """Serves ``/v1/chat/completions`` and ``/v1/completions`` from a script of replies.
 
     When the script runs out, the last reply repeats. Every request is recorded in
-    ``requests`` as ``(path, headers, body)``.
+    ``requests`` as ``(path, headers, body)`` (``keep_requests=False``: only counted) and
+    in ``log`` (arrival, end, status).
     """
 
     def __init__(self, script: list[Reply] | None = None,
-                 answer: Callable[[str, dict[str, Any], int], Reply] | None = None) -> None:
+                 answer: Callable[[str, dict[str, Any], int], Reply] | None = None, *,
+                 latency: float = 0.0, refuse: tuple[float, float] | None = None,
+                 rpm: tuple[int, float] | None = None, port: int = 0,
+                 keep_requests: bool = True) -> None:
         self.script = list(script or [Reply()])
         self.answer = answer
+        self.latency, self.refuse, self.rpm = latency, refuse, rpm
+        self.keep_requests = keep_requests
         self.requests: list[tuple[str, dict[str, str], dict[str, Any]]] = []
+        self.count = 0
         self.attempts: dict[str, int] = {}
+        self.log: list[tuple[float, float, int]] = []
+        self._accepted: deque[float] = deque()  # arrivals within the rpm window
         self._lock = threading.Lock()
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: object) -> None:  # keep test output clean
-                pass
-
-            def do_POST(self) -> None:  # noqa: N802 (http.server naming)
-                length = int(self.headers.get("Content-Length", 0))
-                body = json.loads(self.rfile.read(length) or b"{}")
-                with fake._lock:
-                    fake.requests.append((self.path, dict(self.headers), body))
-                    key = json.dumps(body, sort_keys=True)
-                    attempt = fake.attempts.get(key, 0)
-                    fake.attempts[key] = attempt + 1
-                    if fake.answer is not None:
-                        reply = fake.answer(self.path, body, attempt)
-                    else:
-                        reply = fake.script.pop(0) if len(fake.script) > 1 else fake.script[0]
-                if reply.delay:
-                    time.sleep(reply.delay)
-                if reply.raw is not None:
-                    payload = reply.raw.encode()
-                elif reply.status != 200:
-                    payload = json.dumps({"error": {"message": f"scripted error {reply.status}"}}).encode()
-                else:
-                    if self.path.endswith("/chat/completions"):
-                        message = {"role": "assistant", "content": reply.text}
-                        if reply.reasoning is not None:
-                            message["reasoning_content"] = reply.reasoning
-                        choice = {"message": message, "finish_reason": reply.finish_reason}
-                    else:
-                        choice = {"text": reply.text, "finish_reason": reply.finish_reason}
-                    if body.get("logprobs") not in (None, False):
-                        choice["logprobs"] = reply.logprobs
-                    payload = json.dumps({"choices": [choice]}).encode()
-                try:
-                    self.send_response(reply.status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(payload)))
-                    for k, v in reply.headers.items():
-                        self.send_header(k, v)
-                    self.end_headers()
-                    if reply.trickle:
-                        for i in range(len(payload)):
-                            self.wfile.write(payload[i:i + 1])
-                            self.wfile.flush()
-                            time.sleep(reply.trickle)
-                    else:
-                        self.wfile.write(payload)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client gave up (timeout test)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
+        self._connections: set[socket.socket] = set()
+        self.connections_opened = 0
+        self.nodelay: list[bool] = []  # TCP_NODELAY of each connection, as set
+        self.server = _Server(("127.0.0.1", port), _handler(self))
         self.port = self.server.server_address[1]
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
         self._thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
+
+    def choose(self, path: str, headers: dict[str, str], body: dict[str, Any]) -> Reply:
+        """The reply to one request (under the lock: the script and counters are shared)."""
+        with self._lock:
+            self.count += 1
+            if self.keep_requests:
+                self.requests.append((path, headers, body))
+            key = json.dumps(body, sort_keys=True)
+            attempt = self.attempts.get(key, 0)
+            self.attempts[key] = attempt + 1
+            refused = self._refusal(key, attempt)
+            if refused is not None:
+                return refused
+            if self.answer is not None:
+                return self.answer(path, body, attempt)
+            return self.script.pop(0) if len(self.script) > 1 else self.script[0]
+
+    def _refusal(self, key: str, attempt: int) -> Reply | None:
+        if self.refuse is not None:
+            share, retry_after = self.refuse
+            if digest(key, attempt) % 10_000 < share * 10_000:
+                return Reply(status=429, headers={"Retry-After": f"{retry_after:g}"})
+        if self.rpm is not None:
+            limit, window = self.rpm
+            now = time.monotonic()
+            while self._accepted and self._accepted[0] <= now - window:
+                self._accepted.popleft()
+            if len(self._accepted) >= limit:
+                wait = self._accepted[0] + window - now
+                return Reply(status=429, headers={"Retry-After": str(max(1, math.ceil(wait)))})
+            self._accepted.append(now)
+        return None
+
+    def payload(self, path: str, body: dict[str, Any], reply: Reply) -> bytes:
+        if reply.raw is not None:
+            return reply.raw.encode()
+        if reply.status != 200:
+            return json.dumps({"error": {"message": f"scripted error {reply.status}"}}).encode()
+        if path.endswith("/chat/completions"):
+            message: dict[str, Any] = {"role": "assistant", "content": reply.text}
+            if reply.reasoning is not None:
+                message["reasoning_content"] = reply.reasoning
+            choice: dict[str, Any] = {"message": message, "finish_reason": reply.finish_reason}
+        else:
+            choice = {"text": reply.text, "finish_reason": reply.finish_reason}
+        if body.get("logprobs") not in (None, False):
+            choice["logprobs"] = reply.logprobs
+        answer: dict[str, Any] = {"choices": [choice]}
+        if reply.usage is None:
+            answer["usage"] = {"prompt_tokens": len(prompt_text(body).split()),
+                               "completion_tokens": len(str(reply.text or "").split())}
+        elif reply.usage:
+            answer["usage"] = reply.usage
+        return json.dumps(answer).encode()
+
+    def stats(self) -> dict[str, Any]:
+        with self._lock:
+            log = list(self.log)
+        return {**in_flight(log), "count": self.count}
 
     def __enter__(self) -> FakeOpenAI:
         self._thread.start()
@@ -130,3 +226,103 @@ class FakeOpenAI:
     def __exit__(self, *exc: object) -> None:
         self.server.shutdown()
         self.server.server_close()
+        with self._lock:
+            connections = list(self._connections)
+        for conn in connections:  # kept-alive connections end too (a client's pool sees EOF)
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 1024  # many clients connect at once (the default backlog is 5)
+
+
+def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive: one connection serves many requests
+        disable_nagle_algorithm = True  # TCP_NODELAY
+
+        def setup(self) -> None:
+            super().setup()
+            nodelay = self.connection.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+            with fake._lock:
+                fake._connections.add(self.connection)
+                fake.connections_opened += 1
+                fake.nodelay.append(bool(nodelay))
+
+        def finish(self) -> None:
+            with fake._lock:
+                fake._connections.discard(self.connection)
+            super().finish()
+
+        def log_message(self, *args: object) -> None:  # keep test output clean
+            pass
+
+        def do_GET(self) -> None:  # noqa: N802 (http.server naming)
+            if self.path.rstrip("/").endswith("/stats"):
+                self._send(200, json.dumps(fake.stats()).encode(), {})
+            else:  # /v1/models: a readiness probe
+                self._send(200, json.dumps({"data": [{"id": "fake"}]}).encode(), {})
+
+        def do_POST(self) -> None:  # noqa: N802
+            arrived = time.monotonic()
+            length = int(self.headers.get("Content-Length", 0))
+            body = json.loads(self.rfile.read(length) or b"{}")
+            reply = fake.choose(self.path, dict(self.headers), body)
+            wait = reply.delay + (fake.latency if reply.status == 200 else 0.0)
+            if wait:
+                time.sleep(wait)
+            payload = fake.payload(self.path, body, reply)
+            answered = time.monotonic()  # the answer is ready: the client may read it now
+            with fake._lock:
+                fake.log.append((arrived, answered, reply.status))
+            self._send(reply.status, payload, reply.headers, reply.trickle)
+
+        def _send(self, status: int, payload: bytes, headers: dict[str, str], trickle: float = 0.0) -> None:
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.end_headers()
+                if trickle:
+                    for i in range(len(payload)):
+                        self.wfile.write(payload[i:i + 1])
+                        self.wfile.flush()
+                        time.sleep(trickle)
+                else:
+                    self.wfile.write(payload)
+            except (BrokenPipeError, ConnectionResetError):
+                self.close_connection = True  # the client gave up (timeout test)
+
+    return Handler
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds before each answer")
+    parser.add_argument("--refuse-share", type=float, default=0.0, help="share of requests answered 429")
+    parser.add_argument("--retry-after", type=float, default=1.0, help="the Retry-After of those 429s")
+    parser.add_argument("--rpm", type=int, default=0, help="accepted requests per --rpm-window at most")
+    parser.add_argument("--rpm-window", type=float, default=60.0)
+    args = parser.parse_args()
+    refuse = (args.refuse_share, args.retry_after) if args.refuse_share else None
+    rpm = (args.rpm, args.rpm_window) if args.rpm else None
+    server = FakeOpenAI(answer=alfworld_answer, latency=args.latency, refuse=refuse, rpm=rpm,
+                        port=args.port, keep_requests=False)
+    with server:
+        print(f"port {server.port}", flush=True)
+        try:
+            threading.Event().wait()
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

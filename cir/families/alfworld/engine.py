@@ -26,11 +26,27 @@ what is skipped, each switchable, each checked byte-identical against the unmodi
 With none of the first five on, ``load_game`` builds textworld's own ``PddlEnv`` (with the
 text memo if asked): "unmodified" means the engine's own code, not this module with its
 switches off.
+
+Threads. Engine work is serialised per process (:data:`ENGINE_LOCK`): textworld parses its
+text templates with one module-level TatSu parser (two threads parsing at once corrupt its
+stack: ``IndexError: pop from empty list``, at load and at steps that meet a new template)
+and keeps every fact in one memo. So ``load_game`` returns the game wrapped in
+:class:`Serialised`, whose ``reset`` and ``step`` take the lock, an ``Engine`` loads under
+it and ``close`` gives its library copy back under it. Fast Downward's translator (most of a
+load: about 1 s a game) keeps its options in module state and swaps ``sys.argv`` and
+``sys.stdout`` while it runs: translations take :data:`TRANSLATE_LOCK` instead, so one game's
+translation does not stop the other games' steps, and its capture of ``sys.stdout`` takes
+only the translating thread's output (:class:`_ThreadCapture`), not what other threads print
+meanwhile (the two are taken in that order: the
+translator's first). Threads that wait for an LLM's reply hold neither, so requests overlap.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import sys
+import threading
 from collections import Counter, defaultdict
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -38,6 +54,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 import fast_downward
+import fast_downward.interface
 import textworld
 from alfworld.agents.environment.alfred_tw_env import AlfredDemangler
 from fast_downward.translate.pddl import conditions, f_expression
@@ -52,6 +69,13 @@ from cir.families.alfworld.commands import cache_blocker
 from cir.families.alfworld.grammar import parse_logic
 from cir.families.alfworld.textmemo import install_memo
 from cir.util.errors import CirError
+
+#: Held by every engine call of this process (module docstring, "Threads"). Reentrant:
+#: garbage collection may close an engine inside a thread that holds it.
+ENGINE_LOCK = threading.RLock()
+#: Held by every translation of this process, and wherever ``sys.argv`` is saved to be put
+#: back (:func:`keep_argv`). Taken before ENGINE_LOCK when both are held, never after it.
+TRANSLATE_LOCK = threading.RLock()
 
 
 @dataclass(frozen=True)
@@ -87,12 +111,52 @@ class Savings:
 
 @contextmanager
 def keep_argv() -> Iterator[None]:
-    """fast_downward overwrites ``sys.argv`` while translating; put it back."""
-    saved = list(sys.argv)
-    try:
-        yield
-    finally:
-        sys.argv[:] = saved
+    """fast_downward overwrites ``sys.argv`` while translating; put it back. Holds
+    :data:`TRANSLATE_LOCK`: no other thread translates (and changes it) meanwhile."""
+    with TRANSLATE_LOCK:
+        saved = list(sys.argv)
+        try:
+            yield
+        finally:
+            sys.argv[:] = saved
+
+
+class _Routed(io.TextIOBase):
+    """``sys.stdout`` while a translation runs: the translating thread's writes go to the
+    capture, every other thread's to the stream that was there before."""
+
+    def __init__(self, other: Any, capture: io.StringIO) -> None:
+        self._other, self._capture, self._owner = other, capture, threading.get_ident()
+
+    def _target(self) -> Any:
+        return self._capture if threading.get_ident() == self._owner else self._other
+
+    def write(self, text: str) -> int:
+        return self._target().write(text)
+
+    def flush(self) -> None:
+        self._target().flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._other, name)
+
+
+class _ThreadCapture(list):
+    """fast_downward's ``CapturingStdout`` (the lines the translator prints), for one thread."""
+
+    def __enter__(self) -> _ThreadCapture:
+        self._stdout = sys.stdout
+        self._stringio = io.StringIO()
+        sys.stdout = _Routed(self._stdout, self._stringio)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.extend(self._stringio.getvalue().splitlines())
+        del self._stringio
+        sys.stdout = self._stdout
+
+
+fast_downward.interface.CapturingStdout = _ThreadCapture  # what pddl2sas captures with
 
 
 @dataclass(frozen=True)
@@ -233,13 +297,19 @@ class Engine(PddlEnv):
 
     def load(self, data: Mapping[str, Any]) -> None:
         """Load a game from its data (``pddl_domain``, ``grammar``, ``pddl_problem``)."""
-        self._check_open()
-        self._game_file = None
-        self._game_data = data
-        self.walkthrough = data.get("walkthrough", None)
-        logic, self._given_logic = self._given_logic, None
-        self._logic = logic if logic is not None else parse_logic(data, reuse=self.savings.parse_once)
-        self._translation = self._translate()
+        with ENGINE_LOCK:
+            self._check_open()
+            self._game_file = None
+            self._game_data = data
+            self.walkthrough = data.get("walkthrough", None)
+            logic, self._given_logic = self._given_logic, None
+            self._logic = logic if logic is not None else parse_logic(data, reuse=self.savings.parse_once)
+        self._translation = self._translate()  # under TRANSLATE_LOCK only
+        with ENGINE_LOCK:
+            self._build(data)
+
+    def _build(self, data: Mapping[str, Any]) -> None:
+        """The loaded game's state, names and command cache (under ENGINE_LOCK)."""
         self._pddl_state = EngineState(self.downward_lib, data["pddl_problem"], self._logic,
                                        self._translation)
         self._fresh_state = True
@@ -343,31 +413,59 @@ class Engine(PddlEnv):
         """Release the engine's memory (``release_memory``); the engine is unusable after."""
         if getattr(self, "_closed", True) or sys.is_finalizing():
             return  # never built, already closed, or the interpreter is exiting
-        self._closed = True
-        if self.savings.release_memory:
-            memory.give_back(self.downward_lib)
-            memory.forget_facts()
+        with ENGINE_LOCK:
+            self._closed = True
+            if self.savings.release_memory:
+                memory.give_back(self.downward_lib)
+                memory.forget_facts()
+
+
+class Serialised(textworld.core.Wrapper):
+    """A loaded game whose ``reset`` and ``step`` hold :data:`ENGINE_LOCK` (one engine at a
+    time per process); everything else passes through to the wrapped game."""
+
+    def load(self, path: Any) -> None:
+        with ENGINE_LOCK:
+            self._wrapped_env.load(path)
+
+    def reset(self) -> GameState:
+        with TRANSLATE_LOCK, ENGINE_LOCK:  # a reset may translate again (translate_once off)
+            return self._wrapped_env.reset()
+
+    def step(self, command: str) -> tuple[GameState, float, bool]:
+        with ENGINE_LOCK:
+            return self._wrapped_env.step(command)
 
 
 def load_game(data: Mapping[str, Any], savings: Savings, infos: textworld.EnvInfos, *,
               replanner: bool = False, logic: GameLogic | None = None) -> Any:
-    """A loaded ``AlfredDemangler`` over an ``Engine`` (or textworld's ``PddlEnv``, no savings).
+    """A loaded ``AlfredDemangler`` over an ``Engine`` (or textworld's ``PddlEnv``, no savings),
+    :class:`Serialised` (safe to use from several threads of one process).
 
     ``replanner`` and ``logic`` are as for ``Engine``; the unmodified engine always makes
     the replanner's translation and parses the grammar itself. Exceptions of the engine
     pass through (the caller knows what was being loaded); the engine is closed first.
     """
-    if savings.in_engine():
-        engine: PddlEnv = Engine(infos, savings, replanner=replanner, logic=logic)
-    else:
-        engine = PddlEnv(infos)
-    env = AlfredDemangler(shuffle=False)(engine)  # shuffle uses the global random: keep it off
-    try:
-        with keep_argv():
-            env.load(dict(data))
-    except BaseException:
-        engine.close()
-        raise
+    # textworld's own engine parses and translates inside its load: it holds both locks
+    whole = contextlib.nullcontext() if savings.in_engine() else _both_locks()
+    with whole:
+        if savings.in_engine():
+            engine: PddlEnv = Engine(infos, savings, replanner=replanner, logic=logic)
+        else:
+            engine = PddlEnv(infos)
+        env = AlfredDemangler(shuffle=False)(engine)  # shuffle uses the global random: keep it off
+        try:
+            env.load(dict(data))  # the demangler names this engine's entities: its own data
+        except BaseException:
+            engine.close()
+            raise
     if savings.memo_text:
-        install_memo(engine)
-    return env
+        with ENGINE_LOCK:
+            install_memo(engine)
+    return Serialised(env)
+
+
+@contextmanager
+def _both_locks() -> Iterator[None]:
+    with keep_argv(), ENGINE_LOCK:  # keep_argv holds TRANSLATE_LOCK
+        yield
