@@ -116,50 +116,56 @@ def simulate(n_tasks: int = 200, seed: int = 0, conditions: tuple[str, ...] = DE
     rng = np.random.default_rng(seed)
     other = {op: np.random.default_rng([seed, i + 1]) for i, op in enumerate(ops[1:])}
     records = []
-
-    def sigmoid(z: float) -> float:
-        return 1.0 / (1.0 + math.exp(-z))
-
     for t in range(n_tasks):
         skill = rng.normal()
         length = int(rng.integers(2, 14))  # env actions left after the perturbation point
-        progress = round(sigmoid(skill + rng.normal(scale=0.5)), 6)
+        progress = round(_sigmoid(skill + rng.normal(scale=0.5)), 6)
         for condition in conditions:
-            error = condition != "clean"
-            seen = int(rng.random() < (0.8 if error else 0.1))
-            mismatch = int(rng.random() < (0.6 if error else 0.05))
-            confused = error and rng.random() < 0.4
-            holding = int(rng.random() < 0.3)
-            y0 = int(rng.random() < sigmoid(1.5 * skill + 1.2 - (3.0 if confused else 0.0)))
-            y_rescued = int(rng.random() < sigmoid(1.5 * skill + 1.2))
-            noops = [int(rng.poisson(0.8 * d if confused else 0.15 * d)) for d in range(max(delays) + 1)]
-            for d in delays:
-                executed = int(d < length)
-                y1 = y0
-                if executed:
-                    if confused and y0 == 0:
-                        y1 = y_rescued
-                    elif y0 == 1 and rng.random() < (0.5 if holding else 0.01):
-                        y1 = 0
-                features = {
-                    "f_delay": float(d), "f_suspect_seen_before": float(seen),
-                    "f_suspect_mismatch": float(mismatch), "f_post_noops": float(sum(noops[1:d + 1])),
-                    "f_holding": float(holding), "f_progress": progress,
-                    "f_env_actions": float(5 + d + int(rng.integers(0, 3))),
-                }
-                for op in ops:
-                    if op == ops[0]:
-                        y = y1
-                    else:
-                        y = _other_outcome(OPERATION_PROFILES[op], other[op], y0, y_rescued, executed, confused,
-                                           mismatch, holding, progress)
-                    records.append({
-                        "task_id": f"syn{t:04d}", "split": "train", "task_type": TASK_TYPES[0],
-                        "agent": "synthetic", "condition": condition, "delay": int(d), "operation": op,
-                        "y0": y0, "y1": y, "executed": executed, "factual_success": int(skill > -0.8),
-                        "prefix_match": 1, "outcome": "", **features,
-                    })
+            records += _arm_rows(rng, other, ops, delays, f"syn{t:04d}", condition, skill, length, progress)
     return validate_paired(pd.DataFrame.from_records(records), source="synthetic table")
+
+
+def _sigmoid(z: float) -> float:
+    return 1.0 / (1.0 + math.exp(-z))
+
+
+def _arm_rows(rng: np.random.Generator, other: dict[str, np.random.Generator], ops: tuple[str, ...],
+              delays: tuple[int, ...], task_id: str, condition: str, skill: float, length: int,
+              progress: float) -> list[dict]:
+    """One task's rows under one condition: every delay and operation (draws in a fixed order)."""
+    error = condition != "clean"
+    seen = int(rng.random() < (0.8 if error else 0.1))
+    mismatch = int(rng.random() < (0.6 if error else 0.05))
+    confused = error and rng.random() < 0.4
+    holding = int(rng.random() < 0.3)
+    y0 = int(rng.random() < _sigmoid(1.5 * skill + 1.2 - (3.0 if confused else 0.0)))
+    y_rescued = int(rng.random() < _sigmoid(1.5 * skill + 1.2))
+    noops = [int(rng.poisson(0.8 * d if confused else 0.15 * d)) for d in range(max(delays) + 1)]
+    rows = []
+    for d in delays:
+        executed = int(d < length)
+        y1 = y0
+        if executed:
+            if confused and y0 == 0:
+                y1 = y_rescued
+            elif y0 == 1 and rng.random() < (0.5 if holding else 0.01):
+                y1 = 0
+        features = {
+            "f_delay": float(d), "f_suspect_seen_before": float(seen),
+            "f_suspect_mismatch": float(mismatch), "f_post_noops": float(sum(noops[1:d + 1])),
+            "f_holding": float(holding), "f_progress": progress,
+            "f_env_actions": float(5 + d + int(rng.integers(0, 3))),
+        }
+        for op in ops:
+            y = y1 if op == ops[0] else _other_outcome(OPERATION_PROFILES[op], other[op], y0, y_rescued,
+                                                       executed, confused, mismatch, holding, progress)
+            rows.append({
+                "task_id": task_id, "split": "train", "task_type": TASK_TYPES[0],
+                "agent": "synthetic", "condition": condition, "delay": int(d), "operation": op,
+                "y0": y0, "y1": y, "executed": executed, "factual_success": int(skill > -0.8),
+                "prefix_match": 1, "outcome": "", **features,
+            })
+    return rows
 
 
 def _other_outcome(profile: dict, rng: np.random.Generator, y0: int, y_rescued: int, executed: int,

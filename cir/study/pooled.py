@@ -157,19 +157,7 @@ SPREAD_SHOWN = [
 def write_pooled_report(out: Path, experiments: list[Experiment], studies: dict[int, Path], *, resamples: int,
                         seed: int, agent: str, quick: bool) -> Path:
     """Write the pooled tables, figures and ``report.md`` / ``report.html`` into ``out``."""
-    primary = next(e for e in experiments if e.fit_cir)
-    mechanism = next((e for e in experiments if e.role == "mechanism"), None)
-    per = replicate_headlines(studies, experiments, resamples=resamples, seed=seed)
-    save_csv(per, out / "tables" / "replicates.csv")
-    evaluation = pooled_evaluation(studies, experiments, resamples=resamples, seed=seed)
-    _, summary, margins = evaluation
-    pooled = headlines(pooled_paired(studies, primary.name),
-                       pooled_paired(studies, mechanism.name) if mechanism else None, summary, margins,
-                       resamples=resamples, seed=seed).assign(replicate="pooled", seed=None)
-    save_csv(pooled, out / "tables" / "headlines_pooled.csv")
-    spread_table = spread(per, pooled)
-    save_csv(spread_table, out / "tables" / "replicate_spread.csv")
-
+    per, pooled, evaluation, spread_table = _pooled_tables(out, experiments, studies, resamples, seed)
     title = f"cir reproduction{' (quick)' if quick else ''}, {len(studies)} replicates: when harnesses lose the signal"
     body = Report(title)
     body.heading("Setup")
@@ -199,6 +187,33 @@ def write_pooled_report(out: Path, experiments: list[Experiment], studies: dict[
     selective = _selective(body, out, studies, evaluation)
     which_recovery_section(body, out, evaluation[0], evaluation[1], evaluation[2], suffix="_pooled")
     findings = [f for f in (effects, mechanism_f, selective) if f is not None]
+    report = _findings(title, findings, spread_table, quick)
+    report.blocks += body.blocks
+    md, _ = report.write(out)
+    return md
+
+
+def _pooled_tables(out: Path, experiments: list[Experiment], studies: dict[int, Path], resamples: int,
+                   seed: int) -> tuple[pd.DataFrame, pd.DataFrame, tuple[pd.DataFrame, ...], pd.DataFrame]:
+    """Each replicate's headlines, the pooled ones, the pooled held-out evaluation and the spread
+    table (all saved)."""
+    primary = next(e for e in experiments if e.fit_cir)
+    mechanism = next((e for e in experiments if e.role == "mechanism"), None)
+    per = replicate_headlines(studies, experiments, resamples=resamples, seed=seed)
+    save_csv(per, out / "tables" / "replicates.csv")
+    evaluation = pooled_evaluation(studies, experiments, resamples=resamples, seed=seed)
+    _, summary, margins = evaluation
+    pooled = headlines(pooled_paired(studies, primary.name),
+                       pooled_paired(studies, mechanism.name) if mechanism else None, summary, margins,
+                       resamples=resamples, seed=seed).assign(replicate="pooled", seed=None)
+    save_csv(pooled, out / "tables" / "headlines_pooled.csv")
+    spread_table = spread(per, pooled)
+    save_csv(spread_table, out / "tables" / "replicate_spread.csv")
+    return per, pooled, evaluation, spread_table
+
+
+def _findings(title: str, findings: list[Finding], spread_table: pd.DataFrame, quick: bool) -> Report:
+    """The report's head: each question's finding with the replicates' spread."""
     report = Report(title)
     report.heading("Findings")
     report.text("The paper's three questions, each answered from a pooled table below, with the spread of the "
@@ -213,6 +228,4 @@ def write_pooled_report(out: Path, experiments: list[Experiment], studies: dict[
     warning = small_cohort_warning(findings, quick)
     if warning:
         report.warning(warning)
-    report.blocks += body.blocks
-    md, _ = report.write(out)
-    return md
+    return report
