@@ -136,11 +136,12 @@ def summary(study: Path) -> str:
     rows = evaluation[evaluation["condition"] == "all"].set_index("policy")
     clean = evaluation[evaluation["condition"] == "clean"].set_index("policy")
     held = []
-    for policy in ("cir", "cir_paired", "cir_multi", "anomaly", "anomaly_rate_matched", "oracle"):
+    for policy in ("cir", "cir_paired", "cir_multi", "anomaly", "anomaly_rate_matched", "oracle_refresh", "oracle"):
         if policy in rows.index:
             p = rows.loc[policy]
+            own = p.get("oracle_policy") if isinstance(p.get("oracle_policy"), str) else "oracle"
             share = "" if policy == "oracle" or pd.isna(p["oracle_fraction"]) else (
-                f", {100 * p['oracle_fraction']:.0f}% of the oracle's gain")
+                f", {100 * p['oracle_fraction']:.0f}% of the gain of `{own}`")
             held.append(f"`{policy}` {_pp(p['effect_pp'])} pp [{_pp(p['ci_low_pp'])}, {_pp(p['ci_high_pp'])}]"
                         f"{share}, recovering in {100 * p['intervention_rate']:.1f}% of arms, clean harm "
                         f"{100 * clean.loc[policy, 'clean_harm_rate']:.1f}%")

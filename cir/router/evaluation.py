@@ -42,7 +42,7 @@ ARM_KEYS = ["task_id", "condition"]
 SUMMARY_COLUMNS = [
     "policy", "condition", "n", "n_tasks", "success_never", "success_policy", "effect_pp",
     "ci_low_pp", "ci_high_pp", "sign_flip_p", "rescues", "harms", "interventions",
-    "intervention_rate", "clean_harm_rate", "oracle_fraction",
+    "intervention_rate", "clean_harm_rate", "oracle_fraction", "oracle_policy",
 ]
 MARGIN_COLUMNS = ["policy", "versus", "condition", "n", "margin_pp", "ci_low_pp", "ci_high_pp", "sign_flip_p"]
 
@@ -153,11 +153,18 @@ def walk_routers(models: Mapping[str, Router | Fitted], paired: pd.DataFrame,
     delay best on its training table) and rate-matched anomaly (``anomaly_matched_<name>``)
     baselines, the per-operation baselines of a router over several operations, and the
     oracle over every operation any of them may use. Returns (arms, the policies in display
-    order)."""
+    order).
+
+    When the routers use more than one operation between them, each policy is also measured
+    against the oracle of the operations it may choose among (``oracle_<op>`` for a policy of
+    one operation), walked here too: ``arms.attrs["oracles"]`` maps each policy to its oracle,
+    for :func:`summarize_walks`.
+    """
     routers = {name: as_router(m) for name, m in models.items()}
     names = list(routers)
     out = walk_policies(routers[names[0]], paired, source, name=names[0])
     policies = [p for p in out.attrs["policies"] if p != "oracle"]
+    scope = _policy_operations(routers[names[0]], names[0], {p: p for p in policies})
     out = out.drop(columns=[f"{k}_oracle" for k in ("y", "int", "delay", "op")])
     for name in names[1:]:
         other = walk_policies(routers[name], paired, source, name=name)
@@ -172,11 +179,38 @@ def walk_routers(models: Mapping[str, Router | Fitted], paired: pd.DataFrame,
         out = out.merge(other[ARM_KEYS + list(renamed)].rename(columns=renamed), on=ARM_KEYS, how="left",
                         validate="1:1")
         policies += [p for p in added if p != name] + [name]
+        scope.update(_policy_operations(routers[name], name,
+                                        {name: name, **{p: p for p in new}, **{v: k for k, v in own.items()}}))
     operations = tuple(dict.fromkeys(op for r in routers.values() for op in r.operations))
     first = routers[names[0]]
-    oracle = walk_oracle(paired, first.delays, int(first.settings["d_min"]), operations, source)
-    out = out.merge(oracle, on=ARM_KEYS, how="left", validate="1:1")
-    return out, [*policies, "oracle"]
+    delays, d_min = first.delays, int(first.settings["d_min"])
+    oracles: dict[str, str] = {}
+    for policy, ops in scope.items():
+        ops = tuple(o for o in operations if o in ops)  # in the table's order
+        oracle = "oracle" if ops == operations else "oracle_" + "_".join(ops)
+        oracles[policy] = oracle
+        if oracle != "oracle" and f"y_{oracle}" not in out.columns:
+            walked = walk_oracle(paired, delays, d_min, ops, source)
+            out = out.merge(walked.rename(columns={f"{k}_oracle": f"{k}_{oracle}" for k in ("y", "int", "delay", "op")}),
+                            on=ARM_KEYS, how="left", validate="1:1")
+    out = out.merge(walk_oracle(paired, delays, d_min, operations, source), on=ARM_KEYS, how="left",
+                    validate="1:1")
+    partial = list(dict.fromkeys(o for o in oracles.values() if o != "oracle"))
+    out.attrs["oracles"] = {**oracles, **{o: o for o in partial}, "oracle": "oracle"}
+    return out, [*policies, *partial, "oracle"]
+
+
+def _policy_operations(router: Router, name: str, walked: Mapping[str, str]) -> dict[str, tuple[str, ...]]:
+    """The operations each walked policy may recover with: the router's own for its column, a
+    baseline's one operation for a baseline (``walked``: the column's name -> the policy of
+    :func:`walk_policies` it came from)."""
+    scope: dict[str, tuple[str, ...]] = {}
+    for column, policy in walked.items():
+        if policy == name:
+            scope[column] = router.operations
+        elif policy in router.baselines:
+            scope[column] = (router.baselines[policy]["operation"],)
+    return scope
 
 
 def walk_oracle(paired: pd.DataFrame, delays: tuple[int, ...], d_min: int, operations: tuple[str, ...],
@@ -212,7 +246,8 @@ def _task_sums(arms: pd.DataFrame, values: dict[str, np.ndarray], groups: list[s
 
 
 def _summary_rows(arms: pd.DataFrame, policies: list[str], groups: list[str], diffs: dict[str, np.ndarray],
-                  ci: dict[tuple[str, str], tuple[float, float]], flip: dict[tuple[str, str], float]) -> list[dict]:
+                  ci: dict[tuple[str, str], tuple[float, float]], flip: dict[tuple[str, str], float],
+                  oracles: Mapping[str, str]) -> list[dict]:
     cond = arms["condition"].to_numpy()
     clean = cond == "clean"
     y0 = arms["y_never"].to_numpy()
@@ -222,7 +257,8 @@ def _summary_rows(arms: pd.DataFrame, policies: list[str], groups: list[str], di
         intervened = arms[f"int_{p}"].to_numpy()
         for g in groups:
             m = np.ones(len(cond), dtype=bool) if g == GROUP_ALL else cond == g
-            oracle_gain = float(diffs["oracle"][m].sum())
+            oracle = oracles.get(p, "oracle")
+            oracle_gain = float(diffs[oracle][m].sum())
             cm = m & clean
             rows.append({
                 "policy": p, "condition": g, "n": int(m.sum()), "n_tasks": int(arms.loc[m, "task_id"].nunique()),
@@ -235,18 +271,22 @@ def _summary_rows(arms: pd.DataFrame, policies: list[str], groups: list[str], di
                 "clean_harm_rate": (float(((y0 == 1) & (yp == 0) & cm).sum() / cm.sum())
                                     if cm.any() else float("nan")),
                 "oracle_fraction": (float(diffs[p][m].sum()) / oracle_gain if oracle_gain > 0 else float("nan")),
+                "oracle_policy": oracle,
             })
     return rows
 
 
 def summarize_walks(arms: pd.DataFrame, policies: list[str], contenders: list[str], *,
                     resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
-                    level: float = DEFAULT_LEVEL) -> tuple[pd.DataFrame, pd.DataFrame]:
+                    level: float = DEFAULT_LEVEL, oracles: Mapping[str, str] | None = None,
+                    ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(summary, margins) of walked arms (one row per arm with ``y_<policy>``/``int_<policy>``).
 
     Per policy and condition (and ``all``): success never vs policy, effect (pp) with a
     task-level cluster-bootstrap CI and sign-flip p-value versus never, rescues, harms,
-    intervention and clean-harm rates, and the fraction of the oracle's gain reached;
+    intervention and clean-harm rates, and the fraction of the oracle's gain reached (each
+    policy's own oracle, ``oracles`` mapping policy -> oracle policy, else ``oracle``; the
+    ``oracle_policy`` column names it);
     margins of each contender over every other policy with paired (same-task) intervals.
     ``task_id`` is the cluster: arms pooled from several replicates need task ids that
     are unique across them. All columns share the same bootstrap resamples.
@@ -263,7 +303,8 @@ def summarize_walks(arms: pd.DataFrame, policies: list[str], contenders: list[st
     low, high = percentile_ci(reps, level)
     ci = {col: (low[i], high[i]) for i, col in enumerate(cols)}
     flip = {col: sign_flip_test(num[den[:, i] > 0, i], resamples, seed) for i, col in enumerate(cols)}
-    summary = pd.DataFrame(_summary_rows(arms, policies, groups, diffs, ci, flip), columns=SUMMARY_COLUMNS)
+    oracles = dict(oracles if oracles is not None else arms.attrs.get("oracles") or {})
+    summary = pd.DataFrame(_summary_rows(arms, policies, groups, diffs, ci, flip, oracles), columns=SUMMARY_COLUMNS)
     cond = arms["condition"].to_numpy()
     mrows = []
     for (c, p), v in margins.items():

@@ -109,15 +109,28 @@ def cir_finding(summary: pd.DataFrame, epsilon: float, routers: tuple[str, ...] 
         harm = (f"clean harm {format_number(100 * clean.iloc[0]['clean_harm_rate'], 1)}%"
                 if len(clean) else "no clean arms")
         conclusive.append(excludes_zero(r))
+        oracle = _oracle_of(r)
         parts.append(f"{name} changed success by {_pp(r['effect_pp'])} against never recovering "
-                     f"({_interval(r)}), {format_number(100 * r['oracle_fraction'], 0)}% of the oracle's gain, "
-                     f"recovering in {format_number(100 * r['intervention_rate'], 1)}% of arms with {harm}")
+                     f"({_interval(r)}), {format_number(100 * r['oracle_fraction'], 0)}% of the gain of "
+                     f"`{oracle}`, recovering in {format_number(100 * r['intervention_rate'], 1)}% of arms "
+                     f"with {harm}")
     anomaly = rows.loc["anomaly", "effect_pp"] if "anomaly" in rows.index else float("nan")
+    used = list(dict.fromkeys([*(_oracle_of(rows.loc[name]) for name in present), "oracle"]))
+    oracles = ", ".join(f"`{o}` ({_ORACLE_SCOPE.get(o, o.removeprefix('oracle_'))}) by "
+                        f"{_pp(rows.loc[o, 'effect_pp'])}" for o in used if o in rows.index)
     sentence = (f"On {n} held-out tasks, " + "; ".join(parts) + f" (budget {format_number(100 * epsilon, 1)}%). "
-                f"The anomaly rule changed it by {_pp(anomaly)} and the oracle by "
-                f"{_pp(rows.loc['oracle', 'effect_pp'])}. "
+                f"The anomaly rule changed it by {_pp(anomaly)}, the oracle {oracles}. "
                 + _verdict(all(conclusive), n).capitalize())
     return Finding("Selective recovery (CIR)", sentence, all(conclusive), n)
+
+
+_ORACLE_SCOPE = {"oracle": "every operation"}
+
+
+def _oracle_of(row: pd.Series) -> str:
+    """The oracle a policy's share of the gain is measured against (its own operations')."""
+    value = row.get("oracle_policy") if hasattr(row, "get") else None
+    return str(value) if isinstance(value, str) and value else "oracle"
 
 
 def small_cohort_warning(findings: list[Finding], quick: bool) -> str | None:

@@ -118,7 +118,7 @@ def _selective(report: Report, out: Path, studies: dict[int, Path], evaluation: 
     arms, summary, margins = evaluation
     save_csv(arms, out / "tables" / "cir_eval_episodes_pooled.csv")
     path = save_csv(summary, out / "tables" / "cir_eval_pooled.csv")
-    report.table(summary[summary["condition"] == "all"][["policy", *EVAL_SHOWN, "oracle_fraction"]], path,
+    report.table(summary[summary["condition"] == "all"][["policy", *EVAL_SHOWN, "oracle_fraction", "oracle_policy"]], path,
                  f"Held-out evaluation, all conditions, {len(studies)} replicates pooled")
     report.table(summary[summary["policy"].isin(["cir", "cir_paired"])][["policy", "condition", *EVAL_SHOWN]], path,
                  "The routers by observation condition, pooled")

@@ -77,12 +77,13 @@ def walked_arms(study: Path, experiments: list[Experiment]) -> tuple[pd.DataFram
 def pooled_evaluation(studies: dict[int, Path], experiments: list[Experiment], *, resamples: int,
                       seed: int) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(arms, summary, margins) over every replicate's held-out arms."""
-    parts, policies, names = [], [], []
+    parts, policies, names, oracles = [], [], [], {}
     for s, d in studies.items():
         arms, policies, names = walked_arms(d, experiments)
+        oracles = arms.attrs.get("oracles", {})  # the same routers in every replicate
         parts.append(_prefixed(arms, s).assign(seed=s))
     arms = pd.concat(parts, ignore_index=True)
-    summary, margins = summarize_walks(arms, policies, names, resamples=resamples, seed=seed)
+    summary, margins = summarize_walks(arms, policies, names, resamples=resamples, seed=seed, oracles=oracles)
     return arms, summary, margins
 
 

@@ -300,16 +300,17 @@ def which_recovery_section(report: Report, out: Path, arms: pd.DataFrame, summar
         f"operation and delay that gained most on the fitting tasks (`always_{MULTI}`) and with each operation "
         "at its best delay (`always_<op>`), with the anomaly rule recovering with each operation "
         "(`anomaly_<op>`), and with the oracle, which recovers wherever some operation "
-        "rescues. Every operation's branches were run from the same states, so this comparison is exact: no "
+        "rescues (`oracle_<op>`: wherever that operation rescues; each policy's share of the gain is of "
+        "the oracle of the operations it may use, named in `oracle_policy`). Every operation's branches were run from the same states, so this comparison is exact: no "
         "off-policy estimate is involved."
     )
     ops = sorted({op for op in arms[f"op_{MULTI}"] if op} | {p.removeprefix("always_") for p in summary["policy"]
                                                               if p.startswith("always_") and not p.startswith("always_cir")})
     keep = [*singles, MULTI, f"always_{MULTI}", *[f"always_{op}" for op in ops], *[f"anomaly_{op}" for op in ops],
-            "oracle"]
+            *[f"oracle_{op}" for op in ops], "oracle"]
     rows = summary[(summary["condition"] == "all") & summary["policy"].isin(keep)]
     path = out / "tables" / f"cir_eval{suffix}.csv"
-    report.table(_cols(rows, ["policy"], [*EVAL_SHOWN, "oracle_fraction"]), path,
+    report.table(_cols(rows, ["policy"], [*EVAL_SHOWN, "oracle_fraction", "oracle_policy"]), path,
                  "Held-out, all conditions: the operation chooser and what it is measured against")
     m = margins[(margins["policy"] == MULTI) & (margins["condition"] == "all")
                 & margins["versus"].isin([*singles, f"always_{MULTI}", "oracle", "anomaly",

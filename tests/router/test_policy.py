@@ -320,6 +320,16 @@ def test_a_router_over_several_operations_chooses_per_state(several) -> None:
     best_single = max(summary.loc[(name, "all"), "effect_pp"] for name in singles)
     assert summary.loc[("cir_multi", "all"), "effect_pp"] >= best_single - 2.0
     assert summary.loc[("oracle", "all"), "effect_pp"] >= summary.loc[("cir_multi", "all"), "effect_pp"]
+    # each single-operation policy's share of the gain is that of its own operation's oracle
+    for op in ops:
+        own = summary.loc[(f"oracle_{op}", "all")]
+        assert set(arms.loc[arms[f"int_oracle_{op}"] == 1, f"op_oracle_{op}"]) <= {op}
+        assert own["effect_pp"] <= summary.loc[("oracle", "all"), "effect_pp"] + 1e-9
+        for policy in (f"cir_paired_{op}", f"anomaly_{op}", f"always_{op}"):
+            row = summary.loc[(policy, "all")]
+            assert row["oracle_policy"] == f"oracle_{op}"
+            assert row["oracle_fraction"] == pytest.approx(row["effect_pp"] / own["effect_pp"])
+    assert summary.loc[("cir_multi", "all"), "oracle_policy"] == "oracle"
     # a rescue by the router is a rescue of the operation it chose, at the delay it chose
     test_rows = test.set_index(["task_id", "condition", "delay", "operation"])
     for _, arm in arms[arms["int_cir_multi"] == 1].head(30).iterrows():
