@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cir.episode.extractor import FeatureExtractor, resolve_extractor
+from cir.episode.extractor import FeatureExtractor
+from cir.families.registry import resolve_extractor
 from cir.pairs.paired import feature_columns
 from cir.router.rule import Estimator, gates_pass, split_model_name
 from cir.util.errors import CirError
