@@ -32,7 +32,7 @@ family again by its name (``cir.families.registry``), never by pickling it.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +61,6 @@ class Family:
     experiments: str | Path | None = None
     shared_layouts: frozenset[frozenset[str]] = frozenset()
     env_options: tuple[str, ...] = ()
-    source: str = field(default="", compare=False)  # where it was found (for errors)
 
     def __post_init__(self) -> None:
         check_family(self)

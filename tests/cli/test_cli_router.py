@@ -11,6 +11,7 @@ from support.replay import fake_tasks, make_fake_agent, make_fake_env
 from cir.cli import main
 from cir.pairs.replay import ReplaySettings
 from cir.pairs.run import run_experiment
+from cir.pairs.settings import RunSettings
 from cir.pairs.synthetic import simulate
 from cir.router.policy import CIRPolicy
 
@@ -46,9 +47,9 @@ def test_a_router_fitted_for_an_operation_applies_it_in_cir_episode(
 @pytest.fixture(scope="module")
 def short_budget_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("budgets") / "run"
-    settings = ReplaySettings(conditions=("clean", "stale2"), delays=(0, 1, 2, 4), max_turns=30, max_actions=40)
-    run_experiment(fake_tasks(12), out, settings=settings, agent="fake", agent_factory=make_fake_agent,
-                   env_factory=make_fake_env, tasks_source="fake", progress=False, echo=lambda _: None)
+    replay = ReplaySettings(conditions=("clean", "stale2"), delays=(0, 1, 2, 4), max_turns=30, max_actions=40)
+    settings = RunSettings(replay=replay, agent="fake", agent_factory=make_fake_agent, env_factory=make_fake_env)
+    run_experiment(fake_tasks(12), out, settings, tasks_source="fake", progress=False, echo=lambda _: None)
     return out
 
 
