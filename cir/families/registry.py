@@ -57,7 +57,7 @@ def get_family(spec: str | Family | None = None) -> Family:
     if isinstance(spec, Family):
         return spec
     if not isinstance(spec, str) or not spec.strip():
-        raise CirError(f"--env {spec!r}: expected a family name ({', '.join(family_names())}) or MODULE:ATTR")
+        raise CirError(f"env {spec!r}: expected a family name ({', '.join(family_names())}) or MODULE:ATTR")
     return _resolve(spec.strip())
 
 
@@ -66,7 +66,7 @@ def _resolve(spec: str) -> Family:
     if ":" not in spec or spec in BUILTIN:
         target = BUILTIN.get(spec) or _entry_points().get(spec)
         if target is None:
-            raise CirError(f"--env {spec!r}: no such environment family; expected one of "
+            raise CirError(f"env {spec!r}: no such environment family; expected one of "
                            f"{', '.join(family_names())}, or MODULE:ATTR naming your own Family")
         family = _load(target, spec, builtin=spec in BUILTIN)
     else:
@@ -79,19 +79,19 @@ def _resolve(spec: str) -> Family:
 def _load(target: str, spec: str, builtin: bool) -> Any:
     module_name, _, attr = target.rpartition(":")
     if not module_name or not attr:
-        raise CirError(f"--env {spec!r}: expected MODULE:ATTR (e.g. examples.counter:FAMILY)")
+        raise CirError(f"env {spec!r}: expected MODULE:ATTR (e.g. examples.counter:FAMILY)")
     try:
         module = _import(module_name)
     except ModuleNotFoundError as err:
         if builtin:
-            raise CirError(f"--env {spec!r}: the family's module {module_name} is not part of this "
+            raise CirError(f"env {spec!r}: the family's module {module_name} is not part of this "
                            f"installation of cir ({err})") from None
-        raise CirError(f"--env {spec!r}: cannot import {module_name} ({err}); run from the folder "
+        raise CirError(f"env {spec!r}: cannot import {module_name} ({err}); run from the folder "
                        "that holds it or install it") from None
     try:
         return getattr(module, attr)
     except AttributeError:
-        raise CirError(f"--env {spec!r}: {module_name} has no attribute {attr!r}") from None
+        raise CirError(f"env {spec!r}: {module_name} has no attribute {attr!r}") from None
 
 
 def _import(name: str) -> Any:

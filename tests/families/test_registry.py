@@ -34,11 +34,11 @@ def test_a_missing_builtin_module_and_unknown_names_are_one_line_errors(monkeypa
     from cir.families import registry
 
     registry._resolve.cache_clear()
-    with pytest.raises(CirError, match="--env 'textworld-cooking': the family's module "
+    with pytest.raises(CirError, match="env 'textworld-cooking': the family's module "
                                        "cir.families.textworld_cooking is not part of this installation"):
         get_family("textworld-cooking")
     registry._resolve.cache_clear()
-    with pytest.raises(CirError, match="--env 'nope': no such environment family; expected one of alfworld"):
+    with pytest.raises(CirError, match="env 'nope': no such environment family; expected one of alfworld"):
         get_family("nope")
     with pytest.raises(CirError, match="cannot import no_such_module_xyz"):
         get_family("no_such_module_xyz:FAMILY")

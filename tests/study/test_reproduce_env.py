@@ -57,13 +57,13 @@ def test_configs_name_one_family(tmp_path):
     with pytest.raises(CirError, match="name different environment families"):
         load_experiments(tmp_path)
     (tmp_path / "cir_eval.toml").write_text('env = "nope"\n' + (tmp_path / "cir_eval.toml").read_text())
-    with pytest.raises(CirError, match="cir_eval.toml: field 'env': --env 'nope': no such environment family"):
+    with pytest.raises(CirError, match="cir_eval.toml: field 'env': env 'nope': no such environment family"):
         load_experiments(tmp_path)
 
 
 @pytest.mark.skipif(HAS_COOKING, reason="the TextWorld cooking family is installed")
 def test_the_cooking_configs_say_when_their_family_is_absent():
-    with pytest.raises(CirError, match="field 'env': --env 'textworld-cooking': the family's module "
+    with pytest.raises(CirError, match="field 'env': env 'textworld-cooking': the family's module "
                                        "cir.families.textworld_cooking is not part of this installation"):
         load_experiments(COOKING)
 

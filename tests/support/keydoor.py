@@ -4,8 +4,8 @@ A corridor of cells 0..N-1; a key lies in one cell; the door is the last. ``righ
 walk, ``take key`` picks the key up where it lies, ``open door`` at the door with the key wins.
 The door locks after a few moves. The agent walks right reading what it is shown: a stale or
 missing observation at the key's cell hides the key, so it reaches the door without it and
-must walk back (too far, most times); a refresh (``look``) there shows the key again, and
-costs a move. ``FORGETFUL`` is the same family whose restore forgets the move counter.
+must walk back (too far, most times); a refresh (``look``) says where the key lies, so the
+agent turns back at once, and costs a move. ``FORGETFUL`` is the same family whose restore forgets the move counter.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from cir import Family, LLMPrompt, Transcript
 
 _CELL = re.compile(r"You are in cell (\d+) of (\d+)\.")
 _GOAL = re.compile(r"The door locks after (\d+) moves\.")
+_LIES = re.compile(r"A key lies in cell (\d+)\.")
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,7 @@ def generate_tasks(folder: str | Path, split: str, n: int, seed: int, *, progres
     for i in range(n):
         cells = 5 + (i + offset) % 4
         key = 1 + (i * 3 + offset) % (cells - 2)
-        spare = (i * 7 + offset) % 3
+        spare = (i * 7 + offset) % 5
         tasks.append(Task(f"keydoor-{split}-{i:03d}", split, cells, key, cells + 1 + spare))
     out = Path(folder) / split
     out.mkdir(parents=True, exist_ok=True)
@@ -91,7 +92,9 @@ class KeyDoorEnv:
             holding, text = True, "You take the key."
         elif action == "open door" and cell == self.task.cells - 1 and holding:
             won, done, text = True, True, "The door opens. You win."
-        elif action != self.refresh_query:
+        elif action == self.refresh_query:  # a look down the corridor
+            text = self._here() + ("" if holding else f" A key lies in cell {self.task.key}.")
+        else:
             text = "Nothing happens."
         if moves >= self.task.moves and not done:
             done = True
@@ -145,6 +148,7 @@ def _believed(messages: list[dict[str, str]]) -> tuple[int, int, bool, set[int]]
             cell, cells = int(found.group(1)), int(found.group(2))
             if "You see a key." in m["content"]:
                 seen.add(cell)
+        seen.update(int(k) for k in _LIES.findall(m["content"]))
         holding = holding or "You take the key." in m["content"]
     return cell, cells, holding, seen
 
@@ -159,12 +163,14 @@ class KeyDoorAgent:
         cell, cells, holding, seen = _believed(context)
         read: tuple[Fired, ...] = ()
         if context[-1]["role"] == "user" and "refresh" in context[-1]["content"].lower() \
-                and "You see a key." in context[-1]["content"]:
+                and _LIES.search(context[-1]["content"]):
             read = (Fired("refresh_shows_key", str(cell)),)
         if holding:
             return ("open door" if cell == cells - 1 else "right"), read, ()
         if cell in seen:
             return "take key", read, ()
+        if seen:  # it was told where the key lies: go there
+            return ("left" if cell > min(seen) else "right"), read, ()
         if cell == cells - 1:  # at the door without the key: it was not shown, walk back
             return "left", read, (Fired("walk_back", str(cell)),)
         walked_back = any(m["role"] == "assistant" and m["content"] == "left" for m in context)
