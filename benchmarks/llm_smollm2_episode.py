@@ -35,6 +35,7 @@ def main() -> int:
     from cir.episode.harness import Harness
     from cir.families.alfworld.env import AlfworldEnv
     from cir.families.alfworld.generate import generate_split
+    from cir.families.alfworld.prompts import PROMPT as ALFWORLD_PROMPT
     from cir.families.alfworld.tasks import load_tasks
     from cir.util.errors import CirError
 
@@ -51,7 +52,7 @@ def main() -> int:
     def agent(url: str, cache_dir: Path | None = cache, **kw) -> LLMAgent:
         kw.setdefault("max_retries", 2)
         kw.setdefault("backoff", 0.2)
-        return LLMAgent(MODEL_NAME, url, cache_dir=cache_dir, mode="completion", max_tokens=48, **kw)
+        return LLMAgent(MODEL_NAME, url, cache_dir=cache_dir, mode="completion", max_tokens=48, **kw, prompt=ALFWORLD_PROMPT)
 
     def harness(a: LLMAgent) -> Harness:
         return Harness(a, max_turns=args.max_turns, max_actions=args.max_actions)

@@ -54,9 +54,9 @@ SERVER = ROOT / "tests" / "support" / "fake_openai.py"
 
 def worker(tasks: list[Any], cfg: dict[str, Any]) -> dict[str, Any]:
     """One worker process: its tasks through run_tasks; plain results and its CPU."""
-    from cir.agents.factory import make_agent
     from cir.agents.limits import RequestLimits, shared_limiter
     from cir.agents.llm import endpoint_base
+    from cir.families import make_agent
     from cir.families.alfworld.env import AlfworldEnv
     from cir.pairs.replay import ReplaySettings, run_task_pairs
     from cir.pairs.schedule import run_tasks

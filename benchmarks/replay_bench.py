@@ -27,9 +27,9 @@ import time
 import tracemalloc
 from typing import Any
 
-from cir.agents.factory import make_agent
 from cir.episode.delays import check_delays
 from cir.episode.transcript import Transcript, context_hash
+from cir.families import make_agent
 from cir.families.alfworld.env import AlfworldEnv
 from cir.families.alfworld.tasks import load_tasks
 from cir.pairs.replay import ReplaySettings, run_task_pairs

@@ -128,7 +128,7 @@ def make_env(task: Any, *, snapshots: str, savings: Any) -> TimedEnv:
 
 
 def make_agent(spec: str, *, seed: int) -> TimedAgent:
-    from cir.agents.factory import make_agent as build
+    from cir.families import make_agent as build
 
     return TimedAgent(build(spec, seed=seed))
 

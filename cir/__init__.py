@@ -20,7 +20,11 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     # environments and agents
     "Env": "cir.envs.base",
     "Agent": "cir.agents.base",
-    "make_agent": "cir.agents.factory",
+    "make_agent": "cir.families.registry",
+    "Family": "cir.families.family",
+    "get_family": "cir.families.registry",
+    "check_env": "cir.envs.check",
+    "LLMPrompt": "cir.agents.prompt",
     "LLMConfig": "cir.agents.factory",
     # pairs
     "ReplaySettings": "cir.pairs.settings",

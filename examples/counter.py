@@ -16,6 +16,12 @@ stale or missing observation makes it lose count; a refresh (``read counter``) s
 number again, and costs one of the counter's few moves. So refresh can rescue a run, and
 harm one that had no move to spare.
 
+The same parts bundled as an environment family (:data:`FAMILY`, :class:`cir.Family`) go
+through every command: ``cir tasks generate --env examples.counter:FAMILY --split test --n 40
+--out counter-tasks``, ``cir check-env --env examples.counter:FAMILY``, ``cir run --env
+examples.counter:FAMILY --tasks counter-tasks/test --out counter-run``, ``cir fit``, ``cir
+evaluate``, ``cir explain``, ``cir episode --router`` (from this repository's folder).
+
 Run it (a few seconds): ``python examples/counter.py [--out DIR]``. It prints the paired
 outcomes, the effects of refresh with task-level bootstrap intervals, CIR's held-out
 evaluation, and the log of a chat-style harness that asks the router live; with ``--out``
@@ -25,9 +31,10 @@ it keeps the test tasks' ``paired.csv`` (``cir table DIR/paired.csv`` reads it) 
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import tempfile
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +43,8 @@ import pandas as pd
 from cir import (
     REFRESH_PREFIX,
     CIRPolicy,
+    Family,
+    LLMPrompt,
     ReplaySettings,
     Router,
     Transcript,
@@ -186,6 +195,49 @@ class CounterFeatures:
 
 
 COUNTER_FEATURES = CounterFeatures()
+
+
+# -- the family: the same parts for the command line ------------------------------------------------
+SPLIT_SEEDS = {"train": 0, "test": 1}
+
+
+def generate_tasks(folder: str | Path, split: str, n: int, seed: int, *, progress: bool = True,
+                   jobs: int = 1) -> None:
+    """``n`` tasks of ``split`` into ``folder/split/tasks.json`` (``seed`` shifts every split)."""
+    out = Path(folder) / split
+    out.mkdir(parents=True, exist_ok=True)
+    tasks = make_tasks(n, split, seed=SPLIT_SEEDS[split] + 2 * seed)
+    (out / "tasks.json").write_text(json.dumps([asdict(t) for t in tasks], indent=1) + "\n")
+
+
+def load_tasks(path: str | Path, split: str | None = None) -> list[CounterTask]:
+    """The tasks of a split folder, or of a folder of split folders, sorted by id."""
+    path = Path(path)
+    files = [path / "tasks.json"] if (path / "tasks.json").is_file() else sorted(path.glob("*/tasks.json"))
+    tasks = [CounterTask(**t) for f in files for t in json.loads(f.read_text(encoding="utf-8"))]
+    return sorted((t for t in tasks if split is None or t.split == split), key=lambda t: t.task_id)
+
+
+def counter_agent(profile: str = "default", *, seed: int = 0) -> CounterAgent:
+    return CounterAgent()
+
+
+def counter_actions(env: CounterEnv, observation: str) -> list[str]:
+    return ["add 1", "add 2", "read counter", "stop"]
+
+
+PROMPT = LLMPrompt(
+    version="counter-1",
+    instructions="You click a counter to a target number. Commands: add 1, add 2, read counter, stop.",
+    examples=("You stand before a counter. The counter shows 0.\n"
+              "Your task is to: make the counter show 3, then stop. It locks after 4 moves.\n"
+              "> add 2\nThe counter clicks 2 times.\n> add 1\nThe counter clicks 1 time.\n"
+              "> stop\nThe counter opens. You win.",),
+)
+
+FAMILY = Family(name="counter", load_tasks=load_tasks, make_env=CounterEnv, extractor=COUNTER_FEATURES,
+                prompt=PROMPT, splits=("train", "test"), generate_tasks=generate_tasks,
+                builtin_agent=counter_agent, walk_actions=counter_actions)
 
 
 # -- a harness of your own, asking the router live -------------------------------------------------------

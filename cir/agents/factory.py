@@ -1,5 +1,10 @@
 """Build an agent from a command-line spec: ``builtin``, ``builtin:PROFILE``, ``openai:MODEL``.
 
+The parts that depend on the environment come from its family (``cir.families``, which
+passes them here): the model-free agent (``builtin``, a function ``(profile, seed=)``) and the
+LLM agent's prompt (:class:`~cir.agents.prompt.LLMPrompt`). ``cir.families.make_agent`` is
+this function with a family's parts filled in.
+
 The LLM agent's decoding and request settings travel as one plain :class:`LLMConfig`
 (from the command line to the worker processes that build the agent), and how hard its
 requests may press the server as one :class:`~cir.agents.limits.RequestLimits` (never part
@@ -10,13 +15,14 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from cir.agents.base import Agent
 from cir.agents.limits import RequestLimits
+from cir.agents.prompt import LLMPrompt
 from cir.util.errors import CirError
 
 DEFAULT_AGENT = "builtin"
@@ -76,14 +82,18 @@ def make_agent(
     seed: int = 0,
     llm: LLMConfig | None = None,
     limits: RequestLimits | None = None,
+    builtin: Callable[..., Agent] | None = None,
+    prompt: LLMPrompt | None = None,
+    family: str = "this environment",
 ) -> Agent:
     """The agent named by ``spec``.
 
-    ``builtin[:PROFILE]`` is the model-free agent (profiles: see
-    :data:`cir.families.alfworld.agent.builtin.PROFILES`). ``openai:MODEL`` talks to the chat endpoint of an
+    ``builtin[:PROFILE]`` is the family's model-free agent, ``builtin(profile, seed=seed)``
+    (ALFWorld's profiles: :data:`cir.families.alfworld.agent.builtin.PROFILES`); ``family``
+    names the family in errors. ``openai:MODEL`` talks to the chat endpoint of an
     OpenAI-compatible server at ``base_url`` (or ``$OPENAI_BASE_URL``) with the key
     from ``$OPENAI_API_KEY`` (or the variable named by ``api_key_env``);
-    ``openai-completion:MODEL`` sends the same ReAct prompt as one plain completion, which
+    ``openai-completion:MODEL`` sends the same ReAct prompt (``prompt``) as one plain completion, which
     small models follow better. The mode is part of the spec so it is recorded with the run.
     ``llm`` sets how the LLM agent asks (a builtin agent refuses anything but the default);
     ``cache_dir`` is where its replies are kept, ``cache_fallback`` caches it reads too.
@@ -99,9 +109,10 @@ def make_agent(
         if not llm.is_default():
             raise CirError(f"agent {spec!r}: --temperature, --max-tokens, --think, --logprobs and "
                            "--llm-option are for openai:MODEL and openai-completion:MODEL agents")
-        from cir.families.alfworld.agent.builtin import BuiltinAgent
-
-        return BuiltinAgent(profile=arg or "default", seed=seed)
+        if builtin is None:
+            raise CirError(f"agent {spec!r}: {family} has no built-in agent; use openai:MODEL or "
+                           "openai-completion:MODEL")
+        return builtin(arg or "default", seed=seed)
     if kind in ("openai", "openai-completion"):
         if not arg:
             raise CirError(f"agent {spec!r}: name the model, e.g. openai:Qwen3-14B")
@@ -113,6 +124,8 @@ def make_agent(
             raise CirError(
                 f"agent {spec!r}: no server address; pass --base-url URL or set OPENAI_BASE_URL"
             )
+        if prompt is None:
+            raise CirError(f"agent {spec!r}: {family} has no LLM prompt; give one (--prompt FILE)")
         limits = limits or RequestLimits()
         return LLMAgent(
             model=arg,
@@ -131,6 +144,7 @@ def make_agent(
             max_retries=limits.retries,
             patience=limits.patience,
             limiter=shared_limiter(endpoint_base(url), limits),
+            prompt=prompt,
         )
     raise CirError(
         f"unknown agent {spec!r}: expected builtin, builtin:PROFILE, openai:MODEL or openai-completion:MODEL"

@@ -8,7 +8,9 @@ fields to the request body (``chat_template_kwargs``, ``reasoning_effort``, ``to
 Every answer is stored in a persistent cache keyed by the full request, which makes the
 agent a pure function of its context (the contract of :mod:`cir.agents.base`) even when
 the server is not deterministic or samples, and makes the shared prefix of paired
-branches and every rerun free.
+branches and every rerun free. What a request says and how a reply becomes an action are
+the environment's: its family's :class:`~cir.agents.prompt.LLMPrompt` (``prompt=``), whose
+version is part of the agent's settings.
 
 Reasoning models: with ``think=True`` there is no newline stop and ``max_tokens`` is
 larger by default (:data:`THINK_MAX_TOKENS`); a ``<think>...</think>`` block is removed
@@ -60,9 +62,8 @@ import httpx
 from cir.agents.cache import ResponseCache, request_key
 from cir.agents.limits import Limiter, RequestLimits, shared_limiter
 from cir.agents.pool import shared_client
+from cir.agents.prompt import LLMPrompt, ParsedAction
 from cir.agents.usage import UsageCounter, usage_of
-from cir.families.alfworld.actions import ParsedAction, parse_action
-from cir.families.alfworld.prompts import PROMPT_VERSION, chat_messages, completion_prompt
 from cir.util.errors import CirError
 from cir.util.singleflight import SingleFlight
 
@@ -235,7 +236,11 @@ class LLMAgent:
         patience: float = 600.0,
         client: httpx.Client | None = None,
         limiter: Limiter | None = None,
+        prompt: LLMPrompt | None = None,
     ) -> None:
+        if not isinstance(prompt, LLMPrompt):
+            raise CirError(f"LLMAgent prompt={prompt!r}: expected an LLMPrompt, an environment family's "
+                           "(e.g. cir.families.get_family('alfworld').prompt)")
         if not model or not isinstance(model, str):
             raise CirError(f"LLM model {model!r}: expected a model name, e.g. Qwen3-14B")
         mode = mode or "chat"
@@ -248,6 +253,7 @@ class LLMAgent:
                         patience=patience, max_retries=max_retries, backoff=backoff,
                         max_backoff=max_backoff)
         self.model = model
+        self.prompt = prompt
         self.base_url = endpoint_base(base_url)
         self.api_key = api_key
         self.mode = mode
@@ -303,7 +309,7 @@ class LLMAgent:
             "agent": "openai",
             "model": self.model,
             "mode": self.mode,
-            "prompt": PROMPT_VERSION,
+            "prompt": self.prompt.version,
             "temperature": self.temperature,
             "seed": self.seed,
             "max_tokens": self.max_tokens,
@@ -326,7 +332,7 @@ class LLMAgent:
         if not asked or shared:
             self._add(cache_hits=1, in_flight_shared=int(shared))
         text = self._reply(record)
-        parsed = parse_action(text)
+        parsed = self.prompt.parse(text)
         if not parsed.ok:
             self.unparsable.append(parsed.raw)
         self.last = parsed
@@ -405,9 +411,9 @@ class LLMAgent:
         """The endpoint kind and JSON body for ``context`` (also the cache key's input)."""
         body: dict[str, Any] = {"model": self.model}
         if self.mode == "chat":
-            body["messages"] = chat_messages(context)
+            body["messages"] = self.prompt.chat_messages(context)
         else:
-            body["prompt"] = completion_prompt(context)
+            body["prompt"] = self.prompt.completion_prompt(context)
         body.update(temperature=self.temperature, seed=self.seed, max_tokens=self.max_tokens)
         if self.stop:
             body["stop"] = list(self.stop)

@@ -21,6 +21,7 @@ import warnings
 from pathlib import Path
 
 from cir import __version__
+from cir.cli.env import add_env_everywhere
 from cir.util.errors import CirError, SettingError
 
 # Command modules, in the order they appear in ``cir --help``.
@@ -33,6 +34,7 @@ COMMAND_MODULES = [
     "cir.cli.policy",  # cir fit|evaluate
     "cir.cli.explain",  # cir explain
     "cir.cli.reproduce",  # cir reproduce
+    "cir.cli.check_env",  # cir check-env
 ]
 
 
@@ -54,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(subparsers)
+    add_env_everywhere(subparsers)  # --env on every command that does not declare its own
     return parser
 
 
@@ -93,6 +96,11 @@ def main(argv: list[str] | None = None) -> int:
 def _run(args: argparse.Namespace) -> int:
     """The command's handler; an error a user can act on as one line and exit code 2."""
     try:
+        if getattr(args, "env", None):
+            # --env names a family that exists and, for a run folder, the run's own family
+            from cir.cli.env import env_spec
+
+            env_spec(args, *(getattr(args, k, None) for k in ("paired", "run")))
         return int(args.handler(args) or 0)
     except CirError as err:
         print(f"cir: error: {err.as_option() if isinstance(err, SettingError) else err}", file=sys.stderr)

@@ -10,7 +10,8 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from cir.agents.factory import AGENT_SPECS, make_agent
+from cir.agents.factory import AGENT_SPECS
+from cir.cli.env import add_env
 from cir.cli.limits import MAX_BUDGET, check_int
 from cir.cli.llm_options import add_llm_options, llm_config
 from cir.cli.style import add_quiet, command
@@ -49,7 +50,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                   "cir episode TASK --condition stale2 --show",
                   "cir episode TASK --condition stale2 --router cir-out/router.json --json episode.json"],
     )
-    p.add_argument("task", metavar="TASK", help="a game.tw-pddl, or a trial folder holding one")
+    p.add_argument("task", metavar="TASK",
+                   help="a task the family loads (ALFWorld: a game.tw-pddl or a trial folder holding one), "
+                        "or with --tasks a task id")
+    add_env(p, reads_runs=True)
+    p.add_argument("--tasks", default=None, metavar="DIR", help="a folder of the family's tasks; TASK is then a task id")
     p.add_argument("--agent", default="builtin", help=f"the agent: {AGENT_SPECS}")
     p.add_argument("--base-url", default=None, help="OpenAI-compatible server for openai[-completion]:MODEL")
     p.add_argument("--condition", default="clean", help="clean, staleK or missing")
@@ -102,8 +107,7 @@ def handle(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from cir.episode.perturb import parse_condition
-    from cir.families.alfworld.env import AlfworldEnv
-    from cir.families.alfworld.tasks import load_tasks
+    from cir.families.registry import get_family, make_agent
     from cir.router.live import run_episode
     from cir.router.runtime import Router
 
@@ -112,20 +116,20 @@ def handle(args: argparse.Namespace) -> int:
     check_int("--max-actions", args.max_actions, 1, MAX_BUDGET)
     if args.json and Path(args.json).is_dir():  # found out before the episode runs, not after
         raise CirError(f"--json {args.json}: is a folder; give a file name for the transcript")
-    tasks = load_tasks(task_file(args.task))
-    if len(tasks) != 1:
-        raise CirError(
-            f"{args.task}: holds {len(tasks)} tasks; give one game.tw-pddl or the trial folder of one task"
-        )
-    task = tasks[0]
-    router = Router.load(args.router) if args.router else None
-    agent = make_agent(args.agent, base_url=args.base_url, seed=args.seed, llm=llm_config(args),
-                       cache_dir=args.cache_dir)
+    # the family: --env, else the router's (its file names it), else ALFWorld
+    router = Router.load(args.router) if args.router and not args.env else None
+    env_spec = args.env or (router.family if router is not None else "alfworld")
+    family = get_family(env_spec)
+    if args.router and router is None:
+        router = Router.load(args.router, extractor=family.extractor)
+    task = _one_task(family, args.task, args.tasks)
+    agent = make_agent(args.agent, family=env_spec, prompt_file=args.prompt, base_url=args.base_url,
+                       seed=args.seed, llm=llm_config(args), cache_dir=args.cache_dir)
     # a bar of env actions (factual run, then the episode): an LLM episode can take minutes
     with tqdm(desc=f"episode ({cond.name})", bar_format="{desc}: {n} env actions [{elapsed}]",
               disable=args.quiet, leave=False, **bar_settings()) as bar:
         factual, episode, info = run_episode(
-            task.task_id, agent, _Ticking(AlfworldEnv(task.game_file), bar), cond.name, router=router,
+            task.task_id, agent, _Ticking(family.env(task), bar), cond.name, router=router,
             perturb_fraction=args.perturb_fraction, perturb_at=args.perturb_at, max_turns=args.max_turns,
             max_actions=args.max_actions,
         )
@@ -146,6 +150,20 @@ def handle(args: argparse.Namespace) -> int:
     return 0
 
 
+def _one_task(family: Any, task: str, folder: str | None) -> Any:
+    """TASK of the family: a task id of ``folder``, or what ``load_tasks(TASK)`` finds (one task)."""
+    if folder is not None:
+        found = [t for t in family.load_tasks(folder) if str(t.task_id) == task]
+        if not found:
+            raise CirError(f"--tasks {folder}: no task {task!r}")
+        return found[0]
+    tasks = family.load_tasks(task_file(task) if family.name == "alfworld" else task)
+    if len(tasks) != 1:
+        raise CirError(f"{task}: holds {len(tasks)} tasks; give one task (ALFWorld: one game.tw-pddl or "
+                       "the trial folder of one task), or --tasks DIR and a task id")
+    return tasks[0]
+
+
 def _clip(text: str, width: int) -> str:
     one = " ".join(text.split())
     return one if len(one) <= width else one[: width - 3] + "..."
@@ -153,7 +171,8 @@ def _clip(text: str, width: int) -> str:
 
 def format_episode(episode: Any, task: Any, info: dict[str, Any], paint: Painter, full: bool = False) -> str:
     """The transcript, one block per step, and the result line."""
-    lines = [paint(f"task {task.task_id}", "bold") + f"  ({task.task_type}, {task.split})"]
+    lines = [paint(f"task {task.task_id}", "bold") + f"  ({getattr(task, 'task_type', '')}, "
+                                                       f"{getattr(task, 'split', '')})"]
     if full:
         lines += ["  " + line for line in episode.task_text.splitlines()]
     else:

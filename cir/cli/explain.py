@@ -35,18 +35,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _explain(args: argparse.Namespace) -> int:
     from cir.cli.analysis import partial_label
+    from cir.cli.env import env_spec
     from cir.stats.explain import explain_run, find_pair, format_pair, mechanism_counts
     from cir.study.page import markdown_table
     from cir.util.errors import CirError
 
+    env = env_spec(args, args.run)  # the run's family, whose agent names the mechanisms
     one = [args.task, args.condition, args.delay, args.operation]
     if any(v is not None for v in one):
         if any(v is None for v in one):
             raise CirError("explain one pair: give --task, --condition, --delay and --operation together")
         print(format_pair(find_pair(args.run, args.task, args.condition, args.delay, args.operation,
-                                    allow_partial=args.allow_partial), width=args.width))
+                                    allow_partial=args.allow_partial, env=env), width=args.width))
         return 0
-    table = explain_run(args.run, allow_partial=args.allow_partial)
+    table = explain_run(args.run, allow_partial=args.allow_partial, env=env)
     if table.empty:
         raise CirError(f"{args.run}: no recovery pairs in the episode store")
     by_op = table.groupby("operation", sort=False).agg(
@@ -61,5 +63,5 @@ def _explain(args: argparse.Namespace) -> int:
     unexplained = int((~table["explained"]).sum())
     if unexplained:
         print(f"\n{unexplained} divergences are explained by no mechanism (the agent records none, "
-              "or an instrument defect)")
+              "as an LLM or an agent of one's own, or an instrument defect of a built-in agent)")
     return 0

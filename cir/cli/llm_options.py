@@ -27,6 +27,9 @@ def add_llm_options(parser: argparse.ArgumentParser, cache_default: str) -> None
                    help="an extra field of the request body (repeatable); VALUE is JSON when it "
                         "parses, else a string: e.g. reasoning_effort=low, "
                         """chat_template_kwargs='{"enable_thinking": false}'""")
+    g.add_argument("--prompt", default=None, metavar="FILE",
+                   help="the LLM's prompt from a TOML file (instructions = \"...\", examples = [\"...\"]) "
+                        "instead of the environment family's; replies are still parsed by the family")
     g.add_argument("--cache-dir", default=None, metavar="DIR",
                    help=f"where the agent's replies are kept (default: {cache_default}); share "
                         "one between runs and `cir episode` and each reply is paid for once")

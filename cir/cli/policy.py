@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from cir.cli.analysis import partial_label
+from cir.cli.env import env_spec, recorded_family
 from cir.cli.limits import MAX_BUDGET, MAX_RESAMPLES, MAX_SEED, check_int
 from cir.cli.style import add_columns, command
 from cir.episode.operations import OPERATIONS
@@ -202,6 +203,7 @@ def _print_fit(policy: Any) -> None:
 
 def _fit(args: argparse.Namespace) -> int:
     # imported here, not at the top: `cir --help` must not load pandas and scikit-learn
+    from cir.families.registry import get_family
     from cir.pairs.paired import read_paired
     from cir.router.calibration import calibration_figure, calibration_table
     from cir.router.policy import CIRPolicy
@@ -210,13 +212,16 @@ def _fit(args: argparse.Namespace) -> int:
         if value is not None:
             check_int(flag, value, 1, MAX_BUDGET)
     check_int("--seed", args.seed, 0, MAX_SEED)
+    env = env_spec(args, args.paired)
     df = read_paired(args.paired, require_features=True, allow_partial=args.allow_partial)
     max_turns, max_actions = _budgets(args, df)
     policy = CIRPolicy(estimator=args.estimator, operations=args.operations, budget=args.budget,
                        lam=args.lam, epsilon=args.epsilon, delta=args.delta, d_min=args.d_min,
-                       delays=args.delays, C=args.C, folds=args.folds, grid_size=args.grid_size, seed=args.seed)
+                       delays=args.delays, C=args.C, folds=args.folds, grid_size=args.grid_size, seed=args.seed,
+                       extractor=get_family(env).extractor)
     policy.fit(df)
-    router = policy.to_router(max_turns=max_turns, max_actions=max_actions, task_ids=sorted(set(df["task_id"])))
+    router = policy.to_router(max_turns=max_turns, max_actions=max_actions, task_ids=sorted(set(df["task_id"])),
+                              family=env)
     out = router.save(args.out)
     _print_fit(policy)
     print(f"harness budgets: {max_turns} model turns, {max_actions} env actions")
@@ -245,6 +250,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from cir.cli.analysis import select_columns
+    from cir.families.registry import get_family
     from cir.pairs.paired import read_paired
     from cir.router.calibration import calibration_figure
     from cir.router.evaluation import evaluate
@@ -256,7 +262,9 @@ def _evaluate(args: argparse.Namespace) -> int:
     files = {"cir": args.router, **dict(args.compare)}
     if len(files) != 1 + len(args.compare):
         raise CirError("--compare: each router needs its own name (cir is the first router's)")
-    routers = {name: Router.load(path) for name, path in files.items()}
+    extractor = get_family(env_spec(args, args.paired)).extractor if (
+        args.env or recorded_family(args.paired)) else None
+    routers = {name: Router.load(path, extractor=extractor) for name, path in files.items()}
     df = read_paired(args.paired, require_features=True, allow_partial=args.allow_partial)
     for name, router in routers.items():
         _check_held_out(router, files[name], df, args)

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from cir.agents.factory import AGENT_SPECS
+from cir.cli.env import add_env
 from cir.cli.llm_options import add_llm_options
 from cir.cli.run_settings import run_settings
 from cir.cli.style import add_engine_savings, add_parallel, add_quiet, command
@@ -41,10 +42,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "--operations refresh,refresh_ablated",
             "cir run --tasks $ALFWORLD_DATA --split valid_unseen --out run-real --backend dask "
             "--scheduler tcp://HOST:8786 --jobs 32",
+            "cir run --env examples.counter:FAMILY --tasks counter-tasks --out run-counter",
         ],
     )
+    add_env(p)
     p.add_argument("--tasks", required=True, metavar="DIR",
-                   help="a folder of tasks (generated or ALFWorld data) or one game.tw-pddl")
+                   help="a folder of the family's tasks (ALFWorld: generated or ALFWorld data, or one game.tw-pddl)")
     p.add_argument("--out", required=True, metavar="RUN_DIR", help="run folder (created or resumed)")
     p.add_argument("--split", default=None, help="only this split of --tasks")
     p.add_argument("--agent", default="builtin", help=f"the agent: {AGENT_SPECS}")
@@ -78,7 +81,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     # imported here, not at the top: `cir --help` must not load the engine and the models
-    from cir.families.alfworld.tasks import load_tasks
     from cir.pairs.run import run_experiment
     from cir.pairs.settings import ReplaySettings
 
@@ -89,7 +91,7 @@ def handle(args: argparse.Namespace) -> int:
     settings = run_settings(args, replay)
     if args.limit is not None and args.limit < 1:
         raise CirError(f"--limit {args.limit}: expected an integer >= 1")
-    tasks = load_tasks(args.tasks, split=args.split)
+    tasks = settings.env_family().load_tasks(args.tasks, split=args.split)
     if args.limit is not None:
         tasks = tasks[: args.limit]
     source = str(Path(args.tasks).expanduser().resolve()) + (f" (split {args.split})" if args.split else "")

@@ -1,4 +1,4 @@
-"""``cir tasks generate|list|play``: make, list and hand-play ALFWorld tasks.
+"""``cir tasks generate|list|play``: make, list and hand-play a family's tasks (ALFWorld's by default).
 
 The task generator and the engine adapter are imported inside the handlers, so that
 ``cir --help`` does not load them.
@@ -13,7 +13,6 @@ from typing import Any, TextIO
 
 from cir.cli.limits import MAX_TASKS, check_int, writer_lock
 from cir.cli.style import add_quiet, command
-from cir.families.alfworld.text import SPLITS
 from cir.util.errors import CirError
 
 HELP_TEXT = """\
@@ -32,8 +31,9 @@ Player commands: help (this text), admissible (actions the engine accepts now), 
 
 def register(subparsers: Any) -> None:
     """Add ``cir tasks`` and its subcommands."""
-    p = command(subparsers, "tasks", help="generate, list and play ALFWorld tasks",
-                description="Generate, list and play ALFWorld tasks.",
+    p = command(subparsers, "tasks", help="generate, list and play tasks (ALFWorld's, or --env's)",
+                description="Generate, list and play the tasks of an environment family (--env; ALFWorld "
+                            "by default).",
                 examples=["cir tasks generate --split valid_unseen --n 60 --out tasks",
                           "cir tasks list tasks/valid_unseen", "cir tasks play tasks/valid_unseen/TASK/TRIAL"])
     sub = p.add_subparsers(dest="tasks_command", metavar="SUBCOMMAND")
@@ -48,11 +48,13 @@ def register(subparsers: Any) -> None:
                           "cir tasks generate --split train --n 100 --out tasks --jobs 2 --types "
                           "pick_and_place_simple,pick_heat_then_place_in_recep"])
     g.add_argument("--split", required=True,
-                   help=f"one of {', '.join(SPLITS)} (valid_unseen uses unseen layouts)")
+                   help="one of the family's splits (ALFWorld: train, valid_seen, valid_unseen; "
+                        "valid_unseen uses unseen layouts)")
     g.add_argument("--n", type=int, required=True, help="number of tasks")
     g.add_argument("--seed", type=int, default=0, help="random seed")
     g.add_argument("--out", required=True, help="output folder (the split goes in OUT/SPLIT)")
-    g.add_argument("--types", default=None, help="comma-separated task types to restrict to (all six without it)")
+    g.add_argument("--types", default=None,
+                   help="ALFWorld: comma-separated task types to restrict to (all six without it)")
     g.add_argument("--layout-seed", type=int, default=0,
                    help="seed of the room-layout pool (keep it equal across splits)")
     g.add_argument("--jobs", type=int, default=1, help="worker processes verifying tasks")
@@ -80,8 +82,13 @@ def register(subparsers: Any) -> None:
 
 
 def _generate(args: argparse.Namespace) -> int:
-    from cir.families.alfworld.generate import check_split, check_types, generate_split
+    from cir.cli.env import family_of
     from cir.util.parallel import check_jobs
+
+    family = family_of(args)
+    if family.name != "alfworld":
+        return _generate_other(family, args)
+    from cir.families.alfworld.generate import check_split, check_types, generate_split
 
     check_split(args.split)
     types = check_types(args.types.split(",")) if args.types is not None else None
@@ -104,6 +111,24 @@ def _generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _generate_other(family: Any, args: argparse.Namespace) -> int:
+    """``family.generate_tasks`` (ALFWorld's own options are refused, not ignored)."""
+    from cir.util.parallel import check_jobs
+
+    given = [flag for flag, value in (("--types", args.types), ("--max-plan-length", args.max_plan_length),
+                                      ("--layout-seed", args.layout_seed or None)) if value is not None]
+    if given:
+        raise CirError(f"{given[0]}: an option of ALFWorld's generator; env {family.name!r} does not take it")
+    check_int("--n", args.n, 1, MAX_TASKS)
+    check_int("--seed", args.seed, 0)
+    check_jobs(args.jobs)
+    with writer_lock(Path(args.out), "task folder"):
+        family.generate(Path(args.out), args.split, args.n, args.seed, progress=not args.quiet, jobs=args.jobs)
+    tasks = family.load_tasks(Path(args.out) / args.split)
+    print(f"{Path(args.out) / args.split}: {len(tasks)} {family.name} tasks")
+    return 0
+
+
 def format_table(rows: list[dict[str, Any]]) -> str:
     """Fixed-width table: id, type, room, receptacles, objects, plan length."""
     header = ("id", "type", "room", "receptacles", "objects", "plan")
@@ -121,6 +146,15 @@ def format_table(rows: list[dict[str, Any]]) -> str:
 
 
 def _list(args: argparse.Namespace) -> int:
+    from cir.cli.env import family_of
+
+    family = family_of(args)
+    if family.name != "alfworld":
+        tasks = family.load_tasks(args.dir)
+        print(f"# {args.dir}: env={family.name} n={len(tasks)}")
+        for t in tasks:
+            print(f"{t.task_id}  {getattr(t, 'task_type', '')}  {getattr(t, 'split', '')}".rstrip())
+        return 0
     from cir.families.alfworld.generate import read_manifest
 
     for manifest in read_manifest(args.dir):
@@ -132,18 +166,32 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _play(args: argparse.Namespace) -> int:
-    return play(args.task, sys.stdin, sys.stdout, max_steps=args.max_steps)
+    return play(args.task, sys.stdin, sys.stdout, max_steps=args.max_steps, env=getattr(args, "env", None))
 
 
-def play(task: str, stdin: TextIO, stdout: TextIO, *, max_steps: int = 200) -> int:
-    """Interactive loop: print observations, read actions until won, EOF or ``quit``."""
-    path = Path(task)
-    game = path / "game.tw-pddl" if path.is_dir() else path
-    if not game.is_file():
-        raise CirError(f"{task}: no game.tw-pddl here; give a game file or a trial folder")
-    from cir.families.alfworld.env import AlfworldEnv
+def play(task: str, stdin: TextIO, stdout: TextIO, *, max_steps: int = 200, env: str | None = None) -> int:
+    """Interactive loop: print observations, read actions until won, EOF or ``quit``; ``env``:
+    the family (ALFWorld's game file or trial folder by default, else one task it loads)."""
+    from cir.families.registry import get_family
 
-    env = AlfworldEnv(game)
+    family = get_family(env)
+    if family.name == "alfworld":
+        path = Path(task)
+        game = path / "game.tw-pddl" if path.is_dir() else path
+        if not game.is_file():
+            raise CirError(f"{task}: no game.tw-pddl here; give a game file or a trial folder")
+        from cir.families.alfworld.env import AlfworldEnv
+
+        env_ = AlfworldEnv(game)
+    else:
+        tasks = family.load_tasks(task)
+        if len(tasks) != 1:
+            raise CirError(f"{task}: holds {len(tasks)} tasks of env {family.name!r}; give one")
+        env_ = family.env(tasks[0])
+    return _play_loop(env_, stdin, stdout, max_steps)
+
+
+def _play_loop(env: Any, stdin: TextIO, stdout: TextIO, max_steps: int) -> int:
     obs = env.reset()
     print(obs, file=stdout)
     print("(type `help` for the action syntax, `quit` or Ctrl-D to stop)", file=stdout)

@@ -100,6 +100,29 @@ class BranchingEnv:
     def snapshot(self) -> tuple[str, ...]:
         return self.path
 
+    def verify_restore(self, path: tuple[str, ...]) -> tuple[tuple[str, bool, bool], tuple[str, bool, bool]] | None:
+        """Check the real env's restore on one remembered transition: restore the real env to
+        the state before ``path``'s last action, send that action, and compare the answer with
+        the one remembered. None when they match, else ``(remembered, answered)``.
+
+        The check's restore and step are not counted in :attr:`stats` (they are not the
+        grid's work), and the real env is restored back where it was, so the grid's answers
+        and counts are those of a run without the check.
+        """
+        tree = self._tree
+        path = tuple(path)
+        with tree.lock:
+            want = tree.memo.get(path)
+            before = path[:-1]
+            if not path or want is None or before not in tree.snaps or tree.real is None:
+                raise CirError(f"verify_restore: no remembered transition at a path of {len(path)} actions")
+            back = tree.real
+            tree.env.restore(tree.snaps[before])
+            obs, done, won = tree.env.step(path[-1])
+            tree.env.restore(tree.snaps[back])
+        got = (str(obs), bool(done), bool(won))
+        return None if got == want else (want, got)
+
     def restore(self, snapshot: tuple[str, ...]) -> None:
         tree = self._tree
         with tree.lock:

@@ -11,9 +11,9 @@ exactly that, so a router fitted on the columns works at run time.
 The replayer writes an extractor's features as the ``f_*`` columns of the paired table
 (:func:`cir.pairs.replay.run_task_pairs`, ``extractor=``); :class:`~cir.router.policy.CIRPolicy` is
 fitted with the same extractor, and the :class:`~cir.router.runtime.Router` it builds records its
-name and refuses to load or run with another. ALFWorld's extractor is
-:data:`cir.families.alfworld.features.ALFWORLD_FEATURES`, the default everywhere; ``examples/counter.py``
-has one for another environment.
+name and refuses to load or run with another. Each environment family brings its extractor
+(:class:`cir.families.family.Family`); the layers above this one take the default family's
+when none is given (:func:`cir.families.registry.resolve_extractor`).
 """
 
 from __future__ import annotations
@@ -38,18 +38,10 @@ class FeatureExtractor(Protocol):
                 max_actions: int) -> dict[str, float]: ...
 
 
-def builtin_extractors() -> dict[str, FeatureExtractor]:
-    """The extractors ``cir`` ships, by name (a router names one of these, or its own)."""
-    # cir.families.alfworld.features parses ALFWorld text: loaded when an extractor is asked for
-    from cir.families.alfworld.features import ALFWORLD_FEATURES
-
-    return {ALFWORLD_FEATURES.name: ALFWORLD_FEATURES}
-
-
-def resolve_extractor(extractor: FeatureExtractor | None) -> FeatureExtractor:
-    """``extractor`` checked (name, ``f_*`` feature names, ``extract``); None: ALFWorld's."""
+def check_extractor(extractor: Any) -> FeatureExtractor:
+    """``extractor`` checked (name, ``f_*`` feature names, ``extract``)."""
     if extractor is None:
-        return builtin_extractors()["alfworld"]
+        raise CirError("feature extractor: none given; expected an environment family's extractor")
     name = getattr(extractor, "name", None)
     if not isinstance(name, str) or not name:
         raise CirError(f"feature extractor {extractor!r}: expected a non-empty str attribute 'name'")

@@ -47,6 +47,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from typing import Any
 
+from cir.families.registry import DEFAULT_FAMILY
 from cir.pairs.settings import ReplaySettings, RunSettings, task_set_digest
 from cir.pairs.store import RUN_JSON, RunStore, StoredMember
 from cir.util.errors import CirError
@@ -86,6 +87,14 @@ class RunIdentity:
     agent_label: str  # name@digest of the agent's settings: a changed agent never resumes another's run
     seed: int
     replay: ReplaySettings
+    #: the environment family (a name or MODULE:ATTR); recorded only when not ALFWorld, so a
+    #: record without it (every record written before families) is ALFWorld's
+    family: str = DEFAULT_FAMILY
+
+    @property
+    def env(self) -> str:
+        """The family to resolve again (``cir explain``, ``cir episode``)."""
+        return self.family
 
     @classmethod
     def of(cls, settings: RunSettings, task_ids: Sequence[str], agent_label: str,
@@ -93,12 +102,13 @@ class RunIdentity:
         """The identity of a run of ``settings`` over these tasks, whose agent is ``agent_label``."""
         return cls(tasks=tasks, task_set=task_set_digest(task_ids), n_tasks=len(task_ids), limit=limit,
                    agent=settings.agent, agent_label=agent_label, seed=settings.seed,
-                   replay=settings.replay)
+                   replay=settings.replay, family=settings.family_spec())
 
     def to_dict(self) -> dict[str, Any]:
         return {"tasks": self.tasks, "task_set": self.task_set, "n_tasks": self.n_tasks,
                 "limit": self.limit, "agent": self.agent, "agent_label": self.agent_label,
-                "seed": self.seed, **self.replay.as_dict()}
+                "seed": self.seed, **self.replay.as_dict(),
+                **({} if self.family == DEFAULT_FAMILY else {"family": self.family})}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], source: str) -> RunIdentity:
@@ -110,7 +120,8 @@ class RunIdentity:
             settings = ReplaySettings(**replay)
         except CirError as err:
             raise CirError(f"{source}: settings: {err}") from None
-        own = {f.name: _part(data, f.name, source) for f in fields(cls) if f.name != "replay"}
+        own = {f.name: _part(data, f.name, source) for f in fields(cls)
+               if f.name != "replay" and (f.name in data or f.default is MISSING)}
         return cls(**own, replay=settings)
 
 
@@ -395,6 +406,8 @@ def check_extension(old: RunRecord, new: RunIdentity, new_ids: Sequence[str], so
                            f"{getattr(new_replay, name)!r}; an extension keeps it")
     if was.seed != new.seed:
         raise CirError(f"{head}: it has seed={was.seed!r}, this run {new.seed!r}; an extension keeps it")
+    if was.family != new.family:
+        raise CirError(f"{head}: it ran env {was.family!r}, this run {new.family!r}; an extension keeps it")
     for name in ("conditions", "delays", "operations"):
         dropped = [v for v in getattr(old_replay, name) if v not in getattr(new_replay, name)]
         if dropped:

@@ -43,22 +43,27 @@ from typing import Any
 from cir.envs.base import Env, refresh_query
 from cir.envs.branching import BranchingEnv
 from cir.envs.counting import CountingEnv
-from cir.episode.extractor import FeatureExtractor, extract, resolve_extractor
+from cir.episode.extractor import FeatureExtractor, extract
 from cir.episode.harness import Harness, SnapshotHook
 from cir.episode.perturb import Condition, Perturbation, feasibility, perturbation_point
 from cir.episode.recovery import Checkpoints, Operation, get_operation
 from cir.episode.transcript import Transcript
+from cir.families.registry import resolve_extractor
 from cir.pairs.episode_record import ARM, BRANCH, FACTUAL, EpisodeRecord
 from cir.pairs.paired import outcome_of
 from cir.pairs.schedule import JobPool, run_fork
 from cir.pairs.settings import ReplaySettings, agent_label
 from cir.util.errors import CirError
 
-__all__ = ["ReplayError", "ReplaySettings", "TaskResult", "agent_label", "check_arm", "run_task_pairs"]
+__all__ = ["ReplayError", "ReplaySettings", "RestoreError", "check_restore", "TaskResult", "agent_label", "check_arm", "run_task_pairs"]
 
 
 class ReplayError(CirError):
     """The two arms of a pair are not identical up to the branch point."""
+
+
+class RestoreError(ReplayError):
+    """The env's restore is not exact: a restored state answered otherwise than the original."""
 
 
 def _features(extractor: FeatureExtractor, transcript: Transcript, delay: int,
@@ -150,6 +155,7 @@ def run_task_pairs(
     result.feasible, result.reason = feasibility(n, conditions, settings.perturb_fraction, settings.perturb_at)
     if result.feasible:
         result.point = perturbation_point(n, settings.perturb_fraction, settings.perturb_at)
+        check_restore(task_id, branching, snapshots, factual, result.point)
         fork = _Fork(harness, counted, settings, result, factual, snapshots, result.point,
                      resolve_extractor(extractor))
         for cond, arm, branches in run_fork(fork, conditions, concurrency=concurrency, pool=pool,
@@ -298,6 +304,26 @@ class _BranchPoints:
         if k in self.snaps.snapshots:
             self.call(transcript.env_actions - self.point, k, self.snaps.snapshots[k],
                       transcript.prefix(k), harness.can_continue(transcript))
+
+
+def check_restore(task_id: str, env: BranchingEnv, snapshots: dict[int, Any], factual: Transcript,
+                  point: int) -> None:
+    """Every arm and branch starts from a restored snapshot: check, once per task, that the
+    env's restore is exact where they start. The real env is restored to the factual state
+    after env action ``point`` (the last before it when the run ends there) and sent the
+    factual run's next action; its answer must be the factual one. A :class:`RestoreError`
+    otherwise (before any arm runs, so no wrong label is written)."""
+    j = min(point + 1, factual.env_actions)
+    path = snapshots[factual.steps_until_env_action(j)]
+    differs = env.verify_restore(path)
+    if differs is None:
+        return
+    (obs, done, won), (got, got_done, got_won) = differs
+    raise RestoreError(
+        f"task {task_id}: the env's restore is not exact: restored to the state after env action "
+        f"{j - 1} and sent {path[-1]!r}, it answered {got!r:.160} (done {got_done}, won {got_won}); "
+        f"the run that state was saved in answered {obs!r:.160} (done {done}, won {won}). A restore "
+        "must bring back every part of the state: `cir check-env` finds which step differs")
 
 
 def _costs(harness: Harness, env: CountingEnv, branching: BranchingEnv) -> dict[str, int]:

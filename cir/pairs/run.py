@@ -27,8 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from cir import __version__
-from cir.agents.factory import make_agent
-from cir.families.alfworld.env import AlfworldEnv
+from cir.families.registry import make_agent
 from cir.pairs.paired import paired_text, rows_of, text_digest
 from cir.pairs.record import RunIdentity, RunRecord, Session, check_extension, foreign_member
 from cir.pairs.replay import run_task_pairs
@@ -43,17 +42,20 @@ log = logging.getLogger(__name__)
 
 # -- workers --------------------------------------------------------------------------------
 def make_run_agent(settings: RunSettings, cache_fallback: Sequence[str] = ()) -> Any:
-    """The agent of a run's settings (its ``agent_factory``, or the spec through ``make_agent``)."""
+    """The agent of a run's settings (its ``agent_factory``, or the spec through the family's
+    ``make_agent``: its built-in agent, its LLM prompt or the settings' prompt file)."""
     if settings.agent_factory is not None:
         return settings.agent_factory(settings.agent, seed=settings.seed)
-    return make_agent(settings.agent, base_url=settings.base_url, cache_dir=settings.cache_dir,
+    return make_agent(settings.agent, family=settings.family, prompt_file=settings.prompt_file,
+                      base_url=settings.base_url, cache_dir=settings.cache_dir,
                       cache_fallback=cache_fallback, seed=settings.seed, llm=settings.llm)
 
 
 def _make_env(task: Any, settings: RunSettings) -> Any:
     if settings.env_factory is not None:
         return settings.env_factory(task, snapshots=settings.snapshots)
-    return AlfworldEnv(task.game_file, snapshots=settings.snapshots, savings=settings.engine_savings)
+    return settings.env_family().env(task, snapshots=settings.snapshots,
+                                     engine_savings=settings.engine_savings)
 
 
 def run_task_worker(task: Any, settings: RunSettings, cache_fallback: Sequence[str] = (),
@@ -68,7 +70,8 @@ def run_task_worker(task: Any, settings: RunSettings, cache_fallback: Sequence[s
     reporter = None if channel is None else TaskReporter(channel, str(task.task_id))
     env = _make_env(task, settings)
     try:
-        result = run_task_pairs(task, agent, env, settings.replay, extractor=settings.extractor,
+        extractor = settings.extractor or settings.env_family().extractor
+        result = run_task_pairs(task, agent, env, settings.replay, extractor=extractor,
                                 progress=reporter)
         stats = agent.stats() if callable(getattr(agent, "stats", None)) else None
     finally:

@@ -3,7 +3,8 @@
 :class:`ReplaySettings` is what the replayer runs for every task (the grid of conditions,
 delays and operations, the perturbation point and the budgets): everything that changes
 the paired table. :class:`RunSettings` is the one object a run is given: that grid, the
-agent (spec, seed, server, LLM options), the parallelism (workers, backend, scheduler) and
+environment family (``family``: a name or ``MODULE:ATTR``, :mod:`cir.families.registry`), the
+agent (spec, seed, server, LLM options, a prompt file), the parallelism (workers, backend, scheduler) and
 how the env and the reply cache are kept. Both are frozen and check every value once, where
 they are built, so a bad value is one :class:`~cir.util.errors.CirError` before any folder is
 touched; a new setting is a field here and a line of :meth:`RunSettings.check`.
@@ -32,6 +33,8 @@ from cir.episode.protocol import (
     MAX_BUDGET,
     MAX_SEED,
 )
+from cir.families.family import Family
+from cir.families.registry import DEFAULT_FAMILY, get_family
 from cir.util.errors import CirError, SettingError
 from cir.util.parallel import BACKENDS, check_jobs
 
@@ -87,13 +90,17 @@ class ReplaySettings:
 class RunSettings:
     """Everything a paired run is given (checked here, once).
 
-    ``replay``: what runs per task. The agent: ``agent`` (a spec, ``cir.agents.factory``),
-    ``seed``, ``base_url`` and ``llm`` for an LLM agent, or an ``agent_factory(spec, seed=)``
-    that builds it. The parallelism: ``jobs``, ``backend`` (loky, threading, dask) and a Dask
+    ``replay``: what runs per task. ``family``: the environment family (a name such as
+    ``alfworld`` or ``textworld-cooking``, ``MODULE:ATTR``, or a :class:`~cir.families.family.Family`),
+    whose ``make_env``, extractor, LLM prompt and built-in agent the run uses. The agent:
+    ``agent`` (a spec, ``cir.agents.factory``), ``seed``, ``base_url``, ``llm`` and
+    ``prompt_file`` (a TOML prompt instead of the family's) for an LLM agent, or an
+    ``agent_factory(spec, seed=)`` that builds it. The parallelism: ``jobs``, ``backend`` (loky, threading, dask) and a Dask
     ``scheduler``. How the work is kept: ``snapshots`` (``fast`` engine state ids or
     ``replay``), ``engine_savings``, ``cache_dir`` (the LLM agent's replies; default
     ``RUN_DIR/agent_cache``), ``extend`` (an earlier run folder this one extends), an
-    ``env_factory(task, snapshots=)`` and a feature ``extractor`` (ALFWorld's by default).
+    ``env_factory(task, snapshots=)`` instead of the family's ``make_env``, and a feature
+    ``extractor`` instead of the family's.
     Nothing but ``replay``, the agent and the tasks changes the paired table; factories and
     the extractor must pickle for worker processes.
     """
@@ -113,9 +120,11 @@ class RunSettings:
     agent_factory: Callable[..., Any] | None = None
     env_factory: Callable[..., Any] | None = None
     extractor: Any = None
+    family: Any = DEFAULT_FAMILY
+    prompt_file: str | None = None
 
     def __post_init__(self) -> None:
-        for name in ("cache_dir", "extend"):  # paths as plain text: the settings travel to workers
+        for name in ("cache_dir", "extend", "prompt_file"):  # paths as plain text: the settings travel to workers
             value = getattr(self, name)
             if value is not None:
                 object.__setattr__(self, name, str(value))
@@ -135,6 +144,18 @@ class RunSettings:
         check_jobs(self.jobs, self.backend, self.scheduler)
         if self.snapshots not in SNAPSHOT_MODES:
             raise SettingError("snapshots", self.snapshots, " or ".join(SNAPSHOT_MODES))
+        family = get_family(self.family)  # a CirError naming --env when it cannot be found
+        if self.prompt_file is not None:
+            family.prompt.from_file(self.prompt_file)  # read and checked once, here
+
+    def env_family(self) -> Family:
+        """The run's environment family."""
+        return get_family(self.family)
+
+    def family_spec(self) -> str:
+        """The family as run.json records it: the spec as given (a name or ``MODULE:ATTR``, which a
+        reader resolves again), or the name of a Family object."""
+        return self.family.name if isinstance(self.family, Family) else str(self.family).strip()
 
     def with_replay(self, replay: ReplaySettings) -> RunSettings:
         """These settings for another grid (a study's cohorts share everything else)."""

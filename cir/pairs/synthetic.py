@@ -19,8 +19,14 @@ import numpy as np
 import pandas as pd
 
 from cir.episode.protocol import DEFAULT_CONDITIONS, DEFAULT_DELAYS
-from cir.families.alfworld.text import TASK_TYPES
 from cir.pairs.paired import outcome_of, validate_paired
+
+#: The task types of a synthetic table: ALFWorld's six names, so that a table of planted
+#: answers reads like a study's (nothing here depends on what they mean)
+TASK_TYPES: tuple[str, ...] = (
+    "pick_and_place_simple", "look_at_obj_in_light", "pick_clean_then_place_in_recep",
+    "pick_heat_then_place_in_recep", "pick_cool_then_place_in_recep", "pick_two_obj_and_place",
+)
 
 
 def simulate_paired(

@@ -36,7 +36,7 @@ from sklearn.model_selection import GroupKFold
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
 
-from cir.episode.extractor import FeatureExtractor, resolve_extractor
+from cir.episode.extractor import FeatureExtractor
 from cir.episode.protocol import (
     DEFAULT_C,
     DEFAULT_CANDIDATE_DELAYS,
@@ -50,6 +50,7 @@ from cir.episode.protocol import (
     DEFAULT_SEED,
     PAIRED_CS,
 )
+from cir.families.registry import resolve_extractor
 from cir.pairs.paired import validate_paired
 from cir.router.budget import Budget
 from cir.router.evaluation import decide_rows, score_rows
@@ -441,13 +442,14 @@ class CIRPolicy(BaseEstimator):
             raise NotFittedError("This CIRPolicy is not fitted yet; call fit(paired) first")
 
     def to_router(self, *, max_turns: int = DEFAULT_MAX_TURNS, max_actions: int = DEFAULT_MAX_ACTIONS,
-                  task_ids: list[str] | None = None) -> Router:
+                  task_ids: list[str] | None = None, family: str | None = None) -> Router:
         """The fitted policy as a runtime :class:`~cir.router.runtime.Router`.
 
         ``max_turns``/``max_actions`` are the budgets of the harness that will ask it (its
         features read them); ``task_ids`` are the training tasks (default: every task of
         the training table), recorded so that ``cir evaluate`` can refuse a test table
-        that overlaps them.
+        that overlaps them. ``family``: the environment family it was fitted on, recorded in
+        the file (None: ALFWorld's).
         """
         self._check_fitted()
         settings = {k: v for k, v in self.get_params().items()
@@ -465,7 +467,7 @@ class CIRPolicy(BaseEstimator):
         ops = (self.operations,) if isinstance(self.operations, str) else tuple(self.operations)
         return Router(self.features_, dict(self.models_), self.thresholds_, settings, self.baselines_, training,
                       extractor=self.extractor_, estimator=self.estimator, operations=ops,
-                      budget=dict(self.budget_))
+                      budget=dict(self.budget_), **({} if family is None else {"family": family}))
 
     def estimator_scores(self, probabilities: dict[str, np.ndarray], operation: str) -> dict[str, np.ndarray]:
         """The estimator's scores of ``operation`` from model probabilities (by model name)."""

@@ -58,8 +58,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from cir import __version__
-from cir.episode.extractor import FeatureExtractor, builtin_extractors, extract, resolve_extractor
+from cir.episode.extractor import FeatureExtractor, extract
 from cir.episode.transcript import HARNESS, Transcript
+from cir.families.registry import DEFAULT_FAMILY, builtin_extractors, get_family, resolve_extractor
 from cir.router.rule import (
     BUDGETS,
     ESTIMATORS,
@@ -202,8 +203,11 @@ class Router:
                  baselines: dict[str, Any], training: dict[str, Any],
                  cir_version: str = __version__, extractor: FeatureExtractor | None = None,
                  estimator: str = "paper", operations: tuple[str, ...] = ("refresh",),
-                 budget: dict[str, Any] | None = None) -> None:
+                 budget: dict[str, Any] | None = None, family: str = DEFAULT_FAMILY) -> None:
         self.extractor = resolve_extractor(extractor)
+        #: the environment family it was fitted on (a name or MODULE:ATTR; the file names it
+        #: when it is not ALFWorld, so a router file without it is ALFWorld's)
+        self.family = str(family)
         self.estimator: Estimator = ESTIMATORS[estimator]
         self.operations = tuple(operations)
         self.features = list(features)
@@ -265,6 +269,7 @@ class Router:
             "format": FORMAT,
             "format_version": FORMAT_VERSION,
             "cir_version": self.cir_version,
+            **({} if self.family == DEFAULT_FAMILY else {"family": self.family}),
             "extractor": self.extractor.name,
             "estimator": self.estimator.name,
             "operations": list(self.operations),
@@ -288,18 +293,22 @@ class Router:
 
         ``extractor``: the feature extractor of the environment the router will run in; it
         must be the one the router was fitted with (by name). None: the built-in extractor
-        the file names (ALFWorld's); a router fitted with another must be given it.
+        the extractor of the family the file names (``family``; ALFWorld's without one).
         """
         version = _check_version(data, source)
         if version < 3:
             data = _upgrade(data, version, source)
+        family = data.get("family", DEFAULT_FAMILY)
+        if not isinstance(family, str) or not family:
+            raise CirError(f"{source}: key 'family' must be a family name or MODULE:ATTR, got {family!r:.60}")
+        data = {k: v for k, v in data.items() if k != "family"}
         _check(data, _SPEC, "", source)
         estimator = ESTIMATORS.get(data["estimator"])
         if estimator is None:
             raise CirError(f"{source}: unknown estimator {data['estimator']!r}; expected one of "
                            f"{', '.join(ESTIMATORS)}")
         operations = _operations(data["operations"], source)
-        extractor = _extractor_for(data["extractor"], extractor, source)
+        extractor = _extractor_for(data["extractor"], extractor, source, family)
         features = _features(data["features"], extractor, source)
         models = _models(data["models"], estimator, operations, len(features), source)
         thresholds = _thresholds(data["thresholds"], estimator, source)
@@ -307,7 +316,7 @@ class Router:
         _check_settings(data, source)
         return cls(features, models, thresholds, data["settings"], data["baselines"], data["training"],
                    cir_version=data["cir_version"], extractor=extractor, estimator=estimator.name,
-                   operations=operations, budget=data["budget"])
+                   operations=operations, budget=data["budget"], family=family)
 
     @classmethod
     def load(cls, path: str | Path, extractor: FeatureExtractor | None = None) -> Router:
@@ -436,13 +445,18 @@ def _check_settings(data: dict[str, Any], source: str) -> None:
             raise CirError(f"{source}: baselines.{name}.delay is not one of settings.delays")
 
 
-def _extractor_for(fitted_with: str, given: FeatureExtractor | None, source: str) -> FeatureExtractor:
-    """The extractor a router file runs with: ``given`` if it is the one it was fitted with."""
+def _extractor_for(fitted_with: str, given: FeatureExtractor | None, source: str,
+                   family: str = DEFAULT_FAMILY) -> FeatureExtractor:
+    """The extractor a router file runs with: ``given`` if it is the one it was fitted with;
+    None: that of the family the file names, or a built-in one of that name."""
+    if given is None and family != DEFAULT_FAMILY:
+        given = get_family(family).extractor
     if given is None:
         builtin = builtin_extractors()
         if fitted_with not in builtin:
             raise CirError(f"{source}: fitted with the {fitted_with!r} feature extractor, which cir does "
-                           f"not ship; load it with that extractor (Router.load(path, extractor=...))")
+                           f"not ship; load it with that extractor (Router.load(path, extractor=...), "
+                           f"or --env MODULE:ATTR naming its family)")
         return builtin[fitted_with]
     given = resolve_extractor(given)
     if given.name != fitted_with:

@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cir.episode.extractor import FeatureExtractor, resolve_extractor
+from cir.episode.extractor import FeatureExtractor
+from cir.families.registry import resolve_extractor
 from cir.pairs.paired import feature_columns
 from cir.router.rule import Estimator, gates_pass, split_model_name
 from cir.util.errors import CirError
@@ -109,7 +110,9 @@ def check_features(df: pd.DataFrame, source: str, names: list[str] | None = None
         unknown = [c for c in have if c not in known.features]
         if unknown:
             raise CirError(f"{source}: unknown feature column {unknown[0]!r}: not a feature of the "
-                           f"{known.name!r} extractor, so a router could not compute it live")
+                           f"{known.name!r} extractor, so a router could not compute it live (the "
+                           "table of another environment family? give its extractor: --env NAME or "
+                           "MODULE:ATTR, CIRPolicy(extractor=...))")
         names = have
     missing = [c for c in names if c not in df.columns]
     if missing:

@@ -108,8 +108,9 @@ def check_pooling(rows: pd.DataFrame, keys: Sequence[str], on: str | None = None
     if len(operations) > 1:
         raise CirError(
             f"the table holds {len(operations)} recovery operations ({', '.join(operations)}) and the "
-            "grouping would add their counts together; group by operation too (e.g. --by "
-            f"{','.join([*keys, 'operation'])}) or keep one operation's rows (--operation {operations[0]})"
+            "grouping would add their counts together; group by operation too (by="
+            f"{[*keys, 'operation']!r}, on the command line --by {','.join([*keys, 'operation'])}) or keep "
+            f"one operation's rows (rows[rows.operation == {operations[0]!r}], --operation {operations[0]})"
         )
 
 

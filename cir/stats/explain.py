@@ -3,11 +3,14 @@
 For a paired row (task, condition, delay, operation), the no-recovery arm and the
 recovery branch share every step up to the branch point. They *diverge* when the agent's
 replies after it differ (in text or in number) or their outcomes differ. A divergence is
-*explained* by the mechanisms of :data:`cir.families.alfworld.agent.mechanisms.DIVERGENCE_MECHANISMS` that
-fired in the branch between the recovery step and the first divergent reply (for a
-branch that stopped early, its budget); those are the only ways a recovery step can
-change an episode of the built-in agent. An unexplained divergence is a defect of the
-instrument.
+*explained* by the mechanisms of the run's environment family's agent
+(:attr:`cir.families.family.Family.mechanisms`; ALFWorld's are
+:data:`cir.families.alfworld.agent.mechanisms.DIVERGENCE_MECHANISMS`) that fired in the branch
+between the recovery step and the first divergent reply (for a branch that stopped early, its
+budget); those are the only ways a recovery step can change an episode of ALFWorld's built-in
+agent, where an unexplained divergence is a defect of the instrument. An agent that records
+no mechanisms (an LLM, most agents of one's own) leaves every divergence unexplained: the
+counts still say where the arms part.
 
 Reads only the episode store (``episodes.jsonl.gz``), the explanation traces included, of a
 run folder checked as every analysis checks it (:func:`cir.pairs.paired.check_run`: a partial
@@ -20,14 +23,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from cir.episode.transcript import AGENT, TraceEvent, Transcript
-from cir.families.alfworld.agent.mechanisms import DIVERGENCE_MECHANISMS
+from cir.families.registry import get_family
 from cir.pairs.episode_record import FACTUAL, EpisodeRecord
 from cir.pairs.paired import check_run, outcome_of
-from cir.pairs.store import EPISODES, StoreScan, read_episodes
+from cir.pairs.record import RunRecord
+from cir.pairs.store import EPISODES, RunStore, StoreScan, read_episodes
 from cir.util.errors import CirError
 
 EXPLAIN_COLUMNS = [
@@ -77,8 +82,12 @@ def _agent_steps(t: Transcript, start: int) -> list[int]:
 
 
 def explain_pair(task_id: str, condition: str, delay: int, operation: str, arm: Transcript,
-                 branch: Transcript | None, branch_step: int | None) -> PairExplanation:
-    """The first divergence of ``branch`` from ``arm`` after ``branch_step`` and its mechanisms."""
+                 branch: Transcript | None, branch_step: int | None,
+                 mechanisms: frozenset[str] | None = None) -> PairExplanation:
+    """The first divergence of ``branch`` from ``arm`` after ``branch_step`` and its mechanisms
+    (those of ``mechanisms``, the agent's divergence mechanisms; None: ALFWorld's)."""
+    if mechanisms is None:
+        mechanisms = get_family().mechanisms
     ex = PairExplanation(task_id, condition, delay, operation, branch is not None, arm, branch, branch_step)
     if branch is None or branch_step is None:
         return ex
@@ -96,7 +105,7 @@ def explain_pair(task_id: str, condition: str, delay: int, operation: str, arm: 
     ex.divergence = b[first] if first < len(b) else len(branch.steps)
     ex.arm_divergence = a[first] if first < len(a) else len(arm.steps)
     ex.mechanisms = [e for e in branch.trace
-                     if e.mechanism in DIVERGENCE_MECHANISMS and k <= e.at <= ex.divergence]
+                     if e.mechanism in mechanisms and k <= e.at <= ex.divergence]
     return ex
 
 
@@ -106,15 +115,25 @@ def _transcript(ep: EpisodeRecord) -> Transcript:
     return ep.transcript
 
 
+def run_mechanisms(run_dir: str | Path, env: Any = None) -> frozenset[str]:
+    """The divergence mechanisms of a run's agent: its family's (``env``, else the one its
+    ``run.json`` names: ``env``, ALFWorld's when absent)."""
+    if env is None:
+        record = RunRecord.read(RunStore(run_dir))
+        env = record.settings.env if record is not None else None
+    return get_family(env).mechanisms
+
+
 def iter_pair_explanations(run_dir: str | Path, *, task_id: str | None = None,
-                           allow_partial: bool = False) -> Iterator[PairExplanation]:
+                           allow_partial: bool = False, env: Any = None) -> Iterator[PairExplanation]:
     """Every pair of a run (or of one task), explained, in store order; a partial run is
-    refused unless ``allow_partial``."""
+    refused unless ``allow_partial``; ``env``: the run's family (default: as its record says)."""
     _, _, scan = check_run(run_dir, allow_partial=allow_partial)
-    return _explained(run_dir, scan, task_id)
+    return _explained(run_dir, scan, task_id, run_mechanisms(run_dir, env))
 
 
-def _explained(run_dir: str | Path, scan: StoreScan | None, task_id: str | None) -> Iterator[PairExplanation]:
+def _explained(run_dir: str | Path, scan: StoreScan | None, task_id: str | None,
+               mechanisms: frozenset[str]) -> Iterator[PairExplanation]:
     factual: dict[str, Transcript] = {}
     arms: dict[tuple[str, str], Transcript] = {}
     for ep in read_episodes(Path(run_dir) / EPISODES, scan):
@@ -129,7 +148,7 @@ def _explained(run_dir: str | Path, scan: StoreScan | None, task_id: str | None)
             arm = arms[(ep.task_id, ep.condition)]
             branch = _transcript(ep) if ep.executed else None
             yield explain_pair(ep.task_id, ep.condition, int(ep.delay or 0), str(ep.operation), arm,
-                               branch, ep.branch_step)
+                               branch, ep.branch_step, mechanisms)
 
 
 def explain_table(explanations: Iterable[PairExplanation]) -> pd.DataFrame:
@@ -147,11 +166,12 @@ def explain_table(explanations: Iterable[PairExplanation]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=EXPLAIN_COLUMNS)
 
 
-def explain_run(run_dir: str | Path, allow_partial: bool = False) -> pd.DataFrame:
+def explain_run(run_dir: str | Path, allow_partial: bool = False, env: Any = None) -> pd.DataFrame:
     """:func:`explain_table` of every pair of a run folder (a partial one only if
-    ``allow_partial``; ``attrs["run"]`` then says how partial, as :func:`read_paired`'s)."""
+    ``allow_partial``; ``attrs["run"]`` then says how partial, as :func:`read_paired`'s);
+    ``env``: the run's family (default: as its record says)."""
     _, status, scan = check_run(run_dir, allow_partial=allow_partial)
-    table = explain_table(_explained(run_dir, scan, None))
+    table = explain_table(_explained(run_dir, scan, None, run_mechanisms(run_dir, env)))
     table.attrs["run"] = status
     return table
 
@@ -169,9 +189,9 @@ def mechanism_counts(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def find_pair(run_dir: str | Path, task_id: str, condition: str, delay: int, operation: str,
-              allow_partial: bool = False) -> PairExplanation:
+              allow_partial: bool = False, env: Any = None) -> PairExplanation:
     """The explanation of one pair; a :class:`CirError` naming what was not found."""
-    for ex in iter_pair_explanations(run_dir, task_id=task_id, allow_partial=allow_partial):
+    for ex in iter_pair_explanations(run_dir, task_id=task_id, allow_partial=allow_partial, env=env):
         if (ex.condition, ex.delay, ex.operation) == (condition, delay, operation):
             return ex
     raise CirError(f"{run_dir}: no pair for task {task_id!r}, condition {condition!r}, delay {delay}, "

@@ -1,6 +1,8 @@
 """Experiment configs: one TOML file per experiment of the paper (``experiments/``).
 
-A config names a cohort (split, number of tasks, full and ``--quick``), the grid of
+A config names a cohort (split, number of tasks, full and ``--quick``), its environment
+family (``env``: a name such as ``textworld-cooking`` or ``MODULE:ATTR``; ALFWorld without
+it; every config of a folder names the same one, whose splits the ``split`` is one of), the grid of
 conditions, delays and operations, and its role in the study: ``effects`` (when does
 refresh help or harm), ``mechanism`` (why), ``eval`` (CIR's held-out evaluation) or
 ``train`` (a cohort run only to fit CIR). Exactly one config says ``fit_cir = COHORT``:
@@ -21,7 +23,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from cir.families.alfworld.text import SPLITS
+from cir.families.registry import DEFAULT_FAMILY, get_family
 from cir.pairs.settings import ReplaySettings
 from cir.util.errors import CirError
 
@@ -32,9 +34,6 @@ else:  # pragma: no cover
 
 ROLES = ("effects", "mechanism", "train", "eval")
 FIT_COHORTS = ("factual-success", "all")
-#: splits whose generated tasks share room layouts (scenes): train and valid_seen draw from
-#: the same scenes, valid_unseen from others (``cir.families.alfworld.scenes``)
-SHARED_LAYOUTS = {frozenset({"train", "valid_seen"})}
 _FIELDS = {
     "name": str,
     "role": str,
@@ -46,7 +45,7 @@ _FIELDS = {
     "delays": list,
     "operations": list,
 }
-_OPTIONAL = {"fit_cir": str}
+_OPTIONAL = {"fit_cir": str, "env": str}
 
 
 @dataclass(frozen=True)
@@ -62,6 +61,7 @@ class Experiment:
     replay: ReplaySettings
     source: str = ""
     fit_cir: str | None = None
+    env: str = DEFAULT_FAMILY
 
     def size(self, quick: bool) -> int:
         return self.quick_n_tasks if quick else self.n_tasks
@@ -72,7 +72,9 @@ class Experiment:
                 "n_tasks": self.n_tasks, "quick_n_tasks": self.quick_n_tasks,
                 "conditions": list(self.replay.conditions), "delays": list(self.replay.delays),
                 "operations": list(self.replay.operations), "fit_cir": self.fit_cir,
-                "source": Path(self.source).name}
+                "source": Path(self.source).name,
+                # ALFWorld's configs name no family: their study records stay as they were
+                **({} if self.env == DEFAULT_FAMILY else {"env": self.env})}
 
 
 def default_experiments_dir() -> Path:
@@ -102,8 +104,16 @@ def load_experiment(path: str | Path) -> Experiment:
             raise CirError(f"{path}: field {field!r} must be a {kind.__name__}, got {data[field]!r}")
     if data["role"] not in ROLES:
         raise CirError(f"{path}: role {data['role']!r} is not one of {', '.join(ROLES)}")
-    if data["split"] not in SPLITS:
-        raise CirError(f"{path}: split {data['split']!r} is not one of {', '.join(SPLITS)}")
+    for field, kind in _OPTIONAL.items():
+        if field in data and not isinstance(data[field], kind):
+            raise CirError(f"{path}: field {field!r} must be a {kind.__name__}, got {data[field]!r}")
+    env = data.get("env", DEFAULT_FAMILY)
+    try:
+        splits = get_family(env).splits
+    except CirError as err:
+        raise CirError(f"{path}: field 'env': {err}") from None
+    if data["split"] not in splits:
+        raise CirError(f"{path}: split {data['split']!r} is not one of {env}'s: {', '.join(splits)}")
     for field in ("n_tasks", "quick_n_tasks"):
         if data[field] < 1:
             raise CirError(f"{path}: field {field!r} must be >= 1, got {data[field]}")
@@ -123,12 +133,15 @@ def load_experiment(path: str | Path) -> Experiment:
         replay=replay,
         source=str(path),
         fit_cir=data.get("fit_cir"),
+        env=env,
     )
 
 
-def load_experiments(folder: str | Path | None = None) -> list[Experiment]:
-    """All configs of a folder, in ``order``; one cohort to fit CIR on, one to evaluate it."""
-    folder = Path(folder) if folder else default_experiments_dir()
+def load_experiments(folder: str | Path | None = None, env: str | None = None) -> list[Experiment]:
+    """All configs of a folder, in ``order``; one cohort to fit CIR on, one to evaluate it;
+    all of one family (``env``, when given, must be theirs). Without ``folder``: the family's
+    experiments folder (ALFWorld's: this repository's ``experiments/``)."""
+    folder = Path(folder) if folder else (get_family(env).experiments_dir() if env else default_experiments_dir())
     if not folder.is_dir():
         raise CirError(f"{folder}: no experiments folder; pass --experiments DIR")
     experiments = sorted((load_experiment(p) for p in folder.glob("*.toml")), key=lambda e: e.order)
@@ -144,13 +157,20 @@ def load_experiments(folder: str | Path | None = None) -> list[Experiment]:
     if len(fits) != 1:
         raise CirError(f"{folder}: need exactly one experiment with fit_cir = \"factual-success\" or \"all\" "
                        f"(found {len(fits)})")
+    families = sorted({e.env for e in experiments})
+    if len(families) != 1:
+        raise CirError(f"{folder}: its configs name different environment families ({', '.join(families)}); "
+                       "a study is of one")
+    if env is not None and get_family(env).name != get_family(families[0]).name:
+        raise CirError(f"{folder}: its configs are of env {families[0]!r}, not {env!r}; pass --experiments "
+                       f"DIR with configs of {env!r}")
     fit, ev = fits[0], evals[0]
     if fit is ev:
         raise CirError(f"{fit.source}: CIR cannot be fitted on its own evaluation cohort")
-    if fit.split == ev.split or frozenset({fit.split, ev.split}) in SHARED_LAYOUTS:
-        raise CirError(f"{fit.source}: CIR is fitted on {fit.split} tasks, which share room layouts with the "
-                       f"{ev.split} evaluation cohort ({ev.source}); fit on valid_unseen and evaluate on "
-                       "valid_seen (or the reverse)")
+    if fit.split == ev.split or frozenset({fit.split, ev.split}) in get_family(fit.env).shared_layouts:
+        raise CirError(f"{fit.source}: CIR is fitted on {fit.split} tasks, which share layouts with the "
+                       f"{ev.split} evaluation cohort ({ev.source}); fit and evaluate on splits that share "
+                       "none (ALFWorld: valid_unseen and valid_seen)")
     for e in experiments:
         if e.role == "train" and not e.fit_cir:
             raise CirError(f"{e.source}: a 'train' cohort is run only to fit CIR: set fit_cir")

@@ -238,7 +238,7 @@ def _cir_section(report: Report, out: Path, experiments: list[Experiment], resam
     train_df = select_cohort(read_paired(out / "runs" / train.name, require_features=True), train.fit_cir or "all")
     test_df = read_paired(out / "runs" / test.name, require_features=True)
     sel = run_selective(train_df, test_df, out, resamples=resamples, seed=seed,
-                        source=str(out / "runs" / test.name))
+                        source=str(out / "runs" / test.name), env=train.env)
     fit = fit_table(sel.policies)
     report.text(
         f"Two routers are fitted on the `{train.name}` cohort's {train.fit_cir} tasks ({train.split}) and "

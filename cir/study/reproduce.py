@@ -20,8 +20,7 @@ from typing import Any
 
 from cir import __version__
 from cir.episode.protocol import DEFAULT_RESAMPLES, DEFAULT_SEED
-from cir.families.alfworld.generate import generate_split
-from cir.families.alfworld.tasks import load_tasks
+from cir.families.registry import get_family
 from cir.pairs.record import RunRecord
 from cir.pairs.run import make_run_agent, run_experiment
 from cir.pairs.settings import RunSettings
@@ -52,6 +51,22 @@ class StudySettings:
     def of(cls, run: RunSettings, quick: bool, resamples: int, perturb_at: int | None = None) -> StudySettings:
         return cls(quick=quick, agent=run.agent, seed=run.seed, resamples=resamples, base_url=run.base_url,
                    llm=None if run.llm.is_default() else run.llm.as_dict(), perturb_at=perturb_at)
+
+
+def _identity(settings: RunSettings, quick: bool, resamples: int, perturb_at: int | None,
+              experiments: list[Experiment]) -> dict[str, Any]:
+    """What study.json records as the study's settings (the family in its configs' records; a
+    prompt file by its content's version)."""
+    identity = {**asdict(StudySettings.of(settings, quick, resamples, perturb_at)),
+                "experiments": [e.identity() for e in experiments]}
+    if settings.prompt_file:
+        identity["prompt"] = settings.env_family().prompt.from_file(settings.prompt_file).version
+    return identity
+
+
+def _experiments(settings: RunSettings, experiments_dir: str | Path | None) -> list[Experiment]:
+    """The study's configs: ``experiments_dir``, else the family's folder; of the run's family."""
+    return load_experiments(experiments_dir, env=settings.family_spec())
 
 
 def _check_study(out: Path, identity: dict[str, Any]) -> list[dict[str, Any]]:
@@ -104,16 +119,19 @@ def _mixed_order(task_id: str) -> str:
 
 
 def cohort_tasks(out: Path, experiments: list[Experiment], quick: bool, seed: int,
-                 progress: bool, jobs: int = 1, engine_savings: bool = True) -> dict[str, list[Any]]:
-    """Generate each split once (as large as its cohorts need) and slice it into cohorts."""
+                 progress: bool, jobs: int = 1, engine_savings: bool = True,
+                 family: Any = None) -> dict[str, list[Any]]:
+    """Generate each split once (as large as its cohorts need) with the family's
+    ``generate_tasks`` and slice it into cohorts."""
+    fam = get_family(family)
     slices = task_slices(experiments, quick)
     need: dict[str, int] = {}
     for split, _, stop in slices.values():
         need[split] = max(need.get(split, 0), stop)
     by_split = {}
     for split, n in sorted(need.items()):
-        generate_split(out / "tasks", split, n, seed, progress=progress, jobs=jobs, savings=engine_savings)
-        by_split[split] = sorted(load_tasks(out / "tasks" / split), key=lambda t: _mixed_order(t.task_id))
+        fam.generate(out / "tasks", split, n, seed, progress=progress, jobs=jobs, engine_savings=engine_savings)
+        by_split[split] = sorted(fam.load_tasks(out / "tasks" / split), key=lambda t: _mixed_order(t.task_id))
     return {name: by_split[split][start:stop] for name, (split, start, stop) in slices.items()}
 
 
@@ -143,10 +161,9 @@ def reproduce(out: str | Path, settings: RunSettings | None = None, *, quick: bo
                   progress=progress, echo=echo)
     if replicates == 1:
         return _study(out, settings, **kwargs)
-    experiments = load_experiments(experiments_dir)
+    experiments = _experiments(settings, experiments_dir)
     seeds = replicate_seeds(settings.seed, replicates)
-    identity = {**asdict(StudySettings.of(settings, quick, resamples, perturb_at)), "replicates": replicates,
-                "experiments": [e.identity() for e in experiments]}
+    identity = {**_identity(settings, quick, resamples, perturb_at, experiments), "replicates": replicates}
     out.mkdir(parents=True, exist_ok=True)
     earlier = _check_study(out, identity)
     study = {"cir_version": __version__, "settings": identity, "replicate_seeds": seeds, "timings": {},
@@ -175,15 +192,14 @@ def reproduce(out: str | Path, settings: RunSettings | None = None, *, quick: bo
 def _study(out: Path, settings: RunSettings, *, quick: bool, perturb_at: int | None, resamples: int,
            experiments_dir: str | Path | None, progress: bool, echo: Callable[[str], None]) -> Path:
     """One study (one replicate) into ``out``; the path of its ``report.md``."""
-    experiments = load_experiments(experiments_dir)
+    experiments = _experiments(settings, experiments_dir)
     if perturb_at is not None:
         try:
             experiments = [replace(e, replay=replace(e.replay, perturb_at=perturb_at)) for e in experiments]
         except CirError as err:
             raise CirError(f"--perturb-at: {err}") from None
     make_run_agent(replace(settings, cache_dir=None))  # a bad agent setting: before any folder
-    identity = {**asdict(StudySettings.of(settings, quick, resamples, perturb_at)),
-                "experiments": [e.identity() for e in experiments]}
+    identity = _identity(settings, quick, resamples, perturb_at, experiments)
     out.mkdir(parents=True, exist_ok=True)
     earlier = _check_study(out, identity)
     # a resumed study keeps what earlier calls took; "timings" is this call's
@@ -194,7 +210,7 @@ def _study(out: Path, settings: RunSettings, *, quick: bool, perturb_at: int | N
     echo(f"[1/4] tasks: generating {'quick' if quick else 'full'} cohorts under {out / 'tasks'}")
     t0 = time.perf_counter()
     cohorts = cohort_tasks(out, experiments, quick, settings.seed, progress, settings.jobs,
-                           settings.engine_savings)
+                           settings.engine_savings, settings.family)
     study["timings"]["tasks_seconds"] = round(time.perf_counter() - t0, 1)
     runs = _run_cohorts(out, experiments, cohorts, settings, study, progress, echo)
 

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 from sklearn.metrics import roc_auc_score
 
+from cir.families.registry import get_family
 from cir.router.evaluation import as_router, evaluate
 from cir.router.policy import CIRPolicy
 from cir.router.runtime import Router
@@ -79,18 +80,22 @@ def experiment_operations(experiments: list) -> tuple[str, ...]:
     return tuple(sorted((op for op in fit if op in test), key=lambda op: op != "refresh"))
 
 
-def fit_routers(train: pd.DataFrame, seed: int, operations: tuple[str, ...] = ("refresh",)) -> dict[str, CIRPolicy]:
-    """The study's routers fitted on the fitting cohort, every other setting the paper's."""
-    return {name: CIRPolicy(estimator=estimator, operations=ops, seed=seed).fit(train)
+def fit_routers(train: pd.DataFrame, seed: int, operations: tuple[str, ...] = ("refresh",),
+                env: str | None = None) -> dict[str, CIRPolicy]:
+    """The study's routers fitted on the fitting cohort with the family's extractor (``env``;
+    ALFWorld's by default), every other setting the paper's."""
+    extractor = None if env is None else get_family(env).extractor
+    return {name: CIRPolicy(estimator=estimator, operations=ops, seed=seed, extractor=extractor).fit(train)
             for name, (estimator, ops) in study_routers(operations).items()}
 
 
 def run_selective(train: pd.DataFrame, test: pd.DataFrame, out: Path | None, *, resamples: int, seed: int,
-                  source: str) -> Selective:
-    """Fit the routers, write their files into ``out`` (when given), evaluate them on ``test``."""
-    policies = fit_routers(train, seed, shared_operations(train, test))
+                  source: str, env: str | None = None) -> Selective:
+    """Fit the routers (with the extractor of the family ``env``), write their files into
+    ``out`` (when given), evaluate them on ``test``."""
+    policies = fit_routers(train, seed, shared_operations(train, test), env)
     task_ids = sorted(set(train["task_id"]))
-    routers = {name: p.to_router(task_ids=task_ids) for name, p in policies.items()}
+    routers = {name: p.to_router(task_ids=task_ids, family=env) for name, p in policies.items()}
     if out is not None:
         for name, router in routers.items():
             router.save(out / router_file(name))

@@ -8,11 +8,12 @@ import threading
 import pytest
 from support.fake_openai import FakeOpenAI, Reply
 
-from cir.agents.factory import make_agent
 from cir.agents.limits import Limiter, RequestLimits, shared_limiter
 from cir.agents.llm import LLMAgent
 from cir.agents.pool import shared_client
 from cir.agents.usage import usage_of
+from cir.families import make_agent
+from cir.families.alfworld.prompts import PROMPT as ALFWORLD_PROMPT  # noqa: E402
 from cir.util.errors import CirError
 
 
@@ -139,7 +140,7 @@ def test_agents_of_a_process_share_one_limiter_per_server_and_one_pool():
 def test_a_pool_keeps_connections_alive_with_nagle_off():
     context = [{"role": "user", "content": "You are in a room.\n\nYour task is to: find a mug."}]
     with FakeOpenAI([Reply(text="look")]) as server:
-        agents = [LLMAgent("m", server.base_url, mode="completion") for _ in range(3)]
+        agents = [LLMAgent("m", server.base_url, mode="completion", prompt=ALFWORLD_PROMPT) for _ in range(3)]
         for i in range(20):
             agents[i % 3].act(context + [{"role": "assistant", "content": "look"},
                                          {"role": "user", "content": f"step {i}"}])
@@ -152,7 +153,7 @@ def test_a_refusal_that_persists_slows_the_run_until_the_patience_says_so():
     context = [{"role": "user", "content": "You are in a room.\n\nYour task is to: find a mug."}]
     with FakeOpenAI([Reply(status=429, headers={"Retry-After": "30"})]) as server:
         agent = LLMAgent("m", server.base_url, mode="completion", max_retries=0, patience=100,
-                         limiter=limiter(clock))
+                         limiter=limiter(clock), prompt=ALFWORLD_PROMPT)
         with pytest.raises(CirError) as err:
             agent.act(context)
     message = str(err.value)
@@ -168,7 +169,7 @@ def test_503_is_a_refusal_and_500_a_fault():
     context = [{"role": "user", "content": "You are in a room.\n\nYour task is to: find a mug."}]
     with FakeOpenAI(script) as server:
         agent = LLMAgent("m", server.base_url, mode="completion", max_retries=1, backoff=0.5,
-                         limiter=limiter(clock))
+                         limiter=limiter(clock), prompt=ALFWORLD_PROMPT)
         agent._sleep = clock.sleep
         assert agent.act(context) == "look"
     assert clock.sleeps == [0.5, 1.0, 2.0]  # backoff by attempt: pauses, then the fault's own wait

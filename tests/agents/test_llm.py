@@ -16,6 +16,7 @@ from cir.agents.limits import Limiter
 from cir.agents.llm import LLMAgent  # noqa: E402
 from cir.families.alfworld.actions import parse_action  # noqa: E402
 from cir.families.alfworld.prompts import EXAMPLES, completion_prompt, goal_sentence, task_type  # noqa: E402
+from cir.families.alfworld.prompts import PROMPT as ALFWORLD_PROMPT  # noqa: E402
 from cir.families.alfworld.text import TASK_TYPES
 from cir.util.errors import CirError  # noqa: E402
 
@@ -56,7 +57,7 @@ def agent_for(server: FakeOpenAI, tmp_path: Path | None = None, **kw) -> LLMAgen
     kw.setdefault("mode", "completion")
     sleeps = Sleeps()
     agent = LLMAgent("fake-model", server.base_url, cache_dir=tmp_path,
-                     limiter=Limiter(clock=sleeps.clock, sleep=sleeps), **kw)
+                     limiter=Limiter(clock=sleeps.clock, sleep=sleeps), **kw, prompt=ALFWORLD_PROMPT)
     agent._sleep = sleeps
     return agent
 
@@ -97,20 +98,20 @@ def test_chat_request_merges_consecutive_user_messages() -> None:
 
 
 def test_bare_host_gets_v1_and_bad_settings_are_rejected() -> None:
-    assert LLMAgent("m", "http://127.0.0.1:9").base_url == "http://127.0.0.1:9/v1"
-    assert LLMAgent("m", "https://api.example.com/openai/v1/").base_url == "https://api.example.com/openai/v1"
+    assert LLMAgent("m", "http://127.0.0.1:9", prompt=ALFWORLD_PROMPT).base_url == "http://127.0.0.1:9/v1"
+    assert LLMAgent("m", "https://api.example.com/openai/v1/", prompt=ALFWORLD_PROMPT).base_url == "https://api.example.com/openai/v1"
     with pytest.raises(CirError, match="base URL 'localhost:8000'"):
-        LLMAgent("m", "localhost:8000")
+        LLMAgent("m", "localhost:8000", prompt=ALFWORLD_PROMPT)
     with pytest.raises(CirError, match="LLM mode 'edit'"):
-        LLMAgent("m", "http://127.0.0.1:9", mode="edit")
+        LLMAgent("m", "http://127.0.0.1:9", mode="edit", prompt=ALFWORLD_PROMPT)
     with pytest.raises(CirError, match="timeout"):
-        LLMAgent("m", "http://127.0.0.1:9", timeout=0)
+        LLMAgent("m", "http://127.0.0.1:9", timeout=0, prompt=ALFWORLD_PROMPT)
     with pytest.raises(CirError, match="context"):
-        LLMAgent("m", "http://127.0.0.1:9").act([])
+        LLMAgent("m", "http://127.0.0.1:9", prompt=ALFWORLD_PROMPT).act([])
 
 
 def test_make_agent_builds_llm_agent(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from cir.agents.factory import make_agent
+    from cir.families import make_agent
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-env")
     agent = make_agent("openai:my-model", base_url="http://127.0.0.1:9/v1", cache_dir=tmp_path, seed=3)
@@ -139,7 +140,7 @@ def test_cache_makes_reruns_free_and_keys_on_settings(tmp_path: Path) -> None:
         other.act(CONTEXT)
         assert other.calls == 1 and len(server.requests) == 2
     # A new agent (new process in real use) answers from disk, even with no server at all.
-    offline = LLMAgent("fake-model", f"http://127.0.0.1:{free_port()}/v1", cache_dir=tmp_path, mode="completion")
+    offline = LLMAgent("fake-model", f"http://127.0.0.1:{free_port()}/v1", cache_dir=tmp_path, mode="completion", prompt=ALFWORLD_PROMPT)
     assert offline.act(CONTEXT) == "open fridge 1"
     assert offline.stats() == {
         "model_calls": 0, "cache_hits": 1, "cache_hits_memory": 0, "cache_hits_disk": 1,
@@ -252,7 +253,7 @@ def test_client_errors_are_not_retried() -> None:
 
 def test_unreachable_server_is_a_clear_error() -> None:
     url = f"http://127.0.0.1:{free_port()}/v1"
-    agent = LLMAgent("m", url, max_retries=1, backoff=0.0, mode="chat")
+    agent = LLMAgent("m", url, max_retries=1, backoff=0.0, mode="chat", prompt=ALFWORLD_PROMPT)
     with pytest.raises(CirError, match=rf"LLM server {url}/chat/completions: cannot connect"):
         agent.act(CONTEXT)
     assert agent.http_requests == 2

@@ -14,6 +14,7 @@ import pytest
 from support.llm_server import MODEL_NAME, LlamaServer, free_port, missing_packages  # noqa: E402
 
 from cir.agents.llm import LLMAgent  # noqa: E402
+from cir.families.alfworld.prompts import PROMPT as ALFWORLD_PROMPT  # noqa: E402
 from cir.util.errors import CirError  # noqa: E402
 
 pytestmark = pytest.mark.llm
@@ -42,7 +43,7 @@ def server(tmp_path_factory: pytest.TempPathFactory):
 def smollm2(base_url: str, cache_dir: Path, **kw) -> LLMAgent:
     kw.setdefault("max_retries", 2)
     kw.setdefault("backoff", 0.2)
-    return LLMAgent(MODEL_NAME, base_url, cache_dir=cache_dir, mode="completion", max_tokens=48, **kw)
+    return LLMAgent(MODEL_NAME, base_url, cache_dir=cache_dir, mode="completion", max_tokens=48, **kw, prompt=ALFWORLD_PROMPT)
 
 
 def harness(agent: LLMAgent) -> Harness:
@@ -75,7 +76,7 @@ def test_episode_then_identical_rerun_costs_no_model_call(
 
 
 def test_chat_mode_against_the_real_server(server: LlamaServer, pick_place_env: AlfworldEnv, tmp_path: Path) -> None:
-    agent = LLMAgent(MODEL_NAME, server.base_url, cache_dir=tmp_path, mode="chat", max_tokens=16)
+    agent = LLMAgent(MODEL_NAME, server.base_url, cache_dir=tmp_path, mode="chat", max_tokens=16, prompt=ALFWORLD_PROMPT)
 
     reply = agent.act([{"role": "user", "content": pick_place_env.reset()}])
     assert isinstance(reply, str) and reply and "\n" not in reply

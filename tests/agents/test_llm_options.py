@@ -10,8 +10,10 @@ import pytest
 from support.fake_openai import FakeOpenAI, Reply  # noqa: E402
 
 from cir.agents.cache import ResponseCache, request_key  # noqa: E402
-from cir.agents.factory import LLMConfig, make_agent, parse_llm_options  # noqa: E402
+from cir.agents.factory import LLMConfig, parse_llm_options  # noqa: E402
 from cir.agents.llm import MAX_TOKENS, THINK_MAX_TOKENS, LLMAgent, strip_thinking  # noqa: E402
+from cir.families import make_agent  # noqa: E402
+from cir.families.alfworld.prompts import PROMPT as ALFWORLD_PROMPT  # noqa: E402
 from cir.pairs.replay import agent_label  # noqa: E402
 from cir.util.errors import CirError  # noqa: E402
 
@@ -28,7 +30,7 @@ def agent_for(server: FakeOpenAI, cache: Path | None = None, **kw) -> LLMAgent:
     kw.setdefault("mode", "completion")
     kw.setdefault("max_retries", 2)
     kw.setdefault("backoff", 0.0)
-    return LLMAgent("fake-model", server.base_url, cache_dir=cache, **kw)
+    return LLMAgent("fake-model", server.base_url, cache_dir=cache, **kw, prompt=ALFWORLD_PROMPT)
 
 
 # -- temperature and extra request fields --------------------------------------------------------
@@ -69,7 +71,7 @@ def test_temperature_and_options_go_into_the_body_the_settings_and_the_cache_key
 ])
 def test_options_the_agent_sets_itself_are_refused(options: dict, needle: str) -> None:
     with pytest.raises(CirError, match="LLM option") as err:
-        LLMAgent("m", "http://127.0.0.1:9", options=options)
+        LLMAgent("m", "http://127.0.0.1:9", options=options, prompt=ALFWORLD_PROMPT)
     assert needle in str(err.value)
 
 
@@ -82,7 +84,7 @@ def test_options_the_agent_sets_itself_are_refused(options: dict, needle: str) -
 ])
 def test_bad_decoding_settings_are_one_line_errors(kw: dict, needle: str) -> None:
     with pytest.raises(CirError, match=needle):
-        LLMAgent("m", "http://127.0.0.1:9", **kw)
+        LLMAgent("m", "http://127.0.0.1:9", **kw, prompt=ALFWORLD_PROMPT)
 
 
 def test_llm_option_values_are_json_when_they_parse() -> None:
@@ -178,7 +180,7 @@ def test_logprobs_are_asked_for_and_kept_with_the_reply(tmp_path: Path, mode: st
         assert body["logprobs"] == 2 and "top_logprobs" not in body
     assert agent.settings()["logprobs"] == 2
     # on disk with the reply, and read back without a request (a new agent, no server)
-    fresh = LLMAgent("fake-model", "http://127.0.0.1:9/v1", cache_dir=tmp_path, mode=mode, logprobs=2)
+    fresh = LLMAgent("fake-model", "http://127.0.0.1:9/v1", cache_dir=tmp_path, mode=mode, logprobs=2, prompt=ALFWORLD_PROMPT)
     record = fresh.recorded(CONTEXT)
     assert record["logprobs"] == LOGPROBS and record["text"] == "take pen 1 from desk 1"
     assert fresh.http_requests == 0

@@ -31,7 +31,14 @@ COMMANDS = _commands()
 
 def test_every_command_is_listed():
     assert {"tasks", "tasks generate", "tasks list", "tasks play", "episode", "run", "table", "contrast",
-            "joint", "figures", "fit", "evaluate", "explain", "reproduce", "repair"} == set(COMMANDS)
+            "joint", "figures", "fit", "evaluate", "explain", "reproduce", "repair", "check-env"} == set(COMMANDS)
+
+
+def test_every_command_takes_env():
+    for name, parser in COMMANDS.items():
+        if name == "tasks":
+            continue  # a group: its subcommands take it
+        assert any("--env" in a.option_strings for a in parser._actions), f"cir {name} has no --env"
 
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))

@@ -7,8 +7,9 @@ import math
 
 import pytest
 
-from cir.episode.extractor import builtin_extractors, extract, resolve_extractor
+from cir.episode.extractor import extract
 from cir.episode.transcript import AGENT, Step, Transcript
+from cir.families.registry import builtin_extractors, resolve_extractor
 from cir.util.errors import CirError
 
 

@@ -29,6 +29,7 @@ from support.replay import fake_settings, fake_tasks, make_fake_env
 
 from cir.agents.cache import valid_record
 from cir.agents.llm import LLMAgent
+from cir.families.alfworld.prompts import PROMPT as ALFWORLD_PROMPT  # noqa: E402
 from cir.pairs.episode_record import EpisodeRecord
 from cir.pairs.paired import read_paired, run_table
 from cir.pairs.replay import ReplaySettings
@@ -382,7 +383,7 @@ class LLMFactory:
 
     def __call__(self, spec: str, seed: int = 0) -> LLMAgent:
         return LLMAgent("fake", self.base_url, cache_dir=self.cache, seed=seed, mode="completion",
-                        timeout=0.3, max_retries=4, backoff=0.0)
+                        timeout=0.3, max_retries=4, backoff=0.0, prompt=ALFWORLD_PROMPT)
 
 
 LLM_SETTINGS = ReplaySettings(conditions=("clean", "stale1"), delays=(0, 1), operations=("refresh",),

@@ -13,8 +13,9 @@ import pytest
 from support.fake_openai import FakeOpenAI, Reply  # noqa: E402
 from support.replay import FakeAgent, fake_tasks, make_fake_env  # noqa: E402
 
-from cir.agents.factory import LLMConfig, make_agent  # noqa: E402
+from cir.agents.factory import LLMConfig  # noqa: E402
 from cir.cli import main  # noqa: E402
+from cir.families import make_agent  # noqa: E402
 from cir.pairs.paired import read_paired  # noqa: E402
 from cir.pairs.replay import ReplaySettings  # noqa: E402
 from cir.pairs.run import run_experiment  # noqa: E402

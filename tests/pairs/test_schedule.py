@@ -14,6 +14,7 @@ from support.replay import FakeAgent, fake_tasks, make_fake_env
 
 from cir.agents.limits import Limiter
 from cir.agents.llm import LLMAgent
+from cir.families.alfworld.prompts import PROMPT as ALFWORLD_PROMPT  # noqa: E402
 from cir.pairs.replay import ReplaySettings, run_task_pairs
 from cir.pairs.schedule import JobPool, check_concurrency, run_fork, run_tasks
 from cir.util.errors import CirError
@@ -40,7 +41,7 @@ def fake_answer(path, body, attempt):
 
 def llm(server: FakeOpenAI, **kw) -> LLMAgent:
     kw.setdefault("backoff", 0.0)
-    return LLMAgent("fake", server.base_url, mode="completion", **kw)
+    return LLMAgent("fake", server.base_url, mode="completion", **kw, prompt=ALFWORLD_PROMPT)
 
 
 # -- the built-in-like fake agent and env --------------------------------------------------------
@@ -313,5 +314,5 @@ def test_usage_is_kept_with_the_cached_reply_and_summed(tmp_path):
     assert (stats["prompt_tokens"], stats["completion_tokens"], stats["cached_prompt_tokens"],
             stats["replies_with_usage"]) == (120, 4, 96, 1)
     # a new agent reads the usage back from disk with the reply
-    assert LLMAgent("fake", server.base_url, cache_dir=tmp_path, mode="completion").recorded(context)["usage"] \
+    assert LLMAgent("fake", server.base_url, cache_dir=tmp_path, mode="completion", prompt=ALFWORLD_PROMPT).recorded(context)["usage"] \
         == agent.recorded(context)["usage"]

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.mark.parametrize("condition", ["clean", "stale2"])
 def test_live_router_decisions_match_offline(tmp_path: Path, condition: str) -> None:
-    from cir.agents.factory import make_agent
+    from cir.families import make_agent
     from cir.families.alfworld.env import AlfworldEnv
     from cir.families.alfworld.generate import generate_split
     from cir.families.alfworld.tasks import load_tasks

@@ -89,7 +89,7 @@ def test_folder_needs_one_fit_and_one_eval_cohort_sharing_no_layout(tmp_path: Pa
     # train and valid_seen tasks are drawn from the same room layouts: refused
     (tmp_path / "a.toml").write_text(GOOD.replace('"effects"', '"train"').replace("valid_unseen", "train")
                                      + 'fit_cir = "all"\n')
-    with pytest.raises(CirError, match="share room layouts"):
+    with pytest.raises(CirError, match="share layouts"):
         load_experiments(tmp_path)
     (tmp_path / "a.toml").write_text(GOOD + 'fit_cir = "some"\n')
     with pytest.raises(CirError, match="fit_cir"):

@@ -13,12 +13,14 @@ NOTEBOOK = Path(__file__).resolve().parents[2] / "experiments" / "analysis.ipynb
 
 
 @pytest.mark.notebook
-def test_analysis_notebook_executes():
+def test_analysis_notebook_executes(monkeypatch):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
     out = os.environ.get("CIR_OUT")
     if not out or not (Path(out) / "report.md").exists():
         pytest.fail("set CIR_OUT to the output folder of `cir reproduce --quick --out DIR`")
+    # the kernel runs in experiments/: a relative CIR_OUT means this folder's, not the kernel's
+    monkeypatch.setenv("CIR_OUT", str(Path(out).resolve()))
     nb = nbformat.read(NOTEBOOK, as_version=4)
     client = nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",
                                      resources={"metadata": {"path": str(NOTEBOOK.parent)}})

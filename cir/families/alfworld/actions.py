@@ -14,8 +14,8 @@ record it.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
+from cir.agents.prompt import ParsedAction
 from cir.episode.protocol import THINK_PREFIX
 from cir.families.alfworld.text import format_action
 from cir.families.alfworld.text import parse_action as parse_command
@@ -46,15 +46,6 @@ _RULES: list[tuple[re.Pattern[str], str | None]] = [
     (re.compile(rf"^(?:examine|inspect|look at|check) {_OBJ}$"), "examine"),
     (re.compile(r"^(?:look|look around)$"), "look"),
 ]
-
-
-@dataclass(frozen=True)
-class ParsedAction:
-    """The action to send, whether it matched a known command, and the raw reply."""
-
-    action: str
-    ok: bool
-    raw: str
 
 
 def _first_line(text: str) -> str:

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import re
 
+from cir.agents.prompt import LLMPrompt
 from cir.episode.protocol import NOTHING_HAPPENS, THINK_ACK, THINK_PREFIX
+from cir.families.alfworld.actions import parse_action
 from cir.families.alfworld.text import GOAL_PREFIX
 
 PROMPT_VERSION = "cir-react-3"
@@ -304,43 +306,21 @@ def task_type(task_text: str) -> str:
     return "pick_and_place_simple"
 
 
-def _merge_same_role(messages: list[dict[str, str]]) -> list[dict[str, str]]:
-    """Join consecutive messages of one role (harness notes follow observations)."""
-    merged: list[dict[str, str]] = []
-    for msg in messages:
-        if merged and merged[-1]["role"] == msg["role"]:
-            merged[-1] = {"role": msg["role"], "content": merged[-1]["content"] + "\n" + msg["content"]}
-        else:
-            merged.append({"role": msg["role"], "content": msg["content"]})
-    return merged
+def examples_for(task_text: str) -> tuple[str, str]:
+    """The two worked examples of the task's type."""
+    return EXAMPLES[task_type(task_text)]
+
+
+#: ALFWorld's prompt for the LLM agent (:class:`cir.agents.prompt.LLMPrompt`): the ReAct
+#: instructions, two examples of the task's type, and the reply parser of :mod:`.actions`.
+PROMPT = LLMPrompt(version=PROMPT_VERSION, instructions=INSTRUCTIONS, examples=examples_for, parse=parse_action)
 
 
 def completion_prompt(context: list[dict[str, str]]) -> str:
-    """A plain-completion ReAct prompt ending in ``>`` (the model writes the next command).
-
-    The episode is rendered as the examples are: the agent's replies as ``> reply`` lines,
-    everything the agent was shown as plain lines.
-    """
-    task_text = context[0]["content"] if context else ""
-    first, second = EXAMPLES[task_type(task_text)]
-    lines = [INSTRUCTIONS, "", "Here are two examples.", "", first, "", second, "",
-             "Here is your task.", ""]
-    for msg in context:
-        if msg["role"] == "assistant":
-            lines.append(f"> {msg['content'].strip()}")
-        else:
-            lines.append(msg["content"].strip())
-    # No space after ">": the model's tokenizer joins it with the first word (" go", " think"),
-    # and a prompt ending in a bare space made SmolLM2 answer with a newline (an empty reply).
-    return "\n".join(lines) + "\n>"
+    """ALFWorld's plain-completion ReAct prompt (:meth:`LLMPrompt.completion_prompt`)."""
+    return PROMPT.completion_prompt(context)
 
 
 def chat_messages(context: list[dict[str, str]]) -> list[dict[str, str]]:
-    """Chat messages: a system message with instructions and the examples, then the context."""
-    task_text = context[0]["content"] if context else ""
-    first, second = EXAMPLES[task_type(task_text)]
-    system = (
-        f"{INSTRUCTIONS}\nReply with the next command only, one line, no explanation.\n\n"
-        f"Here are two examples (lines starting with > are your commands).\n\n{first}\n\n{second}"
-    )
-    return [{"role": "system", "content": system}, *_merge_same_role(context)]
+    """ALFWorld's chat messages (:meth:`LLMPrompt.chat_messages`)."""
+    return PROMPT.chat_messages(context)

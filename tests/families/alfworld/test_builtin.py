@@ -372,7 +372,7 @@ def test_replan_and_ablated_messages_get_a_reply():
 
 
 def test_factory_builds_profiles():
-    from cir.agents.factory import make_agent
+    from cir.families import make_agent
 
     assert make_agent("builtin:weak").name == "builtin:weak"
     assert make_agent("builtin").name == "builtin:default"

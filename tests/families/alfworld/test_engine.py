@@ -89,7 +89,7 @@ def test_text_identical_on_random_walks_of_all_task_types(six: list[TaskRef]) ->
 
 def test_episodes_identical_with_and_without_savings(six: list[TaskRef]) -> None:
     """A paired grid of the built-in agent: the same rows and episodes, byte for byte."""
-    from cir.agents.factory import make_agent
+    from cir.families import make_agent
     from cir.pairs.replay import ReplaySettings, run_task_pairs
 
     settings = ReplaySettings(conditions=("clean", "stale2"), delays=(0, 2))
@@ -258,7 +258,7 @@ def test_savings_setting_is_checked(six: list[TaskRef]) -> None:
 @pytest.mark.slow
 def test_text_identical_exhaustive(tmp_path: Path) -> None:
     """12 tasks (two of each type) on long walks, both snapshot modes; grids of three."""
-    from cir.agents.factory import make_agent
+    from cir.families import make_agent
     from cir.pairs.replay import ReplaySettings, run_task_pairs
 
     generate_split(tmp_path, "valid_unseen", 12, 1, progress=False)

@@ -12,7 +12,7 @@ import threading
 import pytest
 from support.fake_openai import FakeOpenAI, alfworld_answer
 
-from cir.agents.factory import make_agent
+from cir.families import make_agent
 from cir.families.alfworld.env import AlfworldEnv
 from cir.families.alfworld.generate import generate_split
 from cir.families.alfworld.tasks import load_tasks
