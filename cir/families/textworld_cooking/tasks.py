@@ -11,7 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cir.families.textworld_cooking.generate import MANIFEST_FILE, MANIFEST_VERSION, SPLITS, task_type_of
+from cir.families.textworld_cooking.generate import (
+    MANIFEST_FILE,
+    MANIFEST_VERSION,
+    SPLITS,
+    task_type_of,
+)
 from cir.util.errors import CirError
 from cir.util.files import read_json
 
@@ -35,22 +40,31 @@ class CookingTask:
 
 
 def load_tasks(source: str | Path, split: str | None = None) -> list[CookingTask]:
-    """The tasks of a generated folder (its manifest; ``split`` keeps one), or of one ``.z8`` file."""
+    """The tasks under ``source``, sorted by id: a folder of :func:`.generate.generate_split`
+    (``FOLDER/SPLIT/manifest.json``; ``split`` keeps one), one split folder, or one ``.z8`` file."""
     path = Path(source)
     if split is not None and split not in SPLITS:
         raise CirError(f"split {split!r}: expected one of {', '.join(SPLITS)}")
     if path.is_file() and path.suffix == ".z8":
         return [_single(path)]
-    manifest = path / MANIFEST_FILE
-    if not manifest.is_file():
-        raise CirError(f"{path}: no {MANIFEST_FILE} (expected a folder of generate_tasks, or a .z8 game)")
+    if (path / MANIFEST_FILE).is_file():
+        manifests = [path / MANIFEST_FILE]
+    else:
+        manifests = [path / s / MANIFEST_FILE for s in SPLITS if (path / s / MANIFEST_FILE).is_file()]
+    if not manifests:
+        raise CirError(f"{path}: no {MANIFEST_FILE} in it or in its split folders "
+                       f"({', '.join(SPLITS)}); expected a folder of generated cooking games, or a .z8 game")
+    tasks = [t for m in manifests for t in _manifest(m)]
+    return sorted(t for t in tasks if split is None or t.split == split)
+
+
+def _manifest(manifest: Path) -> list[CookingTask]:
     data = read_json(manifest, "cooking manifest", strict=True)
     if not isinstance(data, dict) or data.get("family") != "textworld-cooking" or not isinstance(data.get("tasks"), list):
         raise CirError(f"{manifest}: not a textworld-cooking manifest (expected 'family' and a 'tasks' list)")
     if data.get("version") != MANIFEST_VERSION:
         raise CirError(f"{manifest}: manifest version {data.get('version')!r}; expected {MANIFEST_VERSION}")
-    tasks = [_row(manifest, path, i, row) for i, row in enumerate(data["tasks"])]
-    return [t for t in tasks if split is None or t.split == split]
+    return [_row(manifest, manifest.parent, i, row) for i, row in enumerate(data["tasks"])]
 
 
 def _row(manifest: Path, root: Path, i: int, row: Any) -> CookingTask:

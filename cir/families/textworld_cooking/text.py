@@ -175,3 +175,57 @@ def inventory_items(text: str) -> list[str] | None:
         if part:
             out.append(part)
     return out
+
+
+# -- does a text answer a command? (the agent and the features ask the same question) ----------------------
+STATE_WORDS = ("raw", "sliced", "diced", "chopped", "fried", "roasted", "grilled", "burned")
+DONE_BY_WORD = {"sliced": "slice", "diced": "dice", "chopped": "chop", "fried": "fry", "roasted": "roast",
+                 "grilled": "grill"}
+COOKED = re.compile(r"^You (fried|roasted|grilled) the (.+?)\.", re.IGNORECASE)
+_CUT = re.compile(r"^You (slice|dice|chop) the (.+?)\.", re.IGNORECASE)
+_ALREADY_CUT = re.compile(r"^The (.+?) is already (sliced|diced|chopped)", re.IGNORECASE)
+_TAKEN = re.compile(r"^You (?:take|pick up) the (.+?) from", re.IGNORECASE)
+
+
+def base_name(phrase: str) -> str:
+    """An item without the game's state words (``sliced raw pork chop`` -> ``pork chop``)."""
+    words = phrase.lower().split()
+    while words and words[0] in STATE_WORDS:
+        words = words[1:]
+    return " ".join(words)
+
+
+def command_verb(cmd: str) -> str:
+    word = cmd.split()[0] if cmd.split() else ""
+    return {"slice": "cut", "dice": "cut", "chop": "cut", "examine": "examine", "i": "inventory"}.get(word, word)
+
+
+def command_object(cmd: str) -> str:
+    """The object of a command (``cook red potato with stove`` -> ``red potato``)."""
+    words = cmd.split(maxsplit=1)
+    rest = words[1] if len(words) > 1 else ""
+    return re.split(r" (?:with|from) ", rest)[0].strip()
+
+
+def answers(verb: str, cmd: str, text: str) -> bool:
+    """Whether ``text`` answers ``cmd`` (a text of another command, or none, does not)."""
+    obj = command_object(cmd)
+    if verb in ("go", "look"):
+        return room_of(text) is not None
+    if verb == "take":
+        taken = _TAKEN.match(text)
+        return bool(taken and base_name(taken.group(1)) == obj) or text.startswith("You already have that")
+    if verb == "cook":
+        cooked = COOKED.match(text)
+        return bool(cooked and cooked.group(2).lower() == obj)
+    if verb == "cut":
+        cut, already = _CUT.match(text), _ALREADY_CUT.match(text)
+        return bool((cut and cut.group(2).lower() == obj) or (already and already.group(1).lower() == obj))
+    if verb == "examine":
+        return read_recipe(text) is not None
+    if verb == "inventory":
+        return inventory_items(text) is not None
+    prefixes = {"prepare": "Adding the meal", "eat": "You eat the meal", "open": "You open", "drop": "You drop"}
+    return verb in prefixes and text.startswith(prefixes[verb])
+
+

@@ -18,8 +18,14 @@ from cir.episode.perturb import MISSING_TEXT
 from cir.episode.protocol import ABLATED_TEXT, REFRESH_PREFIX, REWIND_HEADER
 from cir.families.textworld_cooking.agent.mechanisms import Draws, Fired
 from cir.families.textworld_cooking.text import (
+    COOKED,
+    DONE_BY_WORD,
     Recipe,
+    answers,
+    base_name,
     closed_doors,
+    command_object,
+    command_verb,
     exits,
     failed,
     inventory_items,
@@ -29,23 +35,8 @@ from cir.families.textworld_cooking.text import (
 )
 
 OPPOSITE = {"north": "south", "south": "north", "east": "west", "west": "east"}
-STATE_WORDS = ("raw", "sliced", "diced", "chopped", "fried", "roasted", "grilled", "burned")
-_DONE_BY_WORD = {"sliced": "slice", "diced": "dice", "chopped": "chop", "fried": "fry", "roasted": "roast",
-                 "grilled": "grill"}
-_COOKED = re.compile(r"^You (fried|roasted|grilled) the (.+?)\.", re.IGNORECASE)
-_CUT = re.compile(r"^You (slice|dice|chop) the (.+?)\.", re.IGNORECASE)
-_ALREADY_CUT = re.compile(r"^The (.+?) is already (sliced|diced|chopped)", re.IGNORECASE)
-_TAKEN = re.compile(r"^You (?:take|pick up) the (.+?) from", re.IGNORECASE)
 DEAD = "-"  # an exit it takes for a dead end
 _EXITS_LINE = re.compile(r"\b(?:north|south|east|west)\b")
-
-
-def base_name(phrase: str) -> str:
-    """An item without the game's state words (``sliced raw pork chop`` -> ``pork chop``)."""
-    words = phrase.lower().split()
-    while words and words[0] in STATE_WORDS:
-        words = words[1:]
-    return " ".join(words)
 
 
 @dataclass
@@ -138,53 +129,19 @@ def _read_inventory(b: Beliefs, items: list[str]) -> None:
         name = base_name(phrase)
         held.add(name)
         for word in phrase.split():
-            if word in _DONE_BY_WORD:
-                done.add((_DONE_BY_WORD[word], name))
+            if word in DONE_BY_WORD:
+                done.add((DONE_BY_WORD[word], name))
     b.held, b.done = frozenset(held), frozenset(done)
     b.meal = "meal" in held
 
 
-def _verb(cmd: str) -> str:
-    word = cmd.split()[0] if cmd.split() else ""
-    return {"slice": "cut", "dice": "cut", "chop": "cut", "examine": "examine", "i": "inventory"}.get(word, word)
-
-
-def _object(cmd: str) -> str:
-    """The object of a command (``cook red potato with stove`` -> ``red potato``)."""
-    words = cmd.split(maxsplit=1)
-    rest = words[1] if len(words) > 1 else ""
-    return re.split(r" (?:with|from) ", rest)[0].strip()
-
-
-def _answers(verb: str, cmd: str, text: str) -> bool:
-    """Whether ``text`` answers ``cmd`` (a text of another command, or none, does not)."""
-    obj = _object(cmd)
-    if verb in ("go", "look"):
-        return room_of(text) is not None
-    if verb == "take":
-        taken = _TAKEN.match(text)
-        return bool(taken and base_name(taken.group(1)) == obj) or text.startswith("You already have that")
-    if verb == "cook":
-        cooked = _COOKED.match(text)
-        return bool(cooked and cooked.group(2).lower() == obj)
-    if verb == "cut":
-        cut, already = _CUT.match(text), _ALREADY_CUT.match(text)
-        return bool((cut and cut.group(2).lower() == obj) or (already and already.group(1).lower() == obj))
-    if verb == "examine":
-        return read_recipe(text) is not None
-    if verb == "inventory":
-        return inventory_items(text) is not None
-    prefixes = {"prepare": "Adding the meal", "eat": "You eat the meal", "open": "You open", "drop": "You drop"}
-    return verb in prefixes and text.startswith(prefixes[verb])
-
-
 def _apply(b: Beliefs, verb: str, cmd: str, text: str) -> None:
     """What an answered command did."""
-    obj = _object(cmd)
+    obj = command_object(cmd)
     if verb == "take":
         _take(b, obj)
     elif verb == "cook":
-        cooked = _COOKED.match(text)
+        cooked = COOKED.match(text)
         word = {"fried": "fry", "roasted": "roast", "grilled": "grill"}[cooked.group(1).lower()] if cooked else ""
         b.done = b.done | {(word, obj)}
     elif verb == "cut":
@@ -211,7 +168,7 @@ _MISLEAD = {"go": "stale_location", "take": "hidden_take", "cook": "hidden_cook"
 def _observation(b: Beliefs, cmd: str, text: str, draws: Draws, params: dict[str, float]) -> list[Fired]:
     """The answer to its command ``cmd``: believed, or misleading it, or checked."""
     fired: list[Fired] = []
-    verb = _verb(cmd)
+    verb = command_verb(cmd)
     b.last_step = None
     if room_of(text) is not None:  # a room description: believed, whatever the command was
         before = b.room
@@ -226,7 +183,7 @@ def _observation(b: Beliefs, cmd: str, text: str, draws: Draws, params: dict[str
         if b.doubt and b.doubt[0] == "go":
             b.doubt = None
         return fired
-    if _answers(verb, cmd, text):
+    if answers(verb, cmd, text):
         _apply(b, verb, cmd, text)
         b.last_step = (verb, cmd) if verb in ("take", "cook", "cut") else None
         if b.doubt and verb == "inventory":
@@ -234,7 +191,7 @@ def _observation(b: Beliefs, cmd: str, text: str, draws: Draws, params: dict[str
         return fired
     if failed(text):
         if verb == "take":  # not here after all
-            b.lose(b.room, _object(cmd))
+            b.lose(b.room, command_object(cmd))
         if draws.chance("reground", params["reground"], cmd, b.sent[cmd]):
             b.pending = ("look",)
             fired.append(Fired("reground", cmd))
@@ -249,7 +206,7 @@ def _observation(b: Beliefs, cmd: str, text: str, draws: Draws, params: dict[str
         if verb == "go" and b.room is not None:
             b.edges[(b.room, cmd.split()[-1])] = DEAD
         elif verb == "take":
-            b.lose(b.room, _object(cmd))
+            b.lose(b.room, command_object(cmd))
         return fired
     b.pending = ("look",) if verb in ("go", "look", "open") else ("inventory",)
     fired.append(Fired("reground", cmd))
@@ -300,9 +257,9 @@ def _harness(b: Beliefs, text: str, draws: Draws, params: dict[str, float]) -> l
         verb, cmd = b.last_step
         fired.append(Fired("over_correct", cmd))
         if verb in ("cook", "cut"):
-            b.done = frozenset(d for d in b.done if d[1] != _object(cmd) or _verb_of(d[0]) != verb)
+            b.done = frozenset(d for d in b.done if d[1] != command_object(cmd) or _verb_of(d[0]) != verb)
         elif verb == "take":
-            b.pending = (f"drop {_object(cmd)}",)
+            b.pending = (f"drop {command_object(cmd)}",)
         b.last_step = None
         return fired
     progress = len(b.held) + len(b.done)
