@@ -24,13 +24,17 @@ _PROMPT = re.compile(r"\n>[^\n]*$")
 _RESTART = re.compile(r"\s*Would you like to RESTART, RESTORE a saved game, QUIT or UNDO the last command\?\s*$")
 _OBJECTIVE = re.compile(r"You are hungry!.*?enjoy your meal!", re.DOTALL)
 _SPACES = re.compile(r"\n{3,}")
+#: the end text counts the turns taken; a refresh is a turn, and the count is not what was achieved
+_TURNS = re.compile(r"(You scored \d+ out of a possible \d+), in \d+ turns?\.")
 
 
 def clean(raw: str) -> str:
-    """The game's words in an interpreter answer: no banner, prompt line or status bar."""
+    """The game's words in an interpreter answer: no banner, prompt line, status bar, restart
+    question or turn count (the status bar and the end text count moves, which a refresh adds to)."""
     text = raw.replace("\r", "")
     text = _PROMPT.sub("", text)
     text = _RESTART.sub("", text)
+    text = _TURNS.sub(r"\1.", text)
     objective = _OBJECTIVE.search(text)
     if objective:  # the intro: drop the ASCII-art banner before the objective
         text = text[objective.start():]
