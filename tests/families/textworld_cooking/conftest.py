@@ -15,6 +15,12 @@ SEED = 7
 
 
 @pytest.fixture(scope="session")
+def cooking_spec():
+    """(seed, settings) of the shared games."""
+    return SEED, dict(SETTINGS)
+
+
+@pytest.fixture(scope="session")
 def cooking_root(request: pytest.FixtureRequest):
     import textworld
 

@@ -54,6 +54,7 @@ class Beliefs:
     held: frozenset[str] = frozenset()
     done: frozenset[tuple[str, str]] = frozenset()  # (direction verb, ingredient)
     meal: bool = False
+    looked_in_hands: bool = False  # it has read an inventory (what it starts with is only said there)
     replan: bool = False  # it wants to read the cookbook again
     pending: tuple[str, ...] = ()  # commands it decided to send next
     doubt: tuple[str, str] | None = None  # (verb, command) of a step whose text did not answer it
@@ -132,7 +133,7 @@ def _read_inventory(b: Beliefs, items: list[str]) -> None:
             if word in DONE_BY_WORD:
                 done.add((DONE_BY_WORD[word], name))
     b.held, b.done = frozenset(held), frozenset(done)
-    b.meal = "meal" in held
+    b.meal, b.looked_in_hands = "meal" in held, True
 
 
 def _apply(b: Beliefs, verb: str, cmd: str, text: str) -> None:

@@ -1,6 +1,7 @@
 """The cooking agent's next command from its beliefs: read the cookbook, gather, prepare, eat.
 
-In order: a command it decided on while reading (a check, a redo); ``eat meal`` once it
+In order: a command it decided on while reading (a check, a redo); ``inventory`` first
+(some ingredients are in its hands from the start, and only an inventory says so); ``eat meal`` once it
 holds the meal; the cookbook in the kitchen while it knows no recipe (or wants to re-read
 it); each ingredient, taken where it saw it or searched for room by room; each direction
 of the recipe (the knife for cutting, the appliance for cooking, where it saw them); then
@@ -33,6 +34,8 @@ class Decider:
         b = self.b
         if b.pending:
             return b.pending[0]
+        if not b.looked_in_hands:  # some ingredients are in its hands from the start
+            return "inventory"
         if b.meal:
             return "eat meal"
         if b.recipe is None or b.replan:
