@@ -6,7 +6,12 @@ import json
 
 import pytest
 
-from cir.families.textworld_cooking.generate import CookingSettings, game_seed, generate_split, generate_tasks
+from cir.families.textworld_cooking.generate import (
+    CookingSettings,
+    game_seed,
+    generate_split,
+    generate_tasks,
+)
 from cir.families.textworld_cooking.tasks import load_tasks
 from cir.util.errors import CirError, SettingError
 
