@@ -135,15 +135,22 @@ def paired_study(out: Path, valid: list, test: list, jobs: int) -> dict:
 
 
 def divergences(run_dir: Path) -> dict:
-    """Diverging pairs of the run and how many no divergence mechanism of the agent explains."""
-    from cir.stats.explain import explain_run
+    """Diverging pairs of a run and how many no divergence mechanism of the cooking agent explains
+    (``cir explain``'s first divergence, with the family's mechanisms instead of ALFWorld's)."""
+    from cir.stats.explain import iter_pair_explanations
 
-    table = explain_run(run_dir)
-    diverged = table[table["diverged"]]
-    # the cooking agent's own divergence mechanisms (explain_run reads ALFWorld's until the family wiring)
-    ours = diverged["mechanisms"].map(lambda ms: [m for m in ms.split(",") if m in DIVERGENCE_MECHANISMS])
-    return {"pairs": len(table), "diverged": len(diverged), "unexplained": int((ours.map(len) == 0).sum()),
-            "by_mechanism": dict(collections.Counter(m for ms in ours for m in ms))}
+    pairs = diverged = unexplained = 0
+    by_mechanism: collections.Counter = collections.Counter()
+    for ex in iter_pair_explanations(run_dir):
+        pairs += 1
+        if not ex.diverged or ex.branch is None:
+            continue
+        diverged += 1
+        names = {e.mechanism for e in ex.branch.trace
+                 if e.mechanism in DIVERGENCE_MECHANISMS and ex.branch_step <= e.at <= ex.divergence}
+        unexplained += not names
+        by_mechanism.update(names)
+    return {"pairs": pairs, "diverged": diverged, "unexplained": unexplained, "by_mechanism": dict(by_mechanism)}
 
 
 def main() -> None:

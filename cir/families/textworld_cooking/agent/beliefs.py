@@ -248,7 +248,16 @@ def _harness(b: Beliefs, text: str, draws: Draws, params: dict[str, float]) -> l
                 if b.doubt and b.doubt[0] == "go":
                     b.doubt = None
         elif shown is not None:
+            wanted = (*(b.recipe.ingredients if b.recipe else ()), "knife", "stove", "oven", "bbq", "cookbook")
+            before = {i for i in wanted if b.has(shown, i)}
+            kept = (b.seen.get(shown, ""), b.absent, b.exits.get(shown, ()), dict(b.doors))
             _read_room(b, body, arrived=False, draws=None, params=None, fired=None)
+            now = {i for i in wanted if b.has(shown, i)}
+            if now != before:  # the room holds other things than it believed
+                if draws.chance("refresh_reread", params["refresh_reread"], shown, n):
+                    fired.append(Fired("refresh_reread", f"{shown}: now {sorted(now)}, not {sorted(before)}"))
+                else:
+                    b.seen[shown], b.absent, b.exits[shown], b.doors = kept
     if b.doubt is not None and draws.chance("harness_recheck", params["harness_recheck"] * invite, b.doubt[1], n):
         fired.append(Fired("harness_recheck", b.doubt[1]))
         b.pending = ("look",) if b.doubt[0] == "go" else ("inventory",)

@@ -55,6 +55,9 @@ _ALL = (
     Mechanism("refresh_correction", "rescue", "refresh_correction",
               "a refreshed text names another room than it believes it is in: it corrects where it is and reads "
               "the room again"),
+    Mechanism("refresh_reread", "rescue", "refresh_reread",
+              "a refreshed text of the room it believes it is in names other things than it believed there: it "
+              "believes the text (an overlooked ingredient is seen again; one it took unawares is taken for gone)"),
     Mechanism("over_correct", "harm", "over_correct",
               "a harness message makes it doubt its last, right step and redo it: cooks again what it just "
               "cooked (it burns: lost), or puts back and retakes what it just took"),
