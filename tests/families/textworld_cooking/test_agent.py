@@ -62,8 +62,12 @@ def test_a_hidden_cook_misleads_it_into_cooking_again():
 def test_a_harness_message_rescues_the_doubted_step():
     context = _context(*COOKED, "cook red potato with stove", MISSING_TEXT,
                        None, f"{REFRESH_PREFIX} {INTRO.split(chr(10) * 2, 1)[1]}")
-    assert _reply(context, hidden_cook=1.0, harness_recheck=1.0) == ("inventory", ["harness_recheck"])
-    assert _reply(context, hidden_cook=1.0, harness_recheck=0.0, over_correct=0.0, interruption=0.0)[0] == \
+    assert _reply(context, hidden_cook=1.0, harness_recheck=1.0, refresh_reread=0.0) == ("inventory", ["harness_recheck"])
+    # the refreshed kitchen still names the potato it took: believed, it is in the room again
+    assert _reply(context, hidden_cook=1.0, harness_recheck=1.0, refresh_reread=1.0)[1] == \
+        ["refresh_reread", "harness_recheck"]
+    assert _reply(context, hidden_cook=1.0, harness_recheck=0.0, over_correct=0.0, interruption=0.0,
+                  refresh_reread=0.0)[0] == \
         "cook red potato with stove"
 
 
