@@ -42,12 +42,6 @@ def clean(raw: str) -> str:
     return _SPACES.sub("\n\n", text).strip()
 
 
-def objective(intro: str) -> str:
-    """The objective sentence(s) of a cleaned intro ('' when there are none)."""
-    match = _OBJECTIVE.search(intro)
-    return match.group(0) if match else ""
-
-
 def room_of(text: str) -> str | None:
     """The room a text describes (its ``-= Room =-`` header, lower-cased), or None."""
     match = _ROOM.search(text)
@@ -127,11 +121,6 @@ DIRECTION_VERBS: dict[str, tuple[str, str]] = {
     "slice": ("slice", "knife"), "dice": ("dice", "knife"), "chop": ("chop", "knife"),
     "fry": ("cook", "stove"), "roast": ("cook", "oven"), "grill": ("cook", "bbq"),
 }
-#: the state word the game uses once a direction is done
-DONE_WORDS: dict[str, str] = {"slice": "sliced", "dice": "diced", "chop": "chopped",
-                              "fry": "fried", "roast": "roasted", "grill": "grilled"}
-
-
 def parse_direction(direction: str) -> tuple[str, str] | None:
     """``('dice', 'block of cheese')`` for ``dice the block of cheese``; None for ``prepare meal``."""
     match = re.match(r"^(slice|dice|chop|fry|roast|grill) (?:the )?(.+)$", direction.strip().lower())
@@ -139,16 +128,6 @@ def parse_direction(direction: str) -> tuple[str, str] | None:
 
 
 # -- the answers to a cook's commands --------------------------------------------------------------------
-#: the start of the game's answer when a command did what it said
-SUCCESS_PATTERNS: dict[str, re.Pattern[str]] = {
-    "take": re.compile(r"^(?:You take|You pick up)", re.IGNORECASE),
-    "cook": re.compile(r"^You (?:fried|roasted|grilled)", re.IGNORECASE),
-    "cut": re.compile(r"^You (?:slice|dice|chop)", re.IGNORECASE),
-    "prepare": re.compile(r"^Adding the meal to your inventory", re.IGNORECASE),
-    "eat": re.compile(r"^You eat the meal", re.IGNORECASE),
-    "open": re.compile(r"^You open", re.IGNORECASE),
-    "drop": re.compile(r"^You drop", re.IGNORECASE),
-}
 _FAILURE = re.compile(
     r"^(?:You can't|You can only|That's not|You need|You don't|You haven't|I only understood|"
     r"You're not|You'll have to|There is no|You see no|That doesn't|You are not|Nothing happens|"
@@ -158,11 +137,6 @@ _FAILURE = re.compile(
 def failed(text: str) -> bool:
     """Whether the game refused the command (its usual wording for a command that did nothing)."""
     return bool(_FAILURE.search(text.strip()))
-
-
-def burned(text: str) -> bool:
-    """Whether the answer says an ingredient burned (cooked twice: the game is lost)."""
-    return "You burned the" in text
 
 
 def inventory_items(text: str) -> list[str] | None:
