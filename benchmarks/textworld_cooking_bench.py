@@ -121,7 +121,7 @@ def paired_study(out: Path, valid: list, test: list, jobs: int) -> dict:
     report["effects"] = effects[["operation", "condition", "delay", "n", "rescues", "harms", "effect_pp",
                                  "ci_low_pp", "ci_high_pp"]].round(1).to_dict(orient="records")
     fit = tables["valid"][tables["valid"]["operation"] == "refresh"]
-    policy = CIRPolicy(extractor=COOKING_FEATURES, seed=0).fit(fit[fit["factual_success"]])
+    policy = CIRPolicy(extractor=COOKING_FEATURES, seed=0).fit(fit[fit["factual_success"].astype(bool)])
     router = policy.to_router(max_turns=replay.max_turns, max_actions=replay.max_actions)
     router.save(out / "cooking-router.json")
     held_out = tables["test"][tables["test"]["operation"] == "refresh"]

@@ -183,6 +183,8 @@ def _observation(b: Beliefs, cmd: str, text: str, draws: Draws, params: dict[str
         b.last_step = (verb, cmd) if verb == "go" else None
         if b.doubt and b.doubt[0] == "go":
             b.doubt = None
+        if verb in ("take", "cook", "cut"):  # a room where its command's answer was due: unsure of it
+            b.doubt = (verb, cmd)
         return fired
     if answers(verb, cmd, text):
         _apply(b, verb, cmd, text)
@@ -241,6 +243,14 @@ def _harness(b: Beliefs, text: str, draws: Draws, params: dict[str, float]) -> l
     if kind == "refresh":
         body = text[len(REFRESH_PREFIX):].strip()
         shown = room_of(body)
+        if (shown is not None and shown == b.room and b.doubt is not None and b.doubt[0] == "take"
+                and command_object(b.doubt[1]) not in b.held
+                and not re.search(rf"\b{re.escape(command_object(b.doubt[1]))}\b", body.lower())
+                and draws.chance("refresh_correction", params["refresh_correction"], b.doubt[1], n)):
+            item = command_object(b.doubt[1])  # gone from where it took it: in its hands
+            fired.append(Fired("refresh_correction", f"holds {item}"))
+            _take(b, item)
+            b.doubt = None
         if shown is not None and shown != b.room:
             if draws.chance("refresh_correction", params["refresh_correction"], shown, n):
                 fired.append(Fired("refresh_correction", f"in {shown}, not {b.room}"))

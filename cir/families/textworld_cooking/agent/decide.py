@@ -98,13 +98,16 @@ class Decider:
         return [d for d in self.b.exits.get(room, ()) if (room, d) not in self.b.edges]
 
     def _explore(self) -> str:
-        """The nearest exit it has not taken; else back to the room it has seen least."""
+        """The nearest exit it has not taken; else (once more) a look in its hands; else back to
+        the room it has seen least."""
         b = self.b
         if b.room is not None and self._untried(b.room):
             return self._step(self._untried(b.room)[0])
         found = self._path_first(lambda room: bool(self._untried(room)))
         if found:
             return self._step(found[1])
+        if b.sent["inventory"] < 2:  # searched everywhere: perhaps it holds it already
+            return "inventory"
         others = sorted((b.visits[r], r) for r in b.seen if r != b.room)
         for _visits, room in others:
             path = self._path_first(lambda r, room=room: r == room)

@@ -53,8 +53,8 @@ _ALL = (
               "a harness message makes it re-check the step it is least sure of (one whose text did not answer "
               "it) with inventory or look"),
     Mechanism("refresh_correction", "rescue", "refresh_correction",
-              "a refreshed text names another room than it believes it is in: it corrects where it is and reads "
-              "the room again"),
+              "a refreshed text contradicts it: it names another room than it believes it is in (it corrects where "
+              "it is), or no longer names what it tried to take unanswered (it takes it to be in its hands)"),
     Mechanism("refresh_reread", "rescue", "refresh_reread",
               "a refreshed text of the room it believes it is in names other things than it believed there: it "
               "believes the text (an overlooked ingredient is seen again; one it took unawares is taken for gone)"),
