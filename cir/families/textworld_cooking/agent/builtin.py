@@ -35,7 +35,7 @@ INVITE = {"invite_replan": 1.0, "invite_refresh": 0.6, "invite_query": 0.6, "inv
 
 #: the chance of each mechanism (set on the calibration cohort; PARAMETERS says what each means)
 DEFAULTS: dict[str, float] = {
-    "overlook": 0.15, "wrong_tool": 0.04, "reground": 0.5,
+    "overlook": 0.15, "wrong_tool": 0.04, "reground": 0.5, "self_check": 0.25,
     "stale_location": 0.8, "hidden_take": 0.8, "hidden_cook": 0.8, "hidden_cut": 0.8, "missing_text": 0.8,
     "harness_recheck": 0.8, "refresh_correction": 0.9, "refresh_reread": 0.9, "over_correct": 0.25, "interruption": 0.3,
     **INVITE,

@@ -7,7 +7,7 @@ it); each ingredient, taken where it saw it or searched for room by room; each d
 of the recipe (the knife for cutting, the appliance for cooking, where it saw them); then
 ``prepare meal`` in the kitchen. It moves along the exits it knows (a breadth-first path,
 opening a closed door on the way) and explores the nearest exit it has not taken. Only
-``wrong_tool`` is drawn here; everything else fired while reading (:mod:`.beliefs`).
+``wrong_tool`` and ``self_check`` are drawn here; everything else fired while reading (:mod:`.beliefs`).
 """
 
 from __future__ import annotations
@@ -98,16 +98,17 @@ class Decider:
         return [d for d in self.b.exits.get(room, ()) if (room, d) not in self.b.edges]
 
     def _explore(self) -> str:
-        """The nearest exit it has not taken; else (once more) a look in its hands; else back to
-        the room it has seen least."""
+        """The nearest exit it has not taken; else, perhaps (``self_check``), a look in its hands;
+        else back to the room it has seen least."""
         b = self.b
         if b.room is not None and self._untried(b.room):
             return self._step(self._untried(b.room)[0])
         found = self._path_first(lambda room: bool(self._untried(room)))
         if found:
             return self._step(found[1])
-        if b.sent["inventory"] < 2:  # searched everywhere: perhaps it holds it already
-            return "inventory"
+        if b.sent["inventory"] < 2 and self.draws.chance("self_check", self.params["self_check"], b.room):
+            self.fired.append(Fired("self_check", "searched everywhere"))
+            return "inventory"  # perhaps it holds it already
         others = sorted((b.visits[r], r) for r in b.seen if r != b.room)
         for _visits, room in others:
             path = self._path_first(lambda r, room=room: r == room)

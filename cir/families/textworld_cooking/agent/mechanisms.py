@@ -35,6 +35,8 @@ _ALL = (
     # how it corrects itself without help
     Mechanism("reground", "self_correction", "reground",
               "after a refused command, or a text that does not answer its command, checks with look or inventory"),
+    Mechanism("self_check", "self_correction", "self_check",
+              "with nothing left to explore and an ingredient or tool still missing, looks in its hands again"),
     # what a stale or missing text does to it
     Mechanism("stale_location", "error", "stale_location",
               "a 'go' answered by a text with no room in it: believes it did not move and takes that exit for a "
