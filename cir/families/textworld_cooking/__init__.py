@@ -27,7 +27,7 @@ def make_env(task: Any, *, snapshots: str = "fast") -> Any:
     """The game of one task (its ``game_file``) on the Z-machine."""
     from cir.families.textworld_cooking.env import CookingEnv
 
-    return CookingEnv(task.game_file if hasattr(task, "game_file") else task, snapshots=snapshots)  # type: ignore[arg-type]
+    return CookingEnv(task, snapshots=snapshots)  # type: ignore[arg-type]
 
 
 def env_factory(task: Any, snapshots: str = "fast") -> Any:

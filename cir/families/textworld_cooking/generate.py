@@ -23,6 +23,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
@@ -141,7 +142,7 @@ def _make_one(job: tuple[Path, str, int, int], settings: CookingSettings) -> Gen
 
 
 def _workers(todo: list[tuple[Path, str, int, int]], settings: CookingSettings, jobs: int) -> Iterator[GeneratedGame]:
-    """The games of ``todo``, made by ``jobs`` worker processes, as they finish.
+    """The games of ``todo``, made by ``jobs`` worker processes at once (read worker by worker).
 
     TextWorld's generator iterates over sets of strings, whose order follows Python's string
     hashing: each worker runs with ``PYTHONHASHSEED=0``, so a game's bytes depend only on its
@@ -150,16 +151,17 @@ def _workers(todo: list[tuple[Path, str, int, int]], settings: CookingSettings, 
     chunks = [todo[i::jobs] for i in range(jobs) if todo[i::jobs]]
     env = {**os.environ, "PYTHONHASHSEED": "0"}
     procs = []
-    for chunk in chunks:
-        payload = json.dumps({"settings": asdict(settings), "jobs": [[str(f), sp, i, s] for f, sp, i, s in chunk]})
-        proc = subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, env=env, text=True)
-        assert proc.stdin is not None
-        proc.stdin.write(payload)
-        proc.stdin.close()
-        procs.append(proc)
     try:
-        for proc in procs:
+        for chunk in chunks:
+            payload = json.dumps({"settings": asdict(settings), "jobs": [[str(f), sp, i, s] for f, sp, i, s in chunk]})
+            errors = tempfile.TemporaryFile(mode="w+")  # a file, not a pipe: a chatty worker never blocks
+            proc = subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=errors, env=env, text=True)
+            procs.append((proc, errors))
+            assert proc.stdin is not None
+            proc.stdin.write(payload)
+            proc.stdin.close()
+        for proc, errors in procs:
             assert proc.stdout is not None
             for line in proc.stdout:
                 data = json.loads(line)
@@ -168,13 +170,15 @@ def _workers(todo: list[tuple[Path, str, int, int]], settings: CookingSettings, 
                 yield GeneratedGame(data["task_id"], data["split"], data["task_type"], data["game_file"],
                                     data["seed"], tuple(data["walkthrough"]), data["seconds"])
             if proc.wait() != 0:
-                err = (proc.stderr.read() if proc.stderr else "").strip().splitlines()
+                errors.seek(0)
+                err = errors.read().strip().splitlines()
                 raise CirError(f"tw-cooking generator process failed ({err[-1] if err else 'no message'})")
     finally:
-        for proc in procs:
+        for proc, errors in procs:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+            errors.close()
 
 
 def _worker_main() -> None:
