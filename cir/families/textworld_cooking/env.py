@@ -11,7 +11,7 @@ random number generator and the pending text), so a snapshot is
 * ``replay``: the actions since ``reset``; restoring resets the machine and replays them.
 
 Both give exactly the observations the uninterrupted run gives
-(``tests/families/textworld_cooking/test_env.py`` checks it at every step of a walk, and
+(``tests/families/textworld_cooking/test_cooking_env.py`` checks it at every step of a walk, and
 ``benchmarks/textworld_cooking_bench.py`` measures the cost of each).
 
 The agent sees the game's words only (:func:`cir.families.textworld_cooking.text.clean`): the
