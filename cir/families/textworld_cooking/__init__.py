@@ -102,5 +102,16 @@ parts: dict[str, Any] = {
     "env_options": ("snapshots",),
 }
 
-__all__ = ["NAME", "agent_factory", "builtin_agent", "env_factory", "generate_tasks", "make_env", "parts",
+def _family() -> Any:
+    from cir.agents.prompt import LLMPrompt
+    from cir.families.family import Family
+
+    fields = {k: v for k, v in parts.items() if k not in ("prompt", "agent_factory")}
+    return Family(**fields, prompt=LLMPrompt(**parts["prompt"]))
+
+
+#: the second built-in family (``--env textworld-cooking``)
+FAMILY = _family()
+
+__all__ = ["FAMILY", "NAME", "agent_factory", "builtin_agent", "env_factory", "generate_tasks", "make_env", "parts",
            "walk_actions"]
