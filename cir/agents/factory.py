@@ -81,7 +81,8 @@ def make_agent(
 
     ``builtin[:PROFILE]`` is the model-free agent (profiles: see
     :data:`cir.families.alfworld.agent.builtin.PROFILES`). ``openai:MODEL`` talks to the chat endpoint of an
-    OpenAI-compatible server at ``base_url`` (or ``$OPENAI_BASE_URL``) with the key
+    OpenAI-compatible server at ``base_url`` (or ``$OPENAI_BASE_URL``; a comma list of
+    servers spreads the requests over them) with the key
     from ``$OPENAI_API_KEY`` (or the variable named by ``api_key_env``);
     ``openai-completion:MODEL`` sends the same ReAct prompt as one plain completion, which
     small models follow better. The mode is part of the spec so it is recorded with the run.
@@ -130,7 +131,9 @@ def make_agent(
             timeout=limits.timeout,
             max_retries=limits.retries,
             patience=limits.patience,
-            limiter=shared_limiter(endpoint_base(url), limits),
+            # one limiter for all the servers of a comma list (the run's limits are for all)
+            limiter=shared_limiter(",".join(endpoint_base(u) for u in url.split(",") if u.strip()),
+                                   limits),
         )
     raise CirError(
         f"unknown agent {spec!r}: expected builtin, builtin:PROFILE, openai:MODEL or openai-completion:MODEL"

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from cir.agents.factory import AGENT_SPECS
-from cir.cli.llm_options import add_llm_options
+from cir.cli.llm_options import add_llm_options, add_request_options
 from cir.cli.run_settings import run_settings
 from cir.cli.style import add_engine_savings, add_parallel, add_quiet, command
 from cir.episode.operations import OPERATIONS
@@ -73,6 +73,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_engine_savings(p)
     add_quiet(p)
     add_llm_options(p, cache_default="RUN_DIR/agent_cache")
+    add_request_options(p)
     p.set_defaults(handler=handle)
 
 

@@ -30,11 +30,11 @@ def test_reporter_sends_at_most_every_interval_and_survives_a_dead_channel() -> 
     slow = TaskReporter(channel, "t1", every=3600)
     for n in range(1, 6):
         slow(n, 0)
-    assert channel.qsize() == 1 and channel.get() == ("t1", 1, 0)  # the first call is shown at once
+    assert channel.qsize() == 1 and channel.get() == ("t1", 1, 0, 0, 0)  # the first call is shown at once
     eager = TaskReporter(channel, "t2", every=0)
     for n in range(1, 4):
         eager(n, n // 2)
-    assert [channel.get() for _ in range(3)] == [("t2", 1, 0), ("t2", 2, 1), ("t2", 3, 1)]
+    assert [channel.get() for _ in range(3)] == [("t2", 1, 0, 0, 0), ("t2", 2, 1, 0, 0), ("t2", 3, 1, 0, 0)]
     TaskReporter(Dead(), "t3")(1, 0)  # no error: progress is display only
 
 
