@@ -341,10 +341,14 @@ class LLMAgent:
         record = self.cache.get(key)
         if record is not None:
             return record, False
-        record = self._complete(endpoint, body)
-        self._add(calls=1)
-        self._reply(record)  # before caching: a cut reply is never stored
-        self.cache.put(key, record)
+        with self.cache.asking(key):  # an agent of another task or process asking the same waits
+            record = self.cache.stored(key)
+            if record is not None:
+                return record, False
+            record = self._complete(endpoint, body)
+            self._add(calls=1)
+            self._reply(record)  # before caching: a cut reply is never stored
+            self.cache.put(key, record)
         return record, True
 
     def recorded(self, context: list[dict[str, str]]) -> dict[str, Any] | None:
