@@ -163,7 +163,7 @@ def test_several_runs_share_one_queue_and_each_folder_is_its_own_run(tmp_path):
     specs = [RunSpec(TASKS[:3], tmp_path / "A", fake_settings(GRID, jobs=2, concurrency=4), "fake"),
              RunSpec(TASKS[3:], tmp_path / "B", fake_settings(small, jobs=2, concurrency=4), "fake")]
     together = run_experiments(specs, progress=False, echo=lambda _: None)
-    for one, both, a, b in zip(alone, together, "ab", "AB"):
+    for one, both, a, b in zip(alone, together, "ab", "AB", strict=True):
         assert both.complete and both.counts == one.counts
         assert (tmp_path / b / "paired.csv").read_bytes() == (tmp_path / a / "paired.csv").read_bytes()
         assert episodes(tmp_path / b) == episodes(tmp_path / a)
@@ -181,6 +181,21 @@ def test_several_base_urls_spread_the_requests(sequential, tmp_path):
         counts = one.count, two.count
     assert (tmp_path / "run" / "paired.csv").read_bytes() == (seq_out / "paired.csv").read_bytes()
     assert sum(counts) == seq_requests and min(counts) > seq_requests / 4, counts
-    assert record.identity if hasattr(record, "identity") else True
+    assert record.complete and record.sessions[-1].llm["http_requests"] == seq_requests
     with pytest.raises(CirError, match="base_url"):
         RunSettings(base_url="http://a:1/v1,ftp://b")
+
+
+def test_the_queue_puts_the_largest_grids_first_in_the_runs_order_within_a_size(tmp_path):
+    from cir.pairs.run import _longest_first, _Pending
+
+    class Run:
+        def __init__(self, todo):
+            self.todo = todo
+
+    small = ReplaySettings(conditions=("clean",), delays=(0,), operations=("refresh",))
+    pending = [_Pending(Run(["a1", "a2"]), None, fake_settings(small), ()),
+               _Pending(Run(["b1", "b2"]), None, fake_settings(GRID), ()),
+               _Pending(Run(["c1"]), None, fake_settings(GRID), ())]
+    assert [(j.run, j.task) for j in _longest_first(pending)] == [
+        (1, "b1"), (1, "b2"), (2, "c1"), (0, "a1"), (0, "a2")]
