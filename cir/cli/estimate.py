@@ -84,12 +84,13 @@ def _check_throughput(args: argparse.Namespace) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from cir.pairs.estimate import estimate_run, estimate_runs
+    from cir.pairs.estimate import estimate_run, estimate_runs, llm_renderer
 
     _check_throughput(args)
     if args.seed is None:
         args.seed = DEFAULT_SEED if args.study else 0
     settings = run_settings(args, grid_settings(args))
+    llm_renderer(settings)  # an LLM agent and its options: before any task is loaded
     if args.study:
         from cir.study.reproduce import study_runs
 

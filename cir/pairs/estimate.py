@@ -53,7 +53,7 @@ def prompt_text(body: dict[str, Any]) -> str:
     return "\n".join(str(m.get("content", "")) for m in body.get("messages", ()))
 
 
-def _llm_renderer(settings: RunSettings) -> Callable[[list[dict[str, str]]], dict[str, Any]]:
+def llm_renderer(settings: RunSettings) -> Callable[[list[dict[str, str]]], dict[str, Any]]:
     """The request body the run's LLM agent would send for a context."""
     from cir.agents.llm import LLMAgent
 
@@ -124,7 +124,7 @@ def estimate_task(task: Any, settings: RunSettings, chars_per_token: float = CHA
     from cir.families.alfworld.agent.builtin import BuiltinAgent
     from cir.pairs.run import _make_env
 
-    dry = DryAgent(BuiltinAgent(seed=settings.seed), _llm_renderer(settings))
+    dry = DryAgent(BuiltinAgent(seed=settings.seed), llm_renderer(settings))
     env = _make_env(task, settings)
     try:
         result = run_task_pairs(task, dry, env, settings.replay, extractor=settings.extractor)
@@ -201,7 +201,7 @@ def estimate_run(tasks: Sequence[Any], settings: RunSettings, *, name: str = "ru
     in ``settings.jobs`` worker processes; ``keep`` collects each request's prompt and reply."""
     if not isinstance(chars_per_token, (int, float)) or not chars_per_token > 0:
         raise CirError(f"--chars-per-token {chars_per_token!r}: expected a number > 0")
-    _llm_renderer(settings)  # an LLM agent: checked before any task runs
+    llm_renderer(settings)  # an LLM agent: checked before any task runs
     seen: set[str] = set()
     out = Estimate(name=name)
     dry = replace(settings, concurrency=1)
