@@ -122,10 +122,10 @@ def estimate_task(task: Any, settings: RunSettings, chars_per_token: float = CHA
     """The dry run of one task: its cost, and (``keep``) each request's prompt and the reply
     the built-in agent gave."""
     from cir.families.alfworld.agent.builtin import BuiltinAgent
-    from cir.pairs.run import _make_env
+    from cir.pairs.run import make_run_env
 
     dry = DryAgent(BuiltinAgent(seed=settings.seed), llm_renderer(settings))
-    env = _make_env(task, settings)
+    env = make_run_env(task, settings)
     try:
         result = run_task_pairs(task, dry, env, settings.replay, extractor=settings.extractor)
     finally:

@@ -57,23 +57,28 @@ def threads_per_process(settings: RunSettings) -> int:
     return max(1, -(-settings.concurrency // settings.jobs))
 
 
-def _run_one(job: Job, runs: Sequence[FarmRun], channel: Any, pool: Any, threads: int) -> dict[str, Any]:
-    from cir.pairs.run import run_task_worker  # run imports this module
+#: ``work(task, settings, fallback, channel, *, pool=, concurrency=)``: one task's result
+#: (:func:`cir.pairs.run.run_task_worker`; picklable, for worker processes)
+Work = Callable[..., dict[str, Any]]
 
+
+def _run_one(job: Job, runs: Sequence[FarmRun], work: Work, channel: Any, pool: Any,
+             threads: int) -> dict[str, Any]:
     run = runs[job.run]
     if pool is None and threads > 1:  # a task alone in its call (Dask): its branches at once
-        return run_task_worker(job.task, run.settings, run.fallback, channel, concurrency=threads)
-    return run_task_worker(job.task, run.settings, run.fallback, channel, pool=pool)
+        return work(job.task, run.settings, run.fallback, channel, concurrency=threads)
+    return work(job.task, run.settings, run.fallback, channel, pool=pool)
 
 
-def run_job(job: Job, runs: Sequence[FarmRun], channel: Any) -> tuple[int, dict[str, Any]]:
+def run_job(job: Job, runs: Sequence[FarmRun], work: Work, channel: Any) -> tuple[int, dict[str, Any]]:
     """One task as one call (a Dask worker): ``(run, result)``."""
-    return job.run, _run_one(job, runs, channel, None, threads_per_process(runs[0].settings))
+    return job.run, _run_one(job, runs, work, channel, None, threads_per_process(runs[0].settings))
 
 
-def serve(slot: int, runs: Sequence[FarmRun], jobs: Any, results: Any, channel: Any) -> dict[str, Any]:
-    """One worker process (or thread): jobs from ``jobs`` until a None, each result put on
-    ``results`` as ``(run, result)``; what its request limiter did, and its CPU seconds."""
+def serve(slot: int, runs: Sequence[FarmRun], work: Work, jobs: Any, results: Any,
+          channel: Any) -> dict[str, Any]:
+    """One worker process (or thread): jobs from ``jobs`` until a None, each one's ``work``
+    put on ``results`` as ``(run, result)``; what its request limiter did, and its CPU seconds."""
     from cir.pairs.schedule import run_tasks
 
     cpu0 = time.process_time()
@@ -82,10 +87,10 @@ def serve(slot: int, runs: Sequence[FarmRun], jobs: Any, results: Any, channel: 
     pulled: Iterator[Job] = iter(jobs.get, None)
     if threads == 1:  # one request at a time: the tasks one after another, in this thread
         for job in pulled:
-            results.put((job.run, _run_one(job, runs, channel, None, 1)))
+            results.put((job.run, _run_one(job, runs, work, channel, None, 1)))
     else:
         def one(job: Job, pool: Any) -> None:
-            results.put((job.run, _run_one(job, runs, channel, pool, threads)))
+            results.put((job.run, _run_one(job, runs, work, channel, pool, threads)))
 
         for _ in run_tasks(pulled, one, concurrency=threads, tasks_at_once=min(threads, TASKS_AT_ONCE)):
             pass
@@ -115,9 +120,9 @@ class Sink:
             self._handle(*item)
 
 
-def farm(runs: Sequence[FarmRun], jobs: list[Job], handle: Callable[[int, dict[str, Any]], None],
+def farm(runs: Sequence[FarmRun], jobs: list[Job], work: Work, handle: Callable[[int, dict[str, Any]], None],
          channel: Any = None, manager: Any = None) -> list[dict[str, Any]]:
-    """Run ``jobs`` (in this order) in the first run's worker processes; ``handle(run,
+    """Run ``work`` on ``jobs`` (in this order) in the first run's worker processes; ``handle(run,
     result)`` in this process for each finished task, as it arrives. The workers' reports
     (:func:`serve`); ``manager`` (a multiprocessing manager) carries the queues across
     processes when the workers are processes of this machine."""
@@ -127,7 +132,7 @@ def farm(runs: Sequence[FarmRun], jobs: list[Job], handle: Callable[[int, dict[s
         runs = [replace(r, settings=replace(r.settings, jobs=n)) for r in runs]
         settings = runs[0].settings
     if settings.backend == "dask":
-        for run, result in parallel_map(run_job, jobs, runs, channel, jobs=settings.jobs,
+        for run, result in parallel_map(run_job, jobs, runs, work, channel, jobs=settings.jobs,
                                         backend="dask", scheduler=settings.scheduler, ordered=False):
             handle(run, result)
         return []
@@ -138,12 +143,12 @@ def farm(runs: Sequence[FarmRun], jobs: list[Job], handle: Callable[[int, dict[s
     for _ in range(n):
         todo.put(None)
     if local:
-        return list(parallel_map(serve, range(n), runs, todo, Sink(handle), channel, jobs=n,
+        return list(parallel_map(serve, range(n), runs, work, todo, Sink(handle), channel, jobs=n,
                                  backend="threading" if n > 1 else settings.backend, ordered=False))
-    return _across_processes(runs, n, todo, manager.Queue(), handle, channel)
+    return _across_processes(runs, work, n, todo, manager.Queue(), handle, channel)
 
 
-def _across_processes(runs: Sequence[FarmRun], n: int, todo: Any, done: Any,
+def _across_processes(runs: Sequence[FarmRun], work: Work, n: int, todo: Any, done: Any,
                       handle: Callable[[int, dict[str, Any]], None], channel: Any) -> list[dict[str, Any]]:
     """Worker processes put results on ``done``; a thread here hands them to ``handle``.
     An error there stops the workers taking new tasks (the running ones finish) and is raised."""
@@ -165,7 +170,7 @@ def _across_processes(runs: Sequence[FarmRun], n: int, todo: Any, done: Any,
     reader = threading.Thread(target=read, name="cir-results", daemon=True)
     reader.start()
     try:
-        reports = list(parallel_map(serve, range(n), runs, todo, done, channel, jobs=n,
+        reports = list(parallel_map(serve, range(n), runs, work, todo, done, channel, jobs=n,
                                     backend=runs[0].settings.backend, ordered=False))
     finally:
         try:

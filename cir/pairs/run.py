@@ -59,6 +59,11 @@ def _make_env(task: Any, settings: RunSettings) -> Any:
     return AlfworldEnv(task.game_file, snapshots=settings.snapshots, savings=settings.engine_savings)
 
 
+def make_run_env(task: Any, settings: RunSettings) -> Any:
+    """The env of one task of a run's settings (as its workers make it)."""
+    return _make_env(task, settings)
+
+
 def run_task_worker(task: Any, settings: RunSettings, cache_fallback: Sequence[str] = (),
                     channel: Any = None, *, pool: Any = None, concurrency: int = 1) -> dict[str, Any]:
     """Run one task in a worker; plain data back (summary, episodes, the agent's counters).
@@ -210,8 +215,8 @@ def _run_pending(pending: Sequence[_Pending], progress: bool) -> None:
             p.run.flush(False)
 
         try:
-            reports = farm([FarmRun(p.workers, p.fallback) for p in pending], jobs, handle,
-                           bar.channel, manager)
+            reports = farm([FarmRun(p.workers, p.fallback) for p in pending], jobs, run_task_worker,
+                           handle, bar.channel, manager)
         except WorkerLost as err:
             done_now = sum(len(p.run.done) for p in pending)
             where = pending[0].run.store.dir if len(pending) == 1 else "the study's runs"

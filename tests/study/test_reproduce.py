@@ -236,9 +236,9 @@ def test_all_cohorts_share_one_queue_longest_first_with_the_same_tables(study, t
     calls: list[list[tuple[int, int]]] = []
     real_farm = run_module.farm
 
-    def spy(runs, jobs, handle, channel=None, manager=None):
+    def spy(runs, jobs, work, handle, channel=None, manager=None):
         calls.append([(job.run, len(runs[job.run].settings.replay.cells())) for job in jobs])
-        return real_farm(runs, jobs, handle, channel, manager)
+        return real_farm(runs, jobs, work, handle, channel, manager)
 
     monkeypatch.setattr(run_module, "farm", spy)
     settings = RunSettings(jobs=2, concurrency=4)
