@@ -91,21 +91,21 @@ def handle(args: argparse.Namespace) -> int:
         args.seed = DEFAULT_SEED if args.study else 0
     settings = run_settings(args, grid_settings(args))
     llm_renderer(settings)  # an LLM agent and its options: before any task is loaded
+    prompts: list[tuple[str, str]] = []
+    keep = prompts if args.prompts else None
     if args.study:
         from cir.study.reproduce import study_runs
 
         with tempfile.TemporaryDirectory(prefix="cir-estimate-") as tmp:
             runs = study_runs(args.work or tmp, settings, quick=args.quick,
                               experiments_dir=args.experiments, progress=not args.quiet)
-            result = estimate_runs(runs, name="study", chars_per_token=args.chars_per_token)
-        prompts: list[tuple[str, str]] = []
+            result = estimate_runs(runs, name="study", chars_per_token=args.chars_per_token, keep=keep)
     else:
         from cir.families.alfworld.tasks import load_tasks
 
         tasks = load_tasks(args.tasks, split=args.split)[: args.limit]
-        prompts = []
         result = estimate_run(tasks, settings, name=str(args.tasks), chars_per_token=args.chars_per_token,
-                              keep=prompts if args.prompts else None)
+                              keep=keep)
     print(report(result, args))
     if args.json:
         Path(args.json).write_text(json.dumps(_as_json(result, args), indent=1) + "\n", encoding="utf-8")

@@ -226,9 +226,10 @@ def estimate_run(tasks: Sequence[Any], settings: RunSettings, *, name: str = "ru
 
 
 def estimate_runs(runs: Iterable[tuple[str, Sequence[Any], RunSettings]], name: str = "study",
-                  chars_per_token: float = CHARS_PER_TOKEN) -> Estimate:
+                  chars_per_token: float = CHARS_PER_TOKEN,
+                  keep: list[tuple[str, str]] | None = None) -> Estimate:
     """The estimates of several runs (a study's cohorts: each its own reply cache), summed."""
     total = Estimate(name=name)
     for run_name, tasks, settings in runs:
-        total.add(estimate_run(tasks, settings, name=run_name, chars_per_token=chars_per_token))
+        total.add(estimate_run(tasks, settings, name=run_name, chars_per_token=chars_per_token, keep=keep))
     return total
