@@ -76,9 +76,12 @@ def run_job(job: Job, runs: Sequence[FarmRun], work: Work, channel: Any) -> tupl
 
 
 def serve(slot: int, runs: Sequence[FarmRun], work: Work, jobs: Any, results: Any,
-          channel: Any) -> dict[str, Any]:
+          channel: Any, at_most: int = TASKS_AT_ONCE) -> dict[str, Any]:
     """One worker process (or thread): jobs from ``jobs`` until a None, each one's ``work``
-    put on ``results`` as ``(run, result)``; what its request limiter did, and its CPU seconds."""
+    put on ``results`` as ``(run, result)``, ``at_most`` tasks at once (a process takes a
+    task from the queue when it has room for one: with few tasks, the farm gives each
+    process its share, else the first to start would take them all); what its request
+    limiter did, and its CPU seconds."""
     from cir.pairs.schedule import run_tasks
 
     cpu0 = time.process_time()
@@ -92,7 +95,7 @@ def serve(slot: int, runs: Sequence[FarmRun], work: Work, jobs: Any, results: An
         def one(job: Job, pool: Any) -> None:
             results.put((job.run, _run_one(job, runs, work, channel, pool, threads)))
 
-        for _ in run_tasks(pulled, one, concurrency=threads, tasks_at_once=min(threads, TASKS_AT_ONCE)):
+        for _ in run_tasks(pulled, one, concurrency=threads, tasks_at_once=max(1, min(threads, at_most))):
             pass
     return {"slot": slot, "limiter": _limiter_stats(settings), "cpu_s": round(time.process_time() - cpu0, 3)}
 
@@ -137,19 +140,21 @@ def farm(runs: Sequence[FarmRun], jobs: list[Job], work: Work, handle: Callable[
             handle(run, result)
         return []
     local = n == 1 or settings.backend == "threading"
+    at_most = min(TASKS_AT_ONCE, -(-len(jobs) // n))  # each worker its share of a short queue
     todo: Any = queue.Queue() if local else manager.Queue()
     for job in jobs:
         todo.put(job)
     for _ in range(n):
         todo.put(None)
     if local:
-        return list(parallel_map(serve, range(n), runs, work, todo, Sink(handle), channel, jobs=n,
+        return list(parallel_map(serve, range(n), runs, work, todo, Sink(handle), channel, at_most, jobs=n,
                                  backend="threading" if n > 1 else settings.backend, ordered=False))
-    return _across_processes(runs, work, n, todo, manager.Queue(), handle, channel)
+    return _across_processes(runs, work, n, todo, manager.Queue(), handle, channel, at_most)
 
 
 def _across_processes(runs: Sequence[FarmRun], work: Work, n: int, todo: Any, done: Any,
-                      handle: Callable[[int, dict[str, Any]], None], channel: Any) -> list[dict[str, Any]]:
+                      handle: Callable[[int, dict[str, Any]], None], channel: Any,
+                      at_most: int) -> list[dict[str, Any]]:
     """Worker processes put results on ``done``; a thread here hands them to ``handle``.
     An error there stops the workers taking new tasks (the running ones finish) and is raised."""
     failed: list[BaseException] = []
@@ -170,7 +175,7 @@ def _across_processes(runs: Sequence[FarmRun], work: Work, n: int, todo: Any, do
     reader = threading.Thread(target=read, name="cir-results", daemon=True)
     reader.start()
     try:
-        reports = list(parallel_map(serve, range(n), runs, work, todo, done, channel, jobs=n,
+        reports = list(parallel_map(serve, range(n), runs, work, todo, done, channel, at_most, jobs=n,
                                     backend=runs[0].settings.backend, ordered=False))
     finally:
         try:
