@@ -22,10 +22,12 @@ several threads (the counters are locked; a dict read or write is atomic).
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +114,40 @@ class ResponseCache:
         path = self._path(self.root, key)
         path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(path, json.dumps(record, sort_keys=True, ensure_ascii=False, indent=1))
+
+    @contextmanager
+    def asking(self, key: str) -> Iterator[None]:
+        """Held while this process asks the server for ``key``: another agent (thread or
+        process) that uses this cache folder and asks for the same waits, then finds the
+        reply stored. The asker stores the reply, then removes the lock file while it holds
+        it; whoever gets the lock reads the cache again first, so no reply is asked twice
+        and no lock file stays behind."""
+        if self.root is None:
+            yield
+            return
+        path = self._path(self.root, key).with_suffix(".lock")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                try:
+                    path.unlink()
+                except FileNotFoundError:  # removed by an earlier holder of this file
+                    pass
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def stored(self, key: str) -> dict[str, Any] | None:
+        """The record on disk for ``key`` (not the memory: another process may have stored it)."""
+        if self.root is None:
+            return self._memory.get(key)
+        record = _read(self._path(self.root, key))
+        if record is not None:
+            self._memory[key] = record
+            with self._lock:
+                self.hits_disk += 1
+        return record
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()

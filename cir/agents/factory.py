@@ -91,7 +91,8 @@ def make_agent(
     ``builtin[:PROFILE]`` is the family's model-free agent, ``builtin(profile, seed=seed)``
     (ALFWorld's profiles: :data:`cir.families.alfworld.agent.builtin.PROFILES`); ``family``
     names the family in errors. ``openai:MODEL`` talks to the chat endpoint of an
-    OpenAI-compatible server at ``base_url`` (or ``$OPENAI_BASE_URL``) with the key
+    OpenAI-compatible server at ``base_url`` (or ``$OPENAI_BASE_URL``; a comma list of
+    servers spreads the requests over them) with the key
     from ``$OPENAI_API_KEY`` (or the variable named by ``api_key_env``);
     ``openai-completion:MODEL`` sends the same ReAct prompt (``prompt``) as one plain completion, which
     small models follow better. The mode is part of the spec so it is recorded with the run.
@@ -143,7 +144,9 @@ def make_agent(
             timeout=limits.timeout,
             max_retries=limits.retries,
             patience=limits.patience,
-            limiter=shared_limiter(endpoint_base(url), limits),
+            # one limiter for all the servers of a comma list (the run's limits are for all)
+            limiter=shared_limiter(",".join(endpoint_base(u) for u in url.split(",") if u.strip()),
+                                   limits),
             prompt=prompt,
         )
     raise CirError(

@@ -61,7 +61,7 @@ import httpx
 
 from cir.agents.cache import ResponseCache, request_key
 from cir.agents.limits import Limiter, RequestLimits, shared_limiter
-from cir.agents.pool import shared_client
+from cir.agents.pool import shared_client, shared_servers
 from cir.agents.prompt import LLMPrompt, ParsedAction
 from cir.agents.usage import UsageCounter, usage_of
 from cir.util.errors import CirError
@@ -254,7 +254,11 @@ class LLMAgent:
                         max_backoff=max_backoff)
         self.model = model
         self.prompt = prompt
-        self.base_url = endpoint_base(base_url)
+        # a comma list: several servers of the model, requests spread over them
+        self.base_urls = [endpoint_base(u) for u in str(base_url).split(",") if u.strip()]
+        if not self.base_urls:
+            raise CirError(f"base URL {base_url!r}: expected http(s)://HOST[:PORT][/PATH]")
+        self.base_url = ",".join(self.base_urls)
         self.api_key = api_key
         self.mode = mode
         self.seed = int(seed)
@@ -343,10 +347,14 @@ class LLMAgent:
         record = self.cache.get(key)
         if record is not None:
             return record, False
-        record = self._complete(endpoint, body)
-        self._add(calls=1)
-        self._reply(record)  # before caching: a cut reply is never stored
-        self.cache.put(key, record)
+        with self.cache.asking(key):  # an agent of another task or process asking the same waits
+            record = self.cache.stored(key)
+            if record is not None:
+                return record, False
+            record = self._complete(endpoint, body)
+            self._add(calls=1)
+            self._reply(record)  # before caching: a cut reply is never stored
+            self.cache.put(key, record)
         return record, True
 
     def recorded(self, context: list[dict[str, str]]) -> dict[str, Any] | None:
@@ -427,7 +435,11 @@ class LLMAgent:
 
     @property
     def url(self) -> str:
-        return f"{self.base_url}/{'chat/completions' if self.mode == 'chat' else 'completions'}"
+        """The endpoint (of the first server, when there are several)."""
+        return self._url(self.base_urls[0])
+
+    def _url(self, base: str) -> str:
+        return f"{base}/{'chat/completions' if self.mode == 'chat' else 'completions'}"
 
     @property
     def limiter(self) -> Limiter:
@@ -472,11 +484,16 @@ class LLMAgent:
                 self._add(retries=1)
             ticket = limiter.acquire(tokens)
             self._add(http_requests=1, limiter_wait_ms=round(ticket.waited * 1000))
+            servers = shared_servers(self.base_urls) if len(self.base_urls) > 1 else None
+            server = servers.take() if servers is not None else 0
             try:
-                outcome = self._attempt(url, endpoint, body)
+                outcome = self._attempt(self._url(self.base_urls[server]), endpoint, body)
             except BaseException:
                 limiter.release(ticket)
                 raise
+            finally:
+                if servers is not None:
+                    servers.give(server)
             delay = self.backoff * 2 ** min(attempt, _MAX_DOUBLINGS)
             if outcome.record is not None:
                 usage = outcome.record.get("usage")

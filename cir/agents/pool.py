@@ -78,3 +78,47 @@ def close_shared_client() -> None:
 
 
 atexit.register(close_shared_client)
+
+
+class Servers:
+    """Several servers of one model (``--base-url A,B``): each request goes to the one with
+    the fewest requests in flight from this process (ties in turn), so servers that answer
+    one request at a time each get one. Which server answers never changes the reply of a
+    deterministic server, so it is no part of the agent's settings."""
+
+    def __init__(self, urls: list[str]) -> None:
+        if not urls:
+            raise ValueError("Servers: no URL")
+        self.urls = list(urls)
+        self.in_flight = [0] * len(urls)
+        self.sent = [0] * len(urls)
+        self._turn = 0
+        self._lock = threading.Lock()
+
+    def take(self) -> int:
+        """The index of the server for the next request (give it back with :meth:`give`)."""
+        with self._lock:
+            n = len(self.urls)
+            order = [(self._turn + k) % n for k in range(n)]
+            best = min(order, key=lambda i: self.in_flight[i])
+            self._turn = (best + 1) % n
+            self.in_flight[best] += 1
+            self.sent[best] += 1
+            return best
+
+    def give(self, index: int) -> None:
+        with self._lock:
+            self.in_flight[index] -= 1
+
+
+_servers: dict[tuple[int, tuple[str, ...]], Servers] = {}
+
+
+def shared_servers(urls: list[str]) -> Servers:
+    """This process's :class:`Servers` for ``urls`` (shared by every agent that names them)."""
+    key = (os.getpid(), tuple(urls))
+    with _lock:
+        servers = _servers.get(key)
+        if servers is None:
+            servers = _servers[key] = Servers(urls)
+        return servers

@@ -29,6 +29,7 @@ COMMAND_MODULES = [
     "cir.cli.tasks",  # cir tasks generate|list|play
     "cir.cli.episode",  # cir episode
     "cir.cli.run",  # cir run
+    "cir.cli.estimate",  # cir estimate
     "cir.cli.repair",  # cir repair
     "cir.cli.analysis",  # cir table|contrast|joint|figures
     "cir.cli.policy",  # cir fit|evaluate

@@ -13,7 +13,7 @@ from typing import Any
 from cir.agents.factory import AGENT_SPECS
 from cir.cli.env import add_env
 from cir.cli.limits import MAX_BUDGET, check_int
-from cir.cli.llm_options import add_llm_options, llm_config
+from cir.cli.llm_options import add_llm_options, add_request_options, llm_config, request_settings
 from cir.cli.style import add_quiet, command
 from cir.episode.protocol import DEFAULT_FRACTION, DEFAULT_MAX_ACTIONS, DEFAULT_MAX_TURNS
 from cir.util.errors import CirError
@@ -71,6 +71,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--json", default=None, metavar="FILE", help="also write the transcript as JSON")
     add_quiet(p)
     add_llm_options(p, cache_default="none, replies kept in memory")
+    add_request_options(p, concurrency=False)  # one episode: one request at a time
     p.set_defaults(handler=handle)
 
 
@@ -123,8 +124,12 @@ def handle(args: argparse.Namespace) -> int:
     if args.router and router is None:
         router = Router.load(args.router, extractor=family.extractor)
     task = _one_task(family, args.task, args.tasks)
+    from cir.pairs.settings import RunSettings
+
+    # the request options checked as a run's are (one line naming the option)
+    requests = RunSettings(base_url=args.base_url, family=env_spec, **request_settings(args)).limits()
     agent = make_agent(args.agent, family=env_spec, prompt_file=args.prompt, base_url=args.base_url,
-                       seed=args.seed, llm=llm_config(args), cache_dir=args.cache_dir)
+                       seed=args.seed, llm=llm_config(args), cache_dir=args.cache_dir, limits=requests)
     # a bar of env actions (factual run, then the episode): an LLM episode can take minutes
     with tqdm(desc=f"episode ({cond.name})", bar_format="{desc}: {n} env actions [{elapsed}]",
               disable=args.quiet, leave=False, **bar_settings()) as bar:

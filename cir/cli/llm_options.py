@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from cir.agents.factory import LLMConfig, parse_llm_options
 
@@ -33,6 +34,41 @@ def add_llm_options(parser: argparse.ArgumentParser, cache_default: str) -> None
     g.add_argument("--cache-dir", default=None, metavar="DIR",
                    help=f"where the agent's replies are kept (default: {cache_default}); share "
                         "one between runs and `cir episode` and each reply is paid for once")
+
+
+def add_request_options(parser: argparse.ArgumentParser, *, concurrency: bool = True) -> None:
+    """How hard the LLM agent presses its server: ``--concurrency`` (where a command runs
+    requests at once), ``--rpm``, ``--tpm``, ``--request-timeout``, ``--retries``,
+    ``--patience``; checked by RunSettings (one ``cir: error:`` line naming the option)."""
+    g = parser.add_argument_group("LLM requests (how hard the agent presses its server; "
+                                  "never changes the results)")
+    if concurrency:
+        g.add_argument("--concurrency", type=int, default=1, metavar="N",
+                       help="agent requests in flight at most across the run. Each of the --jobs "
+                            "worker processes gets N / jobs of them (rounded up, at least one) and "
+                            "runs several tasks and their branches in threads to fill them; "
+                            "engine work stays one process per --jobs. Give the number of "
+                            "sequences your server batches (vLLM's --max-num-seqs)")
+    g.add_argument("--rpm", type=float, default=None, metavar="R",
+                   help="requests per minute at most across the run (evenly spaced; default: no limit)")
+    g.add_argument("--tpm", type=float, default=None, metavar="T",
+                   help="prompt + completion tokens per minute at most across the run "
+                        "(default: no limit)")
+    g.add_argument("--request-timeout", type=float, default=120.0, metavar="S",
+                   help="seconds one attempt may take (connect, send, the whole answer)")
+    g.add_argument("--retries", type=int, default=4, metavar="K",
+                   help="attempts after the first for faults (timeouts, lost connections, HTTP "
+                        "5xx); refusals (429/503) are waited out instead, within --patience")
+    g.add_argument("--patience", type=float, default=600.0, metavar="S",
+                   help="seconds a request may go on being refused (HTTP 429/503) before the run "
+                        "stops with a line that says so")
+
+
+def request_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The request options of the parsed command line, as RunSettings fields."""
+    return {"concurrency": getattr(args, "concurrency", 1), "rpm": args.rpm, "tpm": args.tpm,
+            "request_timeout": args.request_timeout, "retries": args.retries,
+            "patience": args.patience}
 
 
 def llm_config(args: argparse.Namespace) -> LLMConfig:

@@ -9,7 +9,7 @@ from typing import Any
 from cir.agents.factory import AGENT_SPECS
 from cir.cli.env import add_env
 from cir.cli.limits import MAX_BUDGET, MAX_RESAMPLES, check_int, writer_lock
-from cir.cli.llm_options import add_llm_options
+from cir.cli.llm_options import add_llm_options, add_request_options
 from cir.cli.run_settings import run_settings
 from cir.cli.style import add_engine_savings, add_parallel, add_quiet, command
 from cir.episode.protocol import DEFAULT_RESAMPLES, DEFAULT_SEED
@@ -54,6 +54,7 @@ def register(subparsers: Any) -> None:
                         "cooking: experiments/textworld-cooking/)")
     add_quiet(p)
     add_llm_options(p, cache_default="each run folder's own")
+    add_request_options(p)
     p.set_defaults(handler=_reproduce)
 
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cir.agents.factory import AGENT_SPECS
 from cir.cli.env import add_env
-from cir.cli.llm_options import add_llm_options
+from cir.cli.llm_options import add_llm_options, add_request_options
 from cir.cli.run_settings import run_settings
 from cir.cli.style import add_engine_savings, add_parallel, add_quiet, command
 from cir.episode.operations import OPERATIONS
@@ -21,9 +22,37 @@ from cir.episode.protocol import (
 )
 from cir.util.errors import CirError
 
+if TYPE_CHECKING:  # pragma: no cover
+    from cir.pairs.settings import ReplaySettings
+
 
 def _comma(values: tuple[object, ...]) -> str:
     return ",".join(map(str, values))
+
+
+def add_grid_options(p: argparse.ArgumentParser) -> None:
+    """What runs per task (``ReplaySettings``): the same on ``cir run`` and ``cir estimate``."""
+    p.add_argument("--conditions", default=_comma(DEFAULT_CONDITIONS),
+                   help="comma list of clean, staleK (K>=1), missing")
+    p.add_argument("--delays", default=_comma(DEFAULT_DELAYS), help="comma list of delays >= 0")
+    p.add_argument("--operations", default=_comma(DEFAULT_OPERATIONS),
+                   help=f"comma list of {', '.join(OPERATIONS)}")
+    p.add_argument("--perturb-fraction", type=float, default=DEFAULT_FRACTION,
+                   help="perturb the env action after this fraction of the factual run")
+    p.add_argument("--perturb-at", type=int, default=None, metavar="N",
+                   help="perturb env action N of every task instead (the decision point then says "
+                        "nothing about the factual run's length)")
+    p.add_argument("--max-turns", type=int, default=DEFAULT_MAX_TURNS, help="model-turn budget")
+    p.add_argument("--max-actions", type=int, default=DEFAULT_MAX_ACTIONS, help="env-action budget")
+
+
+def grid_settings(args: argparse.Namespace) -> ReplaySettings:
+    """The grid of the parsed options (checked: one error line naming the option)."""
+    from cir.pairs.settings import ReplaySettings
+
+    return ReplaySettings.parse(args.conditions, args.delays, args.operations,
+                                perturb_fraction=args.perturb_fraction, perturb_at=args.perturb_at,
+                                max_turns=args.max_turns, max_actions=args.max_actions)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -56,38 +85,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="a run folder this run extends (the same agent and budgets, every task, "
                         "condition, delay and operation of it, and more): its agent replies are "
                         "reused, it is not changed")
-    p.add_argument("--conditions", default=_comma(DEFAULT_CONDITIONS),
-                   help="comma list of clean, staleK (K>=1), missing")
-    p.add_argument("--delays", default=_comma(DEFAULT_DELAYS), help="comma list of delays >= 0")
-    p.add_argument("--operations", default=_comma(DEFAULT_OPERATIONS),
-                   help=f"comma list of {', '.join(OPERATIONS)}")
+    add_grid_options(p)
     add_parallel(p)
     p.add_argument("--limit", type=int, default=None, help="only the first N tasks (sorted by id)")
     p.add_argument("--seed", type=int, default=0, help="agent seed")
-    p.add_argument("--perturb-fraction", type=float, default=DEFAULT_FRACTION,
-                   help="perturb the env action after this fraction of the factual run")
-    p.add_argument("--perturb-at", type=int, default=None, metavar="N",
-                   help="perturb env action N of every task instead (the decision point then says "
-                        "nothing about the factual run's length)")
-    p.add_argument("--max-turns", type=int, default=DEFAULT_MAX_TURNS, help="model-turn budget")
-    p.add_argument("--max-actions", type=int, default=DEFAULT_MAX_ACTIONS, help="env-action budget")
     p.add_argument("--snapshots", default="fast", choices=["fast", "replay"],
                    help="env snapshots: engine state ids (fast) or reset+replay")
     add_engine_savings(p)
     add_quiet(p)
     add_llm_options(p, cache_default="RUN_DIR/agent_cache")
+    add_request_options(p)
     p.set_defaults(handler=handle)
 
 
 def handle(args: argparse.Namespace) -> int:
     # imported here, not at the top: `cir --help` must not load the engine and the models
     from cir.pairs.run import run_experiment
-    from cir.pairs.settings import ReplaySettings
-
     # every setting checked (where the settings are built) before the engine or the folder
-    replay = ReplaySettings.parse(args.conditions, args.delays, args.operations,
-                                  perturb_fraction=args.perturb_fraction, perturb_at=args.perturb_at,
-                                  max_turns=args.max_turns, max_actions=args.max_actions)
+    replay = grid_settings(args)
     settings = run_settings(args, replay)
     if args.limit is not None and args.limit < 1:
         raise CirError(f"--limit {args.limit}: expected an integer >= 1")

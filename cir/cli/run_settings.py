@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from cir.cli.llm_options import llm_config
+from cir.cli.llm_options import llm_config, request_settings
 
 if TYPE_CHECKING:  # pragma: no cover
     from cir.pairs.settings import ReplaySettings, RunSettings
@@ -23,4 +23,5 @@ def run_settings(args: argparse.Namespace, replay: ReplaySettings | None = None)
         llm=llm_config(args), jobs=args.jobs, backend=args.backend, scheduler=args.scheduler,
         snapshots=getattr(args, "snapshots", "fast"), engine_savings=args.engine_savings,
         cache_dir=args.cache_dir, extend=getattr(args, "extend", None),
-        family=getattr(args, "env", None) or "alfworld", prompt_file=getattr(args, "prompt", None))
+        family=getattr(args, "env", None) or "alfworld", prompt_file=getattr(args, "prompt", None),
+        **request_settings(args))

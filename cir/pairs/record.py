@@ -18,8 +18,14 @@ on resume, by every reader of the paired table and by the study report.
      "timings": {"task_seconds_sum": ..., "sessions": [{"started": ..., "jobs": ..., "backend": ...,
                  "snapshots": ..., "resumed_tasks": ..., "tasks_run": ..., "seconds": ...,
                  "cache_dir": ..., "extends": ...,
+                 "requests": {"concurrency": ..., "rpm": ..., "tpm": ..., "timeout": ...,
+                              "retries": ..., "patience": ...},
+                 "limiter": {"requests": ..., "refusals": ..., "shrinks": ..., "pauses": ...,
+                             "waited_s": ..., "paused_s": ..., "window_min": ...},
                  "llm": {"http_requests": ..., "cache_hits_disk": ..., "cache_hits_memory": ...,
-                         "retries": ..., "unparsable": ..., "model_calls": ...}}]},
+                         "retries": ..., "refusals": ..., "unparsable": ..., "model_calls": ...,
+                         "prompt_tokens": ..., "completion_tokens": ...,
+                         "cached_prompt_tokens": ..., "replies_with_usage": ...}}]},
      "task_ids": [...],
      "agent_settings": {...},
      "store": {"episodes_bytes": ..., "paired_sha256": ...,
@@ -31,8 +37,10 @@ members as written, each with its size and digest, and the digest of the paired 
 with them) let a reader check a table against its store without decompressing it
 (:mod:`cir.pairs.paired`): every byte of the store is verified, not only its size. Records of
 older versions lack them and are checked the slow way. A session's ``llm`` holds the LLM
-agent's counters in that session (empty for agents without any): a rerun served from the
-cache shows ``http_requests: 0``; its ``cache_dir`` is the reply cache it used (None: the run
+agent's counters in that session (empty for agents without any), summed over its tasks:
+requests, retries and the tokens the server reported; a rerun served from the
+cache shows ``http_requests: 0``; ``requests`` its request settings and ``limiter`` what the
+workers' request limiters did; its ``cache_dir`` is the reply cache it used (None: the run
 folder's own) and ``extends`` the run whose replies it reused (:func:`check_extension`).
 ``agent_settings`` are the agent's settings in words (the digest in ``agent_label`` is of
 these), for readers.
@@ -213,6 +221,11 @@ class Session:
     llm: dict[str, int] = field(default_factory=dict)  # the LLM agent's counters, summed over tasks
     cache_dir: str | None = None  # the reply cache, when not the run folder's own
     extends: str | None = None  # the run folder whose replies this session reused
+    #: the request settings (concurrency, rpm, tpm, timeout, retries, patience): never the table's
+    requests: dict[str, Any] = field(default_factory=dict)
+    #: what the workers' request limiters did (requests, refusals, shrinks, pauses, waits);
+    #: in a study, over all the runs that shared the workers
+    limiter: dict[str, Any] = field(default_factory=dict)
 
     def add_llm(self, stats: dict[str, Any] | None) -> None:
         """Add one task's agent counters (integers only; rates are derived)."""

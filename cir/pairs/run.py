@@ -22,19 +22,21 @@ import json
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from contextlib import ExitStack
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from cir import __version__
 from cir.families.registry import make_agent
+from cir.pairs.farm import FarmRun, Job, farm, spawn_manager
 from cir.pairs.paired import paired_text, rows_of, text_digest
 from cir.pairs.record import RunIdentity, RunRecord, Session, check_extension, foreign_member
 from cir.pairs.replay import run_task_pairs
 from cir.pairs.settings import RunSettings, agent_label, resolved
 from cir.pairs.store import AGENT_CACHE, RunStore, StoredMember
 from cir.util.errors import CirError
-from cir.util.parallel import WorkerLost, parallel_map
+from cir.util.parallel import WorkerLost
 from cir.util.progress import RunProgress, TaskReporter
 
 log = logging.getLogger(__name__)
@@ -48,7 +50,8 @@ def make_run_agent(settings: RunSettings, cache_fallback: Sequence[str] = ()) ->
         return settings.agent_factory(settings.agent, seed=settings.seed)
     return make_agent(settings.agent, family=settings.family, prompt_file=settings.prompt_file,
                       base_url=settings.base_url, cache_dir=settings.cache_dir,
-                      cache_fallback=cache_fallback, seed=settings.seed, llm=settings.llm)
+                      cache_fallback=cache_fallback, seed=settings.seed, llm=settings.llm,
+                      limits=settings.limits(settings.processes))  # this process's share
 
 
 def _make_env(task: Any, settings: RunSettings) -> Any:
@@ -58,21 +61,28 @@ def _make_env(task: Any, settings: RunSettings) -> Any:
                                      engine_savings=settings.engine_savings)
 
 
+def make_run_env(task: Any, settings: RunSettings) -> Any:
+    """The env of one task of a run's settings (as its workers make it)."""
+    return _make_env(task, settings)
+
+
 def run_task_worker(task: Any, settings: RunSettings, cache_fallback: Sequence[str] = (),
-                    channel: Any = None) -> dict[str, Any]:
+                    channel: Any = None, *, pool: Any = None, concurrency: int = 1) -> dict[str, Any]:
     """Run one task in a worker; plain data back (summary, episodes, the agent's counters).
 
     ``settings.cache_dir`` is the reply cache the parent chose, ``cache_fallback`` caches
-    read through (an extended run's), ``channel`` the progress queue (or None). The worker
-    closes the env and the agent (when they have ``close``) once the task is done.
+    read through (an extended run's), ``channel`` the progress queue (or None); ``pool``
+    the threads its arms and branches share with the other tasks of the process (or
+    ``concurrency`` threads of its own; :mod:`cir.pairs.schedule`). The worker closes the env
+    and the agent (when they have ``close``) once the task is done.
     """
     agent = make_run_agent(settings, cache_fallback)
-    reporter = None if channel is None else TaskReporter(channel, str(task.task_id))
+    reporter = None if channel is None else TaskReporter(channel, str(task.task_id), agent=agent)
     env = _make_env(task, settings)
     try:
         extractor = settings.extractor or settings.env_family().extractor
         result = run_task_pairs(task, agent, env, settings.replay, extractor=extractor,
-                                progress=reporter)
+                                progress=reporter, pool=pool, concurrency=concurrency)
         stats = agent.stats() if callable(getattr(agent, "stats", None)) else None
     finally:
         if callable(getattr(agent, "close", None)):
@@ -105,26 +115,139 @@ def run_experiment(tasks: Sequence[Any], out: str | Path, settings: RunSettings 
     are refused. ``tasks_source`` (where the tasks came from) and ``limit`` are recorded
     with the run's identity; ``progress`` shows a bar, ``echo`` prints the summary lines.
     """
-    settings = settings or RunSettings()
-    tasks = list(tasks)
-    ids = _task_ids(tasks, tasks_source)
+    return run_experiments([RunSpec(tasks, out, settings, tasks_source, limit)], progress=progress,
+                           echo=echo)[0]
+
+
+@dataclass
+class RunSpec:
+    """One run of :func:`run_experiments`: its tasks, its RUN_DIR and its settings."""
+
+    tasks: Sequence[Any]
+    out: str | Path
+    settings: RunSettings | None = None
+    tasks_source: str | None = None
+    limit: int | None = None
+
+
+def run_experiments(specs: Sequence[RunSpec], *, progress: bool = True,
+                    echo: Callable[[str], None] = print) -> list[RunRecord]:
+    """Run (or resume) several runs at once, each into its own RUN_DIR (as
+    :func:`run_experiment` does one), their unfinished tasks in one queue, longest first,
+    through one set of worker processes (:mod:`cir.pairs.farm`): the final records.
+
+    The runs share the request settings, the parallelism and the agent of the first (a
+    study's cohorts do: only their grids differ). Each run folder is locked, checked and
+    written as if it ran alone, so each is complete and resumable on its own.
+    """
+    with ExitStack() as stack:
+        opened = [_open_run(spec, stack, echo) for spec in specs]
+        pending = [o for o in opened if isinstance(o, _Pending)]
+        if pending:
+            _run_pending(pending, progress)
+        return [o if isinstance(o, RunRecord) else o.record for o in opened]
+
+
+@dataclass
+class _Pending:
+    """A locked run folder with tasks to run: its writer, this session, the workers' settings."""
+
+    run: _Run
+    session: Session
+    workers: RunSettings
+    fallback: tuple[str, ...]
+    record: Any = None
+
+
+def _open_run(spec: RunSpec, stack: ExitStack, echo: Callable[[str], None]) -> RunRecord | _Pending:
+    """Check a run's settings and lock its folder (held by ``stack``): its record when
+    every task is done already, else what is left to run."""
+    settings = spec.settings or RunSettings()
+    tasks = list(spec.tasks)
+    ids = _task_ids(tasks, spec.tasks_source)
     probe = make_run_agent(replace(settings, cache_dir=None))  # the agent's label and settings, first
     agent_settings = dict(probe.settings())
-    identity = RunIdentity.of(settings, ids, agent_label(probe), tasks_source, limit)
-    store = RunStore(out)
+    identity = RunIdentity.of(settings, ids, agent_label(probe), spec.tasks_source, spec.limit)
+    store = RunStore(spec.out)
     fallback = _extension_cache(settings, store, identity, ids, agent_settings,
                                 uses_cache=hasattr(probe, "cache"))
-    with store.lock():
-        old = RunRecord.resume(store, identity)
-        run = _Run(store, identity, tasks, ids, old, echo, agent_settings)
-        if not run.todo and old is not None:
-            return run.settle()
-        session = Session(started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), jobs=settings.jobs,
-                          backend=settings.backend, snapshots=settings.snapshots,
-                          resumed_tasks=len(run.done), engine_savings=settings.engine_savings,
-                          cache_dir=resolved(settings.cache_dir), extends=resolved(settings.extend))
-        workers = replace(settings, cache_dir=settings.cache_dir or str(store.dir / AGENT_CACHE))
-        return run.run(session, workers, fallback, progress)
+    stack.enter_context(store.lock())
+    old = RunRecord.resume(store, identity)
+    run = _Run(store, identity, tasks, ids, old, echo, agent_settings)
+    if not run.todo and old is not None:
+        return run.settle()
+    session = Session(started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), jobs=settings.jobs,
+                      backend=settings.backend, snapshots=settings.snapshots,
+                      resumed_tasks=len(run.done), engine_savings=settings.engine_savings,
+                      cache_dir=resolved(settings.cache_dir), extends=resolved(settings.extend),
+                      requests=settings.limits().as_dict())
+    workers = replace(settings, cache_dir=settings.cache_dir or str(store.dir / AGENT_CACHE))
+    return _Pending(run, session, workers, fallback)
+
+
+def _longest_first(pending: Sequence[_Pending]) -> list[Job]:
+    """Every unfinished task of the runs in one queue: the largest grids first (a task's
+    work grows with its cells), in the runs' and the tasks' order within one size."""
+    jobs = [(-len(p.workers.replay.cells()), i, k, Job(i, task))
+            for i, p in enumerate(pending) for k, task in enumerate(p.run.todo)]
+    return [job for *_, job in sorted(jobs, key=lambda j: j[:3])]
+
+
+def _run_pending(pending: Sequence[_Pending], progress: bool) -> None:
+    """The unfinished tasks of the runs through one farm; each run's record written after
+    each of its tasks and at its end (``record`` of each)."""
+    t0 = time.perf_counter()
+    for p in pending:
+        p.run.start(p.session)
+    first = pending[0].workers
+    jobs = _longest_first(pending)
+    across = first.backend == "loky" and min(first.jobs, len(jobs)) > 1
+    with ExitStack() as stack:
+        manager = stack.enter_context(spawn_manager()) if across else None
+        total = sum(len(p.run.ids) for p in pending)
+        done = sum(len(p.run.ids) - len(p.run.todo) for p in pending)
+        pairs = sum(len(s["rows"]) for p in pending for s in p.run.done.values())
+        bar = stack.enter_context(RunProgress(
+            total, done, pairs, enabled=progress, backend=first.backend, jobs=first.jobs,
+            channel=manager.Queue() if manager is not None and progress else None))
+
+        def handle(i: int, res: dict[str, Any]) -> None:
+            p = pending[i]
+            p.run._finished(res, p.session, bar)
+            p.session.seconds = round(time.perf_counter() - t0, 3)
+            p.run.flush(False)
+
+        try:
+            reports = farm([FarmRun(p.workers, p.fallback) for p in pending], jobs, run_task_worker,
+                           handle, bar.channel, manager)
+        except WorkerLost as err:
+            done_now = sum(len(p.run.done) for p in pending)
+            where = pending[0].run.store.dir if len(pending) == 1 else "the study's runs"
+            saved = f"the {done_now} finished task(s) are saved" if done_now else "no task had finished"
+            raise CirError(f"{where}: {err}; {saved}: run the same command again to resume") from None
+    limiter = _summed_limiters(reports)
+    for p in pending:
+        p.session.limiter = limiter
+        if not p.session.seconds:
+            p.session.seconds = round(time.perf_counter() - t0, 3)
+        p.record = p.run.flush(True)
+        p.run.echo(p.run._summary_line(p.record, p.session))
+
+
+def _summed_limiters(reports: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """What the workers' request limiters did, summed (the smallest window any reached)."""
+    out: dict[str, Any] = {}
+    for report in reports:
+        for key, value in (report.get("limiter") or {}).items():
+            if value is None:
+                continue
+            if key in ("window", "window_min"):
+                out[key] = value if key not in out else min(out[key], value)
+            elif key == "peak_in_flight":
+                out[key] = out.get(key, 0) + value  # each process's peak: their sum bounds the run's
+            else:
+                out[key] = round(out.get(key, 0) + value, 3)
+    return out
 
 
 def _extension_cache(settings: RunSettings, store: RunStore, identity: RunIdentity,
@@ -227,32 +350,18 @@ class _Run:
                   f"{record.counts.pairs} pairs); nothing to do")
         return record
 
+    def start(self, session: Session) -> None:
+        """This session begins: the table kept if it is not this writer's, the record written."""
+        self.sessions.append(session)
+        self._keep_edited_table()
+        self.flush(False)
+
     def run(self, session: Session, settings: RunSettings, fallback: tuple[str, ...],
             progress: bool) -> RunRecord:
-        self.sessions.append(session)
-        t0 = time.perf_counter()
-
-        def flush(complete: bool) -> RunRecord:
-            session.seconds = round(time.perf_counter() - t0, 3)
-            return self.flush(complete)
-
-        self._keep_edited_table()
-        flush(False)
-        pairs = sum(len(s["rows"]) for s in self.done.values())
-        with RunProgress(len(self.ids), len(self.ids) - len(self.todo), pairs, enabled=progress,
-                         backend=settings.backend, jobs=settings.jobs) as bar:
-            try:
-                for res in parallel_map(run_task_worker, self.todo, settings, fallback, bar.channel,
-                                        jobs=settings.jobs, backend=settings.backend,
-                                        scheduler=settings.scheduler, ordered=False):
-                    self._finished(res, session, bar)
-                    flush(False)
-            except WorkerLost as err:
-                saved = f"the {len(self.done)} finished task(s) are saved" if self.done else "no task had finished"
-                raise CirError(f"{self.store.dir}: {err}; {saved}: run the same command again to resume") from None
-        record = flush(True)
-        self.echo(self._summary_line(record, session))
-        return record
+        """The unfinished tasks of this run alone (:func:`run_experiments` runs several)."""
+        pending = _Pending(self, session, settings, fallback)
+        _run_pending([pending], progress)
+        return pending.record
 
     def _finished(self, res: dict[str, Any], session: Session, bar: RunProgress) -> None:
         """A task's result from a worker: into the store, the done tasks and the session."""
@@ -263,8 +372,11 @@ class _Run:
                                                               sort_keys=True))
         session.tasks_run += 1
         session.add_llm(res.get("agent_stats"))
+        llm = res.get("agent_stats") or {}
         bar.task_done(summary["task_id"], len(summary["rows"]),
-                      summary["costs"].get("agent_calls", 0), len(res["episodes"]))
+                      summary["costs"].get("agent_calls", 0), len(res["episodes"]),
+                      int(llm.get("http_requests", 0)),
+                      int(llm.get("prompt_tokens", 0)) + int(llm.get("completion_tokens", 0)))
 
     def _summary_line(self, record: RunRecord, session: Session) -> str:
         c, costs = record.counts, record.costs
@@ -274,6 +386,8 @@ class _Run:
         if session.llm:
             llm = session.llm
             line += (f"; LLM HTTP requests {llm.get('http_requests', 0)} (retries "
-                     f"{llm.get('retries', 0)}), replies from the disk cache "
-                     f"{llm.get('cache_hits_disk', 0)}, unparsable {llm.get('unparsable', 0)}")
+                     f"{llm.get('retries', 0)}, refused {llm.get('refusals', 0)}), tokens "
+                     f"{llm.get('prompt_tokens', 0)} prompt ({llm.get('cached_prompt_tokens', 0)} "
+                     f"cached) + {llm.get('completion_tokens', 0)} completion, replies from the "
+                     f"disk cache {llm.get('cache_hits_disk', 0)}, unparsable {llm.get('unparsable', 0)}")
         return line

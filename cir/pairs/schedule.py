@@ -71,6 +71,8 @@ class JobPool:
     def __init__(self, concurrency: int) -> None:
         self.concurrency = check_concurrency(concurrency)
         self._executor = ThreadPoolExecutor(self.concurrency, thread_name_prefix="cir-branch")
+        #: set when the process is interrupted: every job stops at its next env action
+        self.stop = threading.Event()
 
     def submit(self, fn: Callable[..., T], *args: Any) -> Future[T]:
         return self._executor.submit(fn, *args)
@@ -90,13 +92,14 @@ class _Stopped(Exception):
 
 
 class _Stoppable:
-    """An env cursor that raises :class:`_Stopped` once its task's ``stop`` is set."""
+    """An env cursor that raises :class:`_Stopped` once its task's ``stop`` (or its pool's:
+    the process was interrupted) is set."""
 
-    def __init__(self, env: Any, stop: threading.Event) -> None:
-        self.env, self._stop = env, stop
+    def __init__(self, env: Any, stop: threading.Event, also: threading.Event | None = None) -> None:
+        self.env, self._stop, self._also = env, stop, also
 
     def _check(self) -> None:
-        if self._stop.is_set():
+        if self._stop.is_set() or (self._also is not None and self._also.is_set()):
             raise _Stopped
 
     def reset(self) -> str:
@@ -168,7 +171,7 @@ class _Concurrent:
         self.early: dict[tuple[str, int], int] = {}  # (condition, delay) -> step count started at
 
     def _cursor(self) -> _Stoppable:
-        return _Stoppable(self.fork.env.cursor(), self.stop)
+        return _Stoppable(self.fork.env.cursor(), self.stop, self.pool.stop)
 
     def _submit(self, what: tuple[Any, ...], fn: Callable[..., Any], *args: Any) -> None:
         with self.lock:
@@ -233,6 +236,8 @@ class _Concurrent:
             raise
         if error is not None:
             raise error
+        if self.pool.stop.is_set():  # the process was interrupted: the task did not finish
+            raise _Stopped
         return [(cond, self.arms[cond.name], self.branches[cond.name]) for cond in conditions]
 
     def _finish(self, what: tuple[Any, ...], value: Any) -> None:
@@ -282,16 +287,20 @@ def run_tasks(tasks: Iterable[T], run_one: Callable[[T, JobPool], R], *, concurr
                     return
                 running.add(runner.submit(run_one, task, pool))
 
-        fill()
-        while running:
-            done, _ = wait(running, return_when=FIRST_COMPLETED)
-            for future in done:
-                running.discard(future)
-                exc = future.exception()
-                if exc is None:
-                    yield future.result()
-                elif error is None:
-                    error = exc
+        try:
             fill()
+            while running:
+                done, _ = wait(running, return_when=FIRST_COMPLETED)
+                for future in done:
+                    running.discard(future)
+                    exc = future.exception()
+                    if exc is None:
+                        yield future.result()
+                    elif error is None:
+                        error = exc
+                fill()
+        except BaseException:  # Ctrl-C, or the caller stopped: the jobs stop too, not finish
+            pool.stop.set()
+            raise
     if error is not None:
         raise error

@@ -22,7 +22,7 @@ from cir import __version__
 from cir.episode.protocol import DEFAULT_RESAMPLES, DEFAULT_SEED
 from cir.families.registry import get_family
 from cir.pairs.record import RunRecord
-from cir.pairs.run import make_run_agent, run_experiment
+from cir.pairs.run import RunSpec, make_run_agent, run_experiments
 from cir.pairs.settings import RunSettings
 from cir.study.experiments import Experiment, load_experiments, task_slices
 from cir.study.pooled import write_pooled_report
@@ -189,15 +189,35 @@ def reproduce(out: str | Path, settings: RunSettings | None = None, *, quick: bo
     return report
 
 
-def _study(out: Path, settings: RunSettings, *, quick: bool, perturb_at: int | None, resamples: int,
-           experiments_dir: str | Path | None, progress: bool, echo: Callable[[str], None]) -> Path:
-    """One study (one replicate) into ``out``; the path of its ``report.md``."""
+def study_experiments(settings: RunSettings, experiments_dir: str | Path | None,
+                      perturb_at: int | None = None) -> list[Experiment]:
+    """The study's experiment configs (of the run's family), each perturbed at ``perturb_at``
+    when given."""
     experiments = _experiments(settings, experiments_dir)
     if perturb_at is not None:
         try:
             experiments = [replace(e, replay=replace(e.replay, perturb_at=perturb_at)) for e in experiments]
         except CirError as err:
             raise CirError(f"--perturb-at: {err}") from None
+    return experiments
+
+
+def study_runs(out: str | Path, settings: RunSettings, *, quick: bool = False, perturb_at: int | None = None,
+               experiments_dir: str | Path | None = None,
+               progress: bool = True) -> list[tuple[str, list[Any], RunSettings]]:
+    """Each run of the study ``reproduce`` would make: its name, its tasks (generated under
+    ``out/tasks`` as the study does) and its settings (for ``cir estimate --study``)."""
+    out = Path(out)
+    experiments = study_experiments(settings, experiments_dir, perturb_at)
+    cohorts = cohort_tasks(out, experiments, quick, settings.seed, progress, settings.jobs,
+                           settings.engine_savings, settings.family)
+    return [(e.name, cohorts[e.name], settings.with_replay(e.replay)) for e in experiments]
+
+
+def _study(out: Path, settings: RunSettings, *, quick: bool, perturb_at: int | None, resamples: int,
+           experiments_dir: str | Path | None, progress: bool, echo: Callable[[str], None]) -> Path:
+    """One study (one replicate) into ``out``; the path of its ``report.md``."""
+    experiments = study_experiments(settings, experiments_dir, perturb_at)
     make_run_agent(replace(settings, cache_dir=None))  # a bad agent setting: before any folder
     identity = _identity(settings, quick, resamples, perturb_at, experiments)
     out.mkdir(parents=True, exist_ok=True)
@@ -229,16 +249,22 @@ def _study(out: Path, settings: RunSettings, *, quick: bool, perturb_at: int | N
 def _run_cohorts(out: Path, experiments: list[Experiment], cohorts: dict[str, list[Any]],
                  settings: RunSettings, study: dict[str, Any], progress: bool,
                  echo: Callable[[str], None]) -> dict[str, RunRecord]:
-    """Each experiment's paired run (its grid, the study's settings otherwise), timed."""
-    runs: dict[str, RunRecord] = {}
+    """Every experiment's paired run (its grid, the study's settings otherwise), each its own
+    resumable run folder, their tasks in one queue (the largest grids first) through one set
+    of worker processes kept for all of them (:func:`cir.pairs.run.run_experiments`), timed."""
+    specs = []
     for i, exp in enumerate(experiments, 1):
         grid = exp.replay
         echo(f"[2/4] run {i}/{len(experiments)}: {exp.name} ({len(cohorts[exp.name])} {exp.split} tasks, "
              f"{', '.join(grid.conditions)} x delays {','.join(map(str, grid.delays))} x "
              f"{', '.join(grid.operations)})")
-        t0 = time.perf_counter()
-        runs[exp.name] = run_experiment(cohorts[exp.name], out / "runs" / exp.name, settings.with_replay(grid),
-                                        tasks_source=f"{exp.split}[{exp.name}]", progress=progress, echo=echo)
-        study["timings"][f"run_{exp.name}_seconds"] = round(time.perf_counter() - t0, 1)
-        _write_study(out, study)
-    return runs
+        specs.append(RunSpec(cohorts[exp.name], out / "runs" / exp.name, settings.with_replay(grid),
+                             tasks_source=f"{exp.split}[{exp.name}]"))
+    t0 = time.perf_counter()
+    records = run_experiments(specs, progress=progress, echo=echo)
+    study["timings"]["runs_seconds"] = round(time.perf_counter() - t0, 1)
+    for exp, record in zip(experiments, records, strict=True):  # each cohort's share of the shared session
+        sessions = record.sessions
+        study["timings"][f"run_{exp.name}_seconds"] = sessions[-1].seconds if sessions else 0.0
+    _write_study(out, study)
+    return {exp.name: record for exp, record in zip(experiments, records, strict=True)}

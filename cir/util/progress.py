@@ -48,13 +48,22 @@ def bar_settings(stream: Any = None) -> dict[str, Any]:
     return {"file": stream, "mininterval": LOG_INTERVAL}
 
 
+def _requests_and_tokens(agent: Any) -> tuple[int, int]:
+    """An LLM agent's HTTP requests and tokens so far (0, 0 for an agent without counters)."""
+    stats = agent.stats() if callable(getattr(agent, "stats", None)) else {}
+    tokens = int(stats.get("prompt_tokens", 0) or 0) + int(stats.get("completion_tokens", 0) or 0)
+    return int(stats.get("http_requests", 0) or 0), tokens
+
+
 @dataclass
 class TaskReporter:
-    """Called in the worker with a task's counts so far; sends them at most every ``every`` s."""
+    """Called in the worker with a task's counts so far; sends them at most every ``every`` s.
+    With ``agent`` (the task's), its HTTP requests and tokens so far go too."""
 
     channel: Any  # a queue (a Manager's proxy across processes)
     task_id: str
     every: float = REPORT_EVERY
+    agent: Any = None
     _last: float = field(default=float("-inf"), repr=False)
 
     def __call__(self, agent_calls: int, episodes: int) -> None:
@@ -62,8 +71,9 @@ class TaskReporter:
         if now - self._last < self.every:
             return
         self._last = now
+        requests, tokens = (0, 0) if self.agent is None else _requests_and_tokens(self.agent)
         try:
-            self.channel.put((self.task_id, agent_calls, episodes))
+            self.channel.put((self.task_id, agent_calls, episodes, requests, tokens))
         except (OSError, EOFError):
             pass  # the parent (and its queue) is gone; the worker ends with it
 
@@ -76,17 +86,20 @@ class RunProgress:
     """
 
     def __init__(self, total: int, done: int, pairs: int, *, enabled: bool = True,
-                 backend: str = "loky", jobs: int = 1) -> None:
+                 backend: str = "loky", jobs: int = 1, channel: Any = None) -> None:
         self.enabled = enabled
         self.pairs = pairs
         self.calls = 0  # of the finished tasks of this session
         self.episodes = 0
-        self.running: dict[str, tuple[int, int]] = {}
+        self.requests = 0  # HTTP requests and tokens of the finished tasks of this session
+        self.tokens = 0
+        self.running: dict[str, tuple[int, int, int, int]] = {}
         self.finished: set[str] = set()
         self._lock = threading.Lock()
         self._manager: Any = None
-        self.channel: Any = None
-        if enabled and backend != "dask":
+        self._started = time.monotonic()
+        self.channel: Any = channel if enabled else None  # given: the caller's queue
+        if enabled and backend != "dask" and channel is None:
             if jobs > 1 and backend == "loky":
                 # worker processes: a queue served by a manager process (spawned: this
                 # process may run threads, which fork does not copy safely)
@@ -119,13 +132,15 @@ class RunProgress:
                 return
             if item is None:
                 return
-            task_id, calls, episodes = item
+            task_id, calls, episodes, *rest = item
+            requests, tokens = (rest + [0, 0])[:2]
             with self._lock:
                 if task_id not in self.finished:  # a late report of a finished task: ignored
-                    self.running[task_id] = (calls, episodes)
+                    self.running[task_id] = (calls, episodes, requests, tokens)
                     self._show()
 
-    def task_done(self, task_id: str, pairs: int, agent_calls: int, episodes: int) -> None:
+    def task_done(self, task_id: str, pairs: int, agent_calls: int, episodes: int,
+                  requests: int = 0, tokens: int = 0) -> None:
         """A task's result arrived: its final counts replace its reports."""
         with self._lock:
             self.finished.add(task_id)
@@ -133,19 +148,32 @@ class RunProgress:
             self.pairs += pairs
             self.calls += agent_calls
             self.episodes += episodes
+            self.requests += requests
+            self.tokens += tokens
             self._show(refresh=False)
             self._bar.update(1)  # draws the new counts too
 
     def counts(self) -> dict[str, int]:
-        """Pairs so far, and the agent calls and episodes of this session (running tasks included)."""
-        calls = self.calls + sum(c for c, _ in self.running.values())
-        episodes = self.episodes + sum(e for _, e in self.running.values())
-        return {"pairs": self.pairs, "episodes": episodes, "agent_calls": calls}
+        """Pairs so far, and the agent calls, episodes, HTTP requests and tokens of this
+        session (running tasks included)."""
+        running = list(self.running.values())
+        return {"pairs": self.pairs, "episodes": self.episodes + sum(r[1] for r in running),
+                "agent_calls": self.calls + sum(r[0] for r in running),
+                "requests": self.requests + sum(r[2] for r in running),
+                "tokens": self.tokens + sum(r[3] for r in running)}
+
+    def rates(self) -> dict[str, float]:
+        """HTTP requests and tokens per second of this session so far."""
+        c, elapsed = self.counts(), max(time.monotonic() - self._started, 1e-9)
+        return {"requests_per_s": c["requests"] / elapsed, "tokens_per_s": c["tokens"] / elapsed}
 
     def _show(self, refresh: bool = True) -> None:
         c = self.counts()
-        self._bar.set_postfix_str(f"pairs={c['pairs']}, episodes={c['episodes']}, "
-                                  f"agent calls={c['agent_calls']}", refresh=refresh and self._live)
+        text = f"pairs={c['pairs']}, episodes={c['episodes']}, agent calls={c['agent_calls']}"
+        if c["requests"]:  # an LLM agent: how fast its server is being asked
+            r = self.rates()
+            text += f", {r['requests_per_s']:.1f} requests/s, {r['tokens_per_s']:.0f} tokens/s"
+        self._bar.set_postfix_str(text, refresh=refresh and self._live)
 
     def __exit__(self, *exc: object) -> None:
         if self._thread is not None:

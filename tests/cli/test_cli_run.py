@@ -40,6 +40,13 @@ def test_empty_task_folder(tmp_path, capsys):
     ("--delays", "0,x", "delay 'x'"),
     ("--jobs", "0", "--jobs 0"),
     ("--limit", "0", "--limit 0"),
+    ("--concurrency", "0", "--concurrency 0: expected an integer from 1 to 4096"),
+    ("--rpm", "-5", "--rpm -5.0: expected a number > 0"),
+    ("--tpm", "0", "--tpm 0.0: expected a number > 0"),
+    ("--request-timeout", "0", "--request-timeout 0.0: expected seconds > 0"),
+    ("--retries", "-1", "--retries -1: expected an integer from 0 to 100"),
+    ("--patience", "-1", "--patience -1.0: expected seconds > 0"),
+    ("--base-url", "ftp://x", "--base-url 'ftp://x': expected an http(s):// address"),
 ])
 def test_bad_settings(tmp_path, capsys, flag, value, needle):
     (tmp_path / "tasks").mkdir()
@@ -156,3 +163,17 @@ def test_format_episode_marks_perturbation_and_recovery():
     assert "router d=2:refresh" in plain
     coloured = format_episode(ep, task, info, Painter(True), full=True)
     assert "\033[" in coloured and "Your task is to:" in coloured
+
+
+@pytest.mark.parametrize("command", ["run", "reproduce", "episode"])
+def test_request_flags_are_documented_with_their_defaults(command, capsys):
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for flag, default in [("--rpm", "no limit"), ("--tpm", "no limit"), ("--request-timeout", "120.0"),
+                          ("--retries", "4"), ("--patience", "600.0")]:
+        assert flag in text and default in text.split(flag, 2)[-1][:400], (flag, command)
+    if command == "episode":
+        assert "--concurrency" not in text  # one episode: one request at a time
+    else:
+        assert "--concurrency N" in text and "N / jobs" in text and "(default: 1)" in text

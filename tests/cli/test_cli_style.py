@@ -31,7 +31,8 @@ COMMANDS = _commands()
 
 def test_every_command_is_listed():
     assert {"tasks", "tasks generate", "tasks list", "tasks play", "episode", "run", "table", "contrast",
-            "joint", "figures", "fit", "evaluate", "explain", "reproduce", "repair", "check-env"} == set(COMMANDS)
+            "joint", "figures", "fit", "evaluate", "explain", "reproduce", "repair", "check-env",
+            "estimate"} == set(COMMANDS)
 
 
 def test_every_command_takes_env():

@@ -316,3 +316,19 @@ def test_usage_is_kept_with_the_cached_reply_and_summed(tmp_path):
     # a new agent reads the usage back from disk with the reply
     assert LLMAgent("fake", server.base_url, cache_dir=tmp_path, mode="completion", prompt=ALFWORLD_PROMPT).recorded(context)["usage"] \
         == agent.recorded(context)["usage"]
+
+
+def test_an_interrupted_run_of_tasks_stops_their_branches_instead_of_finishing_them():
+    tasks = fake_tasks(4)
+    started = time.monotonic()
+    results = run_tasks(tasks, lambda t, pool: run_task_pairs(t, FakeAgent(sleep=0.05), make_fake_env(t),
+                                                              SETTINGS, pool=pool),
+                        concurrency=8)
+    with pytest.raises(KeyboardInterrupt):
+        for _ in results:
+            raise KeyboardInterrupt  # at the first finished task, as Ctrl-C would
+    alone = time.monotonic() - started
+    t0 = time.monotonic()
+    for t in tasks:
+        run_task_pairs(t, FakeAgent(sleep=0.05), make_fake_env(t), SETTINGS, concurrency=8)
+    assert alone < (time.monotonic() - t0) * 0.9  # the other tasks did not run to their end

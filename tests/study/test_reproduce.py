@@ -226,3 +226,29 @@ def test_replicates_resume_and_refuse_another_count(study, replicated) -> None:
                   echo=lambda line: None)
     with pytest.raises(CirError, match="replicates 0: expected an integer >= 1"):
         reproduce(out, quick=True, experiments_dir=configs, replicates=0, progress=False, echo=lambda line: None)
+
+
+@pytest.mark.slow
+def test_all_cohorts_share_one_queue_longest_first_with_the_same_tables(study, tmp_path, monkeypatch) -> None:
+    import cir.pairs.run as run_module
+
+    out, configs, _ = study
+    calls: list[list[tuple[int, int]]] = []
+    real_farm = run_module.farm
+
+    def spy(runs, jobs, work, handle, channel=None, manager=None):
+        calls.append([(job.run, len(runs[job.run].settings.replay.cells())) for job in jobs])
+        return real_farm(runs, jobs, work, handle, channel, manager)
+
+    monkeypatch.setattr(run_module, "farm", spy)
+    settings = RunSettings(jobs=2, concurrency=4)
+    reproduce(tmp_path / "out", settings, quick=True, experiments_dir=configs, resamples=200,
+              progress=False, echo=lambda _: None)
+    assert len(calls) == 1  # one farm of workers for every cohort
+    order = calls[0]
+    assert {run for run, _ in order} == {0, 1, 2}
+    assert [cells for _, cells in order] == sorted((cells for _, cells in order), reverse=True)
+    assert _digests(tmp_path / "out") == _digests(out)
+    for name in TINY:  # each cohort its own complete run folder
+        record = json.loads((tmp_path / "out" / "runs" / name / "run.json").read_text())
+        assert record["complete"] and record["timings"]["sessions"][-1]["requests"]["concurrency"] == 4

@@ -108,6 +108,26 @@ def alfworld_answer(path: str, body: dict[str, Any], attempt: int) -> Reply:
     return Reply(text=f"{verb} {name}")
 
 
+def recorded_answers(prompts: dict[str, str], chars_per_token: float = 4.0) -> Callable[[str, dict[str, Any], int], Reply]:
+    """A server that answers each prompt with the reply recorded for it (``cir estimate
+    --prompts``: the built-in agent's), its usage counted as the estimate counts tokens
+    (characters / ``chars_per_token``); a prompt not recorded gets ``look`` (and counts in
+    ``unrecorded``)."""
+    def tokens(text: str) -> int:
+        return math.ceil(len(text) / chars_per_token) if text else 0
+
+    def answer(path: str, body: dict[str, Any], attempt: int) -> Reply:
+        text = prompt_text(body)
+        reply = prompts.get(text)
+        if reply is None:
+            answer.unrecorded += 1  # type: ignore[attr-defined]
+            reply = "look"
+        return Reply(text=reply, usage={"prompt_tokens": tokens(text), "completion_tokens": tokens(reply)})
+
+    answer.unrecorded = 0  # type: ignore[attr-defined]
+    return answer
+
+
 def in_flight(log: list[tuple[float, float, int]]) -> dict[str, float | int]:
     """Requests in flight over the busy window (first arrival to last answer): the mean
     (time-weighted), the peak, the window's length and ends (``time.monotonic``, which is
@@ -264,6 +284,10 @@ def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
         def do_GET(self) -> None:  # noqa: N802 (http.server naming)
             if self.path.rstrip("/").endswith("/stats"):
                 self._send(200, json.dumps(fake.stats()).encode(), {})
+            elif self.path.rstrip("/").endswith("/log"):  # (arrived, answered, status) of each request
+                with fake._lock:
+                    log = list(fake.log)
+                self._send(200, json.dumps(log).encode(), {})
             else:  # /v1/models: a readiness probe
                 self._send(200, json.dumps({"data": [{"id": "fake"}]}).encode(), {})
 
@@ -310,10 +334,16 @@ def main() -> int:
     parser.add_argument("--retry-after", type=float, default=1.0, help="the Retry-After of those 429s")
     parser.add_argument("--rpm", type=int, default=0, help="accepted requests per --rpm-window at most")
     parser.add_argument("--rpm-window", type=float, default=60.0)
+    parser.add_argument("--answers", default=None, metavar="FILE",
+                        help="answer each prompt with its reply in FILE (`cir estimate --prompts`)")
     args = parser.parse_args()
+    answer = alfworld_answer
+    if args.answers:
+        with open(args.answers, encoding="utf-8") as f:
+            answer = recorded_answers({d["prompt"]: d["reply"] for d in map(json.loads, f)})
     refuse = (args.refuse_share, args.retry_after) if args.refuse_share else None
     rpm = (args.rpm, args.rpm_window) if args.rpm else None
-    server = FakeOpenAI(answer=alfworld_answer, latency=args.latency, refuse=refuse, rpm=rpm,
+    server = FakeOpenAI(answer=answer, latency=args.latency, refuse=refuse, rpm=rpm,
                         port=args.port, keep_requests=False)
     with server:
         print(f"port {server.port}", flush=True)

@@ -17,6 +17,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -116,6 +117,74 @@ class LlamaServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class InFlightProxy:
+    """A loopback HTTP proxy in front of one server that logs when each request arrived and
+    was answered (``log``), so a test sees the requests in flight at the servers."""
+
+    def __init__(self, target: str) -> None:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.target = target.rstrip("/")
+        self.log: list[tuple[float, float]] = []
+        self._lock = threading.Lock()
+        self._client = httpx.Client(timeout=600.0)
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def _forward(self, method: str) -> None:
+                arrived = time.monotonic()
+                length = int(self.headers.get("Content-Length", 0))
+                body = self.rfile.read(length) if length else None
+                path = self.path[len("/v1"):] if self.path.startswith("/v1") else self.path
+                answer = proxy._client.request(method, proxy.target + path, content=body,
+                                               headers={"Content-Type": "application/json"})
+                with proxy._lock:
+                    proxy.log.append((arrived, time.monotonic()))
+                self.send_response(answer.status_code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(answer.content)))
+                self.end_headers()
+                self.wfile.write(answer.content)
+
+            def do_GET(self) -> None:  # noqa: N802 (http.server naming)
+                self._forward("GET")
+
+            def do_POST(self) -> None:  # noqa: N802
+                self._forward("POST")
+
+        class Server(ThreadingHTTPServer):
+            daemon_threads = True
+
+        self.server = Server(("127.0.0.1", 0), Handler)
+        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> InFlightProxy:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self._client.close()
+
+
+def peak_in_flight(*logs: list[tuple[float, float]]) -> int:
+    """The most requests in flight at once over the proxies' logs together."""
+    events = sorted([(a, 1) for log in logs for a, _ in log] + [(e, -1) for log in logs for _, e in log],
+                    key=lambda ev: (ev[0], ev[1]))
+    now = peak = 0
+    for _, step in events:
+        now += step
+        peak = max(peak, now)
+    return peak
 
 
 def _interrupt(signum: int, frame: object) -> None:

@@ -30,11 +30,11 @@ def test_reporter_sends_at_most_every_interval_and_survives_a_dead_channel() -> 
     slow = TaskReporter(channel, "t1", every=3600)
     for n in range(1, 6):
         slow(n, 0)
-    assert channel.qsize() == 1 and channel.get() == ("t1", 1, 0)  # the first call is shown at once
+    assert channel.qsize() == 1 and channel.get() == ("t1", 1, 0, 0, 0)  # the first call is shown at once
     eager = TaskReporter(channel, "t2", every=0)
     for n in range(1, 4):
         eager(n, n // 2)
-    assert [channel.get() for _ in range(3)] == [("t2", 1, 0), ("t2", 2, 1), ("t2", 3, 1)]
+    assert [channel.get() for _ in range(3)] == [("t2", 1, 0, 0, 0), ("t2", 2, 1, 0, 0), ("t2", 3, 1, 0, 0)]
     TaskReporter(Dead(), "t3")(1, 0)  # no error: progress is display only
 
 
@@ -43,12 +43,20 @@ def test_running_tasks_count_until_their_result_replaces_them() -> None:
         bar.channel.put(("a", 5, 1))
         bar.channel.put(("b", 2, 0))
         _wait(lambda: bar.counts()["agent_calls"] == 7)
-        assert bar.counts() == {"pairs": 0, "episodes": 1, "agent_calls": 7}
+        assert bar.counts() == {"pairs": 0, "episodes": 1, "agent_calls": 7, "requests": 0, "tokens": 0}
         bar.task_done("a", 4, 9, 3)
         bar.channel.put(("a", 8, 2))  # a late report of a finished task: ignored
         bar.channel.put(("b", 3, 1))
         _wait(lambda: bar.counts()["agent_calls"] == 12)
-        assert bar.counts() == {"pairs": 4, "episodes": 4, "agent_calls": 12}
+        assert bar.counts() == {"pairs": 4, "episodes": 4, "agent_calls": 12, "requests": 0, "tokens": 0}
+        bar.channel.put(("b", 4, 1, 10, 500))  # an LLM agent's task: its requests and tokens
+        _wait(lambda: bar.counts()["requests"] == 10)
+        bar.task_done("c", 1, 2, 1, 5, 100)
+        assert bar.counts()["requests"] == 15 and bar.counts()["tokens"] == 600
+        rates = bar.rates()
+        assert rates["requests_per_s"] > 0 and rates["tokens_per_s"] == pytest.approx(
+            rates["requests_per_s"] * 40, rel=0.05)
+        assert "requests/s" in bar._bar.postfix and "tokens/s" in bar._bar.postfix
     with RunProgress(3, 0, 0, enabled=False) as disabled:
         assert disabled.channel is None and disabled.reporter("a") is None
     with RunProgress(3, 0, 0, backend="dask") as on_dask:
