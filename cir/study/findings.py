@@ -111,20 +111,21 @@ def cir_finding(summary: pd.DataFrame, epsilon: float, routers: tuple[str, ...] 
         conclusive.append(excludes_zero(r))
         oracle = _oracle_of(r)
         parts.append(f"{name} changed success by {_pp(r['effect_pp'])} against never recovering "
-                     f"({_interval(r)}), {format_number(100 * r['oracle_fraction'], 0)}% of the gain of "
-                     f"`{oracle}`, recovering in {format_number(100 * r['intervention_rate'], 1)}% of arms "
+                     f"({_interval(r)}), {format_number(100 * r['oracle_fraction'], 0)}% of the gain of the "
+                     f"oracle over {_scope(oracle)}, recovering in {format_number(100 * r['intervention_rate'], 1)}% of arms "
                      f"with {harm}")
     anomaly = rows.loc["anomaly", "effect_pp"] if "anomaly" in rows.index else float("nan")
     used = list(dict.fromkeys([*(_oracle_of(rows.loc[name]) for name in present), "oracle"]))
-    oracles = ", ".join(f"`{o}` ({_ORACLE_SCOPE.get(o, o.removeprefix('oracle_'))}) by "
-                        f"{_pp(rows.loc[o, 'effect_pp'])}" for o in used if o in rows.index)
+    oracles = " and ".join(f"over {_scope(o)} by {_pp(rows.loc[o, 'effect_pp'])}" for o in used if o in rows.index)
     sentence = (f"On {n} held-out tasks, " + "; ".join(parts) + f" (budget {format_number(100 * epsilon, 1)}%). "
                 f"The anomaly rule changed it by {_pp(anomaly)}, the oracle {oracles}. "
                 + _verdict(all(conclusive), n).capitalize())
     return Finding("Selective recovery (CIR)", sentence, all(conclusive), n)
 
 
-_ORACLE_SCOPE = {"oracle": "every operation"}
+def _scope(oracle: str) -> str:
+    """What an oracle may use: ``oracle`` every operation, ``oracle_<op>`` that one."""
+    return "every operation" if oracle == "oracle" else oracle.removeprefix("oracle_")
 
 
 def _oracle_of(row: pd.Series) -> str:

@@ -18,9 +18,6 @@ from pathlib import Path
 import pandas as pd
 
 from cir.episode.protocol import (
-    DEFAULT_FRACTION,
-    DEFAULT_MAX_ACTIONS,
-    DEFAULT_MAX_TURNS,
     PRIMARY_STALE,
 )
 from cir.pairs.paired import read_paired
@@ -85,10 +82,15 @@ def _setup_section(report: Report, out: Path, experiments: list[Experiment], run
         })
     table = pd.DataFrame(rows)
     report.heading("Setup")
+    first = experiments[0].replay
+    env = experiments[0].env
+    tasks = ("generated ALFWorld tasks on the real engine" if env == "alfworld"
+             else f"generated tasks of the `{env}` environment family")
+    point = (f"the observation of env action {first.perturb_at}" if first.perturb_at is not None else
+             f"the observation of the env action after {first.perturb_fraction:.0%} of the factual run's env actions")
     report.text(
-        f"Agent `{agent}`; {'quick' if quick else 'full'} cohorts of generated ALFWorld tasks on the real "
-        f"engine; budgets {DEFAULT_MAX_TURNS} model turns and {DEFAULT_MAX_ACTIONS} env actions; the "
-        f"observation of the env action after {DEFAULT_FRACTION:.0%} of the factual run's env actions is "
+        f"Agent `{agent}`; {'quick' if quick else 'full'} cohorts of {tasks}; budgets "
+        f"{first.max_turns} model turns and {first.max_actions} env actions; {point} is "
         "modified (`stale2`: the observation from two env actions earlier; `stale1`: one; `missing`: a fixed "
         "unavailable message). Recovery at delay d runs after d more env actions. Cohorts never share tasks. "
         "Intervals: 95% task-level cluster bootstrap."

@@ -57,5 +57,5 @@ def test_mechanism_and_cir_findings():
     assert not c.conclusive and c.n_tasks == 76  # cir's interval includes zero
     assert "cir changed success by +3.0 pp against never recovering (95% CI -1.0 to 7.0 pp" in c.sentence
     assert "cir_paired changed success by +6.0 pp against never recovering (95% CI 2.0 to 10.0 pp" in c.sentence
-    assert "60% of the oracle's gain" in c.sentence and "clean harm 0.0%" in c.sentence and "(budget 2.0%)" in c.sentence
-    assert "The anomaly rule changed it by +2.0 pp and the oracle by +10.0 pp" in c.sentence
+    assert "60% of the gain of the oracle over every operation" in c.sentence and "clean harm 0.0%" in c.sentence and "(budget 2.0%)" in c.sentence
+    assert "The anomaly rule changed it by +2.0 pp, the oracle over every operation by +10.0 pp" in c.sentence

@@ -100,7 +100,7 @@ def test_a_study_with_replicates_publishes_each_replicate_and_a_generated_summar
     text = publish.summary(study)
     assert "Pooled over 2 replicates" in text
     assert "delay 0: -4.0 pp [-7.5, -1.2] (replicates -5.0 to -3.0)" in text  # from the tables, not typed
-    assert "`cir_paired` +4.0 pp [+1.0, +7.0], 60% of the oracle's gain, recovering in 12.0% of arms, clean harm 1.4%" in text
+    assert "`cir_paired` +4.0 pp [+1.0, +7.0], 60% of the gain of `oracle`, recovering in 12.0% of arms, clean harm 1.4%" in text
     assert "`cir_paired` - `anomaly` +2.5 pp [+0.5, +4.5]" in text
     assert "bound the threshold search in 1 of 2 replicates for `cir_paired`" in text
     readme = tmp_path / "README.md"

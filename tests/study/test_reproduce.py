@@ -193,7 +193,8 @@ def test_replicates_are_whole_studies_pooled_in_one_report(study, replicated) ->
     assert list(dict.fromkeys(evaluation["policy"])) == [
         "never", "always", "anomaly", "anomaly_rate_matched", "cir", "anomaly_matched_cir_paired", "cir_paired",
         "anomaly_matched_cir_paired_replan", "cir_paired_replan", "always_cir_multi", "anomaly_matched_cir_multi",
-        "always_refresh", "always_replan", "anomaly_refresh", "anomaly_replan", "cir_multi", "oracle"]
+        "always_refresh", "always_replan", "anomaly_refresh", "anomaly_replan", "cir_multi",
+        "oracle_refresh", "oracle_replan", "oracle"]
     each = [pd.read_csv(out / "replicates" / f"seed-{s}" / "tables" / "cir_eval.csv") for s in seeds]
     n_tasks = lambda t: int(t.query("policy == 'never' and condition == 'all'")["n_tasks"].iloc[0])  # noqa: E731
     assert n_tasks(evaluation) == sum(n_tasks(t) for t in each)
