@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from cir.episode.extractor import resolve_extractor
+from cir.families.registry import resolve_extractor
 from cir.families.textworld_cooking.agent.builtin import CookingAgent
 from cir.families.textworld_cooking.env import CookingEnv
 from cir.families.textworld_cooking.features import COOKING_FEATURES, FEATURES
