@@ -140,7 +140,7 @@ def summary(study: Path) -> str:
         if policy in rows.index:
             p = rows.loc[policy]
             own = p.get("oracle_policy") if isinstance(p.get("oracle_policy"), str) else "oracle"
-            share = "" if policy == "oracle" or pd.isna(p["oracle_fraction"]) else (
+            share = "" if policy.startswith("oracle") or pd.isna(p["oracle_fraction"]) else (
                 f", {100 * p['oracle_fraction']:.0f}% of the gain of `{own}`")
             held.append(f"`{policy}` {_pp(p['effect_pp'])} pp [{_pp(p['ci_low_pp'])}, {_pp(p['ci_high_pp'])}]"
                         f"{share}, recovering in {100 * p['intervention_rate']:.1f}% of arms, clean harm "
