@@ -37,7 +37,9 @@ def _transcript() -> Transcript:
 
 def test_the_default_is_alfworld_s_and_ships_by_name() -> None:
     default = resolve_extractor(None)
-    assert default.name == "alfworld" and builtin_extractors() == {"alfworld": default}
+    shipped = builtin_extractors()
+    assert default.name == "alfworld" and shipped["alfworld"] is default
+    assert set(shipped) == {"alfworld", "textworld-cooking"}  # each built-in family's, by name
     assert all(name.startswith("f_") for name in default.features)
 
 
