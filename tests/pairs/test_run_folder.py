@@ -238,7 +238,7 @@ def test_a_run_record_of_an_older_version_is_still_checked(run):
 
 def test_kept_results_without_their_store_are_read_when_the_record_vouches_for_them(tmp_path):
     # the reference study's run folder, kept without its episode store
-    published = REPO / "data" / "runs" / "primary"
+    published = REPO / "data" / "replicates" / "seed-0" / "runs" / "primary"
     kept = tmp_path / "published"
     kept.mkdir()
     for name in ("paired.csv", "run.json"):

@@ -21,12 +21,14 @@ def cooking_spec():
 
 
 @pytest.fixture(scope="session")
-def cooking_root(request: pytest.FixtureRequest):
+def cooking_root(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
     import textworld
 
     from cir.families.textworld_cooking.generate import CookingSettings, generate_split
 
-    root = request.config.cache.mkdir(f"textworld-cooking-games-{textworld.__version__}-s{SEED}")
+    name = f"textworld-cooking-games-{textworld.__version__}-s{SEED}"
+    cache = getattr(request.config, "cache", None)  # absent under -p no:cacheprovider
+    root = cache.mkdir(name) if cache is not None else tmp_path_factory.mktemp(name)
     generate_split(root, "train", 3, SEED, settings=CookingSettings(**SETTINGS))
     return root
 
