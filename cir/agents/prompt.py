@@ -49,7 +49,7 @@ def first_line_action(reply: str) -> ParsedAction:
     return ParsedAction(action=action, ok=bool(action), raw=reply)
 
 
-def _merge_same_role(messages: list[dict[str, str]]) -> list[dict[str, str]]:
+def merge_same_role(messages: list[dict[str, str]]) -> list[dict[str, str]]:
     """Join consecutive messages of one role (harness notes follow observations)."""
     merged: list[dict[str, str]] = []
     for msg in messages:
@@ -94,7 +94,7 @@ class LLMPrompt:
         if examples:
             lead = self._lead(len(examples), " (lines starting with > are your commands)")
             system += "\n\n" + lead + "\n\n" + "\n\n".join(examples)
-        return [{"role": "system", "content": system}, *_merge_same_role(context)]
+        return [{"role": "system", "content": system}, *merge_same_role(context)]
 
     def completion_prompt(self, context: list[dict[str, str]]) -> str:
         """A plain-completion ReAct prompt ending in ``>`` (the model writes the next command):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from cir.agents.prompt import merge_same_role
 from cir.episode.protocol import THINK_ACK, THINK_PREFIX
 
 PROMPT_VERSION = "cir-cooking-1"
@@ -112,22 +113,11 @@ You eat the meal. Not bad."""
 EXAMPLES: tuple[str, str] = (_FIRST, _SECOND)
 
 
-def _merge_same_role(messages: list[dict[str, str]]) -> list[dict[str, str]]:
-    """Join consecutive messages of one role (harness notes follow observations)."""
-    merged: list[dict[str, str]] = []
-    for msg in messages:
-        if merged and merged[-1]["role"] == msg["role"]:
-            merged[-1] = {"role": msg["role"], "content": merged[-1]["content"] + "\n" + msg["content"]}
-        else:
-            merged.append({"role": msg["role"], "content": msg["content"]})
-    return merged
-
-
 def chat_messages(context: list[dict[str, str]]) -> list[dict[str, str]]:
     """Chat messages: a system message with the instructions and the examples, then the context."""
     system = (f"{INSTRUCTIONS}\nReply with the next command only, one line, no explanation.\n\n"
               f"Here are two examples (lines starting with > are your commands).\n\n{EXAMPLES[0]}\n\n{EXAMPLES[1]}")
-    return [{"role": "system", "content": system}, *_merge_same_role(context)]
+    return [{"role": "system", "content": system}, *merge_same_role(context)]
 
 
 def completion_prompt(context: list[dict[str, str]]) -> str:
