@@ -107,19 +107,10 @@ def make_agent(
     # Each agent's module is imported when it is asked for: `cir --help` imports this module
     # (for AGENT_SPECS), and the LLM agent brings an HTTP client.
     if kind == "builtin":
-        if not llm.is_default():
-            raise CirError(f"agent {spec!r}: --temperature, --max-tokens, --think, --logprobs and "
-                           "--llm-option are for openai:MODEL and openai-completion:MODEL agents")
-        if builtin is None:
-            raise CirError(f"agent {spec!r}: {family} has no built-in agent; use openai:MODEL or "
-                           "openai-completion:MODEL")
-        return builtin(arg or "default", seed=seed)
+        return _builtin_agent(spec, arg or "default", llm, builtin, family, seed)
     if kind in ("openai", "openai-completion"):
         if not arg:
             raise CirError(f"agent {spec!r}: name the model, e.g. openai:Qwen3-14B")
-        from cir.agents.limits import shared_limiter
-        from cir.agents.llm import LLMAgent, endpoint_base
-
         url = base_url or os.environ.get("OPENAI_BASE_URL")
         if not url:
             raise CirError(
@@ -127,28 +118,50 @@ def make_agent(
             )
         if prompt is None:
             raise CirError(f"agent {spec!r}: {family} has no LLM prompt; give one (--prompt FILE)")
-        limits = limits or RequestLimits()
-        return LLMAgent(
-            model=arg,
-            base_url=url,
-            api_key=os.environ.get(api_key_env),
-            cache_dir=Path(cache_dir) if cache_dir else None,
-            cache_fallback=cache_fallback,
-            seed=seed,
-            temperature=llm.temperature,
-            max_tokens=llm.max_tokens,
-            mode="chat" if kind == "openai" else "completion",
-            think=llm.think,
-            logprobs=llm.logprobs,
-            options=llm.options,
-            timeout=limits.timeout,
-            max_retries=limits.retries,
-            patience=limits.patience,
-            # one limiter for all the servers of a comma list (the run's limits are for all)
-            limiter=shared_limiter(",".join(endpoint_base(u) for u in url.split(",") if u.strip()),
-                                   limits),
-            prompt=prompt,
-        )
+        return _llm_agent(arg, "chat" if kind == "openai" else "completion", url, prompt, llm,
+                          limits or RequestLimits(), api_key=os.environ.get(api_key_env),
+                          cache_dir=cache_dir, cache_fallback=cache_fallback, seed=seed)
     raise CirError(
         f"unknown agent {spec!r}: expected builtin, builtin:PROFILE, openai:MODEL or openai-completion:MODEL"
+    )
+
+
+def _builtin_agent(spec: str, profile: str, llm: LLMConfig, builtin: Callable[..., Agent] | None,
+                   family: str, seed: int) -> Agent:
+    """The family's model-free agent, ``builtin(profile, seed=seed)``."""
+    if not llm.is_default():
+        raise CirError(f"agent {spec!r}: --temperature, --max-tokens, --think, --logprobs and "
+                       "--llm-option are for openai:MODEL and openai-completion:MODEL agents")
+    if builtin is None:
+        raise CirError(f"agent {spec!r}: {family} has no built-in agent; use openai:MODEL or "
+                       "openai-completion:MODEL")
+    return builtin(profile, seed=seed)
+
+
+def _llm_agent(model: str, mode: str, url: str, prompt: LLMPrompt, llm: LLMConfig,
+               limits: RequestLimits, *, api_key: str | None, cache_dir: str | Path | None,
+               cache_fallback: Sequence[str | Path], seed: int) -> Agent:
+    """The LLM agent of ``model`` at ``url`` (a comma list of servers), asking as ``llm`` says."""
+    from cir.agents.limits import shared_limiter
+    from cir.agents.llm import LLMAgent, endpoint_base
+
+    return LLMAgent(
+        model=model,
+        base_url=url,
+        api_key=api_key,
+        cache_dir=Path(cache_dir) if cache_dir else None,
+        cache_fallback=cache_fallback,
+        seed=seed,
+        temperature=llm.temperature,
+        max_tokens=llm.max_tokens,
+        mode=mode,
+        think=llm.think,
+        logprobs=llm.logprobs,
+        options=llm.options,
+        timeout=limits.timeout,
+        max_retries=limits.retries,
+        patience=limits.patience,
+        # one limiter for all the servers of a comma list (the run's limits are for all)
+        limiter=shared_limiter(",".join(endpoint_base(u) for u in url.split(",") if u.strip()), limits),
+        prompt=prompt,
     )

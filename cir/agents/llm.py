@@ -195,6 +195,27 @@ def _error_detail(raw: bytes) -> str:
     return _snippet(str(data).encode("utf-8"))
 
 
+def _check_agent(prompt: Any, model: Any, mode: str | None) -> str:
+    """Check what the agent is (its prompt, model and mode); the mode, ``chat`` by default."""
+    if not isinstance(prompt, LLMPrompt):
+        raise CirError(f"LLMAgent prompt={prompt!r}: expected an LLMPrompt, an environment family's "
+                       "(e.g. cir.families.get_family('alfworld').prompt)")
+    if not model or not isinstance(model, str):
+        raise CirError(f"LLM model {model!r}: expected a model name, e.g. Qwen3-14B")
+    mode = mode or "chat"
+    if mode not in MODES:
+        raise CirError(f"LLM mode {mode!r}: expected one of {', '.join(MODES)}")
+    return mode
+
+
+def _base_urls(base_url: str) -> list[str]:
+    """The servers of ``base_url``, a comma list: several servers of the model, requests spread over them."""
+    urls = [endpoint_base(u) for u in str(base_url).split(",") if u.strip()]
+    if not urls:
+        raise CirError(f"base URL {base_url!r}: expected http(s)://HOST[:PORT][/PATH]")
+    return urls
+
+
 class LLMAgent:
     """ReAct agent over an OpenAI-compatible API, with a persistent response cache.
 
@@ -238,14 +259,7 @@ class LLMAgent:
         limiter: Limiter | None = None,
         prompt: LLMPrompt | None = None,
     ) -> None:
-        if not isinstance(prompt, LLMPrompt):
-            raise CirError(f"LLMAgent prompt={prompt!r}: expected an LLMPrompt, an environment family's "
-                           "(e.g. cir.families.get_family('alfworld').prompt)")
-        if not model or not isinstance(model, str):
-            raise CirError(f"LLM model {model!r}: expected a model name, e.g. Qwen3-14B")
-        mode = mode or "chat"
-        if mode not in MODES:
-            raise CirError(f"LLM mode {mode!r}: expected one of {', '.join(MODES)}")
+        mode = _check_agent(prompt, model, mode)
         if max_tokens is None:
             max_tokens = THINK_MAX_TOKENS if think else MAX_TOKENS
         _check_decoding(temperature, logprobs)
@@ -254,20 +268,15 @@ class LLMAgent:
                         max_backoff=max_backoff)
         self.model = model
         self.prompt = prompt
-        # a comma list: several servers of the model, requests spread over them
-        self.base_urls = [endpoint_base(u) for u in str(base_url).split(",") if u.strip()]
-        if not self.base_urls:
-            raise CirError(f"base URL {base_url!r}: expected http(s)://HOST[:PORT][/PATH]")
+        self.base_urls = _base_urls(base_url)
         self.base_url = ",".join(self.base_urls)
         self.api_key = api_key
         self.mode = mode
         self.seed = int(seed)
         self.temperature = float(temperature)
         self.max_tokens = int(max_tokens)
-        self.timeout = float(timeout)
-        self.max_retries = int(max_retries)
-        self.backoff = float(backoff)
-        self.max_backoff = float(max_backoff)
+        self.timeout, self.max_retries = float(timeout), int(max_retries)
+        self.backoff, self.max_backoff = float(backoff), float(max_backoff)
         self.max_reply_bytes = int(max_reply_bytes)
         self.patience = float(patience)
         self.think = bool(think)

@@ -78,6 +78,11 @@ MARGIN_COLUMNS = ["margin_pp", "ci_low_pp", "ci_high_pp", "sign_flip_p"]
 
 def register(subparsers: Any) -> None:
     """Add ``cir fit`` and ``cir evaluate``."""
+    _register_fit(subparsers)
+    _register_evaluate(subparsers)
+
+
+def _register_fit(subparsers: Any) -> None:
     f = command(
         subparsers, "fit", help="fit the CIR router (models, thresholds, baselines) on a paired table",
         description="Fit CIR on a training paired table: the estimator's logistic models (paper: p_err, "
@@ -118,6 +123,8 @@ def register(subparsers: Any) -> None:
                    help="fit on a run that lacks tasks (refused by default)")
     f.set_defaults(handler=_fit)
 
+
+def _register_evaluate(subparsers: Any) -> None:
     e = command(
         subparsers, "evaluate", help="evaluate a router and its baselines on a held-out paired table",
         description="Walk the candidate delays on a held-out paired table with CIR, never, "
@@ -247,15 +254,12 @@ def _fit(args: argparse.Namespace) -> int:
 
 def _evaluate(args: argparse.Namespace) -> int:
     # imported here, not at the top: `cir --help` must not load pandas and scikit-learn
-    import pandas as pd
-
     from cir.cli.analysis import select_columns
     from cir.families.registry import get_family
     from cir.pairs.paired import read_paired
     from cir.router.calibration import calibration_figure
     from cir.router.evaluation import evaluate
     from cir.router.runtime import Router
-    from cir.study.page import markdown_table
 
     check_int("--resamples", args.resamples, 1, MAX_RESAMPLES)
     check_int("--seed", args.seed, 0, MAX_SEED)
@@ -283,24 +287,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     if partial and args.format != "markdown":  # markdown says it in its first line
         result["settings"]["partial_run"] = partial
         summary, margins = summary.assign(partial_run=partial), margins.assign(partial_run=partial)
-    if args.format == "json":
-        text = json.dumps({"settings": result["settings"],
-                           "summary": json.loads(summary.to_json(orient="records")),
-                           "margins": json.loads(margins.to_json(orient="records"))}, indent=2)
-    elif args.format == "csv":
-        text = pd.concat([summary.assign(table="summary"),
-                          margins.assign(table="margins")], ignore_index=True).to_csv(index=False)
-    else:
-        s = result["settings"]
-        fitted = "; ".join(f"{name}: {r['estimator']} estimator, {', '.join(r['operations'])}, "
-                           + " ".join(f"{k}={_fmt(v)}" for k, v in r["thresholds"].items())
-                           for name, r in s["routers"].items())
-        head = (f"Routers on {s['tasks']} held-out tasks"
-                + (f" (partial run: {partial})" if partial else "")
-                + f", {s['episodes']} arms ({fitted}); "
-                f"{s['resamples']} task-level bootstrap resamples (seed {s['seed']})")
-        text = (head + "\n\n" + markdown_table(summary) + "\n\nMargins of each router (pp, paired by task):\n\n"
-                + markdown_table(margins) + "\n")
+    text = _render(result, summary, margins, partial, args.format)
     try:
         if args.calibration:
             calibration_figure(routers["cir"], df).savefig(args.calibration, dpi=120)
@@ -313,6 +300,31 @@ def _evaluate(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
     return 0
+
+
+def _render(result: dict[str, Any], summary: Any, margins: Any, partial: str | None, fmt: str) -> str:
+    """The evaluation as ``fmt``: JSON, one CSV of both tables, or markdown under a heading."""
+    import pandas as pd
+
+    from cir.study.page import markdown_table
+
+    if fmt == "json":
+        return json.dumps({"settings": result["settings"],
+                           "summary": json.loads(summary.to_json(orient="records")),
+                           "margins": json.loads(margins.to_json(orient="records"))}, indent=2)
+    if fmt == "csv":
+        return pd.concat([summary.assign(table="summary"),
+                          margins.assign(table="margins")], ignore_index=True).to_csv(index=False)
+    s = result["settings"]
+    fitted = "; ".join(f"{name}: {r['estimator']} estimator, {', '.join(r['operations'])}, "
+                       + " ".join(f"{k}={_fmt(v)}" for k, v in r["thresholds"].items())
+                       for name, r in s["routers"].items())
+    head = (f"Routers on {s['tasks']} held-out tasks"
+            + (f" (partial run: {partial})" if partial else "")
+            + f", {s['episodes']} arms ({fitted}); "
+            f"{s['resamples']} task-level bootstrap resamples (seed {s['seed']})")
+    return (head + "\n\n" + markdown_table(summary) + "\n\nMargins of each router (pp, paired by task):\n\n"
+            + markdown_table(margins) + "\n")
 
 
 def _check_held_out(router: Any, path: str, df: Any, args: argparse.Namespace) -> None:

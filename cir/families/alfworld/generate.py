@@ -16,7 +16,7 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -168,14 +168,7 @@ def generate_split(out: str | os.PathLike[str], split: str, n: int, seed: int, *
     """
     check_split(split)
     types_t = check_types(types)
-    if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
-        raise CirError(f"n must be a positive number of tasks, got {n!r}")
-    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
-        raise CirError(f"seed must be a non-negative integer, got {seed!r}")
-    if not isinstance(jobs, int) or jobs < 1:
-        raise CirError(f"jobs must be a positive integer, got {jobs!r}")
-    if max_plan_length is not None and (not isinstance(max_plan_length, int) or max_plan_length < 1):
-        raise CirError(f"max_plan_length must be a positive integer, got {max_plan_length!r}")
+    _check_counts(n, seed, jobs, max_plan_length)
     out_dir = Path(out)
     if out_dir.exists() and not out_dir.is_dir():
         raise CirError(f"{out_dir}: output path exists and is not a folder")
@@ -189,30 +182,12 @@ def generate_split(out: str | os.PathLike[str], split: str, n: int, seed: int, *
     if tmp_dir.exists():
         shutil.rmtree(tmp_dir)
     tmp_dir.mkdir(parents=True)
-    rows: list[dict[str, Any]] = []
-    attempts = 0
     t0 = time.perf_counter()
     # a generator, not a list: nothing is built for tasks that are not drawn yet
     kinds = ((i, types_t[i % len(types_t)]) for i in range(n))
     tasks = parallel_map(_generate_indexed, kinds, split, seed, layout_seed, max_plan_length,
                          Savings.of(savings), jobs=jobs)
-    try:
-        bar = tqdm(tasks, total=n, desc=f"generate {split}", unit="task", disable=not progress, **bar_settings())
-        for task in bar:
-            attempts += task.attempts
-            trial_dir = tmp_dir / task.drawn.folder / task.drawn.trial
-            trial_dir.mkdir(parents=True)
-            (trial_dir / "game.tw-pddl").write_text(task.game_text, encoding="utf-8")
-            (trial_dir / "traj_data.json").write_text(
-                json.dumps(task.traj_data(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
-            rows.append(task.manifest_row())
-        bar.close()
-    except BaseException as err:
-        shutil.rmtree(tmp_dir, ignore_errors=True)  # never leave a half-written split
-        if isinstance(err, OSError):
-            raise CirError(f"{err.filename or tmp_dir}: cannot write the tasks "
-                           f"({err.strerror or err})") from None
-        raise
+    rows, attempts = _write_tasks(tasks, tmp_dir, f"generate {split}", n, progress)
     elapsed = time.perf_counter() - t0
     rows.sort(key=lambda r: r["task_id"])
     manifest = {"settings": settings, "versions": _versions(), "n_tasks": len(rows),
@@ -224,6 +199,43 @@ def generate_split(out: str | os.PathLike[str], split: str, n: int, seed: int, *
     manifest = dict(manifest)
     manifest["_stats"] = {"seconds": elapsed, "draws": attempts}
     return manifest
+
+
+def _check_counts(n: int, seed: int, jobs: int, max_plan_length: int | None) -> None:
+    if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
+        raise CirError(f"n must be a positive number of tasks, got {n!r}")
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise CirError(f"seed must be a non-negative integer, got {seed!r}")
+    if not isinstance(jobs, int) or jobs < 1:
+        raise CirError(f"jobs must be a positive integer, got {jobs!r}")
+    if max_plan_length is not None and (not isinstance(max_plan_length, int) or max_plan_length < 1):
+        raise CirError(f"max_plan_length must be a positive integer, got {max_plan_length!r}")
+
+
+def _write_tasks(tasks: Iterable[Any], tmp_dir: Path, desc: str, n: int,
+                 progress: bool) -> tuple[list[dict[str, Any]], int]:
+    """Write each generated task's game and trajectory under ``tmp_dir``; its manifest rows
+    and the number of draws. On any error ``tmp_dir`` is removed: never a half-written split."""
+    rows: list[dict[str, Any]] = []
+    attempts = 0
+    try:
+        bar = tqdm(tasks, total=n, desc=desc, unit="task", disable=not progress, **bar_settings())
+        for task in bar:
+            attempts += task.attempts
+            trial_dir = tmp_dir / task.drawn.folder / task.drawn.trial
+            trial_dir.mkdir(parents=True)
+            (trial_dir / "game.tw-pddl").write_text(task.game_text, encoding="utf-8")
+            (trial_dir / "traj_data.json").write_text(
+                json.dumps(task.traj_data(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+            rows.append(task.manifest_row())
+        bar.close()
+    except BaseException as err:
+        shutil.rmtree(tmp_dir, ignore_errors=True)
+        if isinstance(err, OSError):
+            raise CirError(f"{err.filename or tmp_dir}: cannot write the tasks "
+                           f"({err.strerror or err})") from None
+        raise
+    return rows, attempts
 
 
 def _existing_manifest(split_dir: Path, settings: dict[str, Any]) -> dict[str, Any] | None:

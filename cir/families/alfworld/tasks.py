@@ -274,6 +274,31 @@ def load_tasks(
     with ``manifest.json``, or a folder of split folders, or any folder holding game files
     at any depth); or a real ALFWorld data folder (``json_2.1.1/<split>/<task>/<trial>/``).
     """
+    root = _task_root(path)
+    if split is not None:
+        _check_split_name(split, root)
+    if root.is_file():
+        return _single_file(root.resolve(), split)
+
+    if (root / "json_2.1.1").is_dir():
+        root = root / "json_2.1.1"
+    split_dirs = {
+        p.name: p for p in sorted(root.iterdir()) if p.is_dir() and p.name in KNOWN_SPLITS
+    }
+
+    refs = _load_splits(root, split_dirs, split)
+    if not refs:
+        raise CirError(
+            f"{root}: no tasks found (expected {GAME_FILE} files in "
+            "<split>/<task>/<trial>/ folders)"
+        )
+    refs.sort(key=lambda r: (r.task_id, r.split))
+    _check_unique(refs)
+    return refs
+
+
+def _task_root(path: str | os.PathLike[str] | None) -> Path:
+    """The folder or file ``load_tasks`` reads: ``path``, else ``$ALFWORLD_DATA``; it must exist."""
     if path is None:
         env_path = os.environ.get("ALFWORLD_DATA")
         if not env_path:
@@ -288,47 +313,32 @@ def load_tasks(
             f"{root}: not found; expected a game.tw-pddl, a folder of tasks, "
             "or an ALFWorld data folder"
         )
-    if split is not None:
-        _check_split_name(split, root)
-    if root.is_file():
-        return _single_file(root.resolve(), split)
+    return root
 
-    if (root / "json_2.1.1").is_dir():
-        root = root / "json_2.1.1"
-    split_dirs = {
-        p.name: p for p in sorted(root.iterdir()) if p.is_dir() and p.name in KNOWN_SPLITS
-    }
 
-    refs: list[TaskRef]
+def _load_splits(root: Path, split_dirs: dict[str, Path], split: str | None) -> list[TaskRef]:
+    """The tasks of ``root``'s split folders (``split`` only, if given), or of ``root`` as one split."""
     if split_dirs:
         if split is not None:
             if split not in split_dirs:
                 raise CirError(
                     f"{root}: no split {split!r} here; found {', '.join(sorted(split_dirs))}"
                 )
-            chosen = {split: split_dirs[split]}
-        else:
-            chosen = split_dirs
-        refs = [r for name, d in chosen.items() for r in _load_split(d, name)]
-    else:
-        name = root.name if root.name in KNOWN_SPLITS else "custom"
-        if split is not None and split != name:
-            raise CirError(
-                f"{root}: holds no split folders and is not split {split!r} "
-                f"(expected {root}/{split}/ or a folder named {split})"
-            )
-        refs = _load_split(root, name)
-
-    if not refs:
+            split_dirs = {split: split_dirs[split]}
+        return [r for name, d in split_dirs.items() for r in _load_split(d, name)]
+    name = root.name if root.name in KNOWN_SPLITS else "custom"
+    if split is not None and split != name:
         raise CirError(
-            f"{root}: no tasks found (expected {GAME_FILE} files in "
-            "<split>/<task>/<trial>/ folders)"
+            f"{root}: holds no split folders and is not split {split!r} "
+            f"(expected {root}/{split}/ or a folder named {split})"
         )
-    refs.sort(key=lambda r: (r.task_id, r.split))
+    return _load_split(root, name)
+
+
+def _check_unique(refs: list[TaskRef]) -> None:
     seen: dict[tuple[str, str], Path] = {}
     for r in refs:
         key = (r.split, r.task_id)
         if key in seen:
             raise CirError(f"{r.game_file}: duplicate task id {r.task_id!r} (also {seen[key]})")
         seen[key] = r.game_file
-    return refs
