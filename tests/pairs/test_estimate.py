@@ -26,7 +26,7 @@ def test_the_estimate_is_the_real_runs_requests_and_tokens(tmp_path, jobs, concu
     tasks = fake_tasks(6)
     prompts: list[tuple[str, str]] = []
     estimate = estimate_run(tasks, settings(jobs=jobs), keep=prompts)
-    answer = recorded_answers(dict(prompts))
+    answer = recorded_answers(prompts)
     with FakeOpenAI(answer=answer) as server:
         record = run_experiment(tasks, tmp_path / "run", settings(base_url=server.base_url, jobs=jobs,
                                                                   concurrency=concurrency),

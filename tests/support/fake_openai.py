@@ -39,7 +39,7 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -108,17 +108,21 @@ def alfworld_answer(path: str, body: dict[str, Any], attempt: int) -> Reply:
     return Reply(text=f"{verb} {name}")
 
 
-def recorded_answers(prompts: dict[str, str], chars_per_token: float = 4.0) -> Callable[[str, dict[str, Any], int], Reply]:
-    """A server that answers each prompt with the reply recorded for it (``cir estimate
-    --prompts``: the built-in agent's), its usage counted as the estimate counts tokens
-    (characters / ``chars_per_token``); a prompt not recorded gets ``look`` (and counts in
-    ``unrecorded``)."""
+def recorded_answers(prompts: Iterable[tuple[str, str]],
+                     chars_per_token: float = 4.0) -> Callable[[str, dict[str, Any], int], Reply]:
+    """A server that answers each prompt with the reply recorded for it (``(prompt, reply)``
+    pairs, e.g. ``cir estimate --prompts``: the built-in agent's), its usage counted as the
+    estimate counts tokens (characters / ``chars_per_token``); a prompt not recorded gets
+    ``look`` (and counts in ``unrecorded``). Prompts are kept as digests: a full study's
+    (about 180,000 of about 4 kB each) fit in memory."""
+    replies = {_prompt_key(prompt): reply for prompt, reply in prompts}
+
     def tokens(text: str) -> int:
         return math.ceil(len(text) / chars_per_token) if text else 0
 
     def answer(path: str, body: dict[str, Any], attempt: int) -> Reply:
         text = prompt_text(body)
-        reply = prompts.get(text)
+        reply = replies.get(_prompt_key(text))
         if reply is None:
             answer.unrecorded += 1  # type: ignore[attr-defined]
             reply = "look"
@@ -126,6 +130,10 @@ def recorded_answers(prompts: dict[str, str], chars_per_token: float = 4.0) -> C
 
     answer.unrecorded = 0  # type: ignore[attr-defined]
     return answer
+
+
+def _prompt_key(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
 
 
 def in_flight(log: list[tuple[float, float, int]]) -> dict[str, float | int]:
@@ -237,7 +245,8 @@ class FakeOpenAI:
     def stats(self) -> dict[str, Any]:
         with self._lock:
             log = list(self.log)
-        return {**in_flight(log), "count": self.count}
+        return {**in_flight(log), "count": self.count,
+                "unrecorded": getattr(self.answer, "unrecorded", 0)}
 
     def __enter__(self) -> FakeOpenAI:
         self._thread.start()
@@ -340,7 +349,7 @@ def main() -> int:
     answer = alfworld_answer
     if args.answers:
         with open(args.answers, encoding="utf-8") as f:
-            answer = recorded_answers({d["prompt"]: d["reply"] for d in map(json.loads, f)})
+            answer = recorded_answers((d["prompt"], d["reply"]) for d in map(json.loads, f))
     refuse = (args.refuse_share, args.retry_after) if args.refuse_share else None
     rpm = (args.rpm, args.rpm_window) if args.rpm else None
     server = FakeOpenAI(answer=answer, latency=args.latency, refuse=refuse, rpm=rpm,
