@@ -320,15 +320,20 @@ def test_usage_is_kept_with_the_cached_reply_and_summed(tmp_path):
 
 def test_an_interrupted_run_of_tasks_stops_their_branches_instead_of_finishing_them():
     tasks = fake_tasks(4)
-    started = time.monotonic()
-    results = run_tasks(tasks, lambda t, pool: run_task_pairs(t, FakeAgent(sleep=0.05), make_fake_env(t),
+    whole = [FakeAgent() for _ in tasks]
+    for task, agent in zip(tasks, whole, strict=True):
+        run_task_pairs(task, agent, make_fake_env(task), SETTINGS, concurrency=8)
+    agents = {task.task_id: FakeAgent(sleep=0.02) for task in tasks}
+    results = run_tasks(tasks, lambda t, pool: run_task_pairs(t, agents[t.task_id], make_fake_env(t),
                                                               SETTINGS, pool=pool),
                         concurrency=8)
     with pytest.raises(KeyboardInterrupt):
         for _ in results:
             raise KeyboardInterrupt  # at the first finished task, as Ctrl-C would
-    alone = time.monotonic() - started
-    t0 = time.monotonic()
-    for t in tasks:
-        run_task_pairs(t, FakeAgent(sleep=0.05), make_fake_env(t), SETTINGS, concurrency=8)
-    assert alone < (time.monotonic() - t0) * 0.9  # the other tasks did not run to their end
+    results.close()  # what the caller's exit does: the jobs stop, and their threads end here
+    made = sum(agent.calls for agent in agents.values())
+    # the first task ran to its end; the others stopped part-way instead of finishing
+    stopped = [t.task_id for t, agent in zip(tasks, whole, strict=True) if agents[t.task_id].calls < agent.calls]
+    assert len(stopped) >= 2 and made < sum(agent.calls for agent in whole)
+    time.sleep(0.2)
+    assert sum(agent.calls for agent in agents.values()) == made  # and nothing runs on

@@ -171,6 +171,7 @@ def replicated(study, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, l
     return out, lines
 
 
+@pytest.mark.slow  # two whole quick studies (minutes)
 def test_replicates_are_whole_studies_pooled_in_one_report(study, replicated) -> None:
     single, _, _ = study
     out, lines = replicated
@@ -213,6 +214,7 @@ def test_replicates_are_whole_studies_pooled_in_one_report(study, replicated) ->
     assert cited and all((out / path).is_file() for path in cited)
 
 
+@pytest.mark.slow  # two whole quick studies (minutes)
 def test_replicates_resume_and_refuse_another_count(study, replicated) -> None:
     _, configs, _ = study
     out, _ = replicated

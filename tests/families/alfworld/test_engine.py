@@ -79,6 +79,7 @@ def by_type(refs: list[TaskRef], task_type: str) -> TaskRef:
     return next(r for r in refs if r.task_type == task_type)
 
 
+@pytest.mark.slow  # every task type on the real engine (a minute)
 def test_text_identical_on_random_walks_of_all_task_types(six: list[TaskRef]) -> None:
     for i, ref in enumerate(six):
         walk_identical(ref.game_file, seed=i, n_steps=15)
@@ -87,6 +88,7 @@ def test_text_identical_on_random_walks_of_all_task_types(six: list[TaskRef]) ->
     walk_identical(six[5].game_file, seed=9, n_steps=8, snapshots="replay")
 
 
+@pytest.mark.slow  # every task type on the real engine (a minute)
 def test_episodes_identical_with_and_without_savings(six: list[TaskRef]) -> None:
     """A paired grid of the built-in agent: the same rows and episodes, byte for byte."""
     from cir.families import make_agent

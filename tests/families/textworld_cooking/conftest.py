@@ -7,6 +7,8 @@ manifest names the settings, seed and textworld version they were made with.
 
 from __future__ import annotations
 
+import fcntl
+
 import pytest
 
 #: small games that still need exploring, cutting and cooking
@@ -29,7 +31,10 @@ def cooking_root(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
     name = f"textworld-cooking-games-{textworld.__version__}-s{SEED}"
     cache = getattr(request.config, "cache", None)  # absent under -p no:cacheprovider
     root = cache.mkdir(name) if cache is not None else tmp_path_factory.mktemp(name)
-    generate_split(root, "train", 3, SEED, settings=CookingSettings(**SETTINGS))
+    # test workers (pytest-xdist) share the cache folder: one generates, the others wait and read
+    with open(root / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        generate_split(root, "train", 3, SEED, settings=CookingSettings(**SETTINGS))
     return root
 
 
