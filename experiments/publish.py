@@ -24,7 +24,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN_FILES = ("paired.csv", "run.json", "episodes.jsonl.gz")
-KEPT = {"README.md"}  # hand-written, not part of the study's output
+KEPT = {"README.md", "fixed-point"}  # hand-written, and a side study of another protocol (its own README)
 BEGIN, END = "<!-- summary -->", "<!-- /summary -->"
 
 
