@@ -31,8 +31,6 @@ from pathlib import Path
 import httpx
 from llm_throughput import CIR, start_server
 
-KEYS = ("requests", "prompt_tokens", "completion_tokens")
-
 
 def run_counts(study: Path) -> dict[str, int]:
     """Requests and tokens the study's sessions record, over every run of every replicate."""

@@ -115,14 +115,14 @@ def recorded_answers(prompts: Iterable[tuple[str, str]],
     estimate counts tokens (characters / ``chars_per_token``); a prompt not recorded gets
     ``look`` (and counts in ``unrecorded``). Prompts are kept as digests: a full study's
     (about 180,000 of about 4 kB each) fit in memory."""
-    replies = {_prompt_key(prompt): reply for prompt, reply in prompts}
+    replies = {digest(prompt): reply for prompt, reply in prompts}
 
     def tokens(text: str) -> int:
         return math.ceil(len(text) / chars_per_token) if text else 0
 
     def answer(path: str, body: dict[str, Any], attempt: int) -> Reply:
         text = prompt_text(body)
-        reply = replies.get(_prompt_key(text))
+        reply = replies.get(digest(text))
         if reply is None:
             answer.unrecorded += 1  # type: ignore[attr-defined]
             reply = "look"
@@ -130,10 +130,6 @@ def recorded_answers(prompts: Iterable[tuple[str, str]],
 
     answer.unrecorded = 0  # type: ignore[attr-defined]
     return answer
-
-
-def _prompt_key(text: str) -> bytes:
-    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
 
 
 def in_flight(log: list[tuple[float, float, int]]) -> dict[str, float | int]:
