@@ -176,7 +176,18 @@ class _Concurrent:
     def _submit(self, what: tuple[Any, ...], fn: Callable[..., Any], *args: Any) -> None:
         with self.lock:
             if not self.stop.is_set():
-                self.jobs[self.pool.submit(fn, *args)] = what
+                self.jobs[self.pool.submit(self._stopping_on_error, fn, *args)] = what
+
+    def _stopping_on_error(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)``; an error sets the task's stop in this thread, at once: waiting for
+        the waiting thread to wake up let the other jobs take several more env actions."""
+        try:
+            return fn(*args)
+        except _Stopped:
+            raise
+        except BaseException:
+            self.stop.set()
+            raise
 
     def _submit_arm(self, cond: Any) -> None:
         self.branches[cond.name] = {}

@@ -113,7 +113,9 @@ def test_the_first_error_of_a_job_stops_the_task_and_is_raised_once():
     env = FailingEnv(make_fake_env(task), fail_at=steps - 5)  # late: in a branch
     with pytest.raises(CirError, match=f"the env broke at step {steps - 5}"):
         run_task_pairs(task, FakeAgent(), env, SETTINGS, concurrency=4)
-    assert env.steps < steps  # the other jobs stopped instead of running the grid to its end
+    # the other jobs stopped at their next env action instead of running the grid to its end:
+    # at most one action each of the three others, whatever the machine's load
+    assert env.steps <= steps - 5 + 3
 
 
 def test_run_tasks_finishes_the_running_tasks_then_raises_the_first_error():
