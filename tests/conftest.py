@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # the engine's SAS cache (cir.families.alfworld.sascache) in pytest's cache folder, not
+    # the user's: shared by the test processes, kept between runs (it is keyed by content)
+    cache = getattr(config, "cache", None)
+    if "CIR_CACHE_DIR" not in os.environ and cache is not None:
+        os.environ["CIR_CACHE_DIR"] = str(cache.mkdir("cir-cache"))
 
 
 @pytest.fixture(scope="session")

@@ -122,12 +122,10 @@ def row_sort_key(conditions: Sequence[str], operations: Sequence[str]) -> RowSor
 
 def paired_columns(rows: list[dict[str, Any]]) -> list[str]:
     """PAIRED_COLUMNS then the feature columns in first-seen order."""
-    extra: list[str] = []
+    columns = dict.fromkeys(PAIRED_COLUMNS)  # a dict keeps first-seen order, and looks up fast
     for row in rows:
-        for key in row:
-            if key not in PAIRED_COLUMNS and key not in extra:
-                extra.append(key)
-    return [*PAIRED_COLUMNS, *extra]
+        columns.update(dict.fromkeys(row))
+    return list(columns)
 
 
 def paired_text(summaries: list[dict[str, Any]], conditions: Sequence[str],

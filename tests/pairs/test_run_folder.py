@@ -359,3 +359,40 @@ def test_a_deleted_store_is_noted_and_its_tasks_run_again(run, done_run, caplog)
         in caplog.text
     assert record.sessions[-1].tasks_run == 5
     assert (run / "paired.csv").read_text() == (done_run / "paired.csv").read_text()
+
+
+def test_table_and_record_catch_up_when_rewrites_are_spaced_and_when_interrupted(tmp_path, monkeypatch):
+    """Rewrites spaced by their cost (FLUSH_SPACING) skip tasks, never lose them: the end
+    and an interruption bring the table and record up to the store."""
+    import cir.pairs.run as run_module
+    from test_store import _Interrupting
+
+    writes = []
+    real = RunStore.write_paired
+    monkeypatch.setattr(RunStore, "write_paired", lambda self, text: writes.append(1) or real(self, text))
+    monkeypatch.setattr(run_module, "FLUSH_SPACING", 0.0)
+    _run(tmp_path / "every", n=5)
+    assert len(writes) == 1 + 5 + 1  # the start, after each task, the end
+    monkeypatch.setattr(run_module, "FLUSH_SPACING", 1e9)  # as if a rewrite cost forever
+    writes.clear()
+    _run(tmp_path / "spaced", n=5)
+    assert len(writes) == 1 + 1  # the start and the end
+    for name in ("paired.csv", "run.json"):
+        every = (tmp_path / "every" / name).read_text()
+        spaced = (tmp_path / "spaced" / name).read_text()
+        if name == "run.json":  # the sessions' wall seconds differ between any two runs
+            every, spaced = (json.loads(t)["counts"] for t in (every, spaced))
+        assert every == spaced
+
+    out = tmp_path / "interrupted"
+    with pytest.raises(KeyboardInterrupt):
+        run_experiment(fake_tasks(5), out,
+                       RunSettings(replay=SETTINGS, agent="fake", agent_factory=_Interrupting(500),
+                                   env_factory=make_fake_env),
+                       tasks_source="fake", progress=False, echo=lambda s: None)
+    data = json.loads((out / "run.json").read_text())
+    stored = read_task_summaries(out / EPISODES)
+    assert 1 < len(stored) < 5  # more tasks finished than the spaced rewrites wrote
+    assert data["counts"]["tasks_done"] == len(stored)
+    assert data["store"]["episodes_bytes"] == (out / EPISODES).stat().st_size
+    assert data["store"]["paired_sha256"] == text_digest((out / "paired.csv").read_text())

@@ -22,8 +22,12 @@ what is skipped, each switchable, each checked byte-identical against the unmodi
 * ``parse_once``: ALFWorld's grammar is parsed once per process, and a game gets a copy
   with its goal sentence in (``cir.families.alfworld.grammar``); textworld parses it for every game.
 * ``memo_text``: the grammar's parses cached (``cir.families.alfworld.textmemo``); it applies to any engine.
+* ``sas_cache``: a game's translation is kept on disk by the digest of its domain, problem,
+  options and translator version (``cir.families.alfworld.sascache``), so a game loaded
+  again (another worker, ``cir estimate`` then ``cir run``, a resume) is not grounded again;
+  the normalised PDDL task, cheap, is parsed afresh.
 
-With none of the first five on, ``load_game`` builds textworld's own ``PddlEnv`` (with the
+With none of the first five nor ``sas_cache`` on, ``load_game`` builds textworld's own ``PddlEnv`` (with the
 text memo if asked): "unmodified" means the engine's own code, not this module with its
 switches off.
 
@@ -67,6 +71,7 @@ from textworld.utils import check_flag
 from cir.families.alfworld import memory
 from cir.families.alfworld.commands import cache_blocker
 from cir.families.alfworld.grammar import parse_logic
+from cir.families.alfworld.sascache import SasCache
 from cir.families.alfworld.textmemo import install_memo
 from cir.util.errors import CirError
 
@@ -88,6 +93,7 @@ class Savings:
     release_memory: bool = True
     parse_once: bool = True
     memo_text: bool = True
+    sas_cache: bool = True
 
     @classmethod
     def none(cls) -> Savings:
@@ -106,7 +112,7 @@ class Savings:
     def in_engine(self) -> bool:
         """Whether any saving needs ``Engine`` (the text memo works on textworld's own)."""
         return (self.translate_once or self.skip_replanner or self.command_cache
-                or self.release_memory or self.parse_once)
+                or self.release_memory or self.parse_once or self.sas_cache)
 
 
 @contextmanager
@@ -170,14 +176,52 @@ class Translation:
     operators: dict[int, tuple] = field(default_factory=dict, compare=False, repr=False)
 
 
-def translate(domain: str, problem: str, *, replanner: bool) -> Translation:
-    """Translate a PDDL problem as ``PddlState`` does (the replanner's part only if asked)."""
+_SAS_CACHES: dict[str, SasCache] = {}
+
+
+def _sas_cache() -> SasCache:
+    """The process's cache of the folder ``CIR_CACHE_DIR`` names now (one warning each)."""
+    cache = SasCache()
+    return _SAS_CACHES.setdefault(str(cache.folder), cache)
+
+
+def translate(domain: str, problem: str, *, replanner: bool, cache: SasCache | None = None) -> Translation:
+    """Translate a PDDL problem as ``PddlState`` does (the replanner's part only if asked),
+    the SAS texts from ``cache`` where it has them (and into it where not)."""
     verbose = check_flag("TW_PDDL_DEBUG")
     with keep_argv():
-        task, sas = fast_downward.pddl2sas(domain, problem, verbose=verbose)
-        replan = fast_downward.pddl2sas(domain, problem, verbose=verbose, optimize=True)[1] \
-            if replanner else None
+        task = None
+        sas = cache.get(domain, problem, optimize=False) if cache is not None else None
+        if sas is None:
+            task, sas = fast_downward.pddl2sas(domain, problem, verbose=verbose)
+            if cache is not None:
+                cache.put(domain, problem, False, sas)
+        replan = None
+        if replanner:
+            replan = cache.get(domain, problem, optimize=True) if cache is not None else None
+            if replan is None:
+                replan = fast_downward.pddl2sas(domain, problem, verbose=verbose, optimize=True)[1]
+                if cache is not None:
+                    cache.put(domain, problem, True, replan)
+        if task is None:
+            task = _normalised_task(domain, problem, verbose)
     return Translation(task, sas, replan)
+
+
+def _normalised_task(domain: str, problem: str, verbose: bool) -> Any:
+    """The task ``pddl2sas`` returns, without its SAS (parsing and normalising: its first
+    steps, which the rest leaves as they were). Under :func:`keep_argv`."""
+    sys.argv = ["translate.py", "domain", "task"]  # the translator's options parse argv at import
+    from fast_downward.translate import normalize
+    from fast_downward.translate.pddl_parser import lisp_parser, parsing_functions
+
+    with _ThreadCapture() as printed:
+        task = parsing_functions.parse_task(lisp_parser.parse_nested_list(domain.split("\n")),
+                                            lisp_parser.parse_nested_list(problem.split("\n")))
+        normalize.normalize(task)
+    if verbose:
+        print("\n".join(printed))
+    return task
 
 
 class EngineState(PddlState):
@@ -325,7 +369,8 @@ class Engine(PddlEnv):
 
     def _translate(self) -> Translation:
         data = self._game_data
-        return translate(data["pddl_domain"], data["pddl_problem"], replanner=self.replanner)
+        return translate(data["pddl_domain"], data["pddl_problem"], replanner=self.replanner,
+                         cache=_sas_cache() if self.savings.sas_cache else None)
 
     def reset(self) -> GameState:
         """As ``PddlEnv.reset``, without translating the problem again (``translate_once``)."""
