@@ -28,6 +28,7 @@ from multiprocessing import get_context
 from typing import Any
 
 from cir.pairs.settings import RunSettings
+from cir.util.garbage import fewer_collections
 from cir.util.parallel import parallel_map
 
 #: Tasks at once in a process at most: each holds a loaded game; more than this fill no
@@ -72,7 +73,8 @@ def _run_one(job: Job, runs: Sequence[FarmRun], work: Work, channel: Any, pool: 
 
 def run_job(job: Job, runs: Sequence[FarmRun], work: Work, channel: Any) -> tuple[int, dict[str, Any]]:
     """One task as one call (a Dask worker): ``(run, result)``."""
-    return job.run, _run_one(job, runs, work, channel, None, threads_per_process(runs[0].settings))
+    with fewer_collections():
+        return job.run, _run_one(job, runs, work, channel, None, threads_per_process(runs[0].settings))
 
 
 def serve(slot: int, runs: Sequence[FarmRun], work: Work, jobs: Any, results: Any,
@@ -88,15 +90,16 @@ def serve(slot: int, runs: Sequence[FarmRun], work: Work, jobs: Any, results: An
     settings = runs[0].settings
     threads = threads_per_process(settings)
     pulled: Iterator[Job] = iter(jobs.get, None)
-    if threads == 1:  # one request at a time: the tasks one after another, in this thread
-        for job in pulled:
-            results.put((job.run, _run_one(job, runs, work, channel, None, 1)))
-    else:
-        def one(job: Job, pool: Any) -> None:
-            results.put((job.run, _run_one(job, runs, work, channel, pool, threads)))
+    with fewer_collections():
+        if threads == 1:  # one request at a time: the tasks one after another, in this thread
+            for job in pulled:
+                results.put((job.run, _run_one(job, runs, work, channel, None, 1)))
+        else:
+            def one(job: Job, pool: Any) -> None:
+                results.put((job.run, _run_one(job, runs, work, channel, pool, threads)))
 
-        for _ in run_tasks(pulled, one, concurrency=threads, tasks_at_once=max(1, min(threads, at_most))):
-            pass
+            for _ in run_tasks(pulled, one, concurrency=threads, tasks_at_once=max(1, min(threads, at_most))):
+                pass
     return {"slot": slot, "limiter": _limiter_stats(settings), "cpu_s": round(time.process_time() - cpu0, 3)}
 
 

@@ -364,8 +364,9 @@ def test_a_deleted_store_is_noted_and_its_tasks_run_again(run, done_run, caplog)
 def test_table_and_record_catch_up_when_rewrites_are_spaced_and_when_interrupted(tmp_path, monkeypatch):
     """Rewrites spaced by their cost (FLUSH_SPACING) skip tasks, never lose them: the end
     and an interruption bring the table and record up to the store."""
-    import cir.pairs.run as run_module
     from test_store import _Interrupting
+
+    import cir.pairs.run as run_module
 
     writes = []
     real = RunStore.write_paired
