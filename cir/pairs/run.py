@@ -220,14 +220,15 @@ def _run_pending(pending: Sequence[_Pending], progress: bool) -> None:
         try:
             reports = farm([FarmRun(p.workers, p.fallback) for p in pending], jobs, run_task_worker,
                            handle, bar.channel, manager)
-        except BaseException as err:
+        except WorkerLost as err:
             _catch_up(pending)
-            if not isinstance(err, WorkerLost):
-                raise
             done_now = sum(len(p.run.done) for p in pending)
             where = pending[0].run.store.dir if len(pending) == 1 else "the study's runs"
             saved = f"the {done_now} finished task(s) are saved" if done_now else "no task had finished"
             raise CirError(f"{where}: {err}; {saved}: run the same command again to resume") from None
+        except BaseException:  # interrupted, or another error: the table and record catch up first
+            _catch_up(pending)
+            raise
     limiter = _summed_limiters(reports)
     for p in pending:
         p.session.limiter = limiter

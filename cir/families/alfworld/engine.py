@@ -71,7 +71,7 @@ from textworld.utils import check_flag
 from cir.families.alfworld import memory
 from cir.families.alfworld.commands import cache_blocker
 from cir.families.alfworld.grammar import parse_logic
-from cir.families.alfworld.sascache import SasCache
+from cir.families.alfworld.sascache import SasCache, cache_dir
 from cir.families.alfworld.textmemo import install_memo
 from cir.util.errors import CirError
 
@@ -181,8 +181,10 @@ _SAS_CACHES: dict[str, SasCache] = {}
 
 def _sas_cache() -> SasCache:
     """The process's cache of the folder ``CIR_CACHE_DIR`` names now (one warning each)."""
-    cache = SasCache()
-    return _SAS_CACHES.setdefault(str(cache.folder), cache)
+    folder = cache_dir()
+    if str(folder) not in _SAS_CACHES:
+        _SAS_CACHES[str(folder)] = SasCache(folder)
+    return _SAS_CACHES[str(folder)]
 
 
 def translate(domain: str, problem: str, *, replanner: bool, cache: SasCache | None = None) -> Translation:
@@ -190,22 +192,24 @@ def translate(domain: str, problem: str, *, replanner: bool, cache: SasCache | N
     the SAS texts from ``cache`` where it has them (and into it where not)."""
     verbose = check_flag("TW_PDDL_DEBUG")
     with keep_argv():
-        task = None
-        sas = cache.get(domain, problem, optimize=False) if cache is not None else None
-        if sas is None:
-            task, sas = fast_downward.pddl2sas(domain, problem, verbose=verbose)
-            if cache is not None:
-                cache.put(domain, problem, False, sas)
-        replan = None
-        if replanner:
-            replan = cache.get(domain, problem, optimize=True) if cache is not None else None
-            if replan is None:
-                replan = fast_downward.pddl2sas(domain, problem, verbose=verbose, optimize=True)[1]
-                if cache is not None:
-                    cache.put(domain, problem, True, replan)
+        task, sas = _sas(domain, problem, False, verbose, cache)
+        replan = _sas(domain, problem, True, verbose, cache)[1] if replanner else None
         if task is None:
             task = _normalised_task(domain, problem, verbose)
     return Translation(task, sas, replan)
+
+
+def _sas(domain: str, problem: str, optimize: bool, verbose: bool,
+         cache: SasCache | None) -> tuple[Any, str]:
+    """``(task, SAS text)`` of one translation: the text kept in ``cache`` (task None), else
+    the translator's (and kept). Under :func:`keep_argv`."""
+    sas = cache.get(domain, problem, optimize) if cache is not None else None
+    if sas is not None:
+        return None, sas
+    task, sas = fast_downward.pddl2sas(domain, problem, verbose=verbose, optimize=optimize)
+    if cache is not None:
+        cache.put(domain, problem, optimize, sas)
+    return task, sas
 
 
 def _normalised_task(domain: str, problem: str, verbose: bool) -> Any:
