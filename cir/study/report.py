@@ -59,6 +59,8 @@ EFFECT_SHOWN = ["n", "rescues", "harms", "stable_success", "stable_failure", "su
                 "success_with", "effect_pp", "ci_low_pp", "ci_high_pp", "sign_flip_p"]
 EVAL_SHOWN = ["n", "success_never", "success_policy", "effect_pp", "ci_low_pp", "ci_high_pp", "sign_flip_p",
               "rescues", "harms", "intervention_rate", "clean_harm_rate"]
+FIT_SHOWN = ["estimator", "operations", "alpha", "beta", "gamma", "settings_searched", "settings_within_epsilon",
+             "oof_net_gain_pp", "oof_clean_harm", "oof_intervention_rate"]
 CONTRAST_SHOWN = ["effect_a_pp", "effect_b_pp", "difference_pp", "ci_low_pp", "ci_high_pp", "sign_flip_p"]
 
 
@@ -243,18 +245,22 @@ def _cir_section(report: Report, out: Path, experiments: list[Experiment], resam
                         source=str(out / "runs" / test.name), env=train.env)
     fit = fit_table(sel.policies)
     report.text(
-        f"Two routers are fitted on the `{train.name}` cohort's {train.fit_cir} tasks ({train.split}) and "
+        f"The routers are fitted on the `{train.name}` cohort's {train.fit_cir} tasks ({train.split}) and "
         f"evaluated on the held-out `{test.name}` cohort ({test.split}), which shares no task and no room "
         "layout with them. `cir` is the paper's CIR: three L2 logistic models (C=0.1) for p_err, p0 and p1, "
         "thresholds alpha, beta, gamma >= 0 (`router.json`). `cir_paired` uses the paired design's own "
         "labels: the outcome class of every row (rescue, harm, stable) is observed, so P(rescue) and "
         "P(harm) are fitted directly (C chosen by cross-validation grouped by task), with utility "
         "P(rescue) - lambda P(harm), the same p_err gate, thresholds alpha and gamma >= 0 "
-        "(`router_paired.json`). Both search their thresholds on 5-fold out-of-fold predictions grouped "
+        "(`router_paired.json`); `cir_paired_replan` and `cir_paired_rewind` are the same estimator for replan "
+        "and rewind, and `cir_multi` chooses among the operations (see Which recovery?). All search their "
+        "thresholds on 5-fold out-of-fold predictions grouped "
         "by task under the same clean-harm budget epsilon, then refit on all fitting tasks; every "
         "baseline is chosen the same way (`anomaly_matched_cir_paired` matches cir_paired's rate)."
     )
-    report.table(fit, save_csv(fit, out / "tables" / "cir_fit.csv"), "The fits: thresholds, budget and out-of-fold results")
+    report.table(_cols(fit, ["router"], FIT_SHOWN), save_csv(fit, out / "tables" / "cir_fit.csv"),
+                 "The fits: thresholds, budget and out-of-fold results (lambda, epsilon, d_min, delays and "
+                 "the fitting cohort's size in the CSV)")
     report.text(budget_sentence(fit))
     result = sel.evaluation
     summary, margins = result["summary"], result["margins"]

@@ -1,9 +1,11 @@
 """Selective recovery in the study: the routers fitted, evaluated on held-out tasks and diagnosed.
 
-Two routers are fitted on the same fitting cohort: ``cir`` (the paper's estimator, the
-default router, ``router.json``) and ``cir_paired`` (the paired estimator, P(rescue) and
-P(harm) fitted on the outcome classes, ``router_paired.json``), under the same clean-harm
-budget and out-of-fold threshold search (:mod:`cir.router.policy`). Both walk the held-out
+The routers are fitted on the same fitting cohort: ``cir`` (the paper's estimator, the
+default router, ``router.json``), ``cir_paired`` (the paired estimator, P(rescue) and
+P(harm) fitted on the outcome classes, ``router_paired.json``), the paired estimator for each
+further operation the cohort ran (``cir_paired_<op>``) and ``cir_multi``, which chooses among
+them, all under the same clean-harm budget and out-of-fold threshold search
+(:mod:`cir.router.policy`). All walk the held-out
 cohort beside the baselines (:func:`cir.router.evaluation.evaluate`). Every table here is a
 plain DataFrame, computed from the run folders and the fitted policies, so a single study's
 report and the pooled report of replicates (:mod:`cir.study.replicates`) show the same
