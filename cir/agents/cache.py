@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from cir.util.errors import CirError
-from cir.util.files import read_json, write_atomic
+from cir.util.files import write_atomic
 
 
 def request_key(endpoint: str, body: dict[str, Any]) -> str:
@@ -71,6 +71,7 @@ class ResponseCache:
         self.hits_memory = 0
         self.hits_disk = 0
         self._lock = threading.Lock()  # the counters
+        self._made: set[Path] = set()  # subfolders known to exist (a mkdir per reply costs)
         if self.root is not None:
             try:
                 self.root.mkdir(parents=True, exist_ok=True)
@@ -111,9 +112,16 @@ class ResponseCache:
         self._memory[key] = record
         if self.root is None:
             return
-        path = self._path(self.root, key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, json.dumps(record, sort_keys=True, ensure_ascii=False, indent=1))
+        path = self._folder(self._path(self.root, key))
+        # not fsynced: a reply lost or cut in a power cut reads as a miss and is asked again
+        write_atomic(path, json.dumps(record, sort_keys=True, ensure_ascii=False, indent=1), durable=False)
+
+    def _folder(self, path: Path) -> Path:
+        """``path``, its folder made if this cache has not made it yet."""
+        if path.parent not in self._made:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._made.add(path.parent)
+        return path
 
     @contextmanager
     def asking(self, key: str) -> Iterator[None]:
@@ -125,8 +133,7 @@ class ResponseCache:
         if self.root is None:
             yield
             return
-        path = self._path(self.root, key).with_suffix(".lock")
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path = self._folder(self._path(self.root, key).with_suffix(".lock"))
         with open(path, "a") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
             try:
@@ -167,7 +174,10 @@ class ResponseCache:
 def _read(path: Path) -> dict[str, Any] | None:
     """A valid stored answer at ``path``, or None (missing, damaged or empty)."""
     try:
-        record = read_json(path, "cached reply", missing_ok=True)
-    except CirError:
+        raw = path.read_bytes()  # no stat first: on a miss, one failed open
+        record = json.loads(raw)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
         return None  # unreadable or truncated by hand: ask the model again and rewrite
     return record if valid_record(record) else None

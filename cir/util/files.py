@@ -37,17 +37,18 @@ def _read_umask() -> int:
 _UMASK = _read_umask()
 
 
-def write_atomic(path: str | Path, text: str) -> Path:
+def write_atomic(path: str | Path, text: str, *, durable: bool = True) -> Path:
     """Write ``text`` (UTF-8, newlines as given) to ``path`` so readers see all or nothing.
 
     The file gets the permissions a plain ``open()`` would give (mkstemp's are 0600). A
     path that is a device or a pipe (``/dev/null``) is written to, not renamed over: a
-    rename would replace the device with a file.
+    rename would replace the device with a file. ``durable``: on disk (fsync) before the
+    rename; off for files whose loss in a power cut costs only their recomputation.
     """
-    return write_bytes_atomic(path, text.encode("utf-8"))
+    return write_bytes_atomic(path, text.encode("utf-8"), durable=durable)
 
 
-def write_bytes_atomic(path: str | Path, data: bytes) -> Path:
+def write_bytes_atomic(path: str | Path, data: bytes, *, durable: bool = True) -> Path:
     """:func:`write_atomic` for bytes."""
     path = Path(path)
     if path.is_dir():
@@ -66,8 +67,9 @@ def write_bytes_atomic(path: str | Path, data: bytes) -> Path:
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
+            if durable:
+                fh.flush()
+                os.fsync(fh.fileno())
         os.chmod(tmp, 0o666 & ~_UMASK)
         os.replace(tmp, path)
     except BaseException as err:

@@ -165,6 +165,34 @@ def test_cache_survives_damaged_file_and_rejects_file_as_folder(tmp_path: Path) 
         ResponseCache(tmp_path / "f")
 
 
+
+
+def test_cache_writes_replies_without_fsync_and_reads_any_damage_as_a_miss(tmp_path: Path, monkeypatch) -> None:
+    # a reply lost in a power cut is asked again, so the cache skips the fsync the run's
+    # own files pay; every way the file can be wrong must then read as a miss
+    import os
+
+    synced: list[int] = []
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(fd))
+    cache = ResponseCache(tmp_path / "c")
+    keys = [request_key("chat", {"i": i}) for i in range(6)]
+    for i, key in enumerate(keys):
+        cache.put(key, {"text": f"look {i}"})
+    assert synced == []
+    assert [ResponseCache(tmp_path / "c").get(k)["text"] for k in keys] == [f"look {i}" for i in range(6)]
+    paths = [tmp_path / "c" / k[:2] / f"{k}.json" for k in keys]
+    paths[0].write_bytes(b"")  # cut to nothing
+    paths[1].write_bytes(b"\xff\xfe{")  # not UTF-8
+    paths[2].write_text('{"text": ""}')  # no answer
+    paths[3].unlink()
+    paths[3].mkdir()  # a folder where the reply was
+    paths[4].write_text("[1, 2]")  # JSON, not a record
+    fresh = ResponseCache(tmp_path / "c")
+    assert [fresh.get(k) for k in keys[:5]] == [None] * 5
+    assert fresh.get(keys[5]) == {"text": "look 5"}
+    # the next answer replaces a damaged reply
+    fresh.put(keys[0], {"text": "again"})
+    assert ResponseCache(tmp_path / "c").get(keys[0]) == {"text": "again"}
 def _hammer(args: tuple[str, int]) -> int:
     root, worker = args
     cache = ResponseCache(root)
