@@ -143,7 +143,7 @@ def _llm_agent(model: str, mode: str, url: str, prompt: LLMPrompt, llm: LLMConfi
                cache_fallback: Sequence[str | Path], seed: int) -> Agent:
     """The LLM agent of ``model`` at ``url`` (a comma list of servers), asking as ``llm`` says."""
     from cir.agents.limits import shared_limiter
-    from cir.agents.llm import LLMAgent, endpoint_base
+    from cir.agents.llm import LLMAgent, base_urls
 
     return LLMAgent(
         model=model,
@@ -162,6 +162,6 @@ def _llm_agent(model: str, mode: str, url: str, prompt: LLMPrompt, llm: LLMConfi
         max_retries=limits.retries,
         patience=limits.patience,
         # one limiter for all the servers of a comma list (the run's limits are for all)
-        limiter=shared_limiter(",".join(endpoint_base(u) for u in url.split(",") if u.strip()), limits),
+        limiter=shared_limiter(",".join(base_urls(url)), limits),
         prompt=prompt,
     )

@@ -208,7 +208,7 @@ def _check_agent(prompt: Any, model: Any, mode: str | None) -> str:
     return mode
 
 
-def _base_urls(base_url: str) -> list[str]:
+def base_urls(base_url: str) -> list[str]:
     """The servers of ``base_url``, a comma list: several servers of the model, requests spread over them."""
     urls = [endpoint_base(u) for u in str(base_url).split(",") if u.strip()]
     if not urls:
@@ -268,7 +268,7 @@ class LLMAgent:
                         max_backoff=max_backoff)
         self.model = model
         self.prompt = prompt
-        self.base_urls = _base_urls(base_url)
+        self.base_urls = base_urls(base_url)
         self.base_url = ",".join(self.base_urls)
         self.api_key = api_key
         self.mode = mode

@@ -108,10 +108,10 @@ def _limiter_stats(settings: RunSettings) -> dict[str, Any] | None:
     if not settings.agent.startswith("openai") or not settings.base_url:
         return None
     from cir.agents.limits import shared_limiter
-    from cir.agents.llm import endpoint_base
+    from cir.agents.llm import base_urls
 
-    server = ",".join(endpoint_base(u) for u in settings.base_urls())
-    return shared_limiter(server, settings.limits(settings.processes)).stats()
+    # the key the agent's limiter was made under (cir.agents.factory)
+    return shared_limiter(",".join(base_urls(settings.base_url)), settings.limits(settings.processes)).stats()
 
 
 class Sink:

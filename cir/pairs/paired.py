@@ -330,7 +330,7 @@ def check_run(run_dir: str | Path, allow_partial: bool = False) -> tuple[str, di
     if record.complete and current is not None and digest == record.paired_sha256 \
             and record.members is not None and verify_members(store.episodes_path, record.members) is None:
         return current, _partial(run_dir, n, n, "", allow_partial), None
-    scan = store.scan(foreign_member(record.settings, record.task_ids))
+    scan = store.scan(foreign_member(record.settings, record.task_ids), record.members)
     summaries = scan.summaries()
     ids = record.task_ids if record.task_ids is not None else sorted(summaries)
     done = [summaries[i] for i in ids if i in summaries]

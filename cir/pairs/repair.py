@@ -41,7 +41,7 @@ def repair_run(run_dir: str | Path, echo: Callable[[str], None] = print) -> RunR
         # the number of tasks is the number of the ids the digest vouches for
         record = replace(record, settings=replace(record.settings, n_tasks=len(ids)))
         _check_fits(store, record, ids)
-        scan = store.open(foreign_member(record.settings, ids))
+        scan = store.open(foreign_member(record.settings, ids), record.members)
         summaries = scan.summaries()
         done = [summaries[i] for i in ids if i in summaries]
         replay = record.settings.replay
@@ -59,7 +59,7 @@ def repair_run(run_dir: str | Path, echo: Callable[[str], None] = print) -> RunR
 def _check_fits(store: RunStore, record: RunRecord, ids: list[str]) -> None:
     """Refuse, changing nothing, when no task of the store fits the record: then the record is
     the one in doubt (its settings edited, or another run's), not the store."""
-    scan = store.scan(foreign_member(record.settings, ids))
+    scan = store.scan(foreign_member(record.settings, ids), record.members)
     if scan.foreign and not scan.members:
         raise CirError(f"{store.dir}: none of the {len(scan.foreign)} task(s) in {EPISODES} fits the "
                        f"settings of {RUN_JSON} ({scan.foreign[0].problem}); was {RUN_JSON} edited or "

@@ -307,7 +307,7 @@ class _Run:
         self.store, self.identity, self.ids, self.old, self.echo = store, identity, ids, old, echo
         self.agent_settings = agent_settings
         self._keep_edited()
-        scan = store.open(foreign_member(identity, ids))
+        scan = store.open(foreign_member(identity, ids), None if old is None else old.members)
         self.done = scan.summaries()
         self.members: list[StoredMember] = scan.stored()
         if old is not None and old.counts.tasks_done > len(self.done):

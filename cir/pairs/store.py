@@ -33,7 +33,7 @@ import re
 import time
 import zlib
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -194,9 +194,12 @@ def _check_member(data: bytes) -> tuple[str | None, dict[str, Any] | None, str |
     return summary["task_id"], summary, None
 
 
-def scan_store(path: str | Path, foreign: Foreign | None = None) -> StoreScan:
+def scan_store(path: str | Path, foreign: Foreign | None = None,
+               recorded: Sequence[StoredMember] | None = None) -> StoreScan:
     """Every member of an episode store checked: intact, damaged, another run's (when
-    ``foreign`` says what makes one so), duplicated, torn."""
+    ``foreign`` says what makes one so), duplicated, torn. ``recorded``: the members the run
+    record names, in store order; a damaged member whose own bytes no longer name its task
+    is named from the one that began at the same byte."""
     path = Path(path)
     scan = StoreScan()
     try:
@@ -209,7 +212,19 @@ def scan_store(path: str | Path, foreign: Foreign | None = None) -> StoreScan:
         return scan
     except OSError as err:
         raise disk_error(path, err, "read") from None
+    if recorded:
+        scan.damaged = _named_from_record(scan.damaged, recorded)
     return scan
+
+
+def _named_from_record(damaged: list[Member], recorded: Sequence[StoredMember]) -> list[Member]:
+    """``damaged`` with an unknown task named where a recorded member began at its first byte."""
+    starts, at = {}, 0
+    for m in recorded:
+        starts[at] = m.task_id
+        at += m.bytes
+    return [replace(m, task_id=starts[m.start], problem=f"{m.problem}; the task the run record places there")
+            if m.task_id is None and m.start in starts else m for m in damaged]
 
 
 def _scan(buf: Any, scan: StoreScan, foreign: Foreign | None) -> None:
@@ -359,10 +374,12 @@ class RunStore:
                            "choose a new --out folder for a run")
 
     # -- episodes -----------------------------------------------------------------------
-    def scan(self, foreign: Foreign | None = None) -> StoreScan:
-        return scan_store(self.episodes_path, foreign)
+    def scan(self, foreign: Foreign | None = None,
+             recorded: Sequence[StoredMember] | None = None) -> StoreScan:
+        return scan_store(self.episodes_path, foreign, recorded)
 
-    def open(self, foreign: Foreign | None = None) -> StoreScan:
+    def open(self, foreign: Foreign | None = None,
+             recorded: Sequence[StoredMember] | None = None) -> StoreScan:
         """Prepare for appending (the writer holds the lock); the scan of the store as it is now.
 
         Temp files of a killed writer go. A torn tail is cut off (its bytes kept as
@@ -374,7 +391,7 @@ class RunStore:
         for leftover in self._leftovers():
             if leftover.name != LOCK_FILE:
                 leftover.unlink(missing_ok=True)  # temp files of a killed writer
-        scan = self.scan(foreign)
+        scan = self.scan(foreign, recorded)
         if not scan.sound:
             self._rewrite(scan)
             return self.scan(foreign)

@@ -142,7 +142,7 @@ def test_a_reader_derives_a_missing_short_or_older_table_and_changes_no_file(run
 
 
 def test_a_consistent_folder_is_read_without_scanning_the_store(run, monkeypatch):
-    def no_scan(path, foreign=None):
+    def no_scan(path, foreign=None, recorded=None):
         raise AssertionError("scanned")
 
     monkeypatch.setattr("cir.pairs.store.scan_store", no_scan)

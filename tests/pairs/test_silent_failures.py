@@ -137,6 +137,20 @@ def test_same_size_damage_to_the_store_is_caught_on_read(ours) -> None:
         read_paired(ours)
 
 
+@pytest.mark.parametrize("at", [0.05, 0.15, 0.25])
+def test_damage_before_the_task_id_is_named_from_the_run_record(ours, at) -> None:
+    # a flip early in a member cuts the deflate stream before the task id; the run record's
+    # member list (sizes in store order) still says which task began at that byte
+    store = ours / EPISODES
+    m = scan_store(store).members[2]
+    data = bytearray(store.read_bytes())
+    data[m.start + int(at * (m.end - m.start))] ^= 0x5A
+    store.write_bytes(bytes(data))
+    assert scan_store(store).damaged[0].task_id is None  # the member's own bytes no longer say
+    with pytest.raises(CirError, match=rf"damaged in episodes.jsonl.gz: task {m.task_id} \(bytes {m.start}-"):
+        read_paired(ours)
+
+
 @pytest.mark.parametrize(("edit", "contradiction"), [
     (lambda r: r["counts"].update(tasks=N - 1), f"counts.tasks is {N - 1}, settings.n_tasks {N}"),
     (lambda r: (r["counts"].update(tasks=N + 1), r["settings"].update(n_tasks=N + 1)),

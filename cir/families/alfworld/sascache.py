@@ -109,5 +109,5 @@ class SasCache:
             if self._warned:
                 return
             self._warned = True
-        log.warning("%s: games are translated without the SAS cache (set CIR_CACHE_DIR to a "
-                    "writable folder to keep their translations)", what)
+        log.warning("the SAS cache in %s: %s; games are translated without it (set CIR_CACHE_DIR "
+                    "to a writable folder to keep their translations)", self.folder, what)
