@@ -118,12 +118,14 @@ def _selective(report: Report, out: Path, studies: dict[int, Path], evaluation: 
     arms, summary, margins = evaluation
     save_csv(arms, out / "tables" / "cir_eval_episodes_pooled.csv")
     path = save_csv(summary, out / "tables" / "cir_eval_pooled.csv")
-    # success_never is the same in every row (the arms without recovery): said in the caption
-    never = summary.loc[summary["condition"] == "all", "success_never"]
-    shown = [c for c in EVAL_SHOWN if c != "success_never"]
-    report.table(summary[summary["condition"] == "all"][["policy", *shown, "oracle_fraction", "oracle_policy"]], path,
-                 f"Held-out evaluation, all conditions, {len(studies)} replicates pooled (success without "
-                 f"recovery: {format_number(never.iloc[0], 3) if never.nunique() == 1 else 'see the CSV'})")
+    # n and success_never are the same in every row (every policy walks the same arms): in the caption
+    every = summary[summary["condition"] == "all"]
+    same = [c for c in ("n", "success_never") if every[c].nunique() == 1]
+    shown = [c for c in EVAL_SHOWN if c not in same]
+    said = {"n": lambda v: f"{int(v):,} arms", "success_never": lambda v: f"success without recovery {format_number(v, 3)}"}
+    note = "; ".join(said[c](every[c].iloc[0]) for c in same)
+    report.table(every[["policy", *shown, "oracle_fraction", "oracle_policy"]], path,
+                 f"Held-out evaluation, all conditions, {len(studies)} replicates pooled" + (f" ({note})" if note else ""))
     report.table(summary[summary["policy"].isin(["cir", "cir_paired"])][["policy", "condition", *EVAL_SHOWN]], path,
                  "The routers by observation condition, pooled")
     mpath = save_csv(margins, out / "tables" / "cir_margins_pooled.csv")
@@ -175,10 +177,14 @@ def write_pooled_report(out: Path, experiments: list[Experiment], studies: dict[
     if len(cohorts):
         body.table(cohorts[["seed", "experiment", "split", "tasks", "prefix_feasible", "factual_success", "pairs"]],
                    save_csv(cohorts, out / "tables" / "cohorts_replicates.csv"), "Cohorts of each replicate")
-    shown = spread_table[["headline", "condition", "delay", "operation", "policy", "versus", "pooled_pp",
-                          "pooled_ci_low_pp", "pooled_ci_high_pp", "min_pp", "max_pp"]]
+    shown = spread_table[["headline", "condition", "delay", "operation", "pooled_pp",
+                          "pooled_ci_low_pp", "pooled_ci_high_pp", "min_pp", "max_pp"]].copy()
+    # one column for the policy and what a margin compares it with (each is empty in most rows)
+    policy, versus = spread_table["policy"].fillna("").astype(str), spread_table["versus"].fillna("").astype(str)
+    shown.insert(4, "policy", policy.where(versus == "", policy + " - " + versus))
     body.table(shown, out / "tables" / "replicate_spread.csv",
-               "Every headline: pooled, and the replicates' spread (their median and sd in the CSV)")
+               "Every headline: pooled, and the replicates' spread (a margin's policy as `A - B`; the replicates' "
+               "median and sd in the CSV)")
     fig = spread_figure(per, pooled, SPREAD_SHOWN)
     body.figure(save_figure(fig, out / "figures", "replicates_spread"), "Headlines: each replicate and the pool")
     effects = _effects(body, out, studies, experiments, resamples, seed)

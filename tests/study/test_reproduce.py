@@ -210,9 +210,12 @@ def test_replicates_are_whole_studies_pooled_in_one_report(study, replicated) ->
     report = (out / "report.md").read_text(encoding="utf-8")
     assert report.startswith("# cir reproduction (quick), 2 replicates")
     assert "seeds 0, 1000" in report and (out / "figures" / "replicates_spread.png").is_file()
-    # the held-out table leaves out success_never, the same in every row, and names it
-    never = pd.read_csv(out / "tables" / "cir_eval_pooled.csv").query("condition == 'all'")["success_never"]
-    assert never.nunique() == 1 and f"success without recovery: {never.iloc[0]:.3f})*" in report
+    # the held-out table leaves out n and success_never, the same in every row, and names them
+    every = pd.read_csv(out / "tables" / "cir_eval_pooled.csv").query("condition == 'all'")
+    assert every["n"].nunique() == 1 and every["success_never"].nunique() == 1
+    assert (f"pooled ({every['n'].iloc[0]:,} arms; success without recovery "
+            f"{every['success_never'].iloc[0]:.3f})*") in report
+    assert " - anomaly " in report  # a margin's row in the spread table names both policies
     cited = {line.split("`")[1] for line in report.splitlines() if line.startswith("<sub>source:")}
     assert cited and all((out / path).is_file() for path in cited)
 
