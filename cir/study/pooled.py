@@ -183,7 +183,7 @@ def write_pooled_report(out: Path, experiments: list[Experiment], studies: dict[
     policy, versus = spread_table["policy"].fillna("").astype(str), spread_table["versus"].fillna("").astype(str)
     shown.insert(4, "policy", policy.where(versus == "", policy + " - " + versus))
     body.table(shown, out / "tables" / "replicate_spread.csv",
-               "Every headline: pooled, and the replicates' spread (a margin's policy as `A - B`; the replicates' "
+               "Every headline: pooled, and the replicates' spread (a margin's policy as A - B; the replicates' "
                "median and sd in the CSV)")
     fig = spread_figure(per, pooled, SPREAD_SHOWN)
     body.figure(save_figure(fig, out / "figures", "replicates_spread"), "Headlines: each replicate and the pool")

@@ -83,6 +83,8 @@ def test_tables_and_figures_fit_a_1280_px_window(page: Path, tmp_path: Path):
     wide = [(t["caption"][:60], round(t["width"]), round(t["column"])) for t in m["tables"]
             if t["width"] > t["column"] + 1]
     assert not wide, f"tables wider than the text column: {wide}"
+    raw = [t["caption"][:60] for t in m["tables"] if "`" in t["caption"]]
+    assert not raw, f"captions show markdown's backticks (HTML captions are plain text): {raw}"
     big = [(f["caption"][:60], round(f["width"])) for f in m["figures"] if f["width"] > m["viewport"]]
     assert not big, f"figures wider than the viewport: {big}"
     shrunk = [(f["caption"][:60], f["natural"], round(f["width"])) for f in m["figures"]
