@@ -1,7 +1,8 @@
 """report.html fits the page: measured in headless Chromium, not guessed from the HTML.
 
 Run by .ci/run after the quick reproduction (Debian's `chromium` installed there):
-`CIR_OUT=DIR pytest -m report`, DIR being the `--out` of `cir reproduce --quick`.
+`CIR_OUT=DIR pytest -m report`, DIR being the `--out` of `cir reproduce --quick`, and again
+with DIR = `data` (the committed study's pooled report).
 At a 1280-px-wide window no table is wider than its text column (so none needs its
 scroll box) and no figure is wider than the viewport or scaled down so far that its text
 becomes unreadable; at 760 px the page itself never scrolls sideways (wide tables scroll
