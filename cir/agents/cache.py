@@ -176,8 +176,6 @@ def _read(path: Path) -> dict[str, Any] | None:
     try:
         raw = path.read_bytes()  # no stat first: on a miss, one failed open
         record = json.loads(raw)
-    except FileNotFoundError:
-        return None
     except (OSError, ValueError):
-        return None  # unreadable or truncated by hand: ask the model again and rewrite
+        return None  # missing, unreadable or truncated by hand: ask the model again and rewrite
     return record if valid_record(record) else None

@@ -165,8 +165,6 @@ def test_cache_survives_damaged_file_and_rejects_file_as_folder(tmp_path: Path) 
         ResponseCache(tmp_path / "f")
 
 
-
-
 def test_cache_writes_replies_without_fsync_and_reads_any_damage_as_a_miss(tmp_path: Path, monkeypatch) -> None:
     # a reply lost in a power cut is asked again, so the cache skips the fsync the run's
     # own files pay; every way the file can be wrong must then read as a miss
@@ -193,6 +191,8 @@ def test_cache_writes_replies_without_fsync_and_reads_any_damage_as_a_miss(tmp_p
     # the next answer replaces a damaged reply
     fresh.put(keys[0], {"text": "again"})
     assert ResponseCache(tmp_path / "c").get(keys[0]) == {"text": "again"}
+
+
 def _hammer(args: tuple[str, int]) -> int:
     root, worker = args
     cache = ResponseCache(root)
