@@ -10,7 +10,8 @@ and their preparations of train, valid and test apart.
 
 Deterministic: a game's TextWorld seed is a digest of the generator seed, the split and
 the game's index, so the same settings give byte-identical games (and manifest) on any
-machine with the same textworld, with any number of workers; the time a game took is
+machine with the same textworld, with any number of workers, on any day (the story file's
+serial number, which Inform sets to the compile date, is fixed); the time a game took is
 returned, never written into the manifest. The manifest is rewritten after every game, and
 a game already there from the same settings and seed is kept, so an interrupted generation
 resumes.
@@ -31,13 +32,15 @@ from pathlib import Path
 from typing import Any
 
 from cir.util.errors import CirError, SettingError
-from cir.util.files import read_json, write_atomic
+from cir.util.files import read_json, write_atomic, write_bytes_atomic
 
 SPLITS: tuple[str, ...] = ("train", "valid", "test")
 #: the room counts tw-cooking knows
 ROOM_COUNTS: tuple[int, ...] = (1, 6, 9, 12)
 MANIFEST_FILE = "manifest.json"
 MANIFEST_VERSION = 1
+#: the serial number written into every story file in place of Inform's compile date
+SERIAL = b"000000"
 
 
 @dataclass(frozen=True)
@@ -118,7 +121,22 @@ def _make_game(path: Path, seed: int, split: str, settings: CookingSettings) -> 
     except Exception as exc:  # textworld raises anything from its generator or Inform 7
         raise CirError(f"{path}: tw-cooking failed with seed {seed} ({type(exc).__name__}: "
                        f"{str(exc).strip().splitlines()[0][:200] if str(exc).strip() else 'no message'})") from None
+    _set_serial(path)
     return dict(game.metadata)
+
+
+def _set_serial(path: Path) -> None:
+    """The story file's serial number set to :data:`SERIAL`, in place.
+
+    Inform stamps the compile date (YYMMDD) into the Z-machine header's serial number (bytes
+    0x12-0x17), so the same seed made on another day gave other bytes. The header checksum
+    covers bytes from 0x40 on only, and play never reads the serial.
+    """
+    data = bytearray(path.read_bytes())
+    if len(data) < 0x40 or data[0] not in (5, 8):
+        raise CirError(f"{path}: not a Z-machine story file (version byte {data[0] if data else None})")
+    data[0x12:0x18] = SERIAL
+    write_bytes_atomic(path, bytes(data))
 
 
 def _check(split: str, n: int, seed: int) -> None:

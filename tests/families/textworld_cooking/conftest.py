@@ -28,7 +28,8 @@ def cooking_root(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
 
     from cir.families.textworld_cooking.generate import CookingSettings, generate_split
 
-    name = f"textworld-cooking-games-{textworld.__version__}-s{SEED}"
+    # v2: story files with a fixed serial number (before, the compile date)
+    name = f"textworld-cooking-games-v2-{textworld.__version__}-s{SEED}"
     cache = getattr(request.config, "cache", None)  # absent under -p no:cacheprovider
     root = cache.mkdir(name) if cache is not None else tmp_path_factory.mktemp(name)
     # test workers (pytest-xdist) share the cache folder: one generates, the others wait and read

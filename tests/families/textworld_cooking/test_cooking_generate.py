@@ -7,6 +7,7 @@ import json
 import pytest
 
 from cir.families.textworld_cooking.generate import (
+    SERIAL,
     CookingSettings,
     game_seed,
     generate_split,
@@ -48,6 +49,7 @@ def test_loaded_tasks_name_their_split_type_and_game(cooking_root, cooking_tasks
     assert [t.task_id for t in cooking_tasks] == ["train-000", "train-001", "train-002"]
     for task in cooking_tasks:
         assert task.split == "train" and task.game_file.is_file() and task.walkthrough
+        assert task.game_file.read_bytes()[0x12:0x18] == SERIAL  # not the compile date
         assert task.task_type.startswith("recipe2")
         assert task.task_type == "recipe2" + ("-cut" if any(a.split()[0] in ("slice", "dice", "chop")
                                                           for a in task.walkthrough) else "") + (
