@@ -112,7 +112,9 @@ def summary(study: Path) -> str:
     import pandas as pd
 
     tables = study / "tables"
-    spread = pd.read_csv(tables / "replicate_spread.csv", dtype={"delay": str}).fillna("")
+    spread = pd.read_csv(tables / "replicate_spread.csv", dtype={"delay": str})
+    text = spread.select_dtypes(exclude="number").columns  # blank keys read as "", numbers stay NaN
+    spread[text] = spread[text].fillna("")
     spread["delay"] = [str(int(float(d))) if d != "" else "" for d in spread["delay"]]
     evaluation = pd.read_csv(tables / "cir_eval_pooled.csv")
     fits = pd.read_csv(tables / "cir_fit_replicates.csv")
