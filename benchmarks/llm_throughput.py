@@ -27,6 +27,11 @@ answer), CPU seconds of the command's processes and of the server, peak RSS summ
 command's processes (sampled every 0.1 s with psutil), and the sha256 of ``paired.csv`` and of
 the episode records (the store's lines but each task's wall seconds and engine restores),
 which must be identical.
+
+The baseline, measured in the same sitting: the built-in agent (no model, no server) playing
+the same tasks through the same grid and budgets at ``--jobs P``. Its CPU seconds are the
+host's floor for the engine work of the run; each row's CPU is also given as a ratio to it, so
+that runs on hosts of other speeds compare (``--no-baseline`` skips it).
 """
 
 from __future__ import annotations
@@ -173,6 +178,24 @@ def measure(tasks_dir: Path, concurrency: int, args: argparse.Namespace) -> dict
     }
 
 
+def measure_builtin(tasks_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """The baseline: the same tasks, grid and budgets played by the built-in agent."""
+    out = Path(args.work) / "run-builtin"
+    shutil.rmtree(out, ignore_errors=True)
+    cmd = [*CIR, "run", "--tasks", str(tasks_dir), "--out", str(out), "--jobs", str(args.processes),
+           "--conditions", args.conditions, "--delays", args.delays, "--operations", args.operations,
+           "--max-turns", str(args.max_turns), "--max-actions", str(args.max_actions), "--quiet"]
+    start = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    with Sampler(proc.pid) as sampled:
+        said, _ = proc.communicate()
+    if proc.returncode:
+        raise SystemExit(f"cir run (built-in agent) failed ({proc.returncode}): {said}")
+    record = json.loads((out / "run.json").read_text())
+    return {"wall_s": round(time.monotonic() - start, 2), "cpu_s": round(sum(sampled.cpu.values()), 1),
+            "jobs": args.processes, "pairs": record["counts"]["pairs"]}
+
+
 def timeline(log: list[list[float]]) -> list[float]:
     """Mean requests in flight in each second of the busy window (where the run waits)."""
     if not log:
@@ -207,17 +230,19 @@ def run_estimate(tasks_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
     return json.loads(out.read_text())
 
 
-def table(rows: list[dict[str, Any]]) -> str:
+def table(rows: list[dict[str, Any]], baseline: dict[str, Any] | None = None) -> str:
     head = ("| --concurrency | --jobs | wall s | ideal s | wall / (ideal + start-up) | start-up s | "
             "busy s | requests | requests/s | mean in flight (busy window) | peak in flight | "
-            "CPU cir s | CPU server s | peak RSS MB (processes) | paired.csv sha256 | episodes sha256 |")
+            "CPU cir s | CPU cir / built-in | CPU server s | peak RSS MB (processes) | "
+            "paired.csv sha256 | episodes sha256 |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
         ratio = r["wall_s"] / (r["ideal_s"] + r["startup_s"])
+        cpu_ratio = f"{r['cpu_cir_s'] / baseline['cpu_s']:.2f}" if baseline and baseline["cpu_s"] else "-"
         lines.append(f"| {r['concurrency']} | {r['jobs']} | {r['wall_s']} | {r['ideal_s']} | "
                      f"{ratio:.2f} | {r['startup_s']} | {r['busy_s']} | {r['requests']} | "
                      f"{r['requests_per_s']} | {r['mean_in_flight']} | {r['peak_in_flight']} | "
-                     f"{r['cpu_cir_s']} | {r['cpu_server_s']} | {r['peak_rss_mb']} ({r['processes']}) | "
+                     f"{r['cpu_cir_s']} | {cpu_ratio} | {r['cpu_server_s']} | {r['peak_rss_mb']} ({r['processes']}) | "
                      f"{r['paired_sha256'][:12]} | {r['episodes_sha256'][:12]} |")
     return "\n".join(lines)
 
@@ -245,16 +270,22 @@ def main() -> int:
                         help="first `cir estimate` the run, and let the server answer as the built-in "
                              "agent did there (an LLM whose episodes are the built-in agent's): the "
                              "estimate's requests and tokens against the runs' counts")
+    parser.add_argument("--no-baseline", action="store_true",
+                        help="skip the built-in agent's run of the same tasks (the CPU baseline)")
     parser.add_argument("--json", help="write the settings and results here")
     args = parser.parse_args()
     args.answers = None
     tasks_dir = cohort(args)
     estimate = run_estimate(tasks_dir, args) if args.estimate else None
+    baseline = None if args.no_baseline else measure_builtin(tasks_dir, args)
+    if baseline is not None:
+        print(f"baseline: the built-in agent, the same tasks and grid at --jobs {baseline['jobs']}: "
+              f"{baseline['pairs']} pairs, wall {baseline['wall_s']} s, CPU {baseline['cpu_s']} s", flush=True)
     rows = []
     for c in (int(x) for x in args.concurrency.split(",")):
         rows.append(measure(tasks_dir, c, args))
         print(json.dumps(rows[-1]), flush=True)
-    print(table(rows))
+    print(table(rows, baseline))
     same = len({(r["answered"], r["paired_sha256"], r["episodes_sha256"]) for r in rows}) == 1
     print(f"identical answered requests, paired tables and episodes at every concurrency: {same}")
     for r in rows:
@@ -268,7 +299,7 @@ def main() -> int:
                   f"completion tokens {estimate['completion_tokens']} / {r['completion_tokens']}")
     if args.json:
         Path(args.json).write_text(json.dumps({"settings": vars(args), "rows": rows, "identical": same,
-                                               "estimate": estimate}, indent=1))
+                                               "estimate": estimate, "baseline": baseline}, indent=1))
     return 0 if same else 1
 
 
