@@ -127,28 +127,40 @@ def episodes_digest(out: Path) -> str:
     return hashlib.sha256("".join(sorted(lines)).encode("utf-8")).hexdigest()
 
 
+def run_command(tasks_dir: Path, out: Path, jobs: int, args: argparse.Namespace, *agent: str) -> list[str]:
+    """`cir run` of the benchmark's tasks, grid and budgets; ``agent``: the agent's options
+    (none: the built-in agent)."""
+    return [*CIR, "run", "--tasks", str(tasks_dir), "--out", str(out), *agent, "--jobs", str(jobs),
+            "--conditions", args.conditions, "--delays", args.delays, "--operations", args.operations,
+            "--max-turns", str(args.max_turns), "--max-actions", str(args.max_actions), "--quiet"]
+
+
+def run_sampled(cmd: list[str]) -> tuple[float, float, Sampler]:
+    """Run ``cmd`` under a Sampler: its start (monotonic), wall seconds and samples."""
+    start = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    with Sampler(proc.pid) as sampled:
+        said, _ = proc.communicate()
+    wall = time.monotonic() - start
+    if proc.returncode:
+        raise SystemExit(f"{' '.join(cmd[2:4])} failed ({proc.returncode}): {said}")
+    return start, wall, sampled
+
+
 def measure(tasks_dir: Path, concurrency: int, args: argparse.Namespace) -> dict[str, Any]:
     """One `cir run` at one concurrency, against a fresh server, into a fresh run folder."""
     jobs = 1 if concurrency == 1 else args.processes
     out = Path(args.work) / f"run-c{concurrency}"
     shutil.rmtree(out, ignore_errors=True)
     server, base_url = start_server(args)
-    cmd = [*CIR, "run", "--tasks", str(tasks_dir), "--out", str(out), "--agent", "openai-completion:fake",
-           "--base-url", base_url, "--jobs", str(jobs), "--concurrency", str(concurrency),
-           "--conditions", args.conditions, "--delays", args.delays, "--operations", args.operations,
-           "--max-turns", str(args.max_turns), "--max-actions", str(args.max_actions), "--quiet"]
+    cmd = run_command(tasks_dir, out, jobs, args, "--agent", "openai-completion:fake", "--base-url", base_url,
+                      "--concurrency", str(concurrency))
     if args.client_rpm:
         cmd += ["--rpm", str(args.client_rpm)]
     server_proc = psutil.Process(server.pid)
     server_cpu0 = sum(server_proc.cpu_times()[:2])
     try:
-        start = time.monotonic()
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
-        with Sampler(proc.pid) as sampled:
-            said, _ = proc.communicate()
-        wall = time.monotonic() - start
-        if proc.returncode:
-            raise SystemExit(f"cir run failed ({proc.returncode}): {said}")
+        start, wall, sampled = run_sampled(cmd)
         stats = httpx.get(f"{base_url}/stats", timeout=10).json()
         log = httpx.get(f"{base_url}/log", timeout=10).json()
         server_cpu = sum(server_proc.cpu_times()[:2]) - server_cpu0
@@ -182,17 +194,9 @@ def measure_builtin(tasks_dir: Path, args: argparse.Namespace) -> dict[str, Any]
     """The baseline: the same tasks, grid and budgets played by the built-in agent."""
     out = Path(args.work) / "run-builtin"
     shutil.rmtree(out, ignore_errors=True)
-    cmd = [*CIR, "run", "--tasks", str(tasks_dir), "--out", str(out), "--jobs", str(args.processes),
-           "--conditions", args.conditions, "--delays", args.delays, "--operations", args.operations,
-           "--max-turns", str(args.max_turns), "--max-actions", str(args.max_actions), "--quiet"]
-    start = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
-    with Sampler(proc.pid) as sampled:
-        said, _ = proc.communicate()
-    if proc.returncode:
-        raise SystemExit(f"cir run (built-in agent) failed ({proc.returncode}): {said}")
+    _, wall, sampled = run_sampled(run_command(tasks_dir, out, args.processes, args))
     record = json.loads((out / "run.json").read_text())
-    return {"wall_s": round(time.monotonic() - start, 2), "cpu_s": round(sum(sampled.cpu.values()), 1),
+    return {"wall_s": round(wall, 2), "cpu_s": round(sum(sampled.cpu.values()), 1),
             "jobs": args.processes, "pairs": record["counts"]["pairs"]}
 
 
