@@ -1,11 +1,21 @@
-"""A persistent response cache: one JSON file per request key, written atomically.
+"""A persistent response cache: replies appended to one log per process, read back by all.
 
 Paired branches share their prefix and reruns repeat whole episodes, so the same
 request reaches the model many times; with greedy decoding and a cache the answer is
-fixed the first time and costs nothing afterwards. One file per key, written atomically
-(:func:`cir.util.files.write_atomic`), makes concurrent writers in many processes safe
-without locks: a reader sees either no file or a complete one, and two writers of one
-key write the same content.
+fixed the first time and costs nothing afterwards. Each process appends its replies to
+its own log in the cache folder (``replies-<host>-<pid>.jsonl``, one line a reply, one
+``write`` each), so writers never share a file and a reply costs one system call, not a
+temporary file and a rename. Readers index every log in the folder (the key sits at a
+fixed place in each line) and read a record when it is asked for. A line is only read
+once it ends in a newline: a reply cut by a crash or a power cut (the logs are not
+fsynced) reads as a miss and is asked again, and the next writer of that log starts a
+new line after it.
+
+A process that is about to ask the server for a key holds a lock on one byte of
+``asking.lock`` (the byte at a hash of the key), so another process asking the same waits,
+then reads the logs again and finds the reply; threads of one process wait on a lock of
+their own. That keeps the requests those of a run with one request at a time at any
+number of processes.
 
 Only valid answers are stored (a non-empty ``text``): a record without one, written by an
 older version that cached a server's null or empty reply, counts as a miss, so a fixed
@@ -14,25 +24,39 @@ server is asked again instead of the bad answer being reused.
 A cache can read through to other caches (``fallback``), never writing to them: a run
 that extends an earlier one answers from the earlier run's cache and copies what it uses
 into its own, so it is complete on its own and the earlier folder is left as it was.
+Folders written by earlier versions (one file a reply, ``<key[:2]>/<key>.json``) are read
+too, own or fallback.
 
 A record holds the answer's ``text`` and what came with it (``finish_reason``, and
 ``usage``, ``logprobs`` or ``reasoning`` when there were some). One cache may be used by
-several threads (the counters are locked; a dict read or write is atomic).
+several threads.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import json
+import os
+import re
+import socket
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from cir.util.errors import CirError
-from cir.util.files import write_atomic
+from cir.util.files import disk_error
+
+LOG_PREFIX, LOG_SUFFIX = "replies-", ".jsonl"
+ASKING_LOCK = "asking.lock"
+# a log line: {"key": "<64 hex>", "record": {...}}; the key is read without parsing the line
+_HEAD = b'{"key": "'
+_KEY_END = len(_HEAD) + 64
+_LEGACY_FOLDER = re.compile(r"^[0-9a-f]{2}$")
 
 
 def request_key(endpoint: str, body: dict[str, Any]) -> str:
@@ -53,7 +77,7 @@ def valid_record(record: Any) -> bool:
 
 
 class ResponseCache:
-    """Replies stored under ``root/<key[:2]>/<key>.json``; ``root=None`` keeps them in memory.
+    """Replies kept in ``root`` (see the module's text); ``root=None`` keeps them in memory.
 
     ``fallback``: cache folders read (never written) on a miss; a reply found there is
     stored under ``root`` too. ``hits_memory`` and ``hits_disk`` (fallbacks included) count
@@ -70,112 +94,294 @@ class ResponseCache:
         self._memory: dict[str, dict[str, Any]] = {}
         self.hits_memory = 0
         self.hits_disk = 0
-        self._lock = threading.Lock()  # the counters
-        self._made: set[Path] = set()  # subfolders known to exist (a mkdir per reply costs)
         if self.root is not None:
+            if self.root.exists() and not self.root.is_dir():
+                raise CirError(f"cache folder {self.root}: exists but is not a folder")
             try:
                 self.root.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
-                raise CirError(f"cache folder {self.root}: cannot create it ({exc})") from exc
-            if not self.root.is_dir():
-                raise CirError(f"cache folder {self.root}: exists but is not a folder")
+                raise disk_error(self.root, exc, "create the cache folder") from exc
+        self._start()
 
-    @staticmethod
-    def _path(root: Path, key: str) -> Path:
-        return root / key[:2] / f"{key}.json"
+    def _start(self) -> None:
+        """The per-process state: the folders as this process reads them (one index per
+        folder and process, shared by every cache object using it)."""
+        self._lock = threading.Lock()  # the counters
+        self._pid = os.getpid()
+        self._own = _Folder.of(self.root) if self.root is not None else None
+        self._others = [_Folder.of(root) for root in self.fallback]
+        self._looked = False  # the first get reads what the folders gained since
+
+    def _folders(self) -> list[_Folder]:
+        if self._pid != os.getpid():  # forked: the parent's indexes are not this process's
+            self._start()
+        folders = ([self._own] if self._own is not None else []) + self._others
+        if not self._looked:
+            for folder in folders:
+                folder.refresh()
+            self._looked = True
+        return folders
+
+    def _hit_disk(self, key: str, record: dict[str, Any]) -> dict[str, Any]:
+        self._memory[key] = record
+        with self._lock:
+            self.hits_disk += 1
+        return record
 
     def get(self, key: str) -> dict[str, Any] | None:
-        """The stored record for ``key``, or None. A damaged or empty answer counts as a miss."""
+        """The stored record for ``key``, or None. A damaged or empty answer counts as a miss.
+
+        On disk, what the folders held when this cache first looked, what it stored itself
+        and what :meth:`stored` has read since (a reply another process stores meanwhile is
+        found by :meth:`stored`, after :meth:`asking`)."""
         record = self._memory.get(key)
         if record is not None:
             with self._lock:
                 self.hits_memory += 1
             return record
-        own = [self.root] if self.root is not None else []
-        for root in own + self.fallback:
-            record = _read(self._path(root, key))
-            if record is None:
-                continue
-            if root is self.root:
-                self._memory[key] = record
-            else:
-                self.put(key, record)
-            with self._lock:
-                self.hits_disk += 1
-            return record
+        for folder in self._folders():
+            record = folder.record(key)
+            if record is not None:
+                if folder is not self._own:
+                    self.put(key, record)  # copied: the own folder is complete on its own
+                return self._hit_disk(key, record)
         return None
 
     def put(self, key: str, record: dict[str, Any]) -> None:
-        """Store ``record`` (a valid answer: non-empty ``text``) under ``key``, atomically."""
+        """Store ``record`` (a valid answer: non-empty ``text``) under ``key``: one line
+        appended to this process's log."""
         if not valid_record(record):
             raise ValueError(f"not an answer to cache (no text): {record!r}")
         self._memory[key] = record
         if self.root is None:
             return
-        path = self._folder(self._path(self.root, key))
-        # not fsynced: a reply lost or cut in a power cut reads as a miss and is asked again
-        write_atomic(path, json.dumps(record, sort_keys=True, ensure_ascii=False, indent=1), durable=False)
-
-    def _folder(self, path: Path) -> Path:
-        """``path``, its folder made if this cache has not made it yet."""
-        if path.parent not in self._made:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._made.add(path.parent)
-        return path
+        body = json.dumps(record, sort_keys=True, ensure_ascii=False)  # escapes newlines
+        _Log.of(self.root).append(f'{{"key": "{key}", "record": {body}}}\n'.encode())
 
     @contextmanager
     def asking(self, key: str) -> Iterator[None]:
         """Held while this process asks the server for ``key``: another agent (thread or
         process) that uses this cache folder and asks for the same waits, then finds the
-        reply stored. The asker stores the reply, then removes the lock file while it holds
-        it; whoever gets the lock reads the cache again first, so no reply is asked twice
-        and no lock file stays behind."""
+        reply stored (:meth:`stored`)."""
         if self.root is None:
             yield
             return
-        path = self._folder(self._path(self.root, key).with_suffix(".lock"))
-        with open(path, "a") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                try:
-                    path.unlink()
-                except FileNotFoundError:  # removed by an earlier holder of this file
-                    pass
-                fcntl.flock(handle, fcntl.LOCK_UN)
+        with _asking_here(self.root, key), _asking_anywhere(self.root, key):
+            yield
 
     def stored(self, key: str) -> dict[str, Any] | None:
-        """The record on disk for ``key`` (not the memory: another process may have stored it)."""
-        if self.root is None:
+        """The record on disk for ``key`` (not the memory: another process may have stored
+        it since this one read the folder)."""
+        if self._own is None:
             return self._memory.get(key)
-        record = _read(self._path(self.root, key))
-        if record is not None:
-            self._memory[key] = record
-            with self._lock:
-                self.hits_disk += 1
-        return record
+        self._folders()
+        self._own.refresh()
+        record = self._own.record(key)
+        return None if record is None else self._hit_disk(key, record)
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        del state["_lock"]
+        for name in ("_lock", "_pid", "_own", "_others", "_looked"):
+            del state[name]
+        if self.root is not None:  # on disk: a worker reads what it needs from there
+            state["_memory"] = {}
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        self._lock = threading.Lock()
+        self._start()
 
     def __len__(self) -> int:
-        if self.root is None:
+        if self._own is None:
             return len(self._memory)
-        return sum(1 for _ in self.root.glob("??/*.json"))
+        self._folders()
+        self._own.refresh()
+        return len(self._own.keys())
+
+
+class _Folder:
+    """One cache folder as one process reads it: where each key's line is in the logs."""
+
+    _open: dict[tuple[int, str], _Folder] = {}
+    _open_lock = threading.Lock()
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.legacy = False  # holds <key[:2]>/<key>.json files of earlier versions
+        self._where: dict[str, tuple[BinaryIO, int, int]] = {}  # key: log, offset, length
+        self._done: dict[str, tuple[BinaryIO, int]] = {}  # log name: file, bytes indexed
+        self._lock = threading.Lock()
+
+    def refresh(self) -> None:
+        """Index what the folder's logs gained since the last look."""
+        with self._lock:
+            try:
+                names = os.listdir(self.root)
+            except OSError as exc:
+                raise disk_error(self.root, exc, "read the cache folder") from exc
+            for name in names:
+                if name.startswith(LOG_PREFIX) and name.endswith(LOG_SUFFIX):
+                    self._index(name)
+                elif not self.legacy and _LEGACY_FOLDER.match(name):
+                    self.legacy = True
+
+    @classmethod
+    def of(cls, root: Path) -> _Folder:
+        """The process's reading of ``root``."""
+        where = (os.getpid(), str(root.resolve()))
+        with cls._open_lock:
+            folder = cls._open.get(where)
+            if folder is None:
+                folder = cls._open[where] = cls(root)
+        return folder
+
+    def _index(self, name: str) -> None:
+        handle, start = self._done.get(name, (None, 0))
+        try:
+            if handle is None:
+                handle = open(self.root / name, "rb")  # noqa: SIM115 (kept open for reads)
+            size = os.fstat(handle.fileno()).st_size
+            if size <= start:
+                self._done[name] = (handle, start)
+                return
+            data = os.pread(handle.fileno(), size - start, start)
+        except OSError as exc:
+            raise disk_error(self.root / name, exc, "read") from exc
+        end = data.rfind(b"\n") + 1  # an unfinished last line waits for its newline
+        offset = start
+        for line in data[:end].split(b"\n")[:-1]:
+            if line.startswith(_HEAD) and line[_KEY_END:_KEY_END + 2] == b'",':
+                self._where[line[len(_HEAD):_KEY_END].decode("ascii", "replace")] = (handle, offset, len(line))
+            offset += len(line) + 1
+        self._done[name] = (handle, start + end)
+
+    def record(self, key: str) -> dict[str, Any] | None:
+        """The valid record for ``key`` in the indexed logs (or an earlier version's file)."""
+        where = self._where.get(key)
+        if where is not None:
+            handle, offset, length = where
+            try:
+                line = json.loads(os.pread(handle.fileno(), length, offset))
+            except (OSError, ValueError):
+                line = None  # damaged by hand or by the disk: a miss, asked again
+            if isinstance(line, dict) and line.get("key") == key and valid_record(line.get("record")):
+                return line["record"]
+        if self.legacy:
+            return _read(self.root / key[:2] / f"{key}.json")
+        return None
+
+    def keys(self) -> set[str]:
+        """Every key with a line in the logs or a file of an earlier version."""
+        keys = set(self._where)
+        if self.legacy:
+            keys.update(path.stem for path in self.root.glob("??/*.json"))
+        return keys
+
+
+class _Log:
+    """This process's log in one cache folder: one per process and folder, shared by every
+    cache object using it, appended one whole line at a time."""
+
+    _open: dict[tuple[int, str], _Log] = {}
+    _open_lock = threading.Lock()
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        try:
+            self._fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o666)
+            size = os.fstat(self._fd).st_size
+        except OSError as exc:
+            raise disk_error(path, exc) from exc
+        # a line cut when an earlier process of this pid died: the next line starts anew
+        self._torn = bool(size) and os.pread(self._fd, 1, size - 1) != b"\n"
+
+    @classmethod
+    def of(cls, root: Path) -> _Log:
+        where = (os.getpid(), str(root.resolve()))  # a forked child opens its own
+        with cls._open_lock:
+            log = cls._open.get(where)
+            if log is None:
+                host = re.sub(r"[^A-Za-z0-9._-]", "_", socket.gethostname())
+                log = cls._open[where] = cls(root / f"{LOG_PREFIX}{host}-{os.getpid()}{LOG_SUFFIX}")
+        return log
+
+    def append(self, line: bytes) -> None:
+        with self._lock:
+            data = b"\n" + line if self._torn else line
+            view = memoryview(data)
+            try:
+                while view:
+                    view = view[os.write(self._fd, view):]
+            except OSError as exc:
+                self._torn = self._torn or len(view) < len(data)  # part written: end it first
+                raise disk_error(self.path, exc) from exc
+            self._torn = False
+
+
+# -- waiting for whoever asks the same ------------------------------------------------------
+
+_here: dict[tuple[str, str], list[Any]] = {}  # (folder, key): [lock, holders]
+_here_lock = threading.Lock()
+
+
+@contextmanager
+def _asking_here(root: Path, key: str) -> Iterator[None]:
+    """One thread of this process at a time asks for ``key`` in ``root`` (agents with
+    their own in-flight table may share a folder)."""
+    where = (str(root), key)
+    with _here_lock:
+        entry = _here.setdefault(where, [threading.Lock(), 0])
+        entry[1] += 1
+    try:
+        with entry[0]:
+            yield
+    finally:
+        with _here_lock:
+            entry[1] -= 1
+            if not entry[1]:
+                del _here[where]
+
+
+_lock_files: dict[tuple[int, str], int] = {}
+_lock_files_lock = threading.Lock()
+
+
+@contextmanager
+def _asking_anywhere(root: Path, key: str) -> Iterator[None]:
+    """One process at a time asks for ``key`` in ``root``: a POSIX lock on one byte of
+    ``asking.lock``. The file stays open for the process's life (closing any descriptor
+    of it would drop every lock the process holds on it)."""
+    where = (os.getpid(), str(root.resolve()))
+    with _lock_files_lock:
+        fd = _lock_files.get(where)
+        if fd is None:
+            try:
+                fd = _lock_files[where] = os.open(root / ASKING_LOCK, os.O_RDWR | os.O_CREAT, 0o666)
+            except OSError as exc:
+                raise disk_error(root / ASKING_LOCK, exc, "open") from exc
+    byte = int(hashlib.sha256(key.encode()).hexdigest()[:15], 16)  # any key, below 2**63
+    while True:
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX, 1, byte)
+            break
+        except OSError as exc:
+            # the kernel sees locks per process, not per thread: two processes each with
+            # a thread waiting on the other's byte look like a deadlock and are not one
+            if exc.errno != errno.EDEADLK:
+                raise disk_error(root / ASKING_LOCK, exc, "lock") from exc
+            time.sleep(0.005)
+    try:
+        yield
+    finally:
+        fcntl.lockf(fd, fcntl.LOCK_UN, 1, byte)
 
 
 def _read(path: Path) -> dict[str, Any] | None:
-    """A valid stored answer at ``path``, or None (missing, damaged or empty)."""
+    """A valid stored answer in an earlier version's file, or None (missing, damaged or empty)."""
     try:
         raw = path.read_bytes()  # no stat first: on a miss, one failed open
         record = json.loads(raw)
     except (OSError, ValueError):
-        return None  # missing, unreadable or truncated by hand: ask the model again and rewrite
+        return None  # missing, unreadable or truncated by hand: ask the model again
     return record if valid_record(record) else None

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from support.fake_openai import FakeOpenAI, Reply  # noqa: E402
+from support.replies import cached_lines
 
 from cir.agents.cache import ResponseCache, request_key  # noqa: E402
 from cir.agents.factory import LLMConfig, parse_llm_options  # noqa: E402
@@ -132,7 +133,7 @@ def test_a_reply_cut_inside_a_think_block_is_a_clear_error_never_an_action(tmp_p
             agent.act(CONTEXT)
         assert "--think" in str(err.value) and "enable_thinking" in str(err.value)
         assert len(server.requests) == 1  # not a server fault: not asked again
-    assert list(tmp_path.rglob("*.json")) == []  # and not cached
+    assert cached_lines(tmp_path) == []  # and not cached
     # with --think: no stop, a larger budget; a reply cut at that budget names it
     with FakeOpenAI([Reply(text="<think>let me see, the pen", finish_reason="length")]) as server:
         agent = agent_for(server, tmp_path, mode="chat", think=True)
@@ -140,7 +141,7 @@ def test_a_reply_cut_inside_a_think_block_is_a_clear_error_never_an_action(tmp_p
             agent.act(CONTEXT)
         body = server.requests[0][2]
         assert "stop" not in body and body["max_tokens"] == THINK_MAX_TOKENS
-    assert list(tmp_path.rglob("*.json")) == []
+    assert cached_lines(tmp_path) == []
 
 
 def test_a_closed_think_block_is_removed_and_the_whole_answer_cached(tmp_path: Path) -> None:
@@ -199,14 +200,14 @@ def test_cache_reads_through_to_a_fallback_and_never_writes_to_it(tmp_path: Path
     old, new = tmp_path / "old", tmp_path / "new"
     key_a, key_b = request_key("chat", {"a": 1}), request_key("chat", {"b": 1})
     ResponseCache(old).put(key_a, {"text": "look"})
-    before = sorted(p.read_bytes() for p in old.rglob("*.json"))
+    before = sorted((p.name, p.read_bytes()) for p in old.rglob("*") if p.is_file())
     cache = ResponseCache(new, fallback=[old])
     assert cache.get(key_a) == {"text": "look"} and cache.hits_disk == 1
     assert cache.get(key_b) is None
     cache.put(key_b, {"text": "inventory"})
     # the reply used is now in the new cache too; the old one is as it was
     assert ResponseCache(new).get(key_a) == {"text": "look"}
-    assert sorted(p.read_bytes() for p in old.rglob("*.json")) == before
+    assert sorted((p.name, p.read_bytes()) for p in old.rglob("*") if p.is_file()) == before
     assert ResponseCache(old).get(key_b) is None
     with pytest.raises(CirError, match="not found"):
         ResponseCache(new, fallback=[tmp_path / "missing"])

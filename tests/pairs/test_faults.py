@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 from support.fake_openai import FAULTS, FakeOpenAI, Reply
 from support.replay import fake_settings, fake_tasks, make_fake_env
+from support.replies import cached_lines
 
 from cir.agents.cache import valid_record
 from cir.agents.llm import LLMAgent
@@ -414,8 +415,8 @@ def test_llm_faults_give_the_table_of_a_healthy_server(tmp_path):
     assert llm["http_requests"] == requests and llm["retries"] == len(faults)
     assert llm["invalid_answers"] == sum(f in INVALID for f in faults)
     assert llm["unparsable"] > 0  # "I do not know" is passed on, and counted
-    cached = list((tmp_path / "cache_f").rglob("*.json"))
-    assert cached and all(valid_record(json.loads(p.read_text())) for p in cached)
+    cached = cached_lines(tmp_path / "cache_f")
+    assert len(cached) == llm["model_calls"] and all(valid_record(line["record"]) for line in cached)
     # the same run from the cache alone: no HTTP request, every answer from disk
     with FakeOpenAI([Reply(status=500)]) as server:
         again = _llm_run(tmp_path / "cached", server.base_url, tmp_path / "cache_f")
@@ -434,7 +435,7 @@ def test_llm_server_that_stays_broken_stops_the_run_resumably(tmp_path):
     with FakeOpenAI([Reply(text=None)]) as server:
         with pytest.raises(CirError, match=r"answer has no reply \(content null\).*5 attempt"):
             _llm_run(tmp_path / "run", server.base_url, tmp_path / "cache")
-    assert not list((tmp_path / "cache").rglob("*.json"))
+    assert cached_lines(tmp_path / "cache") == []
     assert not (tmp_path / "run" / EPISODES).exists() or not scan_store(tmp_path / "run" / EPISODES).members
     log: list[str] = []
     with FakeOpenAI(answer=faulty_server(False, log)) as server:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from support.fake_openai import FakeOpenAI, Reply  # noqa: E402
 from support.replay import FakeAgent, fake_tasks, make_fake_env  # noqa: E402
+from support.replies import cached_lines
 
 from cir.agents.factory import LLMConfig  # noqa: E402
 from cir.cli import main  # noqa: E402
@@ -127,7 +128,7 @@ def test_a_shared_cache_dir_serves_another_run_and_a_folder_holding_only_a_cache
     shared = tmp_path / "cache"
     run(tmp_path / "a", server, cache_dir=shared)
     asked = len(server.requests)
-    assert not (tmp_path / "a" / AGENT_CACHE).exists() and any(shared.rglob("*.json"))
+    assert not (tmp_path / "a" / AGENT_CACHE).exists() and cached_lines(shared)
     record = run(tmp_path / "b", server, cache_dir=shared)
     assert len(server.requests) == asked and record.sessions[-1].llm["http_requests"] == 0
     assert record.sessions[-1].cache_dir == str(shared)
@@ -195,7 +196,7 @@ def test_cli_options_reach_the_request_and_the_run_record(tmp_path: Path, server
     assert record["agent_settings"]["options"] == {"chat_template_kwargs": {"enable_thinking": False},
                                                    "top_k": 5}
     assert record["timings"]["sessions"][-1]["cache_dir"] == str(tmp_path / "c")
-    assert any((tmp_path / "c").rglob("*.json"))
+    assert cached_lines(tmp_path / "c")
     # cir episode reads the same cache: the factual run costs no request
     asked = len(server.requests)
     trial = next((tmp_path / "tasks" / "valid_unseen").rglob("game.tw-pddl")).parent
