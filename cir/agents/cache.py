@@ -112,10 +112,15 @@ class ResponseCache:
         self._others = [_Folder.of(root) for root in self.fallback]
         self._looked = False  # the first get reads what the folders gained since
 
-    def _folders(self) -> list[_Folder]:
+    def _here(self) -> _Folder | None:
+        """The own folder as this process uses it."""
         if self._pid != os.getpid():  # forked: the parent's indexes are not this process's
             self._start()
-        folders = ([self._own] if self._own is not None else []) + self._others
+        return self._own
+
+    def _folders(self) -> list[_Folder]:
+        own = self._here()
+        folders = ([own] if own is not None else []) + self._others
         if not self._looked:
             for folder in folders:
                 folder.refresh()
@@ -153,10 +158,9 @@ class ResponseCache:
         if not valid_record(record):
             raise ValueError(f"not an answer to cache (no text): {record!r}")
         self._memory[key] = record
-        if self.root is None:
-            return
-        body = json.dumps(record, sort_keys=True, ensure_ascii=False)  # escapes newlines
-        _Log.of(self.root).append(f'{{"key": "{key}", "record": {body}}}\n'.encode())
+        own = self._here()
+        if own is not None:
+            own.append(key, record)
 
     @contextmanager
     def asking(self, key: str) -> Iterator[None]:
@@ -166,7 +170,7 @@ class ResponseCache:
         if self.root is None:
             yield
             return
-        with _asking_here(self.root, key), _asking_anywhere(self.root, key):
+        with self._here().asking(key):
             yield
 
     def stored(self, key: str) -> dict[str, Any] | None:
@@ -200,7 +204,9 @@ class ResponseCache:
 
 
 class _Folder:
-    """One cache folder as one process reads it: where each key's line is in the logs."""
+    """One cache folder as one process uses it: where each key's line is in the logs, the
+    process's own log, and the lock taken while asking. One per process and folder, shared
+    by every cache object using the folder."""
 
     _open: dict[tuple[int, str], _Folder] = {}
     _open_lock = threading.Lock()
@@ -210,8 +216,22 @@ class _Folder:
         self.legacy = False  # holds <key[:2]>/<key>.json files of earlier versions
         self._where: dict[str, tuple[BinaryIO, int, int]] = {}  # key: log, offset, length
         self._done: dict[str, tuple[BinaryIO, int]] = {}  # log name: file, bytes indexed
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the index, the log and the lock file's opening
+        self._log: _Log | None = None
+        self._lock_fd: int | None = None
+        self._asking: dict[str, list[Any]] = {}  # key: [lock of this process's askers, askers]
 
+    @classmethod
+    def of(cls, root: Path) -> _Folder:
+        """This process's use of ``root`` (a forked child makes its own)."""
+        where = (os.getpid(), str(root.resolve()))
+        with cls._open_lock:
+            folder = cls._open.get(where)
+            if folder is None:
+                folder = cls._open[where] = cls(root)
+        return folder
+
+    # -- reading ------------------------------------------------------------------------
     def refresh(self) -> None:
         """Index what the folder's logs gained since the last look."""
         with self._lock:
@@ -224,16 +244,6 @@ class _Folder:
                     self._index(name)
                 elif not self.legacy and _LEGACY_FOLDER.match(name):
                     self.legacy = True
-
-    @classmethod
-    def of(cls, root: Path) -> _Folder:
-        """The process's reading of ``root``."""
-        where = (os.getpid(), str(root.resolve()))
-        with cls._open_lock:
-            folder = cls._open.get(where)
-            if folder is None:
-                folder = cls._open[where] = cls(root)
-        return folder
 
     def _index(self, name: str) -> None:
         handle, start = self._done.get(name, (None, 0))
@@ -277,13 +287,59 @@ class _Folder:
             keys.update(path.stem for path in self.root.glob("??/*.json"))
         return keys
 
+    # -- writing ------------------------------------------------------------------------
+    def append(self, key: str, record: dict[str, Any]) -> None:
+        """One line for ``record`` in this process's log."""
+        body = json.dumps(record, sort_keys=True, ensure_ascii=False)  # escapes newlines
+        line = f'{{"key": "{key}", "record": {body}}}\n'.encode()
+        with self._lock:
+            if self._log is None:
+                host = re.sub(r"[^A-Za-z0-9._-]", "_", socket.gethostname())
+                self._log = _Log(self.root / f"{LOG_PREFIX}{host}-{os.getpid()}{LOG_SUFFIX}")
+        self._log.append(line)
+
+    @contextmanager
+    def asking(self, key: str) -> Iterator[None]:
+        """Held while this process asks for ``key``: first against the other threads of the
+        process (agents with in-flight tables of their own may share a folder), then against
+        other processes, a POSIX lock on one byte of ``asking.lock``."""
+        with self._lock:
+            if self._lock_fd is None:
+                try:  # kept open: closing any descriptor of it drops the process's locks on it
+                    self._lock_fd = os.open(self.root / ASKING_LOCK, os.O_RDWR | os.O_CREAT, 0o666)
+                except OSError as exc:
+                    raise disk_error(self.root / ASKING_LOCK, exc, "open") from exc
+            here = self._asking.setdefault(key, [threading.Lock(), 0])
+            here[1] += 1
+        try:
+            with here[0]:
+                byte = int(hashlib.sha256(key.encode()).hexdigest()[:15], 16)  # below 2**63
+                self._lock_byte(byte)
+                try:
+                    yield
+                finally:
+                    fcntl.lockf(self._lock_fd, fcntl.LOCK_UN, 1, byte)
+        finally:
+            with self._lock:
+                here[1] -= 1
+                if not here[1]:
+                    del self._asking[key]
+
+    def _lock_byte(self, byte: int) -> None:
+        while True:
+            try:
+                fcntl.lockf(self._lock_fd, fcntl.LOCK_EX, 1, byte)
+                return
+            except OSError as exc:
+                # the kernel sees locks per process, not per thread: two processes each with
+                # a thread waiting on the other's byte look like a deadlock and are not one
+                if exc.errno != errno.EDEADLK:
+                    raise disk_error(self.root / ASKING_LOCK, exc, "lock") from exc
+                time.sleep(0.005)
+
 
 class _Log:
-    """This process's log in one cache folder: one per process and folder, shared by every
-    cache object using it, appended one whole line at a time."""
-
-    _open: dict[tuple[int, str], _Log] = {}
-    _open_lock = threading.Lock()
+    """A process's log in a cache folder, appended one whole line at a time."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -296,16 +352,6 @@ class _Log:
         # a line cut when an earlier process of this pid died: the next line starts anew
         self._torn = bool(size) and os.pread(self._fd, 1, size - 1) != b"\n"
 
-    @classmethod
-    def of(cls, root: Path) -> _Log:
-        where = (os.getpid(), str(root.resolve()))  # a forked child opens its own
-        with cls._open_lock:
-            log = cls._open.get(where)
-            if log is None:
-                host = re.sub(r"[^A-Za-z0-9._-]", "_", socket.gethostname())
-                log = cls._open[where] = cls(root / f"{LOG_PREFIX}{host}-{os.getpid()}{LOG_SUFFIX}")
-        return log
-
     def append(self, line: bytes) -> None:
         with self._lock:
             data = b"\n" + line if self._torn else line
@@ -317,64 +363,6 @@ class _Log:
                 self._torn = self._torn or len(view) < len(data)  # part written: end it first
                 raise disk_error(self.path, exc) from exc
             self._torn = False
-
-
-# -- waiting for whoever asks the same ------------------------------------------------------
-
-_here: dict[tuple[str, str], list[Any]] = {}  # (folder, key): [lock, holders]
-_here_lock = threading.Lock()
-
-
-@contextmanager
-def _asking_here(root: Path, key: str) -> Iterator[None]:
-    """One thread of this process at a time asks for ``key`` in ``root`` (agents with
-    their own in-flight table may share a folder)."""
-    where = (str(root), key)
-    with _here_lock:
-        entry = _here.setdefault(where, [threading.Lock(), 0])
-        entry[1] += 1
-    try:
-        with entry[0]:
-            yield
-    finally:
-        with _here_lock:
-            entry[1] -= 1
-            if not entry[1]:
-                del _here[where]
-
-
-_lock_files: dict[tuple[int, str], int] = {}
-_lock_files_lock = threading.Lock()
-
-
-@contextmanager
-def _asking_anywhere(root: Path, key: str) -> Iterator[None]:
-    """One process at a time asks for ``key`` in ``root``: a POSIX lock on one byte of
-    ``asking.lock``. The file stays open for the process's life (closing any descriptor
-    of it would drop every lock the process holds on it)."""
-    where = (os.getpid(), str(root.resolve()))
-    with _lock_files_lock:
-        fd = _lock_files.get(where)
-        if fd is None:
-            try:
-                fd = _lock_files[where] = os.open(root / ASKING_LOCK, os.O_RDWR | os.O_CREAT, 0o666)
-            except OSError as exc:
-                raise disk_error(root / ASKING_LOCK, exc, "open") from exc
-    byte = int(hashlib.sha256(key.encode()).hexdigest()[:15], 16)  # any key, below 2**63
-    while True:
-        try:
-            fcntl.lockf(fd, fcntl.LOCK_EX, 1, byte)
-            break
-        except OSError as exc:
-            # the kernel sees locks per process, not per thread: two processes each with
-            # a thread waiting on the other's byte look like a deadlock and are not one
-            if exc.errno != errno.EDEADLK:
-                raise disk_error(root / ASKING_LOCK, exc, "lock") from exc
-            time.sleep(0.005)
-    try:
-        yield
-    finally:
-        fcntl.lockf(fd, fcntl.LOCK_UN, 1, byte)
 
 
 def _read(path: Path) -> dict[str, Any] | None:

@@ -179,7 +179,7 @@ def test_threads_of_two_caches_on_one_folder_ask_one_at_a_time(tmp_path: Path) -
         t.start()
     for t in threads:
         t.join()
-    assert asked == [1] and not cache_module._here  # no waiting entry left behind
+    assert asked == [1] and not cache_module._Folder.of(tmp_path)._asking  # no waiting entry left
 
 
 def test_a_lock_that_looks_like_a_deadlock_to_the_kernel_is_taken_again(tmp_path: Path, monkeypatch) -> None:
