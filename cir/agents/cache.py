@@ -46,7 +46,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 from cir.util.errors import CirError
 from cir.util.files import disk_error
@@ -214,8 +214,8 @@ class _Folder:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.legacy = False  # holds <key[:2]>/<key>.json files of earlier versions
-        self._where: dict[str, tuple[BinaryIO, int, int]] = {}  # key: log, offset, length
-        self._done: dict[str, tuple[BinaryIO, int]] = {}  # log name: file, bytes indexed
+        self._where: dict[str, tuple[str, int, int]] = {}  # key: log name, offset, length
+        self._done: dict[str, int] = {}  # log name: bytes indexed
         self._lock = threading.Lock()  # the index, the log and the lock file's opening
         self._log: _Log | None = None
         self._lock_fd: int | None = None
@@ -246,32 +246,33 @@ class _Folder:
                     self.legacy = True
 
     def _index(self, name: str) -> None:
-        handle, start = self._done.get(name, (None, 0))
+        start = self._done.get(name, 0)
+        path = self.root / name
         try:
-            if handle is None:
-                handle = open(self.root / name, "rb")  # noqa: SIM115 (kept open for reads)
-            size = os.fstat(handle.fileno()).st_size
-            if size <= start:
-                self._done[name] = (handle, start)
+            if os.stat(path).st_size <= start:  # no file kept open: a folder costs no descriptor
                 return
-            data = os.pread(handle.fileno(), size - start, start)
+            with open(path, "rb") as handle:
+                handle.seek(start)
+                data = handle.read()
         except OSError as exc:
-            raise disk_error(self.root / name, exc, "read") from exc
+            raise disk_error(path, exc, "read") from exc
         end = data.rfind(b"\n") + 1  # an unfinished last line waits for its newline
         offset = start
         for line in data[:end].split(b"\n")[:-1]:
             if line.startswith(_HEAD) and line[_KEY_END:_KEY_END + 2] == b'",':
-                self._where[line[len(_HEAD):_KEY_END].decode("ascii", "replace")] = (handle, offset, len(line))
+                self._where[line[len(_HEAD):_KEY_END].decode("ascii", "replace")] = (name, offset, len(line))
             offset += len(line) + 1
-        self._done[name] = (handle, start + end)
+        self._done[name] = start + end
 
     def record(self, key: str) -> dict[str, Any] | None:
         """The valid record for ``key`` in the indexed logs (or an earlier version's file)."""
         where = self._where.get(key)
         if where is not None:
-            handle, offset, length = where
+            name, offset, length = where
             try:
-                line = json.loads(os.pread(handle.fileno(), length, offset))
+                with open(self.root / name, "rb") as handle:
+                    handle.seek(offset)
+                    line = json.loads(handle.read(length))
             except (OSError, ValueError):
                 line = None  # damaged by hand or by the disk: a miss, asked again
             if isinstance(line, dict) and line.get("key") == key and valid_record(line.get("record")):
