@@ -227,8 +227,8 @@ class _Folder:
         where = (os.getpid(), str(root.resolve()))
         with cls._open_lock:
             folder = cls._open.get(where)
-            if folder is None:
-                folder = cls._open[where] = cls(root)
+            if folder is None:  # by its full path: a later change of directory moves nothing
+                folder = cls._open[where] = cls(Path(where[1]))
         return folder
 
     # -- reading ------------------------------------------------------------------------
