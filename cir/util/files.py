@@ -1,13 +1,13 @@
 """Writing files atomically and reading JSON files, with one-line errors.
 
-Run records, study records, routers and cached replies are rewritten while a run goes
-on and read back on resume, so a reader must never see half a file: every writer goes
-through :func:`write_atomic` (a temporary file in the same folder, flushed and fsynced,
-then renamed over the target; concurrent writers of one path each rename a complete
-file). Every JSON file is read through :func:`read_json`, which names the file and the
-problem instead of raising a parser traceback. A full or read-only disk is a
-:class:`~cir.util.errors.CirError` naming the path (:func:`disk_error`), and the target is
-left as it was.
+Run records, study records and routers are rewritten while a run goes on and read back
+on resume, so a reader must never see half a file: every writer goes through
+:func:`write_atomic` (a temporary file in the same folder, flushed and fsynced, then
+renamed over the target; concurrent writers of one path each rename a complete file).
+Every JSON file is read through :func:`read_json`, which names the file and the problem
+instead of raising a parser traceback. A full or read-only disk is a
+:class:`~cir.util.errors.CirError` naming the path (:func:`disk_error`), and the target
+is left as it was.
 """
 
 from __future__ import annotations
@@ -37,18 +37,17 @@ def _read_umask() -> int:
 _UMASK = _read_umask()
 
 
-def write_atomic(path: str | Path, text: str, *, durable: bool = True) -> Path:
+def write_atomic(path: str | Path, text: str) -> Path:
     """Write ``text`` (UTF-8, newlines as given) to ``path`` so readers see all or nothing.
 
     The file gets the permissions a plain ``open()`` would give (mkstemp's are 0600). A
     path that is a device or a pipe (``/dev/null``) is written to, not renamed over: a
-    rename would replace the device with a file. ``durable``: on disk (fsync) before the
-    rename; off for files whose loss in a power cut costs only their recomputation.
+    rename would replace the device with a file.
     """
-    return write_bytes_atomic(path, text.encode("utf-8"), durable=durable)
+    return write_bytes_atomic(path, text.encode("utf-8"))
 
 
-def write_bytes_atomic(path: str | Path, data: bytes, *, durable: bool = True) -> Path:
+def write_bytes_atomic(path: str | Path, data: bytes) -> Path:
     """:func:`write_atomic` for bytes."""
     path = Path(path)
     if path.is_dir():
@@ -67,9 +66,8 @@ def write_bytes_atomic(path: str | Path, data: bytes, *, durable: bool = True) -
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
-            if durable:
-                fh.flush()
-                os.fsync(fh.fileno())
+            fh.flush()
+            os.fsync(fh.fileno())
         os.chmod(tmp, 0o666 & ~_UMASK)
         os.replace(tmp, path)
     except BaseException as err:
