@@ -176,11 +176,11 @@ class ResponseCache:
     def stored(self, key: str) -> dict[str, Any] | None:
         """The record on disk for ``key`` (not the memory: another process may have stored
         it since this one read the folder)."""
-        if self._own is None:
+        own = self._here()
+        if own is None:
             return self._memory.get(key)
-        self._folders()
-        self._own.refresh()
-        record = self._own.record(key)
+        own.refresh()
+        record = own.record(key)
         return None if record is None else self._hit_disk(key, record)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -196,11 +196,11 @@ class ResponseCache:
         self._start()
 
     def __len__(self) -> int:
-        if self._own is None:
+        own = self._here()
+        if own is None:
             return len(self._memory)
-        self._folders()
-        self._own.refresh()
-        return len(self._own.keys())
+        own.refresh()
+        return len(own.keys())
 
 
 class _Folder:

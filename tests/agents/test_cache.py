@@ -14,17 +14,13 @@ import time
 from pathlib import Path
 
 import pytest
-from support.replies import cached_lines
+from support.replies import cached_lines, folder_bytes, logs
 
 import cir.agents.cache as cache_module
 from cir.agents.cache import ResponseCache, request_key
 from cir.util.errors import CirError
 
 KEYS = [request_key("chat", {"i": i}) for i in range(6)]
-
-
-def logs(root: Path) -> list[Path]:
-    return sorted(root.glob("replies-*.jsonl"))
 
 
 def test_replies_are_lines_of_one_log_per_process_read_back_by_a_new_cache(tmp_path: Path, monkeypatch) -> None:
@@ -133,10 +129,10 @@ def test_a_folder_of_the_earlier_layout_is_read_as_own_or_as_fallback(tmp_path: 
     assert [own.get(k) for k in KEYS[:3]] == [{"text": "look 0"}, {"text": "look 1"}, None]
     own.put(KEYS[2], {"text": "again"})
     assert ResponseCache(old).get(KEYS[2]) == {"text": "again"} and len(ResponseCache(old)) == 3
-    before = sorted((p.name, p.read_bytes()) for p in old.rglob("*") if p.is_file())
+    before = folder_bytes(old)
     new = ResponseCache(tmp_path / "new", fallback=[old])
     assert new.get(KEYS[1]) == {"text": "look 1"} and new.hits_disk == 1
-    assert sorted((p.name, p.read_bytes()) for p in old.rglob("*") if p.is_file()) == before
+    assert folder_bytes(old) == before
     assert ResponseCache(tmp_path / "new").get(KEYS[1]) == {"text": "look 1"}  # copied
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from support.fake_openai import FakeOpenAI, Reply  # noqa: E402
-from support.replies import cached_lines
+from support.replies import cached_lines, folder_bytes
 
 from cir.agents.cache import ResponseCache, request_key  # noqa: E402
 from cir.agents.factory import LLMConfig, parse_llm_options  # noqa: E402
@@ -200,14 +200,14 @@ def test_cache_reads_through_to_a_fallback_and_never_writes_to_it(tmp_path: Path
     old, new = tmp_path / "old", tmp_path / "new"
     key_a, key_b = request_key("chat", {"a": 1}), request_key("chat", {"b": 1})
     ResponseCache(old).put(key_a, {"text": "look"})
-    before = sorted((p.name, p.read_bytes()) for p in old.rglob("*") if p.is_file())
+    before = folder_bytes(old)
     cache = ResponseCache(new, fallback=[old])
     assert cache.get(key_a) == {"text": "look"} and cache.hits_disk == 1
     assert cache.get(key_b) is None
     cache.put(key_b, {"text": "inventory"})
     # the reply used is now in the new cache too; the old one is as it was
     assert ResponseCache(new).get(key_a) == {"text": "look"}
-    assert sorted((p.name, p.read_bytes()) for p in old.rglob("*") if p.is_file()) == before
+    assert folder_bytes(old) == before
     assert ResponseCache(old).get(key_b) is None
     with pytest.raises(CirError, match="not found"):
         ResponseCache(new, fallback=[tmp_path / "missing"])
