@@ -32,7 +32,7 @@ DEFAULT_FAMILY = "alfworld"
 #: Built-in families, by name: the ``MODULE:ATTR`` that holds each.
 BUILTIN: dict[str, str] = {
     "alfworld": "cir.families.alfworld.family:FAMILY",
-    "textworld-cooking": "cir.families.textworld_cooking:FAMILY",
+    "textworld-cooking": "cir.families.textworld_cooking.family:FAMILY",
 }
 ENTRY_POINT_GROUP = "cir.families"
 

@@ -57,8 +57,7 @@ def make_run_agent(settings: RunSettings, cache_fallback: Sequence[str] = ()) ->
 def _make_env(task: Any, settings: RunSettings) -> Any:
     if settings.env_factory is not None:
         return settings.env_factory(task, snapshots=settings.snapshots)
-    return settings.env_family().env(task, snapshots=settings.snapshots,
-                                     engine_savings=settings.engine_savings)
+    return settings.env_family().env(task, settings.family_options, snapshots=settings.snapshots)
 
 
 def make_run_env(task: Any, settings: RunSettings) -> Any:
@@ -178,7 +177,7 @@ def _open_run(spec: RunSpec, stack: ExitStack, echo: Callable[[str], None]) -> R
         return run.settle()
     session = Session(started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), jobs=settings.jobs,
                       backend=settings.backend, snapshots=settings.snapshots,
-                      resumed_tasks=len(run.done), engine_savings=settings.engine_savings,
+                      resumed_tasks=len(run.done), family_options=dict(settings.family_options),
                       cache_dir=resolved(settings.cache_dir), extends=resolved(settings.extend),
                       requests=settings.limits().as_dict())
     workers = replace(settings, cache_dir=settings.cache_dir or str(store.dir / AGENT_CACHE))

@@ -107,7 +107,9 @@ class RunSettings:
     ``prompt_file`` (a TOML prompt instead of the family's) for an LLM agent, or an
     ``agent_factory(spec, seed=)`` that builds it. The parallelism: ``jobs``, ``backend`` (loky, threading, dask) and a Dask
     ``scheduler``. How the work is kept: ``snapshots`` (``fast`` engine state ids or
-    ``replay``), ``engine_savings``, ``cache_dir`` (the LLM agent's replies; default
+    ``replay``), ``family_options`` (the family's own options, ``Family.options``, such as
+    ALFWorld's ``engine_savings``: a mapping or ``(name, value)`` pairs, kept as sorted pairs),
+    ``cache_dir`` (the LLM agent's replies; default
     ``RUN_DIR/agent_cache``), ``extend`` (an earlier run folder this one extends), an
     ``env_factory(task, snapshots=)`` instead of the family's ``make_env``, and a feature
     ``extractor`` instead of the family's.
@@ -129,7 +131,7 @@ class RunSettings:
     backend: str = "loky"
     scheduler: str | None = None
     snapshots: str = "fast"
-    engine_savings: bool = True
+    family_options: Any = ()
     cache_dir: str | None = None
     extend: str | None = None
     agent_factory: Callable[..., Any] | None = None
@@ -151,6 +153,11 @@ class RunSettings:
             value = getattr(self, name)
             if value is not None:
                 object.__setattr__(self, name, str(value))
+        try:
+            options = tuple(sorted(dict(self.family_options or {}).items()))
+        except (TypeError, ValueError):
+            raise SettingError("family_options", self.family_options, "a mapping or (name, value) pairs") from None
+        object.__setattr__(self, "family_options", options)
         self.check()
 
     def check(self) -> None:
@@ -168,6 +175,8 @@ class RunSettings:
         if self.snapshots not in SNAPSHOT_MODES:
             raise SettingError("snapshots", self.snapshots, " or ".join(SNAPSHOT_MODES))
         family = get_family(self.family)  # a CirError naming --env when it cannot be found
+        family.option_values(self.family_options)  # each a family option of a kind it takes
+        family.option_values(self.family_options, generate=True)
         if self.prompt_file is not None:
             family.prompt.from_file(self.prompt_file)  # read and checked once, here
         self._check_requests()

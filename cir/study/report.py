@@ -20,6 +20,7 @@ import pandas as pd
 from cir.episode.protocol import (
     PRIMARY_STALE,
 )
+from cir.families.registry import get_family
 from cir.pairs.paired import read_paired
 from cir.pairs.record import RunRecord
 from cir.router.calibration import calibration_figure, calibration_table
@@ -86,8 +87,7 @@ def _setup_section(report: Report, out: Path, experiments: list[Experiment], run
     report.heading("Setup")
     first = experiments[0].replay
     env = experiments[0].env
-    tasks = ("generated ALFWorld tasks on the real engine" if env == "alfworld"
-             else f"generated tasks of the `{env}` environment family")
+    tasks = get_family(env).tasks_text or f"generated tasks of the `{env}` environment family"
     point = (f"the observation of env action {first.perturb_at}" if first.perturb_at is not None else
              f"the observation of the env action after {first.perturb_fraction:.0%} of the factual run's env actions")
     report.text(
