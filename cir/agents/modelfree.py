@@ -10,16 +10,17 @@ through what it says and through the mechanisms whose role a recovery can reach
 (:data:`DIVERGENCE_ROLES`), which ``cir explain`` checks.
 
 :class:`ModelFreeAgent` holds what such agents share: ``act``/``act_traced`` read the context
-into beliefs one message at a time (``fold``), memoised by context prefix (a rolling digest of
-the messages, so a call reads only the messages its longest known prefix lacks), and answer
-from the beliefs (``decide``); a family's agent supplies those three steps and its mechanisms.
+into beliefs one message at a time (the family's ``fold``), memoised by context prefix (a
+rolling digest of the messages, so a call reads only the messages its longest known prefix
+lacks), and answer from the beliefs (the family's ``Decider``); a family's agent gives those
+parts, its mechanisms and its settings.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +48,11 @@ class Mechanism:
     def __post_init__(self) -> None:
         if self.role not in ROLES:
             raise CirError(f"mechanism {self.name!r}: role {self.role!r}; expected one of {', '.join(ROLES)}")
+
+
+#: the mechanism every agent's episodes have, which the harness fires (``cir.episode.harness``)
+BUDGET = Mechanism("budget", "harness", None,
+                   "the episode stopped on the model-turn or env-action budget, which recovery steps also spend")
 
 
 def mechanism_table(mechanisms: Iterable[Mechanism]) -> dict[str, Mechanism]:
@@ -92,9 +98,11 @@ class ModelFreeAgent:
     """An agent that folds its context into beliefs and answers from them, naming the mechanisms
     behind each reply (the harness keeps them in the episode's explanation trace).
 
-    A subclass sets ``name`` and ``mechanisms`` (:func:`mechanism_table`), calls
-    ``super().__init__(key, params, memo=)`` and supplies :meth:`settings`,
-    :meth:`initial_beliefs`, :meth:`fold` and :meth:`decide`. ``key`` keys the draws together
+    A subclass sets ``name`` and ``mechanisms`` (:func:`mechanism_table`), supplies
+    :meth:`settings` and calls ``super().__init__(key, params, start=, fold=, decider=, memo=)``
+    with its belief functions: ``start(task_text) -> beliefs``, ``fold(beliefs, role, content,
+    draws, params) -> (beliefs, fired)`` and ``decider(beliefs, params, draws)``, an object whose
+    ``decide()`` is the reply and whose ``fired`` is what fired deciding. ``key`` keys the draws together
     with the task text; it holds the agent's name and seed, never its parameters, so every
     profile and override shares one set of draws (common random numbers: changing a parameter
     changes only the choices that parameter decides). The memo is per instance, so its digests
@@ -104,27 +112,16 @@ class ModelFreeAgent:
     name: str = "modelfree"
     mechanisms: Mapping[str, Mechanism] = {}
 
-    def __init__(self, key: Mapping[str, Any], params: dict[str, float], *, memo: bool = True) -> None:
+    def __init__(self, key: Mapping[str, Any], params: dict[str, float], *, start: Callable[[str], Any],
+                 fold: Callable[..., tuple[Any, list[Fired]]], decider: Callable[..., Any], memo: bool = True) -> None:
         self.params = params
         self.memo = memo
+        self._start, self._fold, self._decider = start, fold, decider
         self._key = json.dumps(dict(key), sort_keys=True).encode()
         self._memo: dict[bytes, tuple[Any, list[Fired]]] = {}
 
-    # -- what a family's agent supplies ----------------------------------------------------
     def settings(self) -> dict[str, Any]:  # pragma: no cover - every agent has its own
         raise NotImplementedError
-
-    def initial_beliefs(self, task_text: str) -> Any:  # pragma: no cover
-        """The beliefs before any message but the task's."""
-        raise NotImplementedError
-
-    def fold(self, beliefs: Any, role: str, content: str, draws: Draws) -> tuple[Any, list[Fired]]:
-        """The beliefs after one more message, and the mechanisms reading it fired."""
-        raise NotImplementedError  # pragma: no cover
-
-    def decide(self, beliefs: Any, draws: Draws) -> tuple[str, list[Fired]]:
-        """The reply from the beliefs, and the mechanisms deciding it fired."""
-        raise NotImplementedError  # pragma: no cover
 
     # -- the shared part --------------------------------------------------------------------
     def act(self, context: list[dict[str, str]]) -> str:
@@ -138,7 +135,8 @@ class ModelFreeAgent:
         task_text = context[0].get("content") or ""
         draws = Draws(hashlib.blake2b(self._key + task_text.encode(), digest_size=16).digest())
         beliefs, read_fired = self._read(context, draws)
-        reply, decided = self.decide(beliefs, draws)
+        decider = self._decider(beliefs, self.params, draws)
+        reply, decided = decider.decide(), decider.fired
         for f in (*read_fired, *decided):
             if f.mechanism not in self.mechanisms:
                 raise CirError(f"agent {self.name}: fired {f.mechanism!r}, which is not one of its mechanisms "
@@ -159,11 +157,11 @@ class ModelFreeAgent:
                     start, state = i, self._memo[digests[i]]
                     break
         if state is None:
-            state = (self.initial_beliefs(context[0].get("content") or ""), [])
+            state = (self._start(context[0].get("content") or ""), [])
         beliefs, fired = state
         for i in range(start + 1, len(context)):
-            beliefs, fired = self.fold(beliefs, context[i].get("role") or "", context[i].get("content") or "",
-                                       draws)
+            beliefs, fired = self._fold(beliefs, context[i].get("role") or "", context[i].get("content") or "",
+                                        draws, self.params)
             if self.memo:
                 if len(self._memo) >= _MEMO_LIMIT:
                     self._memo.clear()

@@ -47,6 +47,8 @@ from cir.util.errors import CirError
 
 #: The run options of the core a family's ``make_env`` may declare in ``env_options``.
 RUN_OPTIONS = ("snapshots",)
+#: The parts :meth:`Family.of` finds in a module by their names.
+PART_NAMES = ("load_tasks", "make_env", "generate_tasks", "builtin_agent", "walk_actions", "list_tasks")
 #: The kinds of value a family's own option takes.
 OPTION_KINDS = (bool, int, float, str)
 _TRUE, _FALSE = ("true", "yes", "1", "on"), ("false", "no", "0", "off")
@@ -133,6 +135,23 @@ class Family:
 
     def __post_init__(self) -> None:
         check_family(self)
+
+    @classmethod
+    def of(cls, namespace: dict[str, Any], **fields: Any) -> Family:
+        """The family whose functions are a module's own, found by their contract names
+        (:data:`PART_NAMES`: ``load_tasks``, ``make_env``, ``generate_tasks``, ``builtin_agent``,
+        ``walk_actions``, ``list_tasks``) among the functions defined in the module whose
+        ``globals()`` is ``namespace``, and whose ``experiments`` are the ``experiments/`` folder
+        beside the module when it has one; ``fields`` give the rest (a part imported from another
+        module is named there). Module-level functions are what the run's worker processes find
+        again by name."""
+        module = namespace.get("__name__")
+        parts = {name: namespace[name] for name in PART_NAMES
+                 if callable(namespace.get(name)) and getattr(namespace[name], "__module__", None) == module}
+        folder = Path(namespace.get("__file__", "")).resolve().parent / "experiments"
+        if "experiments" not in fields and namespace.get("__file__") and folder.is_dir():
+            parts["experiments"] = folder
+        return cls(**{**parts, **fields})
 
     def option_values(self, given: Any = None, *, generate: bool = False) -> dict[str, Any]:
         """The family's own options among ``given`` (a mapping or ``(name, value)`` pairs) that

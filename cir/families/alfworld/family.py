@@ -99,22 +99,18 @@ OPTIONS = (
                  "planner expert fast on two-object tasks)", env=False, generate=True),
 )
 
-FAMILY = Family(
+#: its parts are this module's functions of those names (Family.of), its configs experiments/ here
+FAMILY = Family.of(
+    globals(),
     name="alfworld",
     load_tasks=load_tasks,
-    make_env=make_env,
     extractor=ALFWORLD_FEATURES,
     prompt=PROMPT,
     splits=SPLITS,
-    generate_tasks=generate_tasks,
-    builtin_agent=builtin_agent,
     mechanisms=DIVERGENCE_MECHANISMS,
-    walk_actions=walk_actions,
-    experiments=Path(__file__).resolve().parent / "experiments",
     # train and valid_seen draw from the same scenes, valid_unseen from others (``.scenes``)
     shared_layouts=frozenset({frozenset({"train", "valid_seen"})}),
     env_options=("snapshots",),
     options=OPTIONS,
-    list_tasks=list_tasks,
     tasks_text="generated ALFWorld tasks on the real engine",
 )

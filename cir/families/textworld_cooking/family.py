@@ -59,19 +59,7 @@ def walk_actions(env: Any, observation: str) -> list[str]:
     return [*out, "prepare meal", "eat meal"]
 
 
-FAMILY = Family(
-    name="textworld-cooking",
-    load_tasks=load_tasks,
-    make_env=make_env,
-    extractor=COOKING_FEATURES,
-    prompt=PROMPT,
-    splits=SPLITS,
-    generate_tasks=generate_tasks,
-    builtin_agent=builtin_agent,
-    mechanisms=DIVERGENCE_MECHANISMS,
-    walk_actions=walk_actions,
-    experiments=Path(__file__).resolve().parent / "experiments",
-    # tw-cooking's splits keep their foods and preparations apart; no layouts are shared
-    shared_layouts=frozenset(),
-    env_options=("snapshots",),
-)
+#: its parts are this module's functions of those names (Family.of), its configs experiments/ here;
+#: tw-cooking's splits keep their foods and preparations apart, so no layouts are shared
+FAMILY = Family.of(globals(), name="textworld-cooking", load_tasks=load_tasks, extractor=COOKING_FEATURES, prompt=PROMPT,
+                   splits=SPLITS, mechanisms=DIVERGENCE_MECHANISMS, env_options=("snapshots",))

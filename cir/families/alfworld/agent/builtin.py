@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from cir.agents.modelfree import Draws, Fired, ModelFreeAgent
-from cir.families.alfworld.agent.beliefs import Beliefs, fold, initial_beliefs
+from cir.agents.modelfree import ModelFreeAgent
+from cir.families.alfworld.agent.beliefs import fold, initial_beliefs
 from cir.families.alfworld.agent.decide import Decider
 from cir.families.alfworld.agent.mechanisms import MECHANISMS
 from cir.util.errors import CirError
@@ -121,19 +121,8 @@ class BuiltinAgent(ModelFreeAgent):
         # draws keyed by the seed, never by the profile's parameters (ModelFreeAgent): every
         # profile and override shares one set, so two profiles are compared pair by pair
         super().__init__({"agent": "builtin", "seed": self.seed}, {**PROFILES[profile], **(overrides or {})},
-                         memo=memo)
+                         start=initial_beliefs, fold=fold, decider=Decider, memo=memo)
 
     def settings(self) -> dict[str, Any]:
         """Profile name and parameters plus the seed: with the context they fix the reply."""
         return {"agent": "builtin", "profile": self.profile, "seed": self.seed, **self.params}
-
-    def initial_beliefs(self, task_text: str) -> Beliefs:
-        return initial_beliefs(task_text)
-
-    def fold(self, beliefs: Beliefs, role: str, content: str, draws: Draws) -> tuple[Beliefs, list[Fired]]:
-        return fold(beliefs, role, content, draws, self.params)
-
-    def decide(self, beliefs: Beliefs, draws: Draws) -> tuple[str, list[Fired]]:
-        """One ALFWorld command or a ``think: ...`` thought."""
-        decider = Decider(beliefs, self.params, draws)
-        return decider.decide(), decider.fired

@@ -17,7 +17,7 @@ in it, so no feature and no router can read them.
 
 from __future__ import annotations
 
-from cir.agents.modelfree import Mechanism, divergence_mechanisms, mechanism_table
+from cir.agents.modelfree import BUDGET, Mechanism, divergence_mechanisms, mechanism_table
 
 _ALL = (
     # slips of a plain run (any arm, any condition)
@@ -79,8 +79,7 @@ _ALL = (
               "a refreshed text that names a place pulls it there: a look-alike of the goal's object it knows "
               "is there is taken for the goal's object; else, a place it had ruled out is searched again"),
     # what the harness does
-    Mechanism("budget", "harness", None,
-              "the episode stopped on the model-turn or env-action budget, which recovery steps also spend"),
+    BUDGET,
     Mechanism("rewind", "harness", None,
               "a rewind restored the state before the suspect observation: the progress since is discarded "
               "and redone (the redone step shows the true text)"),

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from cir.agents.modelfree import Draws, Fired, ModelFreeAgent
-from cir.families.textworld_cooking.agent.beliefs import Beliefs, fold, initial_beliefs
+from cir.agents.modelfree import ModelFreeAgent
+from cir.families.textworld_cooking.agent.beliefs import fold, initial_beliefs
 from cir.families.textworld_cooking.agent.decide import Decider
 from cir.families.textworld_cooking.agent.mechanisms import MECHANISMS
 from cir.util.errors import CirError
@@ -72,20 +72,10 @@ class CookingAgent(ModelFreeAgent):
                 raise CirError(f"agent parameter {key} = {value!r}: expected a chance from 0 to 1")
         self.seed = seed
         # draws keyed by the seed only: every override shares them (common random numbers)
-        super().__init__({"agent": "builtin-cooking", "seed": seed},
-                         {**DEFAULTS, **{k: float(v) for k, v in (overrides or {}).items()}}, memo=memo)
+        params = {**DEFAULTS, **{k: float(v) for k, v in (overrides or {}).items()}}
+        super().__init__({"agent": "builtin-cooking", "seed": seed}, params, start=initial_beliefs, fold=fold,
+                         decider=Decider, memo=memo)
 
     def settings(self) -> dict[str, Any]:
         """The parameters and the seed: with the context they fix the reply."""
         return {"agent": "builtin-cooking", "version": 1, "seed": self.seed, **self.params}
-
-    def initial_beliefs(self, task_text: str) -> Beliefs:
-        return initial_beliefs(task_text)
-
-    def fold(self, beliefs: Beliefs, role: str, content: str, draws: Draws) -> tuple[Beliefs, list[Fired]]:
-        return fold(beliefs, role, content, draws, self.params)
-
-    def decide(self, beliefs: Beliefs, draws: Draws) -> tuple[str, list[Fired]]:
-        """One TextWorld command."""
-        decider = Decider(beliefs, self.params, draws)
-        return decider.decide(), decider.fired

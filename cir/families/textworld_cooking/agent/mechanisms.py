@@ -11,7 +11,7 @@ is ``rescue``, ``harm`` or ``harness`` (:data:`DIVERGENCE_MECHANISMS`), which is
 
 from __future__ import annotations
 
-from cir.agents.modelfree import Mechanism, divergence_mechanisms, mechanism_table
+from cir.agents.modelfree import BUDGET, Mechanism, divergence_mechanisms, mechanism_table
 
 _ALL = (
     # slips of a plain run
@@ -54,8 +54,7 @@ _ALL = (
               "a harness message makes it re-plan from the cookbook: it goes back to the kitchen and reads it "
               "again before going on"),
     # what the harness does
-    Mechanism("budget", "harness", None,
-              "the episode stopped on the model-turn or env-action budget, which recovery steps also spend"),
+    BUDGET,
     Mechanism("rewind", "harness", None,
               "a rewind restored the state before the suspect observation: it re-reads the room and its hands"),
 )
