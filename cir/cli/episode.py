@@ -13,7 +13,7 @@ from typing import Any
 from cir.agents.factory import AGENT_SPECS
 from cir.cli.env import add_env
 from cir.cli.limits import MAX_BUDGET, check_int
-from cir.cli.llm_options import add_llm_options, add_request_options, llm_config, request_settings
+from cir.cli.llm_options import add_llm_options, add_request_options, llm_config, request_limits
 from cir.cli.style import add_quiet, command
 from cir.episode.protocol import DEFAULT_FRACTION, DEFAULT_MAX_ACTIONS, DEFAULT_MAX_TURNS
 from cir.util.errors import CirError
@@ -119,7 +119,7 @@ def handle(args: argparse.Namespace) -> int:
     from cir.pairs.settings import RunSettings
 
     # the request options checked as a run's are (one line naming the option)
-    requests = RunSettings(base_url=args.base_url, family=env_spec, **request_settings(args)).limits()
+    requests = RunSettings(base_url=args.base_url, family=env_spec, requests=request_limits(args)).limits()
     agent = make_agent(args.agent, family=env_spec, prompt_file=args.prompt, base_url=args.base_url,
                        seed=args.seed, llm=llm_config(args), cache_dir=args.cache_dir, limits=requests)
     # a bar of env actions (factual run, then the episode): an LLM episode can take minutes

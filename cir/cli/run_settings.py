@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from cir.cli.llm_options import llm_config, request_settings
+from cir.cli.llm_options import llm_config, request_limits
 from cir.cli.style import family_options
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -26,4 +26,4 @@ def run_settings(args: argparse.Namespace, replay: ReplaySettings | None = None)
         snapshots=getattr(args, "snapshots", "fast"), family_options=family_options(args),
         cache_dir=args.cache_dir, extend=getattr(args, "extend", None),
         family=getattr(args, "env", None) or DEFAULT_FAMILY, prompt_file=getattr(args, "prompt", None),
-        **request_settings(args))
+        requests=request_limits(args))

@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from cir.agents.limits import RequestLimits
 from cir.pairs.settings import RunSettings
 from cir.study.reproduce import reproduce
 from cir.util.errors import CirError
@@ -250,7 +251,7 @@ def test_all_cohorts_share_one_queue_longest_first_with_the_same_tables(study, t
         return real_farm(runs, jobs, work, handle, channel, manager)
 
     monkeypatch.setattr(run_module, "farm", spy)
-    settings = RunSettings(jobs=2, concurrency=4)
+    settings = RunSettings(jobs=2, requests=RequestLimits(concurrency=4))
     reproduce(tmp_path / "out", settings, quick=True, experiments_dir=configs, resamples=200,
               progress=False, echo=lambda _: None)
     assert len(calls) == 1  # one farm of workers for every cohort
