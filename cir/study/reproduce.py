@@ -22,7 +22,7 @@ from cir import __version__
 from cir.episode.protocol import DEFAULT_RESAMPLES, DEFAULT_SEED
 from cir.families.registry import get_family
 from cir.pairs.record import RunRecord
-from cir.pairs.run import RunSpec, make_run_agent, run_experiments
+from cir.pairs.run import RunSpec, run_agent_identity, run_experiments
 from cir.pairs.settings import RunSettings
 from cir.study.experiments import Experiment, load_experiments, task_slices
 from cir.study.pooled import write_pooled_report
@@ -219,7 +219,7 @@ def _study(out: Path, settings: RunSettings, *, quick: bool, perturb_at: int | N
            experiments_dir: str | Path | None, progress: bool, echo: Callable[[str], None]) -> Path:
     """One study (one replicate) into ``out``; the path of its ``report.md``."""
     experiments = study_experiments(settings, experiments_dir, perturb_at)
-    make_run_agent(replace(settings, cache_dir=None))  # a bad agent setting: before any folder
+    run_agent_identity(settings)  # a bad agent setting: before any folder
     identity = _identity(settings, quick, resamples, perturb_at, experiments)
     out.mkdir(parents=True, exist_ok=True)
     earlier = _check_study(out, identity)
