@@ -108,8 +108,9 @@ def test_writes_report_tables_figures_and_router(study) -> None:
     assert set(explained["operation"]) <= {"refresh", "refresh_ablated", "placebo", "replan"}
     assert list((out / "figures").glob("*.png"))
     html = (out / "report.html").read_text(encoding="utf-8")
-    # self-contained: every figure is embedded, none is linked
-    assert html.count("data:image/png;base64,") == len(list((out / "figures").glob("*.png")))
+    # self-contained: every figure is embedded, none is linked; each twice, wide and drawn for a phone
+    figures = len(list((out / "figures").glob("*.png")))
+    assert html.count("<picture>") == figures and html.count("data:image/png;base64,") == 2 * figures
     assert "src='figures/" not in html and 'src="figures/' not in html
 
 
