@@ -100,7 +100,7 @@ class Lab:
             self._references()  # a --work folder of an earlier call: its runs are reused
             return
         gen = cir(["tasks", "generate", "--split", "valid_unseen", "--n", "4", "--seed", "3",
-                   "--out", str(self.work / "tasks"), "--max-plan-length", "9", "--quiet"])
+                   "--out", str(self.work / "tasks"), "--family-option", "max_plan_length=9", "--quiet"])
         assert gen.returncode == 0, gen.stderr
         done = cir(["run", "--tasks", str(self.tasks), "--out", str(self.pristine), "--jobs", "2", *GRID])
         assert done.returncode == 0, done.stderr

@@ -8,8 +8,8 @@
    ratio to a plain step measured in the same run.
 3. **The agent's clean success** on the calibration cohort (the only cohort its defaults were
    set on), and what fired in those clean runs.
-4. **A small paired study** through :func:`cir.pairs.run.run_experiment` (``RunSettings`` with
-   the family's ``agent_factory``, ``env_factory`` and extractor) on the study's valid games,
+4. **A small paired study** through :func:`cir.pairs.run.run_experiment` (``RunSettings(family=
+   "textworld-cooking")``: the family's built-in agent, envs and extractor) on the study's valid games,
    its effects table (:func:`cir.stats.effects.effect_table`), CIR fitted on the valid games'
    factual successes and evaluated on the test games (:func:`cir.router.evaluation.evaluate`),
    the divergences ``cir explain``'s code finds unexplained, and the wall time of each part.
@@ -31,7 +31,7 @@ from pathlib import Path
 import pandas as pd
 
 from cir.episode.harness import Harness
-from cir.families import textworld_cooking as family
+from cir.families.textworld_cooking import family
 from cir.families.textworld_cooking.agent.builtin import CookingAgent
 from cir.families.textworld_cooking.agent.mechanisms import DIVERGENCE_MECHANISMS
 from cir.families.textworld_cooking.env import CookingEnv
@@ -105,8 +105,7 @@ def clean_success(tasks: list, seed: int = 0) -> dict:
 def paired_study(out: Path, valid: list, test: list, jobs: int) -> dict:
     replay = ReplaySettings(conditions=("clean", "stale2", "stale1", "missing"), delays=(0, 1, 2, 4),
                             operations=("refresh", "placebo", "replan"))
-    settings = RunSettings(replay=replay, agent="builtin", jobs=jobs, agent_factory=family.agent_factory,
-                           env_factory=family.env_factory, extractor=COOKING_FEATURES)
+    settings = RunSettings(replay=replay, agent="builtin", jobs=jobs, family="textworld-cooking")
     report = {}
     tables = {}
     for name, tasks in (("valid", valid), ("test", test)):

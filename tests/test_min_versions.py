@@ -32,7 +32,7 @@ def test_every_dependency_declares_a_floor_and_meets_it():
         assert Version(version(req.name)) in req.specifier, f"{req.name} {version(req.name)} not in {req}"
 
 
-@pytest.mark.skipif(not os.environ.get("CIR_MIN_VERSIONS"), reason="only in .ci/run's minimum-versions venv")
+@pytest.mark.skipif(not os.environ.get("CIR_MIN_VERSIONS"), reason="checks the declared dependency floors; runs in .ci/run's minimum-versions venv (CIR_MIN_VERSIONS=1)")
 def test_the_floors_themselves_are_installed():
     for req in _requirements():
         floor = next(s.version for s in req.specifier if s.operator == ">=")

@@ -48,7 +48,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from cir.util.errors import CirError
+from cir.util.errors import CirError, CirValueError
 from cir.util.files import disk_error
 
 LOG_PREFIX, LOG_SUFFIX = "replies-", ".jsonl"
@@ -156,7 +156,7 @@ class ResponseCache:
         """Store ``record`` (a valid answer: non-empty ``text``) under ``key``: one line
         appended to this process's log."""
         if not valid_record(record):
-            raise ValueError(f"not an answer to cache (no text): {record!r}")
+            raise CirValueError(f"reply cache: not an answer to keep (no text): {record!r:.200}")
         self._memory[key] = record
         own = self._here()
         if own is not None:

@@ -108,22 +108,61 @@ def make_agent(
     # (for AGENT_SPECS), and the LLM agent brings an HTTP client.
     if kind == "builtin":
         return _builtin_agent(spec, arg or "default", llm, builtin, family, seed)
-    if kind in ("openai", "openai-completion"):
-        if not arg:
-            raise CirError(f"agent {spec!r}: name the model, e.g. openai:Qwen3-14B")
-        url = base_url or os.environ.get("OPENAI_BASE_URL")
-        if not url:
-            raise CirError(
-                f"agent {spec!r}: no server address; pass --base-url URL or set OPENAI_BASE_URL"
-            )
-        if prompt is None:
-            raise CirError(f"agent {spec!r}: {family} has no LLM prompt; give one (--prompt FILE)")
-        return _llm_agent(arg, "chat" if kind == "openai" else "completion", url, prompt, llm,
-                          limits or RequestLimits(), api_key=os.environ.get(api_key_env),
-                          cache_dir=cache_dir, cache_fallback=cache_fallback, seed=seed)
-    raise CirError(
-        f"unknown agent {spec!r}: expected builtin, builtin:PROFILE, openai:MODEL or openai-completion:MODEL"
-    )
+    model, mode, url = _llm_spec(spec, base_url, prompt, family)
+    return _llm_agent(model, mode, url, prompt, llm, limits or RequestLimits(),  # type: ignore[arg-type]
+                      api_key=os.environ.get(api_key_env), cache_dir=cache_dir, cache_fallback=cache_fallback,
+                      seed=seed)
+
+
+@dataclass(frozen=True)
+class AgentIdentity:
+    """What names an agent, without the agent: its ``name`` and :meth:`settings`, as the agent
+    would give them (so ``agent_label`` reads it as it reads an agent), and whether it keeps
+    replies in a cache."""
+
+    name: str
+    fixed: dict[str, Any]
+    uses_cache: bool = False
+
+    def settings(self) -> dict[str, Any]:
+        return dict(self.fixed)
+
+
+def agent_identity(spec: str = DEFAULT_AGENT, *, base_url: str | None = None, seed: int = 0,
+                   llm: LLMConfig | None = None, builtin: Callable[..., Agent] | None = None,
+                   prompt: LLMPrompt | None = None, family: str = "this environment", **_: Any) -> AgentIdentity:
+    """The name and settings of the agent :func:`make_agent` would build from these arguments
+    (the same checks, the same CirErrors), without building it: no reply cache, no server
+    limiter, no client. A model-free agent is plain data, so its own ``settings()`` are read."""
+    kind, _, arg = spec.partition(":")
+    llm = llm or LLMConfig()
+    if kind == "builtin":
+        agent = _builtin_agent(spec, arg or "default", llm, builtin, family, seed)
+        return AgentIdentity(agent.name, dict(agent.settings()))
+    from cir.agents.llm import LLMAgent
+
+    model, mode, _url = _llm_spec(spec, base_url, prompt, family)
+    name, settings = LLMAgent.describe(model, mode, prompt, seed=seed, temperature=llm.temperature,
+                                       max_tokens=llm.max_tokens, think=llm.think, logprobs=llm.logprobs,
+                                       options=llm.options)
+    return AgentIdentity(name, settings, uses_cache=True)
+
+
+def _llm_spec(spec: str, base_url: str | None, prompt: LLMPrompt | None, family: str) -> tuple[str, str, str]:
+    """An LLM agent's model, mode and server address from its spec, or the CirError saying what is missing."""
+    kind, _, arg = spec.partition(":")
+    if kind not in ("openai", "openai-completion"):
+        raise CirError(
+            f"unknown agent {spec!r}: expected builtin, builtin:PROFILE, openai:MODEL or openai-completion:MODEL"
+        )
+    if not arg:
+        raise CirError(f"agent {spec!r}: name the model, e.g. openai:Qwen3-14B")
+    url = base_url or os.environ.get("OPENAI_BASE_URL")
+    if not url:
+        raise CirError(f"agent {spec!r}: no server address; pass --base-url URL or set OPENAI_BASE_URL")
+    if prompt is None:
+        raise CirError(f"agent {spec!r}: {family} has no LLM prompt; give one (--prompt FILE)")
+    return arg, "chat" if kind == "openai" else "completion", url
 
 
 def _builtin_agent(spec: str, profile: str, llm: LLMConfig, builtin: Callable[..., Agent] | None,

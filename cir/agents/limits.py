@@ -36,7 +36,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from cir.util.errors import CirError
+from cir.util.errors import SettingError
+
+#: Requests in flight at most (a GPU server batches 64-256; more only queue in the server).
+MAX_CONCURRENCY = 4096
+MAX_RETRIES = 100
 
 
 @dataclass(frozen=True)
@@ -59,20 +63,17 @@ class RequestLimits:
     patience: float = 600.0
 
     def __post_init__(self) -> None:
-        if self.concurrency is not None and (isinstance(self.concurrency, bool)
-                                             or not isinstance(self.concurrency, int)
-                                             or self.concurrency < 1):
-            raise CirError(f"concurrency {self.concurrency!r}: expected an integer >= 1")
+        # a SettingError names the setting as RunSettings and the command line do (--request-timeout)
+        if self.concurrency is not None:
+            _check_int("concurrency", self.concurrency, 1, MAX_CONCURRENCY)
         for name in ("rpm", "tpm"):
             value = getattr(self, name)
             if value is not None and not _positive(value):
-                raise CirError(f"{name} {value!r}: expected a number > 0 (or no limit)")
-        if not _positive(self.timeout):
-            raise CirError(f"request timeout {self.timeout!r}: expected seconds > 0")
-        if isinstance(self.retries, bool) or not isinstance(self.retries, int) or self.retries < 0:
-            raise CirError(f"retries {self.retries!r}: expected an integer >= 0")
-        if not _positive(self.patience):
-            raise CirError(f"patience {self.patience!r}: expected seconds > 0")
+                raise SettingError(name, value, "a number > 0 (or none: no limit)")
+        for name, value in (("request_timeout", self.timeout), ("patience", self.patience)):
+            if not _positive(value):
+                raise SettingError(name, value, "seconds > 0")
+        _check_int("retries", self.retries, 0, MAX_RETRIES)
 
     def share(self, parts: int) -> RequestLimits:
         """Each of ``parts`` processes' share of these run-wide limits."""
@@ -85,6 +86,11 @@ class RequestLimits:
     def as_dict(self) -> dict[str, Any]:
         return {"concurrency": self.concurrency, "rpm": self.rpm, "tpm": self.tpm,
                 "timeout": self.timeout, "retries": self.retries, "patience": self.patience}
+
+
+def _check_int(setting: str, value: Any, low: int, high: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise SettingError(setting, value, f"an integer from {low} to {high}")
 
 
 def _positive(value: Any) -> bool:

@@ -282,9 +282,9 @@ class LLMAgent:
         self.think = bool(think)
         self.logprobs = logprobs
         self.options = check_options(options or {})
-        # one line is one command; a reasoning model's thinking spans lines
-        self.stop = [] if self.think else ["\n"]
-        self.name = f"openai:{model}" if mode == "chat" else f"openai-{mode}:{model}"
+        self.name, fixed = self.describe(model, mode, prompt, seed=seed, temperature=temperature,
+                                         max_tokens=max_tokens, think=think, logprobs=logprobs, options=options)
+        self.stop = fixed["stop"]
         self.cache = ResponseCache(cache_dir, fallback=cache_fallback)
         self.unparsable: list[str] = []
         self.last: ParsedAction | None = None  # with threads: of the latest call
@@ -318,18 +318,33 @@ class LLMAgent:
     # -- the Agent contract -------------------------------------------------------------
     def settings(self) -> dict[str, Any]:
         """What fixes the reply besides the context (no address, no key)."""
-        return {
+        return self.describe(self.model, self.mode, self.prompt, seed=self.seed, temperature=self.temperature,
+                             max_tokens=self.max_tokens, think=self.think, logprobs=self.logprobs,
+                             options=self.options)[1]
+
+    @staticmethod
+    def describe(model: str, mode: str | None, prompt: LLMPrompt | None, *, seed: int = 0,
+                 temperature: float = 0.0, max_tokens: int | None = None, think: bool = False,
+                 logprobs: int | None = None, options: Mapping[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        """The name and :meth:`settings` of the agent these arguments make (checked as the
+        constructor checks them), without making it: ``cir.agents.factory.agent_identity``."""
+        mode = _check_agent(prompt, model, mode)
+        if max_tokens is None:
+            max_tokens = THINK_MAX_TOKENS if think else MAX_TOKENS
+        _check_decoding(temperature, logprobs)
+        name = f"openai:{model}" if mode == "chat" else f"openai-{mode}:{model}"
+        return name, {
             "agent": "openai",
-            "model": self.model,
-            "mode": self.mode,
-            "prompt": self.prompt.version,
-            "temperature": self.temperature,
-            "seed": self.seed,
-            "max_tokens": self.max_tokens,
-            "stop": list(self.stop),
-            "think": self.think,
-            "logprobs": self.logprobs,
-            "options": dict(sorted(self.options.items())),
+            "model": model,
+            "mode": mode,
+            "prompt": prompt.version,  # type: ignore[union-attr]
+            "temperature": float(temperature),
+            "seed": int(seed),
+            "max_tokens": int(max_tokens),
+            "stop": [] if think else ["\n"],  # one line is one command; a reasoning model's thinking spans lines
+            "think": bool(think),
+            "logprobs": logprobs,
+            "options": dict(sorted(check_options(options or {}).items())),
         }
 
     def act(self, context: list[dict[str, str]]) -> str:

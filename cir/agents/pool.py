@@ -26,6 +26,8 @@ from typing import Any
 
 import httpx
 
+from cir.util.errors import CirValueError
+
 #: Clients of a process at most (threads are dealt to them in turn).
 SHARDS = 16
 #: Idle connections a client keeps open: more than its threads ever have in flight.
@@ -88,7 +90,7 @@ class Servers:
 
     def __init__(self, urls: list[str]) -> None:
         if not urls:
-            raise ValueError("Servers: no URL")
+            raise CirValueError("servers: no URL; expected at least one http(s):// address")
         self.urls = list(urls)
         self.in_flight = [0] * len(urls)
         self.sent = [0] * len(urls)

@@ -14,6 +14,7 @@ reply cache keys and its own ``agent`` label).
 from __future__ import annotations
 
 import hashlib
+import re
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -47,6 +48,31 @@ def first_line_action(reply: str) -> ParsedAction:
     line = next((s.strip() for s in reply.splitlines() if s.strip()), "")
     action = line.lstrip(">").strip()
     return ParsedAction(action=action, ok=bool(action), raw=reply)
+
+
+# what models wrap a command in: ``> ``, ``1.``, ``- ``, ``Action:``; and how they write a thought
+_DECORATION = re.compile(
+    r"^(?:>+\s*|(?:\d+[.)]\s+)|(?:[-*]\s+)|(?:action|act|command|next action)\s*(?:\d+\s*)?:\s*)+",
+    re.IGNORECASE,
+)
+_THOUGHT = re.compile(r"^(?:think|thought|thinking|reasoning)\s*(?:\d+\s*)?:\s*(.*)$", re.IGNORECASE | re.DOTALL)
+
+
+def reply_line(reply: str) -> str:
+    """The line of a model's reply that holds its command: the first non-empty line without
+    backticks, a command prefix (``> ``, ``1.``, ``- ``, ``Action:``) or enclosing quotes."""
+    line = next((s.strip() for s in reply.splitlines() if s.strip()), "").strip("`").strip()
+    line = _DECORATION.sub("", line).strip()
+    if len(line) >= 2 and line[0] == line[-1] and line[0] in "\"'":
+        line = line[1:-1].strip()
+    return line
+
+
+def thought(line: str) -> str | None:
+    """The text of a ``think: ...`` thought (also ``Thought:``, ``Reasoning:``) in a reply's line
+    (:func:`reply_line`), maybe empty; None when the line is no thought."""
+    found = _THOUGHT.match(line)
+    return None if found is None else found.group(1).strip()
 
 
 def merge_same_role(messages: list[dict[str, str]]) -> list[dict[str, str]]:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from cir.cli.env import add_env
 from cir.cli.limits import check_int
-from cir.cli.style import command
+from cir.cli.style import add_family_options, command, family_options
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -34,6 +34,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--n", type=int, default=3, help="tasks to walk")
     p.add_argument("--steps", type=int, default=20, help="steps of each random walk")
     p.add_argument("--seed", type=int, default=0, help="seed of the walks (and of generated tasks)")
+    add_family_options(p)
     p.set_defaults(handler=handle)
 
 
@@ -44,11 +45,13 @@ def handle(args: argparse.Namespace) -> int:
     check_int("--steps", args.steps, 1, 10_000)
     check_int("--seed", args.seed, 0)
     family = family_of(args)
+    options = family_options(args)
+    family.option_values(options)  # a bad option: one line before any work
     if args.tasks is not None:
         return _check(family, family.load_tasks(args.tasks, split=args.split), args)
     with tempfile.TemporaryDirectory(prefix="cir-check-env-") as folder:
         split = args.split or family.splits[0]
-        family.generate(Path(folder), split, args.n, args.seed, progress=False)
+        family.generate(Path(folder), split, args.n, args.seed, progress=False, family_options=options)
         return _check(family, family.load_tasks(Path(folder) / split), args)
 
 
@@ -58,7 +61,8 @@ def _check(family: object, tasks: list, args: argparse.Namespace) -> int:
     tasks = list(tasks)[: args.n]
     if not tasks:
         raise CirError(f"{args.tasks or 'generated tasks'}: no tasks to check")
-    report = family.check(tasks, steps=args.steps, seed=args.seed)  # type: ignore[attr-defined]
+    report = family.check(tasks, steps=args.steps, seed=args.seed,  # type: ignore[attr-defined]
+                          family_options=family_options(args))
     for line in report.failures:
         print(line)
     print(f"env {family.name!r}: {report.summary()}")  # type: ignore[attr-defined]

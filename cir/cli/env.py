@@ -23,8 +23,9 @@ def add_env(parser: argparse.ArgumentParser, reads_runs: bool = False) -> None:
     if any("--env" in a.option_strings for a in parser._actions):
         return
     help_text = ENV_HELP + ("; default: the family the run folder's run.json names, else alfworld"
-                            if reads_runs else "")
-    parser.add_argument("--env", default=None if reads_runs else "alfworld", metavar="NAME", help=help_text)
+                            if reads_runs else "; default: alfworld")
+    # None: the default family (cir.families.registry.DEFAULT_FAMILY), resolved where it is used
+    parser.add_argument("--env", default=None, metavar="NAME", help=help_text)
 
 
 def add_env_everywhere(subparsers: argparse._SubParsersAction) -> None:

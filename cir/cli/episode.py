@@ -13,7 +13,7 @@ from typing import Any
 from cir.agents.factory import AGENT_SPECS
 from cir.cli.env import add_env
 from cir.cli.limits import MAX_BUDGET, check_int
-from cir.cli.llm_options import add_llm_options, add_request_options, llm_config, request_settings
+from cir.cli.llm_options import add_llm_options, add_request_options, llm_config, request_limits
 from cir.cli.style import add_quiet, command
 from cir.episode.protocol import DEFAULT_FRACTION, DEFAULT_MAX_ACTIONS, DEFAULT_MAX_TURNS
 from cir.util.errors import CirError
@@ -75,14 +75,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=handle)
 
 
-def task_file(path: str) -> str:
-    """The game file of TASK: a trial folder is read through its game file, so the task gets
-    the id and split a folder load (``cir run``) gives it, not the trial folder's own name."""
-    folder = Path(path).expanduser()
-    game = folder / "game.tw-pddl"
-    return str(game) if folder.is_dir() and game.is_file() else path
-
-
 class _Ticking:
     """The env, ticking a progress bar per env action (the episode can take a minute)."""
 
@@ -108,7 +100,7 @@ def handle(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from cir.episode.perturb import parse_condition
-    from cir.families.registry import get_family, make_agent
+    from cir.families.registry import DEFAULT_FAMILY, get_family, make_agent
     from cir.router.live import run_episode
     from cir.router.runtime import Router
 
@@ -119,7 +111,7 @@ def handle(args: argparse.Namespace) -> int:
         raise CirError(f"--json {args.json}: is a folder; give a file name for the transcript")
     # the family: --env, else the router's (its file names it), else ALFWorld
     router = Router.load(args.router) if args.router and not args.env else None
-    env_spec = args.env or (router.family if router is not None else "alfworld")
+    env_spec = args.env or (router.family if router is not None else DEFAULT_FAMILY)
     family = get_family(env_spec)
     if args.router and router is None:
         router = Router.load(args.router, extractor=family.extractor)
@@ -127,7 +119,7 @@ def handle(args: argparse.Namespace) -> int:
     from cir.pairs.settings import RunSettings
 
     # the request options checked as a run's are (one line naming the option)
-    requests = RunSettings(base_url=args.base_url, family=env_spec, **request_settings(args)).limits()
+    requests = RunSettings(base_url=args.base_url, family=env_spec, requests=request_limits(args)).limits()
     agent = make_agent(args.agent, family=env_spec, prompt_file=args.prompt, base_url=args.base_url,
                        seed=args.seed, llm=llm_config(args), cache_dir=args.cache_dir, limits=requests)
     # a bar of env actions (factual run, then the episode): an LLM episode can take minutes
@@ -162,7 +154,7 @@ def _one_task(family: Any, task: str, folder: str | None) -> Any:
         if not found:
             raise CirError(f"--tasks {folder}: no task {task!r}")
         return found[0]
-    tasks = family.load_tasks(task_file(task) if family.name == "alfworld" else task)
+    tasks = family.load_tasks(task)
     if len(tasks) != 1:
         raise CirError(f"{task}: holds {len(tasks)} tasks; give one task (ALFWorld: one game.tw-pddl or "
                        "the trial folder of one task), or --tasks DIR and a task id")

@@ -13,7 +13,7 @@ from cir.agents.factory import AGENT_SPECS
 from cir.cli.llm_options import add_llm_options
 from cir.cli.run import add_grid_options, grid_settings
 from cir.cli.run_settings import run_settings
-from cir.cli.style import add_engine_savings, add_parallel, add_quiet, command
+from cir.cli.style import add_family_options, add_parallel, add_quiet, command
 from cir.episode.protocol import DEFAULT_SEED
 from cir.util.errors import CirError
 
@@ -55,7 +55,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help=f"agent seed (default: 0, or {DEFAULT_SEED} with --study, as cir reproduce)")
     add_grid_options(p)
     add_parallel(p)
-    add_engine_savings(p)
+    add_family_options(p)
     g = p.add_argument_group("throughput (for the wall time)")
     g.add_argument("--in-flight", type=int, default=None, metavar="N", help="requests in flight")
     g.add_argument("--latency", type=float, default=None, metavar="S", help="seconds per request")

@@ -64,11 +64,13 @@ def add_request_options(parser: argparse.ArgumentParser, *, concurrency: bool = 
                         "stops with a line that says so")
 
 
-def request_settings(args: argparse.Namespace) -> dict[str, Any]:
-    """The request options of the parsed command line, as RunSettings fields."""
-    return {"concurrency": getattr(args, "concurrency", 1), "rpm": args.rpm, "tpm": args.tpm,
-            "request_timeout": args.request_timeout, "retries": args.retries,
-            "patience": args.patience}
+def request_limits(args: argparse.Namespace) -> Any:
+    """The request options of the parsed command line, as one RequestLimits (RunSettings.requests;
+    checked where it is built: a bad value is a SettingError naming its option)."""
+    from cir.agents.limits import RequestLimits
+
+    return RequestLimits(concurrency=getattr(args, "concurrency", 1), rpm=args.rpm, tpm=args.tpm,
+                         timeout=args.request_timeout, retries=args.retries, patience=args.patience)
 
 
 def llm_config(args: argparse.Namespace) -> LLMConfig:

@@ -11,7 +11,7 @@ from cir.cli.env import add_env
 from cir.cli.limits import MAX_BUDGET, MAX_RESAMPLES, check_int, writer_lock
 from cir.cli.llm_options import add_llm_options, add_request_options
 from cir.cli.run_settings import run_settings
-from cir.cli.style import add_engine_savings, add_parallel, add_quiet, command
+from cir.cli.style import add_family_options, add_parallel, add_quiet, command
 from cir.episode.protocol import DEFAULT_RESAMPLES, DEFAULT_SEED
 
 #: Replicates of one study: each is a whole study (about 3 minutes with the built-in agent).
@@ -40,7 +40,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--agent", default="builtin", help=f"the agent: {AGENT_SPECS}")
     p.add_argument("--base-url", default=None, help="OpenAI-compatible server for openai[-completion]:MODEL")
     add_parallel(p)
-    add_engine_savings(p)
+    add_family_options(p)
     p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seed of task generation and agent")
     p.add_argument("--replicates", type=int, default=1,
                    help="independent replicates of the whole study (new tasks and agent seed each: seed, "
@@ -50,8 +50,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES, help="bootstrap resamples")
     p.add_argument("--experiments", default=None, metavar="DIR",
                    help="folder of experiment configs (each names the family: env = \"NAME\"); without "
-                        "it, the family's own (ALFWorld: this repository's experiments/, TextWorld "
-                        "cooking: experiments/textworld-cooking/)")
+                        "it, the family's own, which travel with the package (their readable source: this "
+                        "repository's experiments/ and experiments/textworld-cooking/)")
     add_quiet(p)
     add_llm_options(p, cache_default="each run folder's own")
     add_request_options(p)

@@ -55,11 +55,25 @@ def add_parallel(parser: argparse.ArgumentParser) -> None:
                              "(without it: a local Dask cluster of --jobs processes)")
 
 
-def add_engine_savings(parser: argparse.ArgumentParser) -> None:
-    """``--no-engine-savings``: textworld's engine unmodified (the same text, slower)."""
-    parser.add_argument("--engine-savings", action=argparse.BooleanOptionalAction, default=True,
-                        help="the engine's savings (cir/families/alfworld/engine.py): the same text, about 3x faster; "
-                             "--no-engine-savings runs textworld's engine unmodified, to check that")
+def add_family_options(parser: argparse.ArgumentParser) -> None:
+    """``--family-option NAME=VALUE``: one of the --env family's own options (``Family.options``)."""
+    parser.add_argument("--family-option", action="append", default=[], metavar="NAME=VALUE", dest="family_options",
+                        help="an option of the --env family's own, given to its envs and task generator "
+                             "(repeatable; e.g. ALFWorld's engine_savings=false runs textworld's engine "
+                             "unmodified, types=..., max_plan_length=9); an unknown name lists the family's options")
+
+
+def family_options(args: argparse.Namespace) -> dict[str, str]:
+    """The ``--family-option NAME=VALUE`` pairs as a mapping (values as text: the family reads them)."""
+    from cir.util.errors import CirError
+
+    out = {}
+    for item in getattr(args, "family_options", None) or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise CirError(f"--family-option {item!r}: expected NAME=VALUE")
+        out[name.strip()] = value.strip()
+    return out
 
 
 def add_columns(parser: argparse.ArgumentParser, compact: Sequence[str]) -> None:

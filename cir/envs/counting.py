@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from cir.envs.base import Env
+from cir.util.errors import CirTypeError
 
 
 @dataclass
@@ -39,7 +40,7 @@ class CountingEnv:
         """A counting env over ``env.cursor()`` that adds to these counts (for another thread)."""
         make = getattr(self.env, "cursor", None)
         if make is None:
-            raise TypeError(f"{type(self.env).__name__} has no cursor(): wrap it in a BranchingEnv")
+            raise CirTypeError(f"{type(self.env).__name__} has no cursor(): wrap it in a BranchingEnv")
         other = CountingEnv(make())
         other.counts, other._lock = self.counts, self._lock
         return other

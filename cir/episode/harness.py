@@ -43,6 +43,7 @@ from cir.episode.protocol import (
 )
 from cir.episode.recovery import Checkpoints, Operation, get_operation
 from cir.episode.transcript import AGENT, Step, TraceEvent, Transcript, context_hash
+from cir.util.errors import CirValueError
 from cir.util.singleflight import SingleFlight
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -87,7 +88,8 @@ class Harness:
         on_call: Callable[[], None] | None = None,
     ) -> None:
         if max_turns < 1 or max_actions < 1:
-            raise ValueError("budgets must be >= 1")
+            raise CirValueError(f"harness budgets max_turns={max_turns!r}, max_actions={max_actions!r}: "
+                                "expected integers >= 1")
         self.agent = agent
         self.max_turns = int(max_turns)
         self.max_actions = int(max_actions)

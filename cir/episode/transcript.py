@@ -27,7 +27,7 @@ from typing import Any
 from cir.envs.base import DEFAULT_REFRESH_QUERY
 from cir.episode.operations import operation_of_text
 from cir.episode.protocol import THINK_PREFIX
-from cir.util.errors import CirError
+from cir.util.errors import CirError, CirValueError
 
 AGENT = "agent"
 HARNESS = "harness"
@@ -171,7 +171,7 @@ class Transcript:
                 seen += 1
                 if seen == k:
                     return i + 1
-        raise ValueError(f"transcript {self.task_id} has only {seen} env actions, asked for {k}")
+        raise CirValueError(f"transcript {self.task_id} has only {seen} env actions, asked for {k}")
 
     def fingerprint(self) -> str:
         """A hash of everything in the transcript (for prefix checks)."""

@@ -22,7 +22,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from cir.agents.factory import DEFAULT_AGENT
+from cir.agents.factory import DEFAULT_AGENT, AgentIdentity
+from cir.agents.factory import agent_identity as agent_identity_of
 from cir.agents.factory import make_agent as make_agent_of
 from cir.families.family import Family, check_family
 from cir.util.errors import CirError
@@ -32,7 +33,7 @@ DEFAULT_FAMILY = "alfworld"
 #: Built-in families, by name: the ``MODULE:ATTR`` that holds each.
 BUILTIN: dict[str, str] = {
     "alfworld": "cir.families.alfworld.family:FAMILY",
-    "textworld-cooking": "cir.families.textworld_cooking:FAMILY",
+    "textworld-cooking": "cir.families.textworld_cooking.family:FAMILY",
 }
 ENTRY_POINT_GROUP = "cir.families"
 
@@ -131,6 +132,15 @@ def make_agent(spec: str = DEFAULT_AGENT, *, family: str | Family | None = None,
     fam = get_family(family)
     prompt = fam.prompt.from_file(prompt_file) if prompt_file else fam.prompt
     return make_agent_of(spec, builtin=fam.builtin_agent, prompt=prompt, family=f"env {fam.name!r}", **options)
+
+
+def agent_identity(spec: str = DEFAULT_AGENT, *, family: str | Family | None = None,
+                   prompt_file: str | Path | None = None, **options: Any) -> AgentIdentity:
+    """:func:`cir.agents.factory.agent_identity` with the family's parts, as :func:`make_agent`
+    would build the agent: its name and settings without the agent."""
+    fam = get_family(family)
+    prompt = fam.prompt.from_file(prompt_file) if prompt_file else fam.prompt
+    return agent_identity_of(spec, builtin=fam.builtin_agent, prompt=prompt, family=f"env {fam.name!r}", **options)
 
 
 def builtin_extractors() -> dict[str, Any]:

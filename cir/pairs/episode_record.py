@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cir.episode.transcript import TraceEvent, Transcript
-from cir.util.errors import CirError
+from cir.util.errors import CirError, CirValueError
 
 FACTUAL, ARM, BRANCH = "factual", "no_recovery", "recovery"
 ROLES = (FACTUAL, ARM, BRANCH)
@@ -85,7 +85,7 @@ class EpisodeRecord:
                 transcript.trace = [TraceEvent.from_dict(e) for e in data.get("trace") or []]
             role = data["role"]
             if role not in ROLES:
-                raise ValueError(f"role {role!r}")
+                raise CirValueError(f"episode record role {role!r}: expected factual, arm or branch")
             return cls(task_id=str(data["task_id"]), role=role, condition=str(data["condition"]),
                        transcript=transcript, delay=data.get("delay"), operation=data.get("operation"),
                        executed=bool(data.get("executed", True)), branch_step=data.get("branch_step"),

@@ -209,7 +209,7 @@ def estimate_run(tasks: Sequence[Any], settings: RunSettings, *, name: str = "ru
     llm_renderer(settings)  # an LLM agent: checked before any task runs
     seen: set[str] = set()
     out = Estimate(name=name)
-    dry = replace(settings, concurrency=1)
+    dry = replace(settings, requests=replace(settings.requests, concurrency=1))
     for cost, pairs in parallel_map(_estimate_worker, list(tasks), dry, chars_per_token, keep is not None,
                                     jobs=min(settings.jobs, max(1, len(tasks))), backend=settings.backend,
                                     scheduler=settings.scheduler):

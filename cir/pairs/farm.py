@@ -55,7 +55,7 @@ class Job:
 
 def threads_per_process(settings: RunSettings) -> int:
     """Each worker's share of the run's requests in flight (at least one)."""
-    return max(1, -(-settings.concurrency // settings.jobs))
+    return max(1, -(-settings.requests.concurrency // settings.jobs))
 
 
 #: ``work(task, settings, fallback, channel, *, pool=, concurrency=)``: one task's result

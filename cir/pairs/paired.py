@@ -38,6 +38,7 @@ import hashlib
 import io
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -235,6 +236,30 @@ def _check_consistency(df: pd.DataFrame, source: str) -> None:
                        f"row {_plain(b)}: a task has one factual run, so one value on all its rows")
 
 
+@dataclass(frozen=True)
+class CheckedRun:
+    """A run folder read and checked once (:func:`read_run`): its paired table (``attrs["run"]``
+    its status), the scan of its store whose members are this run's (None: the record vouches
+    for every byte) and its record. What else reads the folder (the explanation traces) reads
+    the members this check found, without checking again."""
+
+    run_dir: Path
+    table: pd.DataFrame
+    scan: StoreScan | None
+    record: RunRecord | None
+
+
+def read_run(run_dir: str | Path, require_features: bool = False, allow_partial: bool = False) -> CheckedRun:
+    """A run folder checked as every reader checks it (:func:`check_run`) and its table parsed, once."""
+    run_dir = Path(run_dir)
+    text, status, scan, record = _check_run(run_dir, allow_partial)
+    source = str(run_dir / PAIRED)
+    table = validate_paired(_parse(lambda: pd.read_csv(io.StringIO(text)), source), source=source,
+                            require_features=require_features)
+    table.attrs["run"] = status
+    return CheckedRun(run_dir, table, scan, record)
+
+
 def read_paired(path: str | Path, require_features: bool = False,
                 allow_partial: bool = False) -> pd.DataFrame:
     """Read a ``paired.csv`` / ``.parquet`` file, or the table of a RUN_DIR.
@@ -246,12 +271,7 @@ def read_paired(path: str | Path, require_features: bool = False,
     path = Path(path)
     run_dir = path if path.is_dir() else path.parent if path.name == PAIRED else None
     if run_dir is not None and RunStore(run_dir).is_run():
-        text, status = run_table(run_dir, allow_partial=allow_partial)
-        source = str(Path(run_dir) / PAIRED)
-        df = _parse(lambda: pd.read_csv(io.StringIO(text)), source)
-        out = validate_paired(df, source=source, require_features=require_features)
-        out.attrs["run"] = status
-        return out
+        return read_run(run_dir, require_features, allow_partial).table
     if path.is_dir():
         candidates = [path / "paired.csv", path / "paired.parquet"]
         found = [c for c in candidates if c.exists()]
@@ -312,7 +332,11 @@ def check_run(run_dir: str | Path, allow_partial: bool = False) -> tuple[str, di
     and, when it differs from ``paired.csv``, used with a note; nothing is written. A run
     that lacks tasks is a CirError unless ``allow_partial``.
     """
-    run_dir = Path(run_dir)
+    return _check_run(Path(run_dir), allow_partial)[:3]
+
+
+def _check_run(run_dir: Path, allow_partial: bool) -> tuple[str, dict[str, Any], StoreScan | None, RunRecord | None]:
+    """:func:`check_run`, and the record it read."""
     store = RunStore(run_dir)
     current = store.read_paired_text()
     record = RunRecord.read(store)
@@ -321,15 +345,15 @@ def check_run(run_dir: str | Path, allow_partial: bool = False) -> tuple[str, di
             raise CirError(f"{run_dir}: has {EPISODES} but no {RUN_JSON}, so it cannot tell "
                            "how many tasks the run has; pass --allow-partial to read its table")
         log.warning("%s: no %s; its paired.csv is read unchecked, as asked", run_dir, RUN_JSON)
-        return current, {"run_dir": str(run_dir), "tasks": None, "tasks_done": None, "partial": True}, None
+        return current, {"run_dir": str(run_dir), "tasks": None, "tasks_done": None, "partial": True}, None, None
     check_record(record, store)
     digest = None if current is None else text_digest(current)
     n = record.settings.n_tasks
     if not store.episodes_path.exists():
-        return (*_without_store(run_dir, record, current, digest, allow_partial), None)
+        return (*_without_store(run_dir, record, current, digest, allow_partial), None, record)
     if record.complete and current is not None and digest == record.paired_sha256 \
             and record.members is not None and verify_members(store.episodes_path, record.members) is None:
-        return current, _partial(run_dir, n, n, "", allow_partial), None
+        return current, _partial(run_dir, n, n, "", allow_partial), None, record
     scan = store.scan(foreign_member(record.settings, record.task_ids), record.members)
     summaries = scan.summaries()
     ids = record.task_ids if record.task_ids is not None else sorted(summaries)
@@ -338,7 +362,7 @@ def check_run(run_dir: str | Path, allow_partial: bool = False) -> tuple[str, di
     status = _partial(run_dir, n, len(done), scan.damage_text(), allow_partial)  # refused first
     if text != current:
         _note_derived(store, text, current)
-    return text, status, scan
+    return text, status, scan, record
 
 
 def check_record(record: RunRecord, store: RunStore) -> None:

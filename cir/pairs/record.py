@@ -217,7 +217,8 @@ class Session:
     resumed_tasks: int
     tasks_run: int = 0
     seconds: float = 0.0
-    engine_savings: bool = True  # cir.families.alfworld.engine's savings (the same text, faster)
+    #: the family's own options this session was given (Family.options; older records: engine_savings)
+    family_options: dict[str, Any] = field(default_factory=dict)
     llm: dict[str, int] = field(default_factory=dict)  # the LLM agent's counters, summed over tasks
     cache_dir: str | None = None  # the reply cache, when not the run folder's own
     extends: str | None = None  # the run folder whose replies this session reused

@@ -44,9 +44,10 @@ from cir.envs.base import Env, refresh_query
 from cir.envs.branching import BranchingEnv
 from cir.envs.counting import CountingEnv
 from cir.episode.extractor import FeatureExtractor, extract
+from cir.episode.fork import ForkPoint
 from cir.episode.harness import Harness, SnapshotHook
-from cir.episode.perturb import Condition, Perturbation, feasibility, perturbation_point
-from cir.episode.recovery import Checkpoints, Operation, get_operation
+from cir.episode.perturb import Condition, feasibility, perturbation_point
+from cir.episode.recovery import Operation, get_operation
 from cir.episode.transcript import Transcript
 from cir.families.registry import resolve_extractor
 from cir.pairs.episode_record import ARM, BRANCH, FACTUAL, EpisodeRecord
@@ -181,9 +182,8 @@ class _Fork:
         self.harness, self.env, self.settings, self.result = harness, env, settings, result
         self.extractor = extractor
         self.factual, self.snapshots, self.point = factual, snapshots, point
-        self.k_at = factual.steps_until_env_action(point)  # steps up to the perturbed env action
-        k_before = factual.steps_until_env_action(point - 1)
-        self.rewind = Checkpoints(snapshots={k_before: snapshots[k_before]}, anchor=self.k_at - 1)
+        self.start = ForkPoint(factual, snapshots, point)  # the perturbed prefix and its rewind checkpoints
+        self.k_at, self.rewind = self.start.k_at, self.start.rewind
         self.operations = [get_operation(m, refresh_query(env)) for m in settings.operations]
 
     def no_recovery_arm(self, cond: Condition, env: CountingEnv | None = None,
@@ -197,10 +197,8 @@ class _Fork:
         env = env or self.env
         if cond.kind == "clean":
             return factual, {k: s for k, s in self.snapshots.items() if k >= k_at}
-        arm = factual.prefix(k_at)
-        perturbation = Perturbation(cond, self.point)
-        arm.steps[-1] = perturbation.apply(factual.prefix(k_at - 1), arm.steps[-1])
-        env.restore(self.snapshots[k_at])
+        arm = self.start.episode(cond)
+        env.restore(self.start.snapshot)
         hook = SnapshotHook(at={self.point + d for d in self.settings.delays})
         hooks: list[Any] = [hook]
         if at_branch_point is not None:

@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from cir import __version__
-from cir.families.registry import make_agent
+from cir.agents.factory import AgentIdentity
+from cir.families.registry import agent_identity, make_agent
 from cir.pairs.farm import FarmRun, Job, farm, spawn_manager
 from cir.pairs.paired import paired_text, rows_of, text_digest
 from cir.pairs.record import RunIdentity, RunRecord, Session, check_extension, foreign_member
@@ -54,11 +55,20 @@ def make_run_agent(settings: RunSettings, cache_fallback: Sequence[str] = ()) ->
                       limits=settings.limits(settings.processes))  # this process's share
 
 
+def run_agent_identity(settings: RunSettings) -> Any:
+    """The name and settings of a run's agent (what its label is made of), without building it:
+    checked as :func:`make_run_agent` checks them. An ``agent_factory`` is asked for an agent."""
+    if settings.agent_factory is not None:
+        probe = settings.agent_factory(settings.agent, seed=settings.seed)
+        return AgentIdentity(probe.name, dict(probe.settings()), uses_cache=hasattr(probe, "cache"))
+    return agent_identity(settings.agent, family=settings.family, prompt_file=settings.prompt_file,
+                          base_url=settings.base_url, seed=settings.seed, llm=settings.llm)
+
+
 def _make_env(task: Any, settings: RunSettings) -> Any:
     if settings.env_factory is not None:
         return settings.env_factory(task, snapshots=settings.snapshots)
-    return settings.env_family().env(task, snapshots=settings.snapshots,
-                                     engine_savings=settings.engine_savings)
+    return settings.env_family().env(task, settings.family_options, snapshots=settings.snapshots)
 
 
 def make_run_env(task: Any, settings: RunSettings) -> Any:
@@ -165,12 +175,11 @@ def _open_run(spec: RunSpec, stack: ExitStack, echo: Callable[[str], None]) -> R
     settings = spec.settings or RunSettings()
     tasks = list(spec.tasks)
     ids = _task_ids(tasks, spec.tasks_source)
-    probe = make_run_agent(replace(settings, cache_dir=None))  # the agent's label and settings, first
-    agent_settings = dict(probe.settings())
-    identity = RunIdentity.of(settings, ids, agent_label(probe), spec.tasks_source, spec.limit)
+    agent = run_agent_identity(settings)  # the agent's label and settings, first
+    agent_settings = agent.settings()
+    identity = RunIdentity.of(settings, ids, agent_label(agent), spec.tasks_source, spec.limit)
     store = RunStore(spec.out)
-    fallback = _extension_cache(settings, store, identity, ids, agent_settings,
-                                uses_cache=hasattr(probe, "cache"))
+    fallback = _extension_cache(settings, store, identity, ids, agent_settings, uses_cache=agent.uses_cache)
     stack.enter_context(store.lock())
     old = RunRecord.resume(store, identity)
     run = _Run(store, identity, tasks, ids, old, echo, agent_settings)
@@ -178,7 +187,7 @@ def _open_run(spec: RunSpec, stack: ExitStack, echo: Callable[[str], None]) -> R
         return run.settle()
     session = Session(started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), jobs=settings.jobs,
                       backend=settings.backend, snapshots=settings.snapshots,
-                      resumed_tasks=len(run.done), engine_savings=settings.engine_savings,
+                      resumed_tasks=len(run.done), family_options=dict(settings.family_options),
                       cache_dir=resolved(settings.cache_dir), extends=resolved(settings.extend),
                       requests=settings.limits().as_dict())
     workers = replace(settings, cache_dir=settings.cache_dir or str(store.dir / AGENT_CACHE))

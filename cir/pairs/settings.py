@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -41,14 +40,6 @@ from cir.util.errors import CirError, SettingError
 from cir.util.parallel import BACKENDS, check_jobs
 
 SNAPSHOT_MODES = ("fast", "replay")
-#: Requests in flight at most (a GPU server batches 64-256; more only queue in the server).
-MAX_CONCURRENCY = 4096
-MAX_RETRIES = 100
-
-
-def _positive(value: Any) -> bool:
-    return (not isinstance(value, bool) and isinstance(value, (int, float))
-            and math.isfinite(value) and value > 0)
 
 
 def _check_int(setting: str, value: Any, low: int, high: int) -> int:
@@ -107,15 +98,18 @@ class RunSettings:
     ``prompt_file`` (a TOML prompt instead of the family's) for an LLM agent, or an
     ``agent_factory(spec, seed=)`` that builds it. The parallelism: ``jobs``, ``backend`` (loky, threading, dask) and a Dask
     ``scheduler``. How the work is kept: ``snapshots`` (``fast`` engine state ids or
-    ``replay``), ``engine_savings``, ``cache_dir`` (the LLM agent's replies; default
+    ``replay``), ``family_options`` (the family's own options, ``Family.options``, such as
+    ALFWorld's ``engine_savings``: a mapping or ``(name, value)`` pairs, kept as sorted pairs),
+    ``cache_dir`` (the LLM agent's replies; default
     ``RUN_DIR/agent_cache``), ``extend`` (an earlier run folder this one extends), an
     ``env_factory(task, snapshots=)`` instead of the family's ``make_env``, and a feature
     ``extractor`` instead of the family's.
-    How hard the LLM agent presses its server: ``concurrency`` (agent requests in flight
-    across the run, shared out to the worker processes), ``rpm``/``tpm`` (requests / tokens
-    per minute, None: no limit), ``request_timeout`` (seconds per attempt), ``retries``
-    (attempts after the first for faults) and ``patience`` (seconds of refusals, 429/503,
-    before the run stops); ``base_url`` may be a comma list of servers to spread requests over.
+    How hard the LLM agent presses its server: ``requests``, one
+    :class:`~cir.agents.limits.RequestLimits` (``concurrency``: agent requests in flight across
+    the run, shared out to the worker processes, one by default; ``rpm``/``tpm``: requests /
+    tokens per minute; ``timeout``: seconds per attempt; ``retries``: attempts after the first
+    for faults; ``patience``: seconds of refusals, 429/503, before the run stops);
+    ``base_url`` may be a comma list of servers to spread requests over.
     Nothing but ``replay``, the agent and the tasks changes the paired table; factories and
     the extractor must pickle for worker processes.
     """
@@ -129,7 +123,7 @@ class RunSettings:
     backend: str = "loky"
     scheduler: str | None = None
     snapshots: str = "fast"
-    engine_savings: bool = True
+    family_options: Any = ()
     cache_dir: str | None = None
     extend: str | None = None
     agent_factory: Callable[..., Any] | None = None
@@ -137,20 +131,19 @@ class RunSettings:
     extractor: Any = None
     family: Any = DEFAULT_FAMILY
     prompt_file: str | None = None
-    # how hard the LLM agent presses its server (cir.agents.limits.RequestLimits): never
-    # part of the table, recorded per session
-    concurrency: int = 1
-    rpm: float | None = None
-    tpm: float | None = None
-    request_timeout: float = 120.0
-    retries: int = 4
-    patience: float = 600.0
+    # how hard the LLM agent presses its server: never part of the table, recorded per session
+    requests: RequestLimits = field(default_factory=lambda: RequestLimits(concurrency=1))
 
     def __post_init__(self) -> None:
         for name in ("cache_dir", "extend", "prompt_file"):  # paths as plain text: the settings travel to workers
             value = getattr(self, name)
             if value is not None:
                 object.__setattr__(self, name, str(value))
+        try:
+            options = tuple(sorted(dict(self.family_options or {}).items()))
+        except (TypeError, ValueError):
+            raise SettingError("family_options", self.family_options, "a mapping or (name, value) pairs") from None
+        object.__setattr__(self, "family_options", options)
         self.check()
 
     def check(self) -> None:
@@ -168,6 +161,8 @@ class RunSettings:
         if self.snapshots not in SNAPSHOT_MODES:
             raise SettingError("snapshots", self.snapshots, " or ".join(SNAPSHOT_MODES))
         family = get_family(self.family)  # a CirError naming --env when it cannot be found
+        family.option_values(self.family_options)  # each a family option of a kind it takes
+        family.option_values(self.family_options, generate=True)
         if self.prompt_file is not None:
             family.prompt.from_file(self.prompt_file)  # read and checked once, here
         self._check_requests()
@@ -182,16 +177,11 @@ class RunSettings:
         return self.family.name if isinstance(self.family, Family) else str(self.family).strip()
 
     def _check_requests(self) -> None:
-        """The request settings (concurrency, rpm, tpm, timeout, retries, patience, servers)."""
-        _check_int("concurrency", self.concurrency, 1, MAX_CONCURRENCY)
-        for name in ("rpm", "tpm"):
-            value = getattr(self, name)
-            if value is not None and not _positive(value):
-                raise SettingError(name, value, "a number > 0 (or none: no limit)")
-        for name in ("request_timeout", "patience"):
-            if not _positive(getattr(self, name)):
-                raise SettingError(name, getattr(self, name), "seconds > 0")
-        _check_int("retries", self.retries, 0, MAX_RETRIES)
+        """The request limits (each checked by RequestLimits itself) and the servers."""
+        if not isinstance(self.requests, RequestLimits):
+            raise CirError(f"requests: expected cir.agents.limits.RequestLimits, got {type(self.requests).__name__}")
+        if self.requests.concurrency is None:  # a run's requests in flight are shared out: a number
+            raise SettingError("concurrency", None, "an integer from 1 (requests in flight across the run)")
         if self.base_url is not None:
             urls = self.base_urls()
             if not urls or any(not u.startswith(("http://", "https://")) for u in urls):
@@ -209,9 +199,7 @@ class RunSettings:
 
     def limits(self, parts: int = 1) -> RequestLimits:
         """The run-wide request limits, or each of ``parts`` processes' share of them."""
-        return RequestLimits(concurrency=self.concurrency, rpm=self.rpm, tpm=self.tpm,
-                             timeout=self.request_timeout, retries=self.retries,
-                             patience=self.patience).share(parts)
+        return self.requests.share(parts)
 
     def with_replay(self, replay: ReplaySettings) -> RunSettings:
         """These settings for another grid (a study's cohorts share everything else)."""

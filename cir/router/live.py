@@ -12,10 +12,10 @@ from typing import Any
 
 from cir.envs.base import Env
 from cir.envs.counting import CountingEnv
+from cir.episode.fork import ForkPoint
 from cir.episode.harness import Harness
-from cir.episode.perturb import Perturbation, feasibility, parse_conditions, perturbation_point
+from cir.episode.perturb import feasibility, parse_conditions, perturbation_point
 from cir.episode.protocol import DEFAULT_FRACTION, DEFAULT_MAX_ACTIONS, DEFAULT_MAX_TURNS
-from cir.episode.recovery import Checkpoints
 from cir.episode.transcript import Transcript
 from cir.router.runtime import Advisor, RouterHook
 from cir.util.errors import CirError
@@ -56,14 +56,10 @@ def run_episode(
         raise CirError(f"task {task_id}: not prefix-feasible under {cond.name}: {reason}")
     p = perturbation_point(n, perturb_fraction, perturb_at)
     info["point"] = p
-    k_at = factual.steps_until_env_action(p)
-    episode = factual.prefix(k_at)
-    episode.steps[-1] = Perturbation(cond, p).apply(factual.prefix(k_at - 1), episode.steps[-1])
-    env.restore(snapshots[k_at])
-    # a rewind returns to the factual state before the perturbed env action
-    k_before = factual.steps_until_env_action(p - 1)
-    rewind_to = Checkpoints(snapshots={k_before: snapshots[k_before]}, anchor=k_at - 1)
-    hook = RouterHook(router, at=p, checkpoints=rewind_to) if router is not None else None
+    start = ForkPoint(factual, snapshots, p)
+    episode = start.episode(cond)
+    env.restore(start.snapshot)
+    hook = RouterHook(router, at=p, checkpoints=start.rewind) if router is not None else None
     if hook is not None and 0 in hook.delays:
         hook.after_env_action(harness, env, episode)
     harness.run(env, episode, hooks=[hook] if hook is not None else [])

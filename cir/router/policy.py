@@ -57,7 +57,7 @@ from cir.router.evaluation import decide_rows, score_rows
 from cir.router.rule import BUDGETS, ESTIMATORS, Estimator, LinearModel, choose, split_model_name
 from cir.router.runtime import Router
 from cir.router.walk import Grid, build_grid, check_features, model_labels, summarize, walk
-from cir.util.errors import CirError
+from cir.util.errors import CirValueError
 
 
 def fit_linear_model(X: np.ndarray, y: np.ndarray, C: float = DEFAULT_C, max_iter: int = 1000) -> LinearModel:
@@ -175,27 +175,27 @@ class CIRPolicy(BaseEstimator):
     # -- settings -------------------------------------------------------------------------------
     def _check_settings(self) -> tuple[Estimator, tuple[str, ...], tuple[int, ...]]:
         if self.estimator not in ESTIMATORS:
-            raise CirError(f"estimator: expected one of {', '.join(ESTIMATORS)}, got {self.estimator!r}")
+            raise CirValueError(f"estimator: expected one of {', '.join(ESTIMATORS)}, got {self.estimator!r}")
         ops = (self.operations,) if isinstance(self.operations, str) else tuple(self.operations)
         if not ops or len(set(ops)) != len(ops) or not all(isinstance(o, str) and o for o in ops):
-            raise CirError(f"operations: expected distinct operation names, got {self.operations!r}")
+            raise CirValueError(f"operations: expected distinct operation names, got {self.operations!r}")
         if self.budget not in BUDGETS:
-            raise CirError(f"budget: expected one of {', '.join(BUDGETS)}, got {self.budget!r}")
+            raise CirValueError(f"budget: expected one of {', '.join(BUDGETS)}, got {self.budget!r}")
         delays = tuple(int(d) for d in self.delays)
         if not delays or any(d < 0 for d in delays) or list(delays) != sorted(set(delays)):
-            raise CirError(f"delays: expected increasing distinct integers >= 0, got {self.delays!r}")
+            raise CirValueError(f"delays: expected increasing distinct integers >= 0, got {self.delays!r}")
         if not 0 <= self.epsilon <= 1:
-            raise CirError(f"epsilon: expected a rate in [0, 1], got {self.epsilon!r}")
+            raise CirValueError(f"epsilon: expected a rate in [0, 1], got {self.epsilon!r}")
         if not 0 < self.delta < 1:
-            raise CirError(f"delta: expected a probability in (0, 1), got {self.delta!r}")
+            raise CirValueError(f"delta: expected a probability in (0, 1), got {self.delta!r}")
         if self.lam <= 0:
-            raise CirError(f"lam: expected lambda > 0, got {self.lam!r}")
+            raise CirValueError(f"lam: expected lambda > 0, got {self.lam!r}")
         if self.C <= 0 or not self.Cs or any(c <= 0 for c in self.Cs):
-            raise CirError(f"C and Cs: expected values > 0, got C={self.C!r}, Cs={self.Cs!r}")
+            raise CirValueError(f"C and Cs: expected values > 0, got C={self.C!r}, Cs={self.Cs!r}")
         if int(self.folds) < 2:
-            raise CirError(f"folds: expected at least 2, got {self.folds!r}")
+            raise CirValueError(f"folds: expected at least 2, got {self.folds!r}")
         if int(self.grid_size) < 2:
-            raise CirError(f"grid_size: expected at least 2, got {self.grid_size!r}")
+            raise CirValueError(f"grid_size: expected at least 2, got {self.grid_size!r}")
         return ESTIMATORS[self.estimator], ops, delays
 
     # -- models ---------------------------------------------------------------------------------
@@ -247,14 +247,14 @@ class CIRPolicy(BaseEstimator):
         grid = build_grid(df, delays, ops, source)
         conditions = set(grid.cells["condition"])
         if "clean" not in conditions:
-            raise CirError(f"{source}: no clean rows at the candidate delays; the clean-harm limit "
+            raise CirValueError(f"{source}: no clean rows at the candidate delays; the clean-harm limit "
                            "(epsilon) and the error model p_err need clean trajectories")
         if conditions == {"clean"}:
-            raise CirError(f"{source}: only clean rows; p_err needs erroneous observations "
+            raise CirValueError(f"{source}: only clean rows; p_err needs erroneous observations "
                            "(stale or missing conditions) to learn from")
         n_tasks = grid.cells["task_id"].nunique()
         if n_tasks < int(self.folds):
-            raise CirError(f"{source}: {n_tasks} task(s) with decision cells, fewer than "
+            raise CirValueError(f"{source}: {n_tasks} task(s) with decision cells, fewer than "
                            f"folds={int(self.folds)}; lower --folds or add tasks")
         return df, features, extractor, grid
 
@@ -428,7 +428,7 @@ class CIRPolicy(BaseEstimator):
                            "clean_harm_count": int(s["clean_harm_count"]), "interventions": int(s["interventions"]),
                            "net_gain": float(s["net_gain"]), "clean_harm": float(s["clean_harm"])})
         if not always:
-            raise CirError(f"d_min={self.d_min} is above every candidate delay {grid.delays}")
+            raise CirValueError(f"d_min={self.d_min} is above every candidate delay {grid.delays}")
         table = pd.DataFrame(always)
         table["meets_epsilon"] = budget.admits(table, int(grid.clean.sum()))
         best = table.sort_values(["meets_epsilon", "gain_count", "clean_harm_count", "delay"],

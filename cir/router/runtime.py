@@ -257,8 +257,7 @@ class Router:
         features = extract(self.extractor, transcript, delay, max_turns=int(self.settings["max_turns"]),
                            max_actions=int(self.settings["max_actions"]))
         decision = self.decide_features(features, delay)
-        if any(step.actor == HARNESS for step in transcript.steps):
-            # recover at most once: a transcript that already holds a recovery never gets another
+        if not may_recover(transcript):
             return Decision(False, None, decision.p_err, decision.utility, "already_recovered", int(delay),
                             decision.scores, decision.utilities)
         return decision
@@ -482,30 +481,35 @@ class Advisor(Protocol):
     def decide(self, transcript: Transcript, delay: int) -> Advice: ...
 
 
+def may_recover(transcript: Transcript) -> bool:
+    """The CIR protocol's "recover at most once", its one home: a transcript that already holds a
+    recovery (a harness step) gets no other. :meth:`Router.decide` says ``already_recovered``
+    then, and :class:`RouterHook` asks nothing more."""
+    return not any(step.actor == HARNESS for step in transcript.steps)
+
+
 class RouterHook:
     """A harness hook (:class:`cir.episode.harness.Hook`): ask an advisor whether to recover at
     candidate delays after the perturbation point ``at``, and apply the operation it chooses.
     ``checkpoints`` (:class:`cir.episode.recovery.Checkpoints`) are what a ``rewind`` returns
     to: an env snapshot from before the suspect observation and the index of its step.
 
-    At most ``max_interventions`` recoveries (the CIR protocol: recover at most once);
-    the delays are checked in order. Each decision is recorded as an event on the
+    It recovers at most once (:func:`may_recover`, the protocol's rule, whatever the advisor
+    says); the delays are checked in order. Each decision is recorded as an event on the
     transcript's last step, e.g. ``router:d=1:skip`` or ``router:d=2:rewind``, and kept in
     :attr:`decisions` as (delay, operation or None).
     """
 
     def __init__(self, router: Advisor, at: int, *, delays: tuple[int, ...] | None = None,
-                 max_interventions: int = 1, checkpoints: Checkpoints | None = None) -> None:
+                 checkpoints: Checkpoints | None = None) -> None:
         self.router = router
         self.at = int(at)
         self.checkpoints = checkpoints  # what a rewind returns to (the state before the suspect text)
         self.delays = tuple(delays if delays is not None else router.delays)
-        self.max_interventions = max_interventions
-        self.interventions = 0
         self.decisions: list[tuple[int, str | None]] = []
 
     def after_env_action(self, harness: Harness, env: Env, transcript: Transcript) -> None:
-        if self.interventions >= self.max_interventions or not harness.can_continue(transcript):
+        if not may_recover(transcript) or not harness.can_continue(transcript):
             return
         delay = transcript.env_actions - self.at
         if delay not in self.delays:
@@ -517,5 +521,4 @@ class RouterHook:
         self.decisions.append((delay, operation))
         transcript.steps[-1].events.append(f"router:d={delay}:{operation or 'skip'}")
         if operation:
-            self.interventions += 1
             harness.recover(env, transcript, operation, self.checkpoints)

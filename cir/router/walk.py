@@ -26,7 +26,7 @@ from cir.episode.extractor import FeatureExtractor
 from cir.families.registry import resolve_extractor
 from cir.pairs.paired import feature_columns
 from cir.router.rule import Estimator, gates_pass, split_model_name
-from cir.util.errors import CirError
+from cir.util.errors import CirError, CirValueError
 
 # Status of one cell of the walk.
 DECIDE, ENDED, MISSING = 0, 1, 2
@@ -94,7 +94,7 @@ def model_labels(cells: pd.DataFrame, name: str) -> np.ndarray:
     y1 = cells[f"y1_{op}"].to_numpy(dtype=int)
     labels = {"p1": y1, "p_rescue": (y0 == 0) & (y1 == 1), "p_harm": (y0 == 1) & (y1 == 0)}
     if base not in labels:
-        raise ValueError(f"model_labels: unknown model {name!r}")
+        raise CirValueError(f"model_labels: unknown model {name!r}")
     return labels[base].astype(int)
 
 
@@ -205,7 +205,7 @@ def walk(grid: Grid, fire: np.ndarray, y1: np.ndarray | None = None) -> tuple[np
     """
     if y1 is None:
         if len(grid.operations) != 1:
-            raise ValueError("walk: give y1 (the chosen operation's outcomes) when the grid has several")
+            raise CirValueError("walk: give y1 (the chosen operation's outcomes) when the grid has several")
         y1 = grid.y1[..., 0]
     decidable = grid.status == DECIDE
     ended = grid.status == ENDED

@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from cir.episode.protocol import DEFAULT_LEVEL
-from cir.util.errors import CirError
+from cir.util.errors import CirError, CirValueError
 
 # Upper bound on resamples x tasks held in memory at once.
 CHUNK_CELLS = 4_000_000
@@ -59,7 +59,7 @@ def bootstrap_ratios(
     num = np.asarray(num, dtype=float)
     den = np.asarray(den, dtype=float)
     if num.shape != den.shape or num.ndim != 2:
-        raise ValueError("num and den must be 2-D arrays of the same shape (tasks x columns)")
+        raise CirValueError(f"bootstrap: num and den must be 2-D arrays of the same shape (tasks x columns), got {np.shape(num)} and {np.shape(den)}")
     k = num.shape[1]
     both = np.hstack([num, den])  # one matrix product per chunk for numerator and denominator
     out = np.empty((resamples, k))

@@ -30,7 +30,7 @@ import pandas as pd
 from cir.episode.transcript import AGENT, TraceEvent, Transcript
 from cir.families.registry import get_family
 from cir.pairs.episode_record import FACTUAL, EpisodeRecord
-from cir.pairs.paired import check_run, outcome_of
+from cir.pairs.paired import CheckedRun, check_run, outcome_of, read_run
 from cir.pairs.record import RunRecord
 from cir.pairs.store import EPISODES, RunStore, StoreScan, read_episodes
 from cir.util.errors import CirError
@@ -170,9 +170,16 @@ def explain_run(run_dir: str | Path, allow_partial: bool = False, env: Any = Non
     """:func:`explain_table` of every pair of a run folder (a partial one only if
     ``allow_partial``; ``attrs["run"]`` then says how partial, as :func:`read_paired`'s);
     ``env``: the run's family (default: as its record says)."""
-    _, status, scan = check_run(run_dir, allow_partial=allow_partial)
-    table = explain_table(_explained(run_dir, scan, None, run_mechanisms(run_dir, env)))
-    table.attrs["run"] = status
+    return explain_checked(read_run(run_dir, allow_partial=allow_partial), env)
+
+
+def explain_checked(run: CheckedRun, env: Any = None) -> pd.DataFrame:
+    """:func:`explain_run` of a run folder already read and checked (:func:`cir.pairs.paired.read_run`):
+    its episodes are read, the folder is not checked again."""
+    if env is None and run.record is not None:
+        env = run.record.settings.family
+    table = explain_table(_explained(run.run_dir, run.scan, None, run_mechanisms(run.run_dir, env)))
+    table.attrs["run"] = run.table.attrs["run"]
     return table
 
 

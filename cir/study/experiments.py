@@ -77,11 +77,6 @@ class Experiment:
                 **({} if self.env == DEFAULT_FAMILY else {"env": self.env})}
 
 
-def default_experiments_dir() -> Path:
-    """``experiments/`` of the source checkout this package runs from."""
-    return Path(__file__).resolve().parents[2] / "experiments"
-
-
 def load_experiment(path: str | Path) -> Experiment:
     """Read and check one config; errors name the file and the field."""
     path = Path(path)
@@ -140,8 +135,9 @@ def load_experiment(path: str | Path) -> Experiment:
 def load_experiments(folder: str | Path | None = None, env: str | None = None) -> list[Experiment]:
     """All configs of a folder, in ``order``; one cohort to fit CIR on, one to evaluate it;
     all of one family (``env``, when given, must be theirs). Without ``folder``: the family's
-    experiments folder (ALFWorld's: this repository's ``experiments/``)."""
-    folder = Path(folder) if folder else (get_family(env).experiments_dir() if env else default_experiments_dir())
+    experiments folder (``Family.experiments``, which travels with the package; ALFWorld's
+    without ``env``)."""
+    folder = Path(folder) if folder else get_family(env).experiments_dir()
     if not folder.is_dir():
         raise CirError(f"{folder}: no experiments folder; pass --experiments DIR")
     experiments = sorted((load_experiment(p) for p in folder.glob("*.toml")), key=lambda e: e.order)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 import numpy as np
@@ -67,6 +68,88 @@ def _cohort_text(cohort: str, rows: pd.DataFrame) -> str:
 # text stays legible (tests/test_report_page.py measures the scaling in a browser).
 MAX_WIDTH = 11.0
 MIN_WIDTH = 7.0  # room for a two-line title over a single panel
+
+
+#: A figure drawn for a phone (:func:`for_phone`) is this wide (inches): on a 390-px screen the
+#: report's text column is 358 CSS px, so an inch of it is about 99 CSS px and 8-pt text 11 px.
+PHONE_WIDTH = 3.6
+PHONE_DPI = 300  # sharp on a screen of 3 device pixels per CSS px
+_PHONE_PANEL = 2.5  # inches: the least height of a panel drawn for a phone
+_PHONE_CHARS = 40  # a title line's characters at PHONE_WIDTH
+_PHONE_TEXT = 1.1  # every text a tenth larger: 8-pt tick labels shown 12 CSS px tall on a 390-px screen
+
+
+def axis_text_points(fig: Figure) -> float:
+    """The smallest axis text of a figure in points: tick labels and axis labels of every shown
+    axes (what a reader must read to read the figure)."""
+    sizes = []
+    for ax in fig.axes:
+        if not ax.get_visible():
+            continue
+        labels = [ax.xaxis.label, ax.yaxis.label, *ax.get_xticklabels(), *ax.get_yticklabels()]
+        sizes += [t.get_fontsize() for t in labels if t.get_visible() and t.get_text().strip()]
+    return float(min(sizes)) if sizes else float("nan")
+
+
+def for_phone(fig: Figure) -> Figure:
+    """The same figure drawn for a phone's width, in place (after its wide files are saved): its
+    panels one under another, :data:`PHONE_WIDTH` wide, the figure legends in two columns, long
+    titles, axis labels and tick labels wrapped, every text :data:`_PHONE_TEXT` times its size."""
+    import textwrap
+
+    from matplotlib.text import Text
+
+    panels = [ax for ax in fig.axes if ax.get_visible() and ax.get_subplotspec() is not None
+              and not hasattr(ax, "_colorbar")]
+    rows = max((ax.get_subplotspec().get_gridspec().nrows for ax in panels), default=1)
+    height = max(_PHONE_PANEL, (fig.get_figheight() - 1.2) / rows)
+    if len(panels) == 1 and panels[0].images:  # a square image: no taller than it is wide
+        height = min(height, PHONE_WIDTH)
+    # a colour bar beside the panel takes part of the width its axis label may use
+    chars = 30 if any(hasattr(ax, "_colorbar") for ax in fig.axes) else _PHONE_CHARS
+    if len(panels) > 1:
+        grid = fig.add_gridspec(len(panels), 1)
+        for i, ax in enumerate(panels):
+            ax.set_subplotspec(grid[i, 0])
+            ax.tick_params(labelleft=True, labelbottom=True)  # a shared axis shows its ticks in each row
+    wrap = lambda text, width: "\n".join(textwrap.fill(line, width, break_long_words=False)  # noqa: E731
+                                          for line in text.split("\n"))
+    for ax in panels:
+        ax.set_title(wrap(ax.get_title(), _PHONE_CHARS), fontsize=ax.title.get_fontsize())
+        for label in (ax.xaxis.label, ax.yaxis.label):
+            label.set_text(wrap(label.get_text(), chars))
+        ticks = ax.get_yticklabels()
+        if any(len(t.get_text()) > 14 for t in ticks):  # long row names: two lines, more room for the plot
+            ax.set_yticks(ax.get_yticks(), [wrap(t.get_text(), 14) for t in ticks], fontsize=ticks[0].get_fontsize())
+        for tick in ax.get_xticklabels():
+            if len(tick.get_text()) > 5:  # column names side by side overlap at this width
+                tick.set_rotation(max(45, tick.get_rotation() % 360))
+                tick.set_horizontalalignment("right")
+    if fig._suptitle is not None:  # matplotlib keeps the figure's title there
+        fig._suptitle.set_text(wrap(fig._suptitle.get_text(), _PHONE_CHARS))
+    for legend in list(fig.legends):  # in two columns: drawn again, a legend keeps its first layout
+        _legend_in_columns(fig, legend, 2)
+    for text in fig.findobj(Text):
+        text.set_fontsize(text.get_fontsize() * _PHONE_TEXT)
+    fig.set_layout_engine("constrained")
+    fig.set_size_inches(PHONE_WIDTH, 1.5 + height * len(panels or [None]))
+    return fig
+
+
+def _legend_in_columns(fig: Figure, legend: Any, ncols: int) -> None:
+    """A figure legend drawn again below the panels in ``ncols`` columns (its entries, title and sizes)."""
+    names = [t.get_text() for t in legend.get_texts()]
+    found: dict[str, Any] = {}
+    for ax in fig.axes:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            found.setdefault(label, handle)
+    if not names or any(n not in found for n in names):
+        return  # entries this figure's axes do not hold: leave the legend as it is
+    size = legend.get_texts()[0].get_fontsize()
+    title = legend.get_title()
+    legend.remove()
+    fig.legend([found[n] for n in names], names, loc="outside lower center", ncols=ncols, fontsize=size,
+               title=title.get_text() or None, title_fontsize=title.get_fontsize(), frameon=False)
 
 
 def _panels(n: int, width: float = 4.6, height: float = 3.8, max_cols: int = 3) -> tuple[Figure, list]:

@@ -7,8 +7,10 @@ number in the report can be traced to a file beside it.
 
 The page fits its width: a table wider than the text scrolls inside its own box, text
 columns are left-aligned and numbers right-aligned, headers wrap at underscores, and
-figures are scaled to the text width (``tests/test_report_page.py`` measures it in a
-headless browser).
+figures are scaled to the text width; below :data:`PHONE_BREAK_PX` each figure is the one
+drawn for a phone (``cir.study.figures.for_phone``: its panels one under another, its text
+as large as on a wide screen), embedded beside the wide one. ``tests/study/test_page.py``
+measures it in a headless browser.
 """
 
 from __future__ import annotations
@@ -31,16 +33,50 @@ def save_csv(df: pd.DataFrame, path: Path) -> Path:
     return path
 
 
-def save_figure(fig: Any, folder: Path, name: str) -> Path:
-    """Write a matplotlib Figure as PNG and SVG, byte-stable (no dates, a fixed SVG salt)."""
+#: The figures' resolution in ``figures/`` and on a wide page.
+DPI = 130
+#: Below this window width the page shows each figure drawn for a phone (``figures.for_phone``).
+PHONE_BREAK_PX = 900
+
+
+@dataclass(frozen=True)
+class SavedFigure:
+    """A figure written as PNG and SVG (``path``: the PNG), and the same figure drawn for a phone's
+    width (``phone``: PNG bytes, for the page only); for each, its width in pixels and the height in
+    pixels of its smallest axis text (tick and axis labels), which the page carries so that a
+    browser can tell how large that text is shown."""
+
+    path: Path
+    phone: bytes
+    width_px: int
+    text_px: float
+    phone_width_px: int
+    phone_text_px: float
+
+
+def save_figure(fig: Any, folder: Path, name: str) -> SavedFigure:
+    """Write a matplotlib Figure as PNG and SVG, byte-stable (no dates, a fixed SVG salt), then
+    draw it for a phone (in memory: the page embeds it; the files are the wide figure's)."""
+    import io
+
     import matplotlib
+    from PIL import Image
+
+    from cir.study.figures import PHONE_DPI, axis_text_points, for_phone
 
     folder.mkdir(parents=True, exist_ok=True)
     png = folder / f"{name}.png"
     with matplotlib.rc_context({"svg.hashsalt": "cir"}):
-        fig.savefig(png, dpi=130, metadata={"Software": None})
+        fig.savefig(png, dpi=DPI, metadata={"Software": None})
         fig.savefig(folder / f"{name}.svg", metadata={"Date": None})
-    return png
+    width, text = round(fig.get_figwidth() * DPI), axis_text_points(fig) * DPI / 72
+    for_phone(fig)
+    drawn, phone = io.BytesIO(), io.BytesIO()
+    fig.savefig(drawn, format="png", dpi=PHONE_DPI, metadata={"Software": None})
+    # a figure has few colours: in a 128-colour palette the page carries a third of the bytes
+    Image.open(drawn).convert("RGB").quantize(colors=128).save(phone, format="PNG", optimize=True)
+    return SavedFigure(png, phone.getvalue(), width, round(text, 1), round(fig.get_figwidth() * PHONE_DPI),
+                       round(axis_text_points(fig) * PHONE_DPI / 72, 1))
 
 
 @dataclass
@@ -63,8 +99,9 @@ class Report:
     def table(self, df: pd.DataFrame, source: Path | None = None, caption: str = "") -> None:
         self.blocks.append(("table", (df, source, caption)))
 
-    def figure(self, path: Path, caption: str) -> None:
-        self.blocks.append(("figure", (path, caption)))
+    def figure(self, figure: SavedFigure | Path, caption: str) -> None:
+        """A figure (as :func:`save_figure` wrote it; a plain PNG path has no phone drawing)."""
+        self.blocks.append(("figure", (figure, caption)))
 
     def write(self, folder: Path) -> tuple[Path, Path]:
         md = folder / "report.md"
@@ -92,7 +129,8 @@ class Report:
                 if source is not None:
                     out += [f"<sub>source: `{_rel(source, folder)}`</sub>", ""]
             elif kind == "figure":
-                path, caption = payload
+                figure, caption = payload
+                path = figure.path if isinstance(figure, SavedFigure) else figure
                 out += [f"![{caption}]({_rel(path, folder)})", "", f"*{caption}*", ""]
         return "\n".join(out).rstrip() + "\n"
 
@@ -121,12 +159,9 @@ class Report:
                 if source is not None:
                     parts.append(f"<p class='src'>source: <code>{html.escape(_rel(source, folder))}</code></p>")
             elif kind == "figure":
-                path, caption = payload
-                data = base64.b64encode(Path(path).read_bytes()).decode("ascii")
-                parts.append(
-                    f"<figure><img alt='{html.escape(caption)}' src='data:image/png;base64,{data}'>"
-                    f"<figcaption>{html.escape(caption)}</figcaption></figure>"
-                )
+                figure, caption = payload
+                parts.append(f"<figure>{html_figure(figure, caption)}<figcaption>{html.escape(caption)}"
+                             "</figcaption></figure>")
         parts.append("</body></html>")
         return "\n".join(parts) + "\n"
 
@@ -139,10 +174,25 @@ _CSS = (
     "th,td{border:1px solid #ccc;padding:.25em .5em;text-align:left;vertical-align:top}"
     "th{background:#f3f3f3;font-weight:600}td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}"
     "figure{margin:1em 0}img{max-width:100%;height:auto;border:1px solid #eee}"
+    f"@media (max-width:{PHONE_BREAK_PX}px){{figure img{{max-width:min(100%,520px)}}}}"
     ".src{color:#777;font-size:.8em;margin-top:0}.cap{margin-bottom:0}"
     ".warn{background:#fff4e5;border-left:4px solid #e69f00;padding:.5em .8em}"
     "figcaption{font-style:italic;color:#444}code{background:#f5f5f5;padding:0 .2em}"
 )
+
+
+def html_figure(figure: SavedFigure | Path, caption: str) -> str:
+    """The figure embedded: the wide drawing, and below :data:`PHONE_BREAK_PX` the one drawn for a
+    phone; each with its width and smallest axis text in pixels (``data-*``)."""
+    if not isinstance(figure, SavedFigure):
+        data = base64.b64encode(Path(figure).read_bytes()).decode("ascii")
+        return f"<img alt='{html.escape(caption)}' src='data:image/png;base64,{data}'>"
+    wide = base64.b64encode(figure.path.read_bytes()).decode("ascii")
+    phone = base64.b64encode(figure.phone).decode("ascii")
+    return (f"<picture><source media='(max-width: {PHONE_BREAK_PX}px)' srcset='data:image/png;base64,{phone}'>"
+            f"<img alt='{html.escape(caption)}' src='data:image/png;base64,{wide}' "
+            f"data-width='{figure.width_px}' data-text-px='{figure.text_px}' "
+            f"data-phone-width='{figure.phone_width_px}' data-phone-text-px='{figure.phone_text_px}'></picture>")
 
 
 def html_table(df: pd.DataFrame) -> str:

@@ -9,6 +9,9 @@ mechanism controls (and the joint outcome table of full vs content-ablated refre
 CIR (fit on the cohort a config marks ``fit_cir``, held-out evaluation against the
 baselines and the oracle). Every table is written as CSV under ``tables/`` before it is
 put in the report, so each number can be traced to a file.
+
+Each cohort's run folder is read and checked once (:func:`cir.pairs.paired.read_run`), and the
+routers are fitted and evaluated before any section is written; the sections only show.
 """
 
 from __future__ import annotations
@@ -20,12 +23,14 @@ import pandas as pd
 from cir.episode.protocol import (
     PRIMARY_STALE,
 )
-from cir.pairs.paired import read_paired
+from cir.families.registry import get_family
+from cir.pairs.paired import CheckedRun, feature_columns, read_run
 from cir.pairs.record import RunRecord
+from cir.pairs.store import PAIRED
 from cir.router.calibration import calibration_figure, calibration_table
 from cir.stats.decompose import decompose, select_cohort
 from cir.stats.effects import contrast_table, effect_table
-from cir.stats.explain import explain_run, mechanism_counts
+from cir.stats.explain import explain_checked, mechanism_counts
 from cir.stats.joint import joint_effects, joint_matrix, joint_outcomes
 from cir.study.experiments import Experiment
 from cir.study.figures import (
@@ -47,12 +52,14 @@ from cir.study.page import Report, format_number, save_csv, save_figure
 from cir.study.selective import (
     MULTI,
     ROUTERS,
+    Selective,
     discrimination_table,
     fit_table,
     mix_table,
     optimism_table,
     run_selective,
 )
+from cir.util.errors import CirError
 
 # the columns of the stats tables that the report shows
 EFFECT_SHOWN = ["n", "rescues", "harms", "stable_success", "stable_failure", "success_without",
@@ -86,8 +93,7 @@ def _setup_section(report: Report, out: Path, experiments: list[Experiment], run
     report.heading("Setup")
     first = experiments[0].replay
     env = experiments[0].env
-    tasks = ("generated ALFWorld tasks on the real engine" if env == "alfworld"
-             else f"generated tasks of the `{env}` environment family")
+    tasks = get_family(env).tasks_text or f"generated tasks of the `{env}` environment family"
     point = (f"the observation of env action {first.perturb_at}" if first.perturb_at is not None else
              f"the observation of the env action after {first.perturb_fraction:.0%} of the factual run's env actions")
     report.text(
@@ -117,8 +123,8 @@ def _setup_section(report: Report, out: Path, experiments: list[Experiment], run
                  "The work each cohort took")
 
 
-def _effects_section(report: Report, out: Path, experiments: list[Experiment], resamples: int,
-                     seed: int) -> Finding | None:
+def _effects_section(report: Report, out: Path, experiments: list[Experiment], runs: dict[str, CheckedRun],
+                     resamples: int, seed: int) -> Finding | None:
     """The effects of refresh per ``effects`` cohort; the finding of the first cohort."""
     report.heading("1. Effects of refresh by condition and delay")
     report.text(
@@ -129,7 +135,7 @@ def _effects_section(report: Report, out: Path, experiments: list[Experiment], r
     )
     finding = None
     for exp in (e for e in experiments if e.role == "effects"):
-        df = read_paired(out / "runs" / exp.name)
+        df = runs[exp.name].table
         df = df[df["operation"] == "refresh"]
         shown: list[pd.DataFrame] = []
         for cohort in ("factual-success", "all"):
@@ -164,8 +170,8 @@ def _effects_section(report: Report, out: Path, experiments: list[Experiment], r
     return finding
 
 
-def _mechanism_section(report: Report, out: Path, experiments: list[Experiment], resamples: int,
-                       seed: int) -> Finding | None:
+def _mechanism_section(report: Report, out: Path, experiments: list[Experiment], runs: dict[str, CheckedRun],
+                       resamples: int, seed: int) -> Finding | None:
     """The mechanism controls per ``mechanism`` cohort; the finding of the first one."""
     finding = None
     for exp in (e for e in experiments if e.role == "mechanism"):
@@ -178,7 +184,7 @@ def _mechanism_section(report: Report, out: Path, experiments: list[Experiment],
             "interruption alone). Cells as in the paper: clean at delay 0 and "
             f"{PRIMARY_STALE} at delay 4; the full grid is in the CSV."
         )
-        df = read_paired(out / "runs" / exp.name)
+        df = runs[exp.name].table
         full = effect_table(df, by=["condition", "delay", "operation"], cohort="all", resamples=resamples, seed=seed)
         save_csv(full, out / "tables" / f"mechanism_{exp.name}_grid.csv")
         cells = full[((full["condition"] == "clean") & (full["delay"] == 0))
@@ -209,9 +215,10 @@ def _mechanism_section(report: Report, out: Path, experiments: list[Experiment],
     return finding
 
 
-def _explanation_section(report: Report, out: Path, experiments: list[Experiment]) -> None:
+def _explanation_section(report: Report, out: Path, experiments: list[Experiment],
+                         runs: dict[str, CheckedRun]) -> None:
     """Which mechanisms of the agent explain the rescues and harms (agents that record them)."""
-    tables = [explain_run(out / "runs" / e.name).assign(experiment=e.name) for e in experiments]
+    tables = [explain_checked(runs[e.name]).assign(experiment=e.name) for e in experiments]
     table = pd.concat(tables, ignore_index=True)
     traced = table["arm_mechanisms"].str.len().gt(0).any() or table["mechanisms"].str.len().gt(0).any()
     if not traced:
@@ -234,15 +241,32 @@ def _explanation_section(report: Report, out: Path, experiments: list[Experiment
                  "Pairs, rescues and harms each mechanism explains, by operation (all cohorts)")
 
 
-def _cir_section(report: Report, out: Path, experiments: list[Experiment], resamples: int,
-                 seed: int) -> Finding:
-    train = next(e for e in experiments if e.fit_cir)
-    test = next(e for e in experiments if e.role == "eval")
+def _fit_routers(out: Path, experiments: list[Experiment], runs: dict[str, CheckedRun], resamples: int,
+                 seed: int) -> Selective:
+    """The routers fitted on the fitting cohort, written, and evaluated on the held-out one."""
+    train, test = _fit_and_eval(experiments)
+    train_df = select_cohort(_with_features(runs[train.name]), train.fit_cir or "all")
+    return run_selective(train_df, _with_features(runs[test.name]), out, resamples=resamples, seed=seed,
+                         source=str(out / "runs" / test.name), env=train.env)
+
+
+def _fit_and_eval(experiments: list[Experiment]) -> tuple[Experiment, Experiment]:
+    return next(e for e in experiments if e.fit_cir), next(e for e in experiments if e.role == "eval")
+
+
+def _with_features(run: CheckedRun) -> pd.DataFrame:
+    """The run's table, which must hold the features CIR is fitted and evaluated on."""
+    if not feature_columns(run.table):
+        raise CirError(f"{run.run_dir / PAIRED}: no feature columns (f_*); run `cir run` with this version "
+                       "to write them")
+    return run.table
+
+
+def _cir_section(report: Report, out: Path, experiments: list[Experiment], sel: Selective,
+                 runs: dict[str, CheckedRun]) -> Finding:
+    train, test = _fit_and_eval(experiments)
     report.heading("3. Selective recovery: CIR on held-out tasks")
-    train_df = select_cohort(read_paired(out / "runs" / train.name, require_features=True), train.fit_cir or "all")
-    test_df = read_paired(out / "runs" / test.name, require_features=True)
-    sel = run_selective(train_df, test_df, out, resamples=resamples, seed=seed,
-                        source=str(out / "runs" / test.name), env=train.env)
+    test_df = runs[test.name].table
     fit = fit_table(sel.policies)
     report.text(
         f"The routers are fitted on the `{train.name}` cohort's {train.fit_cir} tasks ({train.split}) and "
@@ -363,14 +387,17 @@ def _findings_section(report: Report, findings: list[Finding], quick: bool) -> N
 
 def write_study_report(out: Path, experiments: list[Experiment], runs: dict[str, RunRecord], *,
                        resamples: int, seed: int, agent: str, quick: bool) -> Path:
-    """Write tables, figures, ``router.json`` and ``report.md`` / ``report.html`` into ``out``."""
+    """Write tables, figures, ``router.json`` and ``report.md`` / ``report.html`` into ``out``:
+    each run folder read once, the routers fitted before any section is written."""
     title = f"cir reproduction{' (quick)' if quick else ''}: when harnesses lose the signal"
+    read = {e.name: read_run(out / "runs" / e.name) for e in experiments}
+    sel = _fit_routers(out, experiments, read, resamples, seed)
     body = Report(title)
     _setup_section(body, out, experiments, runs, agent, quick)
-    effects = _effects_section(body, out, experiments, resamples, seed)
-    mechanism = _mechanism_section(body, out, experiments, resamples, seed)
-    _explanation_section(body, out, experiments)
-    selective = _cir_section(body, out, experiments, resamples, seed)
+    effects = _effects_section(body, out, experiments, read, resamples, seed)
+    mechanism = _mechanism_section(body, out, experiments, read, resamples, seed)
+    _explanation_section(body, out, experiments, read)
+    selective = _cir_section(body, out, experiments, sel, read)
     report = Report(title)
     _findings_section(report, [f for f in (effects, mechanism, selective) if f is not None], quick)
     report.blocks += body.blocks

@@ -22,7 +22,7 @@ from cir import __version__
 from cir.episode.protocol import DEFAULT_RESAMPLES, DEFAULT_SEED
 from cir.families.registry import get_family
 from cir.pairs.record import RunRecord
-from cir.pairs.run import RunSpec, make_run_agent, run_experiments
+from cir.pairs.run import RunSpec, run_agent_identity, run_experiments
 from cir.pairs.settings import RunSettings
 from cir.study.experiments import Experiment, load_experiments, task_slices
 from cir.study.pooled import write_pooled_report
@@ -119,7 +119,7 @@ def _mixed_order(task_id: str) -> str:
 
 
 def cohort_tasks(out: Path, experiments: list[Experiment], quick: bool, seed: int,
-                 progress: bool, jobs: int = 1, engine_savings: bool = True,
+                 progress: bool, jobs: int = 1, family_options: Any = None,
                  family: Any = None) -> dict[str, list[Any]]:
     """Generate each split once (as large as its cohorts need) with the family's
     ``generate_tasks`` and slice it into cohorts."""
@@ -130,7 +130,7 @@ def cohort_tasks(out: Path, experiments: list[Experiment], quick: bool, seed: in
         need[split] = max(need.get(split, 0), stop)
     by_split = {}
     for split, n in sorted(need.items()):
-        fam.generate(out / "tasks", split, n, seed, progress=progress, jobs=jobs, engine_savings=engine_savings)
+        fam.generate(out / "tasks", split, n, seed, progress=progress, jobs=jobs, family_options=family_options)
         by_split[split] = sorted(fam.load_tasks(out / "tasks" / split), key=lambda t: _mixed_order(t.task_id))
     return {name: by_split[split][start:stop] for name, (split, start, stop) in slices.items()}
 
@@ -144,8 +144,9 @@ def reproduce(out: str | Path, settings: RunSettings | None = None, *, quick: bo
     ``settings`` are every cohort's run settings but the grid (each experiment's): the agent,
     whose seed is also the seed of task generation and of the analysis, the parallelism, the
     reply cache (``cache_dir``: one for every cohort, which a later study can share; default
-    each run folder's own) and the engine (``engine_savings=False`` generates and runs on
-    textworld's engine unmodified: slower, the same files and tables).
+    each run folder's own) and the family's own options (``family_options``, which generating
+    the tasks is given too: ALFWorld's ``engine_savings=False`` generates and runs on
+    textworld's engine unmodified, slower, the same files and tables).
 
     ``replicates`` > 1 runs that many independent replicates of the whole study (seeds
     :func:`cir.study.replicates.replicate_seeds`: replicate 0 is this study), each a complete
@@ -210,7 +211,7 @@ def study_runs(out: str | Path, settings: RunSettings, *, quick: bool = False, p
     out = Path(out)
     experiments = study_experiments(settings, experiments_dir, perturb_at)
     cohorts = cohort_tasks(out, experiments, quick, settings.seed, progress, settings.jobs,
-                           settings.engine_savings, settings.family)
+                           settings.family_options, settings.family)
     return [(e.name, cohorts[e.name], settings.with_replay(e.replay)) for e in experiments]
 
 
@@ -218,7 +219,7 @@ def _study(out: Path, settings: RunSettings, *, quick: bool, perturb_at: int | N
            experiments_dir: str | Path | None, progress: bool, echo: Callable[[str], None]) -> Path:
     """One study (one replicate) into ``out``; the path of its ``report.md``."""
     experiments = study_experiments(settings, experiments_dir, perturb_at)
-    make_run_agent(replace(settings, cache_dir=None))  # a bad agent setting: before any folder
+    run_agent_identity(settings)  # a bad agent setting: before any folder
     identity = _identity(settings, quick, resamples, perturb_at, experiments)
     out.mkdir(parents=True, exist_ok=True)
     earlier = _check_study(out, identity)
@@ -230,7 +231,7 @@ def _study(out: Path, settings: RunSettings, *, quick: bool, perturb_at: int | N
     echo(f"[1/4] tasks: generating {'quick' if quick else 'full'} cohorts under {out / 'tasks'}")
     t0 = time.perf_counter()
     cohorts = cohort_tasks(out, experiments, quick, settings.seed, progress, settings.jobs,
-                           settings.engine_savings, settings.family)
+                           settings.family_options, settings.family)
     study["timings"]["tasks_seconds"] = round(time.perf_counter() - t0, 1)
     runs = _run_cohorts(out, experiments, cohorts, settings, study, progress, echo)
 

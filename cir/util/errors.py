@@ -20,3 +20,14 @@ class SettingError(CirError):
     def as_option(self) -> str:
         option = "--" + self.setting.replace("_", "-")
         return f"{option}: {self}" if self.item else f"{option} {self.value!r}: expected {self.expected}"
+
+
+class CirValueError(CirError, ValueError):
+    """A value given in Python that cannot be taken (a budget, a delay, an array's shape, a
+    hyperparameter of :class:`~cir.router.policy.CIRPolicy`): a CirError that is also a
+    ``ValueError``, as scikit-learn's conventions and callers that catch ValueError expect."""
+
+
+class CirTypeError(CirError, TypeError):
+    """An object that lacks what it must have (an env without ``cursor()``): a CirError that is
+    also a ``TypeError``."""

@@ -117,7 +117,7 @@ def test_limits_are_checked_and_shared_out_to_processes():
         RequestLimits(rpm=0)
     with pytest.raises(CirError, match="concurrency 0"):
         RequestLimits(concurrency=0)
-    with pytest.raises(CirError, match="request timeout -1"):
+    with pytest.raises(CirError, match="request_timeout -1: expected seconds > 0"):
         RequestLimits(timeout=-1)
     with pytest.raises(CirError, match="retries -1"):
         RequestLimits(retries=-1)

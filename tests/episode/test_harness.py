@@ -115,3 +115,20 @@ def test_router_hook_refreshes_at_most_once():
     assert [d for _, d in router.asked] == [1, 2, 4]
     assert not any(s.actor == "harness" for s in t.steps)
     assert any("router:d=2:skip" in s.events for s in t.steps)
+
+
+def test_at_most_once_is_one_rule_for_the_router_and_its_hook():
+    import inspect
+
+    from cir.router.runtime import may_recover
+
+    # the hook keeps no count of its own (a max_interventions > 1 did nothing with a Router)
+    assert "max_interventions" not in inspect.signature(RouterHook).parameters
+    env, router = world(), AlwaysRouter(True)
+    hook = RouterHook(router, at=1)
+    harness = Harness(FakeAgent())
+    transcript = harness.reset(env, "t")
+    harness.recover(env, transcript, "placebo")  # a recovery some other part of the harness made
+    assert not may_recover(transcript)
+    harness.run(env, transcript, hooks=[hook])
+    assert router.asked == [] and hook.decisions == []  # the protocol's rule: nothing more to ask

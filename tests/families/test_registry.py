@@ -30,12 +30,12 @@ def test_alfworld_is_the_default_family_and_textworld_cooking_is_registered():
 
 
 def test_a_missing_builtin_module_and_unknown_names_are_one_line_errors(monkeypatch):
-    monkeypatch.setitem(sys.modules, "cir.families.textworld_cooking", None)  # as if absent
+    monkeypatch.setitem(sys.modules, "cir.families.textworld_cooking.family", None)  # as if absent
     from cir.families import registry
 
     registry._resolve.cache_clear()
     with pytest.raises(CirError, match="env 'textworld-cooking': the family's module "
-                                       "cir.families.textworld_cooking is not part of this installation"):
+                                       "cir.families.textworld_cooking.family is not part of this installation"):
         get_family("textworld-cooking")
     registry._resolve.cache_clear()
     with pytest.raises(CirError, match="env 'nope': no such environment family; expected one of alfworld"):

@@ -8,6 +8,7 @@ import pytest
 from support.fake_openai import FakeOpenAI, recorded_answers
 from support.replay import fake_tasks, make_fake_env
 
+from cir.agents.limits import RequestLimits
 from cir.cli import main
 from cir.pairs.estimate import Estimate, approx_tokens, estimate_run
 from cir.pairs.run import run_experiment
@@ -29,7 +30,7 @@ def test_the_estimate_is_the_real_runs_requests_and_tokens(tmp_path, jobs, concu
     answer = recorded_answers(prompts)
     with FakeOpenAI(answer=answer) as server:
         record = run_experiment(tasks, tmp_path / "run", settings(base_url=server.base_url, jobs=jobs,
-                                                                  concurrency=concurrency),
+                                                                  requests=RequestLimits(concurrency=concurrency)),
                                 progress=False, echo=lambda _: None)
         sent = server.count
     llm = record.sessions[-1].llm

@@ -13,6 +13,7 @@ import pytest
 from support.fake_openai import FakeOpenAI, Reply, digest, prompt_text
 from support.replay import fake_settings, fake_tasks, make_fake_env
 
+from cir.agents.limits import RequestLimits
 from cir.pairs.record import RunRecord
 from cir.pairs.run import RunSpec, run_experiment, run_experiments
 from cir.pairs.settings import ReplaySettings, RunSettings
@@ -79,7 +80,7 @@ def test_any_jobs_and_concurrency_give_the_sequential_table_episodes_and_request
     seq_out, seq_record, seq_requests = sequential
     with FakeOpenAI(answer=answer, latency=0.005) as server:
         record = run(tmp_path / "run", llm_settings(server, jobs=jobs, backend=backend,
-                                                    concurrency=concurrency))
+                                                    requests=RequestLimits(concurrency=concurrency)))
         stats = server.stats()
     assert (tmp_path / "run" / "paired.csv").read_bytes() == (seq_out / "paired.csv").read_bytes()
     assert episodes(tmp_path / "run") == episodes(seq_out)
@@ -122,10 +123,10 @@ def test_a_run_stopped_by_an_error_resumes_at_another_concurrency_with_the_same_
     out = tmp_path / "run"
     with FakeOpenAI(answer=fails_for_one_task) as server:
         with pytest.raises(CirError, match="HTTP 400"):
-            run(out, llm_settings(server, jobs=1, concurrency=4))
+            run(out, llm_settings(server, jobs=1, requests=RequestLimits(concurrency=4)))
         first = server.count
         broken["on"] = False
-        record = run(out, llm_settings(server, jobs=2, concurrency=12))
+        record = run(out, llm_settings(server, jobs=2, requests=RequestLimits(concurrency=12)))
         total = server.count
     assert record.complete and len(record.sessions) == 2
     assert (out / "paired.csv").read_bytes() == (seq_out / "paired.csv").read_bytes()
@@ -142,7 +143,7 @@ def test_an_extension_at_concurrency_reads_the_old_replies(sequential, tmp_path)
         run(tmp_path / "old", RunSettings(replay=small, agent="openai-completion:fake",
                                           base_url=server.base_url, env_factory=make_fake_env))
         before = server.count
-        record = run(tmp_path / "new", llm_settings(server, jobs=2, concurrency=8,
+        record = run(tmp_path / "new", llm_settings(server, jobs=2, requests=RequestLimits(concurrency=8),
                                                     extend=str(tmp_path / "old")))
         added = server.count - before
     seq_out, _, seq_requests = sequential
@@ -152,7 +153,7 @@ def test_an_extension_at_concurrency_reads_the_old_replies(sequential, tmp_path)
 
 def test_the_builtin_like_agent_gives_the_same_table_through_the_scheduler(tmp_path):
     one = run(tmp_path / "one", fake_settings(GRID, jobs=1))
-    many = run(tmp_path / "many", fake_settings(GRID, jobs=2, concurrency=8))
+    many = run(tmp_path / "many", fake_settings(GRID, jobs=2, requests=RequestLimits(concurrency=8)))
     assert (tmp_path / "one" / "paired.csv").read_bytes() == (tmp_path / "many" / "paired.csv").read_bytes()
     assert episodes(tmp_path / "one") == episodes(tmp_path / "many")
     assert costs(one) == costs(many)
@@ -162,8 +163,8 @@ def test_several_runs_share_one_queue_and_each_folder_is_its_own_run(tmp_path):
     small = ReplaySettings(conditions=("clean", "stale1"), delays=(0,), operations=("refresh",))
     alone = [run(tmp_path / "a", fake_settings(GRID), TASKS[:3]),
              run(tmp_path / "b", fake_settings(small), TASKS[3:])]
-    specs = [RunSpec(TASKS[:3], tmp_path / "A", fake_settings(GRID, jobs=2, concurrency=4), "fake"),
-             RunSpec(TASKS[3:], tmp_path / "B", fake_settings(small, jobs=2, concurrency=4), "fake")]
+    specs = [RunSpec(TASKS[:3], tmp_path / "A", fake_settings(GRID, jobs=2, requests=RequestLimits(concurrency=4)), "fake"),
+             RunSpec(TASKS[3:], tmp_path / "B", fake_settings(small, jobs=2, requests=RequestLimits(concurrency=4)), "fake")]
     together = run_experiments(specs, progress=False, echo=lambda _: None)
     for one, both, a, b in zip(alone, together, "ab", "AB", strict=True):
         assert both.complete and both.counts == one.counts
@@ -178,7 +179,7 @@ def test_several_base_urls_spread_the_requests(sequential, tmp_path):
     with FakeOpenAI(answer=answer, latency=0.01) as one, FakeOpenAI(answer=answer, latency=0.01) as two:
         settings = RunSettings(replay=GRID, agent="openai-completion:fake",
                                base_url=f"{one.base_url},{two.base_url}", env_factory=make_fake_env,
-                               concurrency=8)
+                               requests=RequestLimits(concurrency=8))
         record = run(tmp_path / "run", settings)
         counts = one.count, two.count
     assert (tmp_path / "run" / "paired.csv").read_bytes() == (seq_out / "paired.csv").read_bytes()

@@ -76,3 +76,17 @@ def test_cir_run_names_the_option_of_a_bad_setting(tmp_path, capsys) -> None:
         assert main(["run", "--tasks", str(tmp_path), "--out", str(tmp_path / "out"), *argv]) == 2
         assert capsys.readouterr().err.strip() == line
     assert not (tmp_path / "out").exists()
+
+
+def test_the_request_limits_are_one_object_inside_the_run_settings():
+    from dataclasses import fields
+
+    from cir.agents.limits import RequestLimits
+
+    names = {f.name for f in fields(RunSettings)}
+    assert "requests" in names and not names & {"concurrency", "rpm", "tpm", "request_timeout", "retries", "patience"}
+    settings = RunSettings(requests=RequestLimits(concurrency=6, rpm=60), jobs=2)
+    assert settings.limits() is settings.requests and settings.limits(2) == RequestLimits(concurrency=3, rpm=30)
+    assert RunSettings().requests == RequestLimits(concurrency=1)  # one request at a time by default
+    with pytest.raises(SettingError, match="concurrency None"):
+        RunSettings(requests=RequestLimits())  # a run shares its requests in flight out: a number

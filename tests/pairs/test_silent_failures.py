@@ -211,7 +211,7 @@ def test_a_full_disk_gives_its_error_first_and_no_library_warning(tmp_path) -> N
     mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=96k", "tmpfs", str(disk)],
                              capture_output=True).returncode == 0
     if not mounted:
-        pytest.skip("cannot mount a small tmpfs here (not root)")
+        pytest.skip("a full disk is simulated with a 96 KB tmpfs, which only root can mount")
     try:
         tasks = tmp_path / "tasks"
         tasks.mkdir()

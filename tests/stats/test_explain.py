@@ -15,13 +15,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from cir.agents.modelfree import Draws
 from cir.cli import main
 from cir.episode.operations import OPERATIONS
 from cir.episode.protocol import DEFAULT_CONDITIONS, DEFAULT_DELAYS
 from cir.episode.transcript import AGENT
 from cir.families.alfworld.agent.beliefs import read_context
 from cir.families.alfworld.agent.builtin import PROFILES, BuiltinAgent
-from cir.families.alfworld.agent.mechanisms import Draws
 from cir.families.alfworld.features import extract_features
 from cir.pairs.replay import ReplaySettings
 from cir.pairs.run import run_experiment

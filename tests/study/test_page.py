@@ -6,7 +6,9 @@ with DIR = `data` (the committed study's pooled report).
 At a 1280-px-wide window no table is wider than its text column (so none needs its
 scroll box) and no figure is wider than the viewport or scaled down so far that its text
 becomes unreadable; at 760 px the page itself never scrolls sideways (wide tables scroll
-inside their own box).
+inside their own box); at 390 px, a phone's width, every figure is the one drawn for a phone
+and its smallest axis text (tick and axis labels) is shown at least MIN_TEXT_CSS_PX tall.
+``CIR_SCREENSHOTS=DIR`` keeps a screenshot of the page's first screen at 1280 and 390 px there.
 """
 
 from __future__ import annotations
@@ -24,6 +26,9 @@ pytestmark = pytest.mark.report
 
 #: A figure may be drawn at most this much smaller than its pixels (130 dpi, 8-pt text and up).
 MAX_SHRINK = 1.6
+#: The smallest axis text of a figure on a phone, in CSS px (11 px is the least a phone's own
+#: text uses; 10 leaves room for rounding)
+MIN_TEXT_CSS_PX = 10.0
 
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync"]
@@ -38,14 +43,25 @@ window.addEventListener("load", () => {
       width: box(t), column: box(t.parentElement.parentElement),
       caption: (t.parentElement.previousElementSibling || {}).textContent || ""})),
     figures: [...document.querySelectorAll("img")].map((i) => ({
-      width: box(i), natural: i.naturalWidth, caption: i.alt})),
+      width: box(i), natural: i.naturalWidth, caption: i.alt, wide_width: +i.dataset.width,
+      text_px: +i.dataset.textPx, phone_width: +i.dataset.phoneWidth, phone_text_px: +i.dataset.phoneTextPx})),
   };
   const pre = document.createElement("pre");
   pre.id = "measured";
   pre.textContent = JSON.stringify(out);
   document.body.appendChild(pre);
+  if (window.parent !== window) window.parent.postMessage(pre.textContent, "*");
 });
 </script>"""
+
+#: Headless Chromium's window is at least 500 px wide: a narrower screen is a frame of that
+#: width in a page (its media queries and layout are the frame's), which passes the measurement up.
+FRAME = """<!doctype html><html><body style="margin:0">
+<iframe src="{src}" style="width:{width}px;height:{height}px;border:0;display:block"></iframe>
+<script>window.addEventListener("message", (e) => {{
+  const pre = document.createElement("pre"); pre.id = "measured"; pre.textContent = e.data;
+  document.body.appendChild(pre); }});</script></body></html>"""
+MIN_WINDOW = 500
 
 
 def chromium() -> str:
@@ -56,17 +72,45 @@ def chromium() -> str:
 
 
 def measure(page: Path, width: int, tmp_path: Path) -> dict:
-    """Open ``page`` at ``width`` px and return what the browser laid out."""
+    """Open ``page`` at ``width`` px and return what the browser laid out (and, with
+    ``CIR_SCREENSHOTS``, keep a screenshot of its first screen)."""
     probe = tmp_path / f"probe-{width}.html"
     probe.write_text(page.read_text(encoding="utf-8").replace("</body>", MEASURE + "</body>"), encoding="utf-8")
     profile = tmp_path / f"profile-{width}"
+    height = 844 if width < MIN_WINDOW else 900
+    opened, window = probe, width
+    if width < MIN_WINDOW:
+        opened, window = tmp_path / f"frame-{width}.html", MIN_WINDOW
+        opened.write_text(FRAME.format(src=probe.name, width=width, height=height), encoding="utf-8")
+    flags = [*CHROMIUM_FLAGS, "--hide-scrollbars"] if width < MIN_WINDOW else CHROMIUM_FLAGS  # a phone's overlay
     done = subprocess.run(
-        [chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}", f"--window-size={width},900",
-         "--virtual-time-budget=10000", "--dump-dom", probe.as_uri()],
+        [chromium(), *flags, f"--user-data-dir={profile}", f"--window-size={window},{height}",
+         "--virtual-time-budget=10000", "--dump-dom", opened.as_uri()],
         capture_output=True, text=True, timeout=180, check=False)
     found = re.search(r'<pre id="measured">(.*?)</pre>', done.stdout, re.S)
     assert found, f"chromium printed no measurement (exit {done.returncode}): {done.stderr[-2000:]}"
+    shots = os.environ.get("CIR_SCREENSHOTS")
+    if shots:
+        shot = Path(shots) / f"{page.parent.name}-{width}.png"
+        shot.parent.mkdir(parents=True, exist_ok=True)
+        framed = opened if width < MIN_WINDOW else page.resolve()
+        subprocess.run([chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}", f"--window-size={window},{height}",
+                        "--virtual-time-budget=10000", "--hide-scrollbars", f"--screenshot={shot}", framed.as_uri()],
+                       capture_output=True, timeout=180, check=False)
+        if width < MIN_WINDOW and shot.exists():  # the frame alone
+            from PIL import Image
+
+            Image.open(shot).crop((0, 0, width, height)).save(shot)
     return json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+
+
+def smallest_text_css_px(figure: dict) -> float | None:
+    """The height in CSS px at which a figure's smallest axis text is shown: its height in the
+    image the browser chose (the wide drawing or the phone's) times the image's scale."""
+    if not figure["wide_width"]:
+        return None  # a figure embedded without its measurements
+    phone = figure["natural"] == figure["phone_width"]
+    return (figure["phone_text_px"] if phone else figure["text_px"]) * figure["width"] / figure["natural"]
 
 
 @pytest.fixture(scope="module")
@@ -97,3 +141,17 @@ def test_a_narrow_window_never_scrolls_sideways(page: Path, tmp_path: Path):
     m = measure(page, 760, tmp_path)
     assert m["page"] <= m["viewport"], "the page is wider than a 760-px window"
     assert all(f["width"] <= m["viewport"] for f in m["figures"])
+
+
+def test_every_figure_reads_on_a_phone(page: Path, tmp_path: Path):
+    m = measure(page, 390, tmp_path)
+    assert m["page"] <= m["viewport"], "the page is wider than a 390-px screen"
+    measured = [(f["caption"][:50], smallest_text_css_px(f), f["natural"] == f["phone_width"]) for f in m["figures"]]
+    if m["figures"] and all(text is None for _, text, _ in measured):
+        pytest.skip(f"{page} was written before its figures were drawn for a phone (no data-text-px); "
+                    "write it again (cir reproduce, or experiments/publish.py for data/) to measure them")
+    print("\n".join(f"390 px: {text:.1f} CSS px  phone drawing {phone}  {caption}" for caption, text, phone in measured
+                    if text is not None))
+    assert all(phone for _, text, phone in measured if text is not None), "a wide drawing on a phone"
+    small = [(caption, round(text, 1)) for caption, text, _ in measured if text is not None and text < MIN_TEXT_CSS_PX]
+    assert not small, f"axis text below {MIN_TEXT_CSS_PX} CSS px at 390 px: {small}"

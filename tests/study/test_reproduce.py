@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from cir.agents.limits import RequestLimits
 from cir.pairs.settings import RunSettings
 from cir.study.reproduce import reproduce
 from cir.util.errors import CirError
@@ -107,8 +108,9 @@ def test_writes_report_tables_figures_and_router(study) -> None:
     assert set(explained["operation"]) <= {"refresh", "refresh_ablated", "placebo", "replan"}
     assert list((out / "figures").glob("*.png"))
     html = (out / "report.html").read_text(encoding="utf-8")
-    # self-contained: every figure is embedded, none is linked
-    assert html.count("data:image/png;base64,") == len(list((out / "figures").glob("*.png")))
+    # self-contained: every figure is embedded, none is linked; each twice, wide and drawn for a phone
+    figures = len(list((out / "figures").glob("*.png")))
+    assert html.count("<picture>") == figures and html.count("data:image/png;base64,") == 2 * figures
     assert "src='figures/" not in html and 'src="figures/' not in html
 
 
@@ -250,7 +252,7 @@ def test_all_cohorts_share_one_queue_longest_first_with_the_same_tables(study, t
         return real_farm(runs, jobs, work, handle, channel, manager)
 
     monkeypatch.setattr(run_module, "farm", spy)
-    settings = RunSettings(jobs=2, concurrency=4)
+    settings = RunSettings(jobs=2, requests=RequestLimits(concurrency=4))
     reproduce(tmp_path / "out", settings, quick=True, experiments_dir=configs, resamples=200,
               progress=False, echo=lambda _: None)
     assert len(calls) == 1  # one farm of workers for every cohort

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -16,7 +15,6 @@ from cir.util.errors import CirError
 ROOT = Path(__file__).resolve().parents[2]
 KEYDOOR = "tests.support.keydoor:FAMILY"
 COOKING = ROOT / "experiments" / "textworld-cooking"
-HAS_COOKING = importlib.util.find_spec("cir.families.textworld_cooking") is not None
 
 
 def _config(folder: Path, name: str, role: str, order: int, split: str, n: int, extra: str = "") -> None:
@@ -61,14 +59,19 @@ def test_configs_name_one_family(tmp_path):
         load_experiments(tmp_path)
 
 
-@pytest.mark.skipif(HAS_COOKING, reason="the TextWorld cooking family is installed")
-def test_the_cooking_configs_say_when_their_family_is_absent():
-    with pytest.raises(CirError, match="field 'env': env 'textworld-cooking': the family's module "
-                                       "cir.families.textworld_cooking is not part of this installation"):
-        load_experiments(COOKING)
+def test_the_cooking_configs_say_when_their_family_is_absent(monkeypatch):
+    from cir.families import registry
+
+    monkeypatch.setitem(sys.modules, "cir.families.textworld_cooking.family", None)  # an installation without it
+    registry._resolve.cache_clear()
+    try:
+        with pytest.raises(CirError, match="field 'env': env 'textworld-cooking': the family's module "
+                                           "cir.families.textworld_cooking.family is not part of this installation"):
+            load_experiments(COOKING)
+    finally:
+        registry._resolve.cache_clear()
 
 
-@pytest.mark.skipif(not HAS_COOKING, reason="needs cir.families.textworld_cooking (issue 22's second family)")
 def test_the_cooking_configs_load():
     experiments = load_experiments(COOKING, env="textworld-cooking")
     assert [e.name for e in experiments] == ["primary", "mechanism", "cir_eval"]
@@ -76,7 +79,6 @@ def test_the_cooking_configs_load():
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not HAS_COOKING, reason="needs cir.families.textworld_cooking (issue 22's second family)")
 def test_reproduce_textworld_cooking_quick(tmp_path):
     out = tmp_path / "cooking"
     run = subprocess.run([sys.executable, "-m", "cir", "reproduce", "--env", "textworld-cooking", "--quick",

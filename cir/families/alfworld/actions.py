@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from cir.agents.prompt import ParsedAction
+from cir.agents.prompt import ParsedAction, reply_line, thought
 from cir.episode.protocol import THINK_PREFIX
 from cir.families.alfworld.text import format_action
 from cir.families.alfworld.text import parse_action as parse_command
@@ -23,11 +23,6 @@ from cir.families.alfworld.text import parse_action as parse_command
 #: What an empty reply becomes: no ALFWorld command, so the engine says ``Nothing happens.``
 EMPTY_REPLY_ACTION = "nothing"
 
-_PREFIX = re.compile(
-    r"^(?:>+\s*|(?:\d+[.)]\s+)|(?:[-*]\s+)|(?:action|act|command|next action)\s*(?:\d+\s*)?:\s*)+",
-    re.IGNORECASE,
-)
-_THOUGHT = re.compile(r"^(?:think|thought|thinking|reasoning)\s*(?:\d+\s*)?:\s*(.*)$", re.IGNORECASE | re.DOTALL)
 _ARTICLE = re.compile(r"^(?:the|a|an|some)\s+")
 _OBJ = r"(?P<obj>.+?)"
 _REC = r"(?P<rec>.+?)"
@@ -48,33 +43,17 @@ _RULES: list[tuple[re.Pattern[str], str | None]] = [
 ]
 
 
-def _first_line(text: str) -> str:
-    for line in text.splitlines():
-        if line.strip():
-            return line.strip()
-    return ""
-
-
-def _strip_decoration(line: str) -> str:
-    line = line.strip().strip("`").strip()
-    line = _PREFIX.sub("", line).strip()
-    if len(line) >= 2 and line[0] == line[-1] and line[0] in "\"'":
-        line = line[1:-1].strip()
-    return line
-
-
 def _drop_articles(phrase: str) -> str:
     return _ARTICLE.sub("", phrase.strip()).strip()
 
 
 def parse_action(reply: str) -> ParsedAction:
     """The ALFWorld action (or ``think: ...`` thought) in ``reply``; never raises."""
-    line = _strip_decoration(_first_line(reply))
+    line = reply_line(reply)
     if not line:
         return ParsedAction(EMPTY_REPLY_ACTION, False, reply)
-    thought = _THOUGHT.match(line)
-    if thought:
-        text = thought.group(1).strip()
+    text = thought(line)
+    if text is not None:
         return ParsedAction(f"{THINK_PREFIX} {text}" if text else THINK_PREFIX, True, reply)
     # Lower-case, collapse spaces, drop a trailing full stop and the engine's "a/the".
     cmd = re.sub(r"\s+", " ", line.lower()).rstrip(".!;,").strip()

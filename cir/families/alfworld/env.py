@@ -29,18 +29,18 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from itertools import count
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 import textworld
 from textworld.envs.pddl import PddlEnv
 
+from cir.envs.game import GameFileEnv, SnapshotMode
 from cir.episode.protocol import NOTHING_HAPPENS
 from cir.families.alfworld.engine import Savings, keep_argv, load_game
 from cir.families.alfworld.gamefile import read_game_file
 from cir.util.errors import CirError
 
 BANNER = "-= Welcome to TextWorld, ALFRED! =-"
-SnapshotMode = Literal["fast", "replay"]
 
 _ENV_IDS = count(1)
 
@@ -114,7 +114,7 @@ class AlfworldSnapshot:
         return self  # immutable: restoring never changes a snapshot
 
 
-class AlfworldEnv:
+class AlfworldEnv(GameFileEnv):
     """One ALFWorld game on the real engine: ``reset``, ``step``, ``snapshot``, ``restore``.
 
     ``game_file`` is a ``game.tw-pddl`` path (or a ``TaskRef``). ``snapshots="fast"`` uses
@@ -134,15 +134,10 @@ class AlfworldEnv:
         *,
         savings: Savings | bool = True,
     ) -> None:
-        if snapshots not in ("fast", "replay"):
-            raise CirError(f"snapshots={snapshots!r}: expected 'fast' or 'replay'")
-        path = getattr(game_file, "game_file", game_file)
-        self.game_file = Path(path)
+        super().__init__(game_file, snapshots)
         self._game_key = str(self.game_file.resolve())
-        self.snapshots: SnapshotMode = snapshots
         self.savings = Savings.of(savings)
         self._id = next(_ENV_IDS)
-        self._closed = False
         self._data = read_game_file(self.game_file)
         self.walkthrough: list[str] | None = self._data.get("walkthrough")
         self._env = self._load()
@@ -154,7 +149,6 @@ class AlfworldEnv:
         self._last_obs = ""
         self._done = False
         self._won = False
-        self._started = False
 
     # -- engine plumbing -------------------------------------------------------------
 
@@ -219,11 +213,7 @@ class AlfworldEnv:
 
     def step(self, action: str) -> tuple[str, bool, bool]:
         """Send one action; ``(observation, done, won)``. Unknown text gives ``Nothing happens.``"""
-        self._require_open()
-        if not self._started:
-            raise CirError(f"{self.game_file}: step() before reset(); call reset() first")
-        if not isinstance(action, str):
-            raise CirError(f"action {action!r}: expected a string")
+        self._check_action(action)
         try:
             state, _score, done = self._env.step(action)
         except Exception as exc:
@@ -236,9 +226,7 @@ class AlfworldEnv:
 
     def snapshot(self) -> AlfworldSnapshot:
         """An immutable handle on the current state (fast part only in ``fast`` mode)."""
-        self._require_open()
-        if not self._started:
-            raise CirError(f"{self.game_file}: snapshot() before reset(); call reset() first")
+        self._ready("snapshot")
         fast = self._capture_fast() if self._fast_ok else None
         return AlfworldSnapshot(
             env_id=self._id,
@@ -252,11 +240,7 @@ class AlfworldEnv:
 
     def restore(self, snapshot: AlfworldSnapshot) -> None:
         """Return to ``snapshot``: later steps give exactly what the original run gave."""
-        self._require_open()
-        if not isinstance(snapshot, AlfworldSnapshot):
-            raise CirError(f"restore({type(snapshot).__name__}): expected an AlfworldSnapshot")
-        if snapshot.game_file != self._game_key:
-            raise CirError(f"{self.game_file}: cannot restore a snapshot of {snapshot.game_file}")
+        self._check_snapshot(snapshot, AlfworldSnapshot, self._game_key)
         if self._fast_ok and self.fast_valid(snapshot):
             self._restore_fast(snapshot)
         else:
@@ -356,27 +340,9 @@ class AlfworldEnv:
 
     # -- the engine's lifetime -------------------------------------------------------
 
-    def close(self) -> None:
-        """Free the engine now (its library copy goes to the next game); idempotent.
-
-        Dropping the env does the same when it is garbage collected.
-        """
-        if not self._closed:
-            self._closed = True
-            self._pddl_env.close()
-
-    def _require_open(self) -> None:
-        if self._closed:
-            raise CirError(f"{self.game_file}: this env is closed; create a new AlfworldEnv")
-
-    def __enter__(self) -> AlfworldEnv:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        return f"AlfworldEnv({str(self.game_file)!r}, snapshots={self.snapshots!r})"
+    def _release(self) -> None:
+        """Free the engine (its library copy goes to the next game)."""
+        self._pddl_env.close()
 
 
 def run_actions(env: AlfworldEnv, actions: list[str]) -> list[tuple[str, bool, bool]]:

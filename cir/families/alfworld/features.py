@@ -42,6 +42,7 @@ from cir.families.alfworld import text as tx
 from cir.families.alfworld.agent.priors import CAN_HOLD, LOOKALIKES
 from cir.families.alfworld.goals import UNKNOWN_SUBGOALS, Goal, parse_goal
 from cir.families.alfworld.text import action_kind, answers
+from cir.util.errors import CirValueError
 
 # name -> one-line meaning. Order is the column order of the paired table.
 FEATURES: dict[str, str] = {
@@ -270,7 +271,7 @@ def extract_features(
     has exactly the keys of :data:`FEATURES`, in that order, all finite floats.
     """
     if delay < 0:
-        raise ValueError(f"delay must be >= 0, got {delay}")
+        raise CirValueError(f"features: delay {delay!r}: expected an integer >= 0")
     seen = _read(transcript)
     actions, shown_env, model_turns = seen.actions, seen.shown, seen.model_turns
     n_act = len(actions)

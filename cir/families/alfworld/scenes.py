@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 from alfworld.gen import constants as C
 
+from cir.util.errors import CirValueError
+
 # Room kinds, as named in the manifest, and ALFRED's scene-number base for each
 # (ALFRED: Kitchen 1-30, LivingRoom 201-230, Bedroom 301-330, Bathroom 401-430).
 ROOMS: tuple[str, ...] = ("kitchen", "livingroom", "bedroom", "bathroom")
@@ -266,7 +268,7 @@ def _receptacle_counts(room: str, rng: random.Random) -> dict[str, int]:
 def make_layout(room: str, scene: int, layout_seed: int = 0) -> Layout:
     """The receptacle layout of ``scene`` (deterministic in ``layout_seed, room, scene``)."""
     if room not in ROOM_RECEPTACLES:
-        raise ValueError(f"unknown room kind {room!r}; expected one of {', '.join(ROOMS)}")
+        raise CirValueError(f"unknown room kind {room!r}; expected one of {', '.join(ROOMS)}")
     rng = rng_for("layout", layout_seed, room, scene)
     counts = _receptacle_counts(room, rng)
     coords = _Coords(rng)

@@ -270,11 +270,15 @@ def load_tasks(
 ) -> list[TaskRef]:
     """All tasks at ``path`` (or ``$ALFWORLD_DATA``), optionally one split, sorted by task id.
 
-    ``path`` may be a single ``game.tw-pddl``; a folder of generated tasks (a split folder
-    with ``manifest.json``, or a folder of split folders, or any folder holding game files
-    at any depth); or a real ALFWorld data folder (``json_2.1.1/<split>/<task>/<trial>/``).
+    ``path`` may be a single ``game.tw-pddl`` or the trial folder holding one (read through its
+    game file, so the task gets the id and split a folder load gives it); a folder of generated
+    tasks (a split folder with ``manifest.json``, or a folder of split folders, or any folder
+    holding game files at any depth); or a real ALFWorld data folder
+    (``json_2.1.1/<split>/<task>/<trial>/``).
     """
     root = _task_root(path)
+    if root.is_dir() and (root / GAME_FILE).is_file():
+        root = root / GAME_FILE
     if split is not None:
         _check_split_name(split, root)
     if root.is_file():

@@ -28,12 +28,11 @@ import re
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
+from cir.envs.game import GameFileEnv, SnapshotMode
 from cir.families.textworld_cooking.text import GAME_OVER_TEXT, LOST_MARKER, WON_MARKER, clean
 from cir.util.errors import CirError
-
-SnapshotMode = Literal["fast", "replay"]
 
 #: The Z-machine's random seed (0 would make Jericho use the clock: never exact).
 MACHINE_SEED = 20
@@ -71,7 +70,7 @@ def _frotz(path: Path) -> Any:
     return jericho.FrotzEnv(str(path), seed=MACHINE_SEED)
 
 
-class CookingEnv:
+class CookingEnv(GameFileEnv):
     """One cooking game: ``reset``, ``step``, ``snapshot``, ``restore`` (see the module docstring).
 
     ``game_file`` is the ``.z8`` story file (or anything with a ``game_file``, such as a
@@ -82,18 +81,14 @@ class CookingEnv:
     refresh_query = REFRESH_QUERY
 
     def __init__(self, game_file: str | Path | Any, snapshots: SnapshotMode = "fast") -> None:
-        if snapshots not in ("fast", "replay"):
-            raise CirError(f"snapshots={snapshots!r}: expected 'fast' or 'replay'")
-        path = Path(getattr(game_file, "game_file", game_file))
+        super().__init__(game_file, snapshots)
+        path = self.game_file
         if path.suffix != ".z8" or not path.is_file():
             raise CirError(f"{path}: not a cooking game (expected an existing .z8 story file from tw-make)")
-        self.game_file = path
         self._key = str(path.resolve())
-        self.snapshots: SnapshotMode = snapshots
         self._frotz = _frotz(path)
         self._actions: list[str] = []
         self._last_obs, self._done, self._won, self._score = "", False, False, 0
-        self._started = False
         self._intro = ""
 
     # -- the Env contract ------------------------------------------------------------------
@@ -109,11 +104,7 @@ class CookingEnv:
 
     def step(self, action: str) -> tuple[str, bool, bool]:
         """Send one command; ``(observation, done, won)``. After the end: the game-over text."""
-        self._require_open()
-        if not self._started:
-            raise CirError(f"{self.game_file}: step() before reset(); call reset() first")
-        if not isinstance(action, str):
-            raise CirError(f"action {action!r}: expected a string")
+        self._check_action(action)
         self._actions.append(action)
         if self._done:
             self._last_obs = GAME_OVER_TEXT
@@ -129,19 +120,14 @@ class CookingEnv:
 
     def snapshot(self) -> CookingSnapshot:
         """An immutable handle on the current state."""
-        if not self._started:
-            raise CirError(f"{self.game_file}: snapshot() before reset(); call reset() first")
+        self._ready("snapshot")
         machine = self._frotz.get_state() if self.snapshots == "fast" else None
         return CookingSnapshot(self._key, tuple(self._actions), self._last_obs, self._done,
                                self._won, self._score, machine)
 
     def restore(self, snapshot: CookingSnapshot) -> None:
         """Return to ``snapshot``: later steps give exactly what the original run gave."""
-        self._require_open()
-        if not isinstance(snapshot, CookingSnapshot):
-            raise CirError(f"restore({type(snapshot).__name__}): expected a CookingSnapshot")
-        if snapshot.game_file != self._key:
-            raise CirError(f"{self.game_file}: cannot restore a snapshot of {snapshot.game_file}")
+        self._check_snapshot(snapshot, CookingSnapshot, self._key)
         if snapshot.machine is not None:
             if not self._started:
                 self.reset()  # the machine must be set up before its state is written
@@ -166,19 +152,5 @@ class CookingEnv:
         """The game's score now (from its status bar)."""
         return self._score
 
-    def close(self) -> None:
-        """Shut the interpreter down now (dropping the env does the same); idempotent."""
+    def _release(self) -> None:
         self._frotz = None  # Jericho shuts its interpreter down and unloads its library copy on collection
-
-    def _require_open(self) -> None:
-        if self._frotz is None:
-            raise CirError(f"{self.game_file}: this env is closed; create a new CookingEnv")
-
-    def __enter__(self) -> CookingEnv:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        return f"CookingEnv({str(self.game_file)!r}, snapshots={self.snapshots!r})"

@@ -1,9 +1,9 @@
 """The LLM prompt of the cooking games: instructions, two worked examples, and reply -> command.
 
-Plain functions and constants an LLM agent is given (the family's prompt):
-:data:`INSTRUCTIONS`, :data:`EXAMPLES`, :func:`chat_messages` (a system message, then the
-episode), :func:`completion_prompt` (one text ending in ``>``) and :func:`parse_action`
-(a model's free-form reply -> one TextWorld command, or a ``think:`` thought). The examples
+The family's prompt :data:`PROMPT` (an :class:`~cir.agents.prompt.LLMPrompt`): :data:`INSTRUCTIONS`,
+:data:`EXAMPLES` and :func:`parse_action` (a model's free-form reply -> one TextWorld command,
+or a ``think:`` thought); :func:`chat_messages` and :func:`completion_prompt` render a request
+with it. The examples
 are written for this project in the games' own wording and command syntax (``take red
 potato``, ``cook red potato with stove``, ``slice red potato with knife``, ``prepare
 meal``, ``eat meal``); one shows recovering from a refused command.
@@ -12,9 +12,8 @@ meal``, ``eat meal``); one shows recovering from a refused command.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
-from cir.agents.prompt import merge_same_role
+from cir.agents.prompt import LLMPrompt, ParsedAction, reply_line, thought
 from cir.episode.protocol import THINK_ACK, THINK_PREFIX
 
 PROMPT_VERSION = "cir-cooking-1"
@@ -113,39 +112,11 @@ You eat the meal. Not bad."""
 EXAMPLES: tuple[str, str] = (_FIRST, _SECOND)
 
 
-def chat_messages(context: list[dict[str, str]]) -> list[dict[str, str]]:
-    """Chat messages: a system message with the instructions and the examples, then the context."""
-    system = (f"{INSTRUCTIONS}\nReply with the next command only, one line, no explanation.\n\n"
-              f"Here are two examples (lines starting with > are your commands).\n\n{EXAMPLES[0]}\n\n{EXAMPLES[1]}")
-    return [{"role": "system", "content": system}, *merge_same_role(context)]
-
-
-def completion_prompt(context: list[dict[str, str]]) -> str:
-    """A plain-completion prompt ending in ``>`` (the model writes the next command)."""
-    lines = [INSTRUCTIONS, "", "Here are two examples.", "", EXAMPLES[0], "", EXAMPLES[1], "",
-             "Here is your game.", ""]
-    for msg in context:
-        lines.append(f"> {msg['content'].strip()}" if msg["role"] == "assistant" else msg["content"].strip())
-    return "\n".join(lines) + "\n>"
-
-
 # -- a reply -> one command ------------------------------------------------------------------------------
 #: what an empty reply becomes: a command that changes nothing (the game answers "Time passes.")
 EMPTY_REPLY_ACTION = "wait"
 
 
-@dataclass(frozen=True)
-class ParsedAction:
-    """The command to send, whether it matched a known command, and the raw reply."""
-
-    action: str
-    ok: bool
-    raw: str
-
-
-_PREFIX = re.compile(r"^(?:>+\s*|(?:\d+[.)]\s+)|(?:[-*]\s+)|(?:action|act|command|next action)\s*(?:\d+\s*)?:\s*)+",
-                     re.IGNORECASE)
-_THOUGHT = re.compile(r"^(?:think|thought|thinking|reasoning)\s*(?:\d+\s*)?:\s*(.*)$", re.IGNORECASE | re.DOTALL)
 _ARTICLE = re.compile(r"\b(?:the|a|an|some)\s+")
 _DIRECTIONS = {"n": "north", "s": "south", "e": "east", "w": "west",
                "north": "north", "south": "south", "east": "east", "west": "west"}
@@ -171,24 +142,16 @@ _RULES: list[tuple[re.Pattern[str], str]] = [
 ]
 
 
-def _first_line(text: str) -> str:
-    return next((line.strip() for line in text.splitlines() if line.strip()), "")
-
-
 def parse_action(reply: str) -> ParsedAction:
     """The TextWorld command (or ``think: ...`` thought) in a model's ``reply``; never raises.
 
     A reply with no recognisable command is passed on cleaned, ``ok=False`` (the game refuses it).
     """
-    line = _first_line(reply).strip("`").strip()
-    line = _PREFIX.sub("", line).strip()
-    if len(line) >= 2 and line[0] == line[-1] and line[0] in "\"'":
-        line = line[1:-1].strip()
+    line = reply_line(reply)
     if not line:
         return ParsedAction(EMPTY_REPLY_ACTION, False, reply)
-    thought = _THOUGHT.match(line)
-    if thought:
-        text = thought.group(1).strip()
+    text = thought(line)
+    if text is not None:
         return ParsedAction(f"{THINK_PREFIX} {text}" if text else THINK_PREFIX, True, reply)
     cmd = re.sub(r"\s+", " ", line.lower()).rstrip(".!;,").strip()
     cmd = _ARTICLE.sub("", cmd).strip()
@@ -202,3 +165,18 @@ def parse_action(reply: str) -> ParsedAction:
                 parts["v"] = "slice"
             return ParsedAction(template.format(**parts), True, reply)
     return ParsedAction(cmd, False, reply)
+
+
+#: the family's prompt (what the LLM agent renders every request with and parses every reply by)
+PROMPT = LLMPrompt(version=PROMPT_VERSION, instructions=INSTRUCTIONS, examples=EXAMPLES, parse=parse_action)
+
+
+def chat_messages(context: list[dict[str, str]]) -> list[dict[str, str]]:
+    """The chat messages of a request (:meth:`LLMPrompt.chat_messages`): a system message with the
+    instructions and the examples, then the context."""
+    return PROMPT.chat_messages(context)
+
+
+def completion_prompt(context: list[dict[str, str]]) -> str:
+    """A plain-completion prompt ending in ``>`` (:meth:`LLMPrompt.completion_prompt`)."""
+    return PROMPT.completion_prompt(context)

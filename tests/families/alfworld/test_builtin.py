@@ -9,10 +9,11 @@ import sys
 
 import pytest
 
+from cir.agents.modelfree import Draws
 from cir.families.alfworld.agent.beliefs import harness_kind, read_context
 from cir.families.alfworld.agent.builtin import PARAMETERS, PROFILES, BuiltinAgent
 from cir.families.alfworld.agent.goals import CLEAN, COOL, HEAT, LOOK, SIMPLE, TWO, parse_goal
-from cir.families.alfworld.agent.mechanisms import MECHANISMS, Draws
+from cir.families.alfworld.agent.mechanisms import MECHANISMS
 from cir.families.alfworld.text import parse_action
 from cir.util.errors import CirError
 

@@ -8,10 +8,10 @@ import pytest
 from cir.episode.harness import Harness
 from cir.episode.perturb import MISSING_TEXT
 from cir.episode.protocol import PLACEBO_TEXT, REFRESH_PREFIX
-from cir.families.textworld_cooking import agent_factory, builtin_agent
 from cir.families.textworld_cooking.agent.builtin import DEFAULTS, PARAMETERS, CookingAgent
 from cir.families.textworld_cooking.agent.mechanisms import DIVERGENCE_MECHANISMS, MECHANISMS
 from cir.families.textworld_cooking.env import CookingEnv
+from cir.families.textworld_cooking.family import builtin_agent
 from cir.util.errors import CirError
 
 INTRO = ("You are hungry! Let's cook a delicious meal. Check the cookbook in the kitchen for the recipe. "
@@ -101,6 +101,4 @@ def test_bad_settings_are_one_clear_error():
         CookingAgent(overrides={"hidden_cook": 2})
     with pytest.raises(CirError, match="one profile, 'default'"):
         builtin_agent("strong")
-    with pytest.raises(CirError, match="'builtin' agent"):
-        agent_factory("openai:gpt", seed=0)
-    assert agent_factory("builtin", seed=3).settings() == CookingAgent(seed=3).settings()
+    assert builtin_agent(seed=3).settings() == CookingAgent(seed=3).settings()

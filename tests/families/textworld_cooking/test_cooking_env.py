@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from cir.families.textworld_cooking import walk_actions
 from cir.families.textworld_cooking.env import CookingEnv, CookingSnapshot
+from cir.families.textworld_cooking.family import walk_actions
 from cir.families.textworld_cooking.text import GAME_OVER_TEXT
 from cir.util.errors import CirError
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from cir.episode.perturb import MISSING_TEXT
 from cir.episode.transcript import AGENT, Step, Transcript
-from cir.families import textworld_cooking as family
+from cir.families.textworld_cooking import family
 from cir.families.textworld_cooking.features import COOKING_FEATURES, FEATURES
 
 INTRO = "You are hungry!\n\n-= Kitchen =-\nYou are in a kitchen.\n\nThere is an exit to the north."
@@ -31,14 +31,18 @@ def test_suspect_features_read_the_shown_text_not_the_true_one():
     assert (g["f_suspect_unanswered"], g["f_prepared"], g["f_last_prepare"]) == (0, 1, 1)
 
 
-def test_the_family_parts_are_there_by_the_contract_names():
-    parts = family.parts
-    assert parts["name"] == "textworld-cooking" and parts["splits"] == ("train", "valid", "test")
-    for name in ("load_tasks", "generate_tasks", "make_env", "builtin_agent", "agent_factory", "walk_actions"):
-        assert callable(parts[name]), name
-    assert parts["extractor"] is COOKING_FEATURES
-    assert set(parts["prompt"]) == {"version", "instructions", "examples", "parse"}
-    assert parts["experiments"].is_dir() and any(parts["experiments"].glob("*.toml"))
-    assert parts["env_options"] == ("snapshots",) and "over_correct" in parts["mechanisms"]
+def test_the_family_is_declared_as_alfworlds_is():
+    from cir.families.alfworld import family as alfworld
+    from cir.families.registry import get_family
+
+    fam = family.FAMILY
+    assert get_family("textworld-cooking") is fam and isinstance(fam, type(alfworld.FAMILY))
+    assert fam.name == "textworld-cooking" and fam.splits == ("train", "valid", "test")
+    assert fam.extractor is COOKING_FEATURES and fam.prompt.parse is family.PROMPT.parse
+    assert fam.experiments_dir().is_dir() and any(fam.experiments_dir().glob("*.toml"))
+    assert fam.env_options == ("snapshots",) and "over_correct" in fam.mechanisms
+    # the same module-level parts under the same names in both families' family.py
+    for name in ("make_env", "generate_tasks", "builtin_agent", "walk_actions", "FAMILY"):
+        assert hasattr(family, name) and hasattr(alfworld, name), name
     actions = family.walk_actions(None, "-= Kitchen =-\nOn the counter you see a red potato.\n\nThere is an exit to the north.")
     assert "go north" in actions and "take red potato" in actions and "look" in actions

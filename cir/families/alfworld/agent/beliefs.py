@@ -33,9 +33,9 @@ import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from cir.agents.modelfree import Draws, Fired
 from cir.families.alfworld import text as tx
 from cir.families.alfworld.agent.goals import Goal, parse_goal
-from cir.families.alfworld.agent.mechanisms import Draws, Fired
 from cir.families.alfworld.agent.priors import CAN_HOLD, LOOKALIKES, prior
 from cir.families.alfworld.text import Action, otype
 

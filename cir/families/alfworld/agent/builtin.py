@@ -10,14 +10,14 @@ observations mislead it the way they mislead a language model.
 It is a scientific instrument: every way it fails, is rescued or is harmed is a named
 mechanism (:data:`cir.families.alfworld.agent.mechanisms.MECHANISMS`) whose chance is a parameter of the
 profile (0 turns it off), and every random choice is keyed by the task and by content,
-never by a message's position (:class:`cir.families.alfworld.agent.mechanisms.Draws`). So an extra
+never by a message's position (:class:`cir.agents.modelfree.Draws`). So an extra
 harness message changes an episode only through what it says and through the recovery
 mechanisms, and :meth:`BuiltinAgent.act_traced` names the mechanisms behind each reply
 for the episode's explanation trace.
 
-Beliefs are memoised by context prefix (a rolling digest of the messages), so a call
-reads only the messages its longest known prefix lacks; replies are the same with the
-memo off (``memo=False``).
+Beliefs are memoised by context prefix (:class:`cir.agents.modelfree.ModelFreeAgent`, the
+fold every model-free agent shares), so a call reads only the messages its longest known
+prefix lacks; replies are the same with the memo off (``memo=False``).
 
 ``PROFILES`` holds named skill levels (``weak``, ``default``, ``strong``), calibrated with
 ``benchmarks/agent_calibration.py`` (numbers in ``benchmarks/README.md``).
@@ -25,13 +25,12 @@ memo off (``memo=False``).
 
 from __future__ import annotations
 
-import hashlib
-import json
 from typing import Any
 
-from cir.families.alfworld.agent.beliefs import Beliefs, fold, initial_beliefs
+from cir.agents.modelfree import ModelFreeAgent
+from cir.families.alfworld.agent.beliefs import fold, initial_beliefs
 from cir.families.alfworld.agent.decide import Decider
-from cir.families.alfworld.agent.mechanisms import MECHANISMS, Draws, Fired
+from cir.families.alfworld.agent.mechanisms import MECHANISMS
 from cir.util.errors import CirError
 
 #: how strongly each kind of harness message invites reconsidering (the same in every profile:
@@ -96,15 +95,14 @@ PARAMETERS.update({
                        ("message", "any other harness message"))
 })
 
-_MEMO_LIMIT = 50_000
-
-
-class BuiltinAgent:
+class BuiltinAgent(ModelFreeAgent):
     """The model-free agent (see module docstring). ``act`` reads only ``context``.
 
     ``overrides`` sets single parameters of the profile (``{"hidden_pickup": 1.0}``); they
     are part of :meth:`settings`, so they name the agent and key its replies.
     """
+
+    mechanisms = MECHANISMS
 
     def __init__(self, profile: str = "default", seed: int = 0, *,
                  overrides: dict[str, float] | None = None, memo: bool = True) -> None:
@@ -119,55 +117,12 @@ class BuiltinAgent:
             raise CirError(f"agent parameter {unknown[0]!r}: unknown; expected one of {', '.join(PARAMETERS)}")
         self.profile = profile
         self.seed = seed
-        self.params = {**PROFILES[profile], **(overrides or {})}
         self.name = f"builtin:{profile}"
-        self.memo = memo
-        # The draws are keyed by the seed, never by the profile's parameters: every profile and
-        # override shares one set of draws (common random numbers), so changing a parameter
-        # changes only the choices that parameter decides, and two profiles are compared pair
-        # by pair. The memo below is per instance, so its digests may leave parameters out.
-        self._key = json.dumps({"agent": "builtin", "seed": self.seed}, sort_keys=True).encode()
-        self._memo: dict[bytes, tuple[Beliefs, list[Fired]]] = {}
+        # draws keyed by the seed, never by the profile's parameters (ModelFreeAgent): every
+        # profile and override shares one set, so two profiles are compared pair by pair
+        super().__init__({"agent": "builtin", "seed": self.seed}, {**PROFILES[profile], **(overrides or {})},
+                         start=initial_beliefs, fold=fold, decider=Decider, memo=memo)
 
     def settings(self) -> dict[str, Any]:
         """Profile name and parameters plus the seed: with the context they fix the reply."""
         return {"agent": "builtin", "profile": self.profile, "seed": self.seed, **self.params}
-
-    def act(self, context: list[dict[str, str]]) -> str:
-        """The next reply: one ALFWorld command or a ``think: ...`` thought."""
-        return self.act_traced(context)[0]
-
-    def act_traced(self, context: list[dict[str, str]]) -> tuple[str, list[Fired], list[Fired]]:
-        """The next reply, what fired reading the last message, and what fired deciding."""
-        if not context:
-            return "look", [], []
-        task_text = context[0].get("content") or ""
-        draws = Draws(hashlib.blake2b(self._key + task_text.encode(), digest_size=16).digest())
-        beliefs, read_fired = self._read(context, draws)
-        decider = Decider(beliefs, self.params, draws)
-        return decider.decide(), read_fired, decider.fired
-
-    def _read(self, context: list[dict[str, str]], draws: Draws) -> tuple[Beliefs, list[Fired]]:
-        """Beliefs after the whole context and what fired at its last message (memoised)."""
-        digests = [hashlib.blake2b(draws.key, digest_size=16).digest()]
-        for msg in context[1:]:
-            h = hashlib.blake2b(digests[-1], digest_size=16)
-            h.update((msg.get("role") or "").encode() + b"\x1f" + (msg.get("content") or "").encode())
-            digests.append(h.digest())
-        start, state = 0, None
-        if self.memo:
-            for i in range(len(digests) - 1, -1, -1):
-                if digests[i] in self._memo:
-                    start, state = i, self._memo[digests[i]]
-                    break
-        if state is None:
-            state = (initial_beliefs(context[0].get("content") or ""), [])
-        beliefs, fired = state
-        for i in range(start + 1, len(context)):
-            beliefs, fired = fold(beliefs, context[i].get("role") or "", context[i].get("content") or "",
-                                  draws, self.params)
-            if self.memo:
-                if len(self._memo) >= _MEMO_LIMIT:
-                    self._memo.clear()
-                self._memo[digests[i]] = (beliefs, fired)
-        return beliefs, list(fired)

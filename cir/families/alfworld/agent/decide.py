@@ -7,16 +7,16 @@ reading the message), unless it notices (``notice_loop``); a check of
 a text it noticed was wrong; a reaction to a failed command (retry, check itself); a
 repeat slip; else the plan: take a known object of the goal's type, transform it, carry
 it to the target, or search the likeliest unseen place. The decision reads only the
-beliefs, and every draw is keyed by content (:class:`cir.families.alfworld.agent.mechanisms.Draws`), so
+beliefs, and every draw is keyed by content (:class:`cir.agents.modelfree.Draws`), so
 identical beliefs give the identical reply whatever messages led to them.
 """
 
 from __future__ import annotations
 
+from cir.agents.modelfree import Draws, Fired
 from cir.episode.protocol import THINK_PREFIX
 from cir.families.alfworld.agent.beliefs import Beliefs, fatigue, invitation, recheck_command
 from cir.families.alfworld.agent.goals import LOOK, TWO, Goal
-from cir.families.alfworld.agent.mechanisms import Draws, Fired
 from cir.families.alfworld.agent.priors import LOOKALIKES, prior
 from cir.families.alfworld.text import Action, otype, parse_action
 

@@ -1,8 +1,7 @@
-"""The named mechanisms by which the built-in agent fails, is rescued or is harmed, and
-the content-keyed draws that decide them.
+"""The named mechanisms by which the built-in agent fails, is rescued or is harmed.
 
-Every random choice of the built-in agent is a :class:`Draws` call keyed by the task and
-by *content*: the mechanism's name and what it is about (a receptacle, an object, a visit
+Every random choice of the built-in agent is a :class:`~cir.agents.modelfree.Draws` call keyed
+by the task and by *content*: the mechanism's name and what it is about (a receptacle, an object, a visit
 number, the sub-goal in progress, the attempt count of a command, the ordinal of a
 harness message of one kind). Never by a message's position or by the whole message
 list. So an extra harness message changes an episode only through what it says and
@@ -10,27 +9,15 @@ through the mechanisms whose role is ``rescue``, ``harm`` or ``harness`` below: 
 are the ones that can explain why two arms of a pair diverge
 (:data:`DIVERGENCE_MECHANISMS`).
 
-A fired mechanism is recorded as a :class:`Fired` (name and what it was about); the
-harness stores them in the episode's explanation trace, beside the transcript and never
+A fired mechanism is recorded as a :class:`cir.agents.modelfree.Fired` (name and what it
+was about; :class:`Mechanism` and the draws live there too, shared by every model-free agent);
+the harness stores them in the episode's explanation trace, beside the transcript and never
 in it, so no feature and no router can read them.
 """
 
 from __future__ import annotations
 
-import hashlib
-from dataclasses import dataclass
-
-
-@dataclass(frozen=True)
-class Mechanism:
-    """One named mechanism: its role, the profile parameter that sets its chance (None when
-    the harness, not the agent, decides it) and what it does, in one line."""
-
-    name: str
-    role: str  # slip | self_correction | error | rescue | harm | harness
-    parameter: str | None
-    meaning: str
-
+from cir.agents.modelfree import BUDGET, Mechanism, divergence_mechanisms, mechanism_table
 
 _ALL = (
     # slips of a plain run (any arm, any condition)
@@ -92,43 +79,13 @@ _ALL = (
               "a refreshed text that names a place pulls it there: a look-alike of the goal's object it knows "
               "is there is taken for the goal's object; else, a place it had ruled out is searched again"),
     # what the harness does
-    Mechanism("budget", "harness", None,
-              "the episode stopped on the model-turn or env-action budget, which recovery steps also spend"),
+    BUDGET,
     Mechanism("rewind", "harness", None,
               "a rewind restored the state before the suspect observation: the progress since is discarded "
               "and redone (the redone step shows the true text)"),
 )
 
-MECHANISMS: dict[str, Mechanism] = {m.name: m for m in _ALL}
+MECHANISMS: dict[str, Mechanism] = mechanism_table(_ALL)
 
 #: the mechanisms through which a recovery operation can change an episode
-DIVERGENCE_MECHANISMS: frozenset[str] = frozenset(
-    m.name for m in _ALL if m.role in ("rescue", "harm", "harness"))
-
-
-@dataclass(frozen=True)
-class Fired:
-    """A mechanism that fired, and what it was about (``"fridge 1"``, ``"take apple 1 ..."``)."""
-
-    mechanism: str
-    about: str
-
-    def __post_init__(self) -> None:
-        if self.mechanism not in MECHANISMS:
-            raise ValueError(f"unknown mechanism {self.mechanism!r}")
-
-
-class Draws:
-    """Numbers in [0, 1) keyed by a task key, a mechanism name and what it is about."""
-
-    def __init__(self, key: bytes) -> None:
-        self.key = key
-
-    def u(self, name: str, *about: object) -> float:
-        salt = "\x1f".join([name, *(str(a) for a in about)]).encode("utf-8")
-        d = hashlib.blake2b(self.key + b"\x1e" + salt, digest_size=8).digest()
-        return int.from_bytes(d, "big") / 2**64
-
-    def chance(self, name: str, prob: float, *about: object) -> bool:
-        """True with probability ``prob`` (clipped to [0, 1]); always False at 0."""
-        return prob > 0 and self.u(name, *about) < min(prob, 1.0)
+DIVERGENCE_MECHANISMS: frozenset[str] = divergence_mechanisms(_ALL)

@@ -14,9 +14,9 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field, replace
 
+from cir.agents.modelfree import Draws, Fired
 from cir.episode.perturb import MISSING_TEXT
 from cir.episode.protocol import ABLATED_TEXT, REFRESH_PREFIX, REWIND_HEADER
-from cir.families.textworld_cooking.agent.mechanisms import Draws, Fired
 from cir.families.textworld_cooking.text import (
     COOKED,
     DONE_BY_WORD,

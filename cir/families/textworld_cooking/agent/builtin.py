@@ -7,26 +7,26 @@ cookbook in the kitchen, gathers the ingredients, slices, dices, chops and cooks
 recipe says, prepares the meal and eats it.
 
 Like ALFWorld's built-in agent it is deterministic and explains itself: every random choice
-is keyed by the task, the seed and content (:class:`~.mechanisms.Draws`), every way it
+is keyed by the task, the seed and content (:class:`cir.agents.modelfree.Draws`), every way it
 fails, is rescued or is harmed is a named mechanism (:data:`~.mechanisms.MECHANISMS`) whose
 chance is one parameter of :data:`DEFAULTS` (0 turns it off), and :meth:`act_traced` names
 the mechanisms behind each reply for the episode's explanation trace. It is not a
 calibrated instrument: its defaults were set once on the calibration cohort (generator
 seed 1, ``benchmarks/textworld_cooking_bench.py``) and never on a study.
 
-Beliefs are memoised by context prefix (a rolling digest of the messages), so a call reads
-only the messages its longest known prefix lacks; replies are the same with ``memo=False``.
+Beliefs are memoised by context prefix (:class:`cir.agents.modelfree.ModelFreeAgent`, the fold
+every model-free agent shares), so a call reads only the messages its longest known prefix
+lacks; replies are the same with ``memo=False``.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from typing import Any
 
-from cir.families.textworld_cooking.agent.beliefs import Beliefs, fold, initial_beliefs
+from cir.agents.modelfree import ModelFreeAgent
+from cir.families.textworld_cooking.agent.beliefs import fold, initial_beliefs
 from cir.families.textworld_cooking.agent.decide import Decider
-from cir.families.textworld_cooking.agent.mechanisms import MECHANISMS, Draws, Fired
+from cir.families.textworld_cooking.agent.mechanisms import MECHANISMS
 from cir.util.errors import CirError
 
 #: how strongly each kind of harness message invites reconsidering (read from its words)
@@ -50,15 +50,16 @@ PARAMETERS: dict[str, str] = {
                           ("rewind", "a note that the state was restored"), ("message", "any other harness message"))},
 }
 
-_MEMO_LIMIT = 50_000
 
-
-class CookingAgent:
+class CookingAgent(ModelFreeAgent):
     """The model-free cooking agent (see the module docstring). ``act`` reads only ``context``.
 
     ``overrides`` sets single parameters (``{"hidden_cook": 1.0}``); they are part of
     :meth:`settings`, so they name the agent and key its replies.
     """
+
+    name = "builtin-cooking"
+    mechanisms = MECHANISMS
 
     def __init__(self, seed: int = 0, *, overrides: dict[str, float] | None = None, memo: bool = True) -> None:
         if not isinstance(seed, int) or isinstance(seed, bool):
@@ -70,60 +71,11 @@ class CookingAgent:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
                 raise CirError(f"agent parameter {key} = {value!r}: expected a chance from 0 to 1")
         self.seed = seed
-        self.params = {**DEFAULTS, **{k: float(v) for k, v in (overrides or {}).items()}}
-        self.name = "builtin-cooking"
-        self.memo = memo
         # draws keyed by the seed only: every override shares them (common random numbers)
-        self._key = json.dumps({"agent": "builtin-cooking", "seed": seed}, sort_keys=True).encode()
-        self._memo: dict[bytes, tuple[Beliefs, list[Fired]]] = {}
+        params = {**DEFAULTS, **{k: float(v) for k, v in (overrides or {}).items()}}
+        super().__init__({"agent": "builtin-cooking", "seed": seed}, params, start=initial_beliefs, fold=fold,
+                         decider=Decider, memo=memo)
 
     def settings(self) -> dict[str, Any]:
         """The parameters and the seed: with the context they fix the reply."""
         return {"agent": "builtin-cooking", "version": 1, "seed": self.seed, **self.params}
-
-    def act(self, context: list[dict[str, str]]) -> str:
-        """The next reply: one TextWorld command."""
-        return self.act_traced(context)[0]
-
-    def act_traced(self, context: list[dict[str, str]]) -> tuple[str, list[Fired], list[Fired]]:
-        """The next reply, what fired reading the last message, and what fired deciding."""
-        if not context:
-            return "look", [], []
-        task_text = context[0].get("content") or ""
-        draws = Draws(hashlib.blake2b(self._key + task_text.encode(), digest_size=16).digest())
-        beliefs, read_fired = self._read(context, draws)
-        decider = Decider(beliefs, self.params, draws)
-        return decider.decide(), read_fired, decider.fired
-
-    def _read(self, context: list[dict[str, str]], draws: Draws) -> tuple[Beliefs, list[Fired]]:
-        """Beliefs after the whole context and what fired at its last message (memoised)."""
-        digests = [hashlib.blake2b(draws.key, digest_size=16).digest()]
-        for msg in context[1:]:
-            h = hashlib.blake2b(digests[-1], digest_size=16)
-            h.update((msg.get("role") or "").encode() + b"\x1f" + (msg.get("content") or "").encode())
-            digests.append(h.digest())
-        start, state = 0, None
-        if self.memo:
-            for i in range(len(digests) - 1, -1, -1):
-                if digests[i] in self._memo:
-                    start, state = i, self._memo[digests[i]]
-                    break
-        if state is None:
-            state = (initial_beliefs(context[0].get("content") or ""), [])
-        beliefs, fired = state
-        for i in range(start + 1, len(context)):
-            beliefs, fired = fold(beliefs, context[i].get("role") or "", context[i].get("content") or "",
-                                  draws, self.params)
-            if self.memo:
-                if len(self._memo) >= _MEMO_LIMIT:
-                    self._memo.clear()
-                self._memo[digests[i]] = (beliefs, fired)
-        return beliefs, list(fired)
-
-
-def make_cooking_agent(spec: str = "builtin", *, seed: int = 0) -> CookingAgent:
-    """An ``agent_factory(spec, seed=)`` for :class:`~cir.pairs.settings.RunSettings`: the
-    cooking agent for ``builtin`` (or ``builtin-cooking``)."""
-    if spec not in ("builtin", "builtin-cooking"):
-        raise CirError(f"agent {spec!r}: the textworld-cooking family's model-free agent is 'builtin'")
-    return CookingAgent(seed=seed)

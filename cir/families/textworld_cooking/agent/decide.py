@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from collections import deque
 
+from cir.agents.modelfree import Draws, Fired
 from cir.families.textworld_cooking.agent.beliefs import DEAD, Beliefs, directions_left
-from cir.families.textworld_cooking.agent.mechanisms import Draws, Fired
 from cir.families.textworld_cooking.text import DIRECTION_VERBS
 
 KITCHEN = "kitchen"

@@ -1,8 +1,8 @@
-"""The named mechanisms by which the cooking agent fails, is rescued or is harmed, and its draws.
+"""The named mechanisms by which the cooking agent fails, is rescued or is harmed.
 
 As for ALFWorld's agent (:mod:`cir.families.alfworld.agent.mechanisms`), every random choice
-is a :class:`Draws` call keyed by the task, the agent's seed and *content*: the mechanism's
-name and what it is about (an ingredient, a room, a command and how often it was sent, the
+is a :class:`cir.agents.modelfree.Draws` call keyed by the task, the agent's seed and
+*content*: the mechanism's name and what it is about (an ingredient, a room, a command and how often it was sent, the
 ordinal of a harness message of one kind), never a message's position. So an extra harness
 message changes an episode only through what it says and through the mechanisms whose role
 is ``rescue``, ``harm`` or ``harness`` (:data:`DIVERGENCE_MECHANISMS`), which is what
@@ -11,20 +11,7 @@ is ``rescue``, ``harm`` or ``harness`` (:data:`DIVERGENCE_MECHANISMS`), which is
 
 from __future__ import annotations
 
-import hashlib
-from dataclasses import dataclass
-
-
-@dataclass(frozen=True)
-class Mechanism:
-    """One named mechanism: its role, the parameter that sets its chance (None: the harness
-    decides it) and what it does, in one line."""
-
-    name: str
-    role: str  # slip | self_correction | error | rescue | harm | harness
-    parameter: str | None
-    meaning: str
-
+from cir.agents.modelfree import BUDGET, Mechanism, divergence_mechanisms, mechanism_table
 
 _ALL = (
     # slips of a plain run
@@ -67,41 +54,12 @@ _ALL = (
               "a harness message makes it re-plan from the cookbook: it goes back to the kitchen and reads it "
               "again before going on"),
     # what the harness does
-    Mechanism("budget", "harness", None,
-              "the episode stopped on the model-turn or env-action budget, which recovery steps also spend"),
+    BUDGET,
     Mechanism("rewind", "harness", None,
               "a rewind restored the state before the suspect observation: it re-reads the room and its hands"),
 )
 
-MECHANISMS: dict[str, Mechanism] = {m.name: m for m in _ALL}
+MECHANISMS: dict[str, Mechanism] = mechanism_table(_ALL)
 
 #: the mechanisms through which a recovery operation can change an episode
-DIVERGENCE_MECHANISMS: frozenset[str] = frozenset(
-    m.name for m in _ALL if m.role in ("rescue", "harm", "harness"))
-
-
-@dataclass(frozen=True)
-class Fired:
-    """A mechanism that fired, and what it was about (``"red potato"``, ``"kitchen"``)."""
-
-    mechanism: str
-    about: str
-
-    def __post_init__(self) -> None:
-        if self.mechanism not in MECHANISMS:
-            raise ValueError(f"unknown mechanism {self.mechanism!r}")
-
-
-class Draws:
-    """Numbers in [0, 1) keyed by a task key, a mechanism name and what it is about."""
-
-    def __init__(self, key: bytes) -> None:
-        self.key = key
-
-    def u(self, name: str, *about: object) -> float:
-        salt = "\x1f".join([name, *(str(a) for a in about)]).encode("utf-8")
-        return int.from_bytes(hashlib.blake2b(self.key + b"\x1e" + salt, digest_size=8).digest(), "big") / 2**64
-
-    def chance(self, name: str, prob: float, *about: object) -> bool:
-        """True with probability ``prob`` (clipped to [0, 1]); always False at 0."""
-        return prob > 0 and self.u(name, *about) < min(prob, 1.0)
+DIVERGENCE_MECHANISMS: frozenset[str] = divergence_mechanisms(_ALL)
