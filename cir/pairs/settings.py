@@ -36,11 +36,16 @@ from cir.episode.protocol import (
     MAX_SEED,
 )
 from cir.families.family import Family
-from cir.families.registry import DEFAULT_FAMILY, get_family
+from cir.families.registry import BUILTIN, DEFAULT_FAMILY, get_family
 from cir.util.errors import CirError, SettingError
 from cir.util.parallel import BACKENDS, check_jobs
 
 SNAPSHOT_MODES = ("fast", "replay")
+#: How the replayer checks the env's restore (:func:`cir.pairs.replay.run_task_pairs`): once per
+#: task where the arms start (``task``); at every branch point, the next env action
+#: (``branches``); at every branch point, every later env action of the episode that passed
+#: there (``full``). None in :class:`RunSettings`: the family's default (:meth:`RunSettings.restore_check_mode`).
+RESTORE_CHECKS = ("task", "branches", "full")
 #: Requests in flight at most (a GPU server batches 64-256; more only queue in the server).
 MAX_CONCURRENCY = 4096
 MAX_RETRIES = 100
@@ -130,6 +135,7 @@ class RunSettings:
     scheduler: str | None = None
     snapshots: str = "fast"
     engine_savings: bool = True
+    restore_check: str | None = None  # RESTORE_CHECKS; None: the family's default
     cache_dir: str | None = None
     extend: str | None = None
     agent_factory: Callable[..., Any] | None = None
@@ -167,6 +173,8 @@ class RunSettings:
         check_jobs(self.jobs, self.backend, self.scheduler)
         if self.snapshots not in SNAPSHOT_MODES:
             raise SettingError("snapshots", self.snapshots, " or ".join(SNAPSHOT_MODES))
+        if self.restore_check is not None and self.restore_check not in RESTORE_CHECKS:
+            raise SettingError("restore_check", self.restore_check, ", ".join(RESTORE_CHECKS))
         family = get_family(self.family)  # a CirError naming --env when it cannot be found
         if self.prompt_file is not None:
             family.prompt.from_file(self.prompt_file)  # read and checked once, here
@@ -175,6 +183,14 @@ class RunSettings:
     def env_family(self) -> Family:
         """The run's environment family."""
         return get_family(self.family)
+
+    def restore_check_mode(self) -> str:
+        """How the replayer checks the env's restore: ``restore_check``, else the family's
+        default: ``full`` for a family of one's own, ``branches`` for a built-in family (whose
+        snapshots are exact by construction and tested; the full check costs them more)."""
+        if self.restore_check is not None:
+            return self.restore_check
+        return "branches" if self.family_spec() in BUILTIN else "full"
 
     def family_spec(self) -> str:
         """The family as run.json records it: the spec as given (a name or ``MODULE:ATTR``, which a
