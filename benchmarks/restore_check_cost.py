@@ -7,6 +7,15 @@ baseline's (``benchmarks/study_digest.py``: byte-identical tables, timings aside
     python benchmarks/restore_check_cost.py --env alfworld --baseline /work/baseline/quick-a84a68f
     python benchmarks/restore_check_cost.py --env textworld-cooking --baseline OUT_OF_A_BASELINE
 
+With ``--per-task DIR`` it measures instead, in this process, each task of a folder through
+:func:`cir.pairs.replay.run_task_pairs` on the primary cohort's grid (4 conditions x delays
+0, 1, 2, 4 x refresh, replan, rewind), every mode on every task in turn (rotated), with the
+process CPU seconds of each and the real env steps each made (a counting wrapper around the
+family's env: the check's steps are a mode's minus ``task``'s, a count no load changes), and
+that the rows and costs of every mode are the same:
+
+    python benchmarks/restore_check_cost.py --env alfworld --per-task /work/baseline/quick-a84a68f/tasks/valid_unseen
+
 Each study starts from a copy of the baseline's ``tasks`` folder (the study leaves generated
 tasks as they are), so the time is that of the runs and the analysis, not of generating the
 same games again. Per study: the wall time of the command, the runs' seconds (``study.json``),
@@ -56,6 +65,66 @@ def one_study(env: str, mode: str, baseline: Path, out: Path, jobs: int) -> dict
             "cpu_s": round(cpu, 1), "digest": "same" if digest.returncode == 0 else f"DIFFERENT: {different[:3]}"}
 
 
+class _StepCounter:
+    """The family's env, its real steps counted (every call of ``step``)."""
+
+    def __init__(self, env: object) -> None:
+        self.env, self.steps = env, 0
+        self.refresh_query = getattr(env, "refresh_query", "look")
+
+    def reset(self) -> str:
+        return self.env.reset()  # type: ignore[attr-defined]
+
+    def step(self, action: str) -> tuple[str, bool, bool]:
+        self.steps += 1
+        return self.env.step(action)  # type: ignore[attr-defined]
+
+    def snapshot(self) -> object:
+        return self.env.snapshot()  # type: ignore[attr-defined]
+
+    def restore(self, snapshot: object) -> None:
+        self.env.restore(snapshot)  # type: ignore[attr-defined]
+
+    def close(self) -> None:
+        if callable(getattr(self.env, "close", None)):
+            self.env.close()  # type: ignore[attr-defined]
+
+
+def per_task(env: str, folder: Path, modes: list[str], n: int) -> int:
+    """Each mode on each task in this process: CPU seconds and real env steps (module docstring)."""
+    from cir.families.registry import get_family, make_agent
+    from cir.pairs.replay import ReplaySettings, run_task_pairs
+
+    family = get_family(env)
+    settings = ReplaySettings(operations=("refresh", "replan", "rewind"))
+    tasks = family.load_tasks(folder)[:n]
+    cpu = {m: 0.0 for m in modes}
+    steps = {m: 0 for m in modes}
+    same = True
+    for i, task in enumerate(tasks):
+        order = modes[i % len(modes):] + modes[: i % len(modes)]
+        got = {}
+        for mode in order:
+            counted = _StepCounter(family.env(task))
+            agent = make_agent("builtin", family=family)
+            t0 = time.process_time()
+            result = run_task_pairs(task, agent, counted, settings, extractor=family.extractor, restore_check=mode)
+            cpu[mode] += time.process_time() - t0
+            steps[mode] += counted.steps
+            counted.close()
+            got[mode] = (result.rows, result.costs)
+        same = same and all(v == got[modes[0]] for v in got.values())
+        print(json.dumps({"task": str(task.task_id), **{m: got[m][1]["env_steps"] for m in modes}}), flush=True)
+    base = modes[0]
+    print(f"\n{env}, {len(tasks)} tasks of {folder}, in this process")
+    print("| --restore-check | CPU s | CPU / task | real env steps | of which the check's | rows and costs |")
+    print("|---|---|---|---|---|---|")
+    for m in modes:
+        print(f"| {m} | {cpu[m]:.1f} | {cpu[m] / cpu[base]:.3f} | {steps[m]} | {steps[m] - steps[base]} "
+              f"(+{100 * (steps[m] - steps[base]) / steps[base]:.1f}%) | {'same' if same else 'DIFFERENT'} |")
+    return 0 if same else 1
+
+
 def _span(rows: list[dict[str, float | str]], key: str) -> str:
     values = [float(x[key]) for x in rows]
     return f"{min(values):.1f}-{max(values):.1f}"
@@ -64,13 +133,19 @@ def _span(rows: list[dict[str, float | str]], key: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--env", default="alfworld")
-    ap.add_argument("--baseline", required=True, type=Path, help="a `cir reproduce --quick` output of the code before")
+    ap.add_argument("--baseline", type=Path, help="a `cir reproduce --quick` output of the code before")
+    ap.add_argument("--per-task", type=Path, default=None, metavar="DIR", help="measure per task, in this process")
+    ap.add_argument("--n", type=int, default=8, help="tasks of --per-task")
     ap.add_argument("--out", default=Path("/tmp/restore-check-cost"), type=Path)
     ap.add_argument("--modes", default="task,branches,full")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--jobs", type=int, default=2)
     args = ap.parse_args(argv)
     modes = args.modes.split(",")
+    if args.per_task is not None:
+        return per_task(args.env, args.per_task, modes, args.n)
+    if args.baseline is None:
+        ap.error("--baseline is needed (or --per-task DIR)")
     results = []
     for r in range(args.rounds):
         order = modes if r % 2 == 0 else modes[::-1]  # A B C, C B A, ...: drift falls on every mode alike

@@ -15,6 +15,7 @@ pickled. The other functions here give a family's parts to the layers below
 from __future__ import annotations
 
 import importlib
+import importlib.abc
 import importlib.util
 import sys
 from functools import cache
@@ -94,19 +95,43 @@ def _load(target: str, spec: str, builtin: bool) -> Any:
         raise CirError(f"env {spec!r}: {module_name} has no attribute {attr!r}") from None
 
 
+#: The module name a family file is imported under: this prefix and the hex of its absolute path,
+#: so that any process (a worker, the queues' manager) that meets the name in a pickle (a task
+#: of the family's own class) imports the same file by path, as the parent did
+#: (:class:`_FamilyFiles`).
+FILE_MODULE_PREFIX = "cir_family_"
+
+
+def file_module_name(path: str | Path) -> str:
+    """The module name of a family file (:data:`FILE_MODULE_PREFIX`)."""
+    return FILE_MODULE_PREFIX + str(Path(path).expanduser().resolve()).encode("utf-8").hex()
+
+
+class _FamilyFiles(importlib.abc.MetaPathFinder):
+    """Finds the module of a family file by its name (:func:`file_module_name`): installed when
+    this module is imported, which a worker does before it unpickles a task (the registry comes
+    with every part of cir that runs tasks)."""
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if not fullname.startswith(FILE_MODULE_PREFIX) or "." in fullname:
+            return None
+        try:
+            file = Path(bytes.fromhex(fullname[len(FILE_MODULE_PREFIX):]).decode("utf-8"))
+        except ValueError:
+            return None
+        return importlib.util.spec_from_file_location(fullname, file) if file.is_file() else None
+
+
+if not any(isinstance(f, _FamilyFiles) for f in sys.meta_path):
+    sys.meta_path.append(_FamilyFiles())
+
+
 def _import(name: str) -> Any:
     if name.endswith(".py"):
         path = Path(name).expanduser().resolve()
         if not path.is_file():
             raise ModuleNotFoundError(f"no file {path}")
-        key = f"cir_family_{abs(hash(str(path)))}"
-        if key in sys.modules:
-            return sys.modules[key]
-        spec = importlib.util.spec_from_file_location(key, path)
-        module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-        sys.modules[key] = module
-        spec.loader.exec_module(module)  # type: ignore[union-attr]
-        return module
+        return importlib.import_module(file_module_name(path))
     try:
         return importlib.import_module(name)
     except ModuleNotFoundError as err:

@@ -29,14 +29,14 @@ from typing import Any
 
 from cir import __version__
 from cir.families.registry import make_agent
-from cir.pairs.farm import FarmRun, Job, farm, spawn_manager
+from cir.pairs.farm import FarmRun, Job, farm
 from cir.pairs.paired import paired_text, rows_of, text_digest
 from cir.pairs.record import RunIdentity, RunRecord, Session, check_extension, foreign_member
 from cir.pairs.replay import RestoreError, run_task_pairs
 from cir.pairs.settings import RunSettings, agent_label, resolved
 from cir.pairs.store import AGENT_CACHE, RunStore, StoredMember
 from cir.util.errors import CirError
-from cir.util.parallel import WorkerLost
+from cir.util.parallel import WorkerLost, spawn_manager
 from cir.util.progress import RunProgress, TaskReporter
 
 log = logging.getLogger(__name__)
