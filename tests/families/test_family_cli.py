@@ -204,3 +204,19 @@ def test_the_default_check_of_ones_own_family_stops_at_the_first_task(quarantine
     run = _cir(*args, check=False)
     assert run.returncode == 2 and "in task keydoor-train-000 " in run.stderr
     assert json.loads((out / "run.json").read_text())["timings"]["sessions"][0]["restore_check"] == "full"
+
+
+def test_a_family_named_by_its_file_runs_in_worker_processes(tasks, tmp_path):
+    # --env path/to/file.py:ATTR: the workers import the file by its path, as the parent did
+    (tmp_path / "mykd.py").write_text((ROOT / "tests" / "support" / "keydoor.py").read_text())
+    spec = f"{tmp_path / 'mykd.py'}:FAMILY"
+    args = ["run", "--env", spec, "--tasks", str(tasks / "train"), "--limit", "8", *GRID]
+    outs = {how: tmp_path / how for how in ("jobs1", "jobs2", "threads")}
+    _cir(*args, "--out", str(outs["jobs1"]), "--jobs", "1")
+    jobs2 = _cir(*args, "--out", str(outs["jobs2"]), "--jobs", "2")
+    _cir(*args, "--out", str(outs["threads"]), "--jobs", "2", "--backend", "threading")
+    assert "Traceback" not in jobs2.stderr
+    table = (outs["jobs1"] / "paired.csv").read_bytes()
+    assert table == (outs["jobs2"] / "paired.csv").read_bytes() == (outs["threads"] / "paired.csv").read_bytes()
+    assert json.loads((outs["jobs2"] / "run.json").read_text())["settings"]["family"] == spec
+    assert _cir("table", str(outs["jobs2"])).returncode == 0  # a reader resolves the file again
