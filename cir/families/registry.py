@@ -5,10 +5,12 @@ imported only when it is asked for: the core never imports a family's code direc
 installed package registers its own in the entry point group :data:`ENTRY_POINT_GROUP`
 (``[project.entry-points."cir.families"] keydoor = "keydoor.family:FAMILY"``), and any other
 family is named as ``MODULE:ATTR`` (``examples.counter:FAMILY``; the current folder is
-searched too, as ``python -m`` would) or ``path/to/file.py:ATTR``.
+searched too, as ``python -m`` would) or ``path/to/file.py:ATTR`` (imported by its path, under a
+name that says the path: :func:`file_module_name`).
 
 Worker processes get a run's family as this text and resolve it again, so a family is never
-pickled. The other functions here give a family's parts to the layers below
+pickled; a task of a family file's own class, unpickled in a worker or in the queues' manager
+process before anything resolved the family there, imports the file by that name. The other functions here give a family's parts to the layers below
 (:func:`make_agent`, :func:`resolve_extractor`).
 """
 
@@ -58,7 +60,8 @@ def get_family(spec: str | Family | None = None) -> Family:
     if isinstance(spec, Family):
         return spec
     if not isinstance(spec, str) or not spec.strip():
-        raise CirError(f"env {spec!r}: expected a family name ({', '.join(family_names())}) or MODULE:ATTR")
+        raise CirError(f"env {spec!r}: expected a family name ({', '.join(family_names())}), MODULE:ATTR "
+                       "or FILE.py:ATTR")
     return _resolve(spec.strip())
 
 
@@ -68,7 +71,7 @@ def _resolve(spec: str) -> Family:
         target = BUILTIN.get(spec) or _entry_points().get(spec)
         if target is None:
             raise CirError(f"env {spec!r}: no such environment family; expected one of "
-                           f"{', '.join(family_names())}, or MODULE:ATTR naming your own Family")
+                           f"{', '.join(family_names())}, or MODULE:ATTR or FILE.py:ATTR naming your own Family")
         family = _load(target, spec, builtin=spec in BUILTIN)
     else:
         family = _load(spec, spec, builtin=False)
