@@ -363,11 +363,12 @@ def check_branch_points(task_id: str, env: BranchingEnv, fork: _Fork, arms: list
         """Env action ``j`` of ``t`` (``full``: and those after it), sent from the state after its
         first ``j - 1``."""
         acted = [s for s in t.steps if s.action is not None]
-        if len(acted) < j:
-            return  # the episode ended there: nothing was sent from that state
-        state = tuple(str(s.action) for s in acted[: j - 1])
-        sent = [(str(s.action), (str(s.observation), bool(s.done), bool(s.won))) for s in acted[j - 1:]]
+        # an empty action is an env action of the budget that never reached the env (the harness)
+        state = tuple(str(s.action) for s in acted[: j - 1] if s.action)
+        sent = [(str(s.action), (str(s.observation), bool(s.done), bool(s.won))) for s in acted[j - 1:] if s.action]
         sent = sent if full else sent[:1]
+        if not sent:
+            return  # the episode ended there: nothing was sent from that state
         key = (state, tuple(a for a, _ in sent))
         if key not in checks and (full or (*state, *key[1]) not in checked):
             checks[key] = (state, sent, where, who)

@@ -90,6 +90,24 @@ def test_the_checks_change_no_row_and_no_cost(tasks, operations):
         assert [e.to_dict() for e in results[1].episodes] == [e.to_dict() for e in results[0].episodes]
 
 
+class _SometimesSilent(KeyDoorAgent):
+    """Replies nothing on its third turn: an env action of the budget that never reaches the env."""
+
+    def act_traced(self, context):
+        reply = super().act_traced(context)
+        return ("", *reply[1:]) if len(context) == 5 else reply
+
+
+@pytest.mark.parametrize("check", ["branches", "full"])
+def test_an_empty_action_is_not_sent_again(tasks, check):
+    settings = ReplaySettings(conditions=("clean", "stale1"), delays=(0, 1, 2), operations=("refresh", "rewind"))
+    for t in tasks[:4]:
+        runs = [run_task_pairs(t, _SometimesSilent(), FAMILY.env(t), settings, extractor=FAMILY.extractor,
+                               restore_check=c) for c in ("task", check)]
+        assert any(s.action == "" for e in runs[0].episodes if e.transcript for s in e.transcript.steps)
+        assert runs[0].rows == runs[1].rows and runs[0].costs == runs[1].costs
+
+
 def test_a_rewind_is_checked_where_it_returns_to(task):
     # a restore that forgets the counter: the state before the perturbed action is checked too
     settings = ReplaySettings(conditions=("clean",), delays=(0,), operations=("rewind",))
