@@ -149,3 +149,29 @@ def test_verify_restores_sends_each_state_its_actions_and_names_the_first_that_d
     assert lied is not None and lied[:2] == (1, ("right", "take key", "right", "look"))
     assert "A key lies in cell" in lied[3][0]
     assert env.stats == stats  # none of it is the grid's work
+
+
+def test_every_run_of_the_farm_is_quarantined_and_each_names_the_failing_task(tmp_path):
+    # a study's cohorts share the env: a failed check in one quarantines all that ran with it
+    from cir.pairs.paired import read_paired
+    from cir.pairs.record import RunRecord
+    from cir.pairs.run import RunSpec, run_experiments
+    from cir.pairs.settings import RunSettings
+    from cir.pairs.store import RunStore
+    from cir.util.errors import CirError
+
+    generate_tasks(tmp_path / "t", "train", 6, 1)
+    tasks = load_tasks(tmp_path / "t" / "train")
+    settings = RunSettings(family=FORGETS_KEY, replay=GRID, restore_check="branches")
+    specs = [RunSpec(tasks[:4], tmp_path / "a", settings), RunSpec(tasks[4:], tmp_path / "b", settings)]
+    with pytest.raises(CirError, match=f"{tmp_path / 'a'}: quarantined: the env's restore failed its check in "
+                                       "task keydoor-train-003 "):
+        run_experiments(specs, progress=False, echo=lambda _: None)
+    for folder, own in ((tmp_path / "a", True), (tmp_path / "b", False)):
+        record = RunRecord.read(RunStore(folder))
+        assert record.restore_failed["task_id"] == "keydoor-train-003"
+        assert ("run" in record.restore_failed) is not own
+        with pytest.raises(CirError, match="quarantined") as err:
+            read_paired(folder, allow_partial=True)
+        if not own:
+            assert f"in task keydoor-train-003 of {tmp_path / 'a'} (restored" in str(err.value)
