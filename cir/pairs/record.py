@@ -29,7 +29,7 @@ on resume, by every reader of the paired table and by the study report.
      "task_ids": [...],
      "agent_settings": {...},
      "restore_failed": {"task_id": ..., "after_env_action": ..., "where": ..., "sent": ...,
-                        "answered": [...], "recorded": [...], "by": ..., "run": ...},
+                        "env_action": ..., "answered": [...], "recorded": [...], "by": ..., "run": ...},
      "store": {"episodes_bytes": ..., "paired_sha256": ...,
                "members": [{"task_id": ..., "bytes": ..., "sha256": ...}, ...]}}
 
@@ -276,7 +276,7 @@ class RunRecord:
             task = failed["task_id"] if not failed.get("run") else f"{failed['task_id']} of {failed['run']}"
             where = f" ({failed['where']})" if failed.get("where") else ""
             what = (f"in task {task} (restored to the state after env action {failed.get('after_env_action')}"
-                    f"{where} and sent {failed.get('sent')!r}, it answered {_answer_text(failed.get('answered'))}; "
+                    f"{where} and sent {sent_text(failed)}, it answered {_answer_text(failed.get('answered'))}; "
                     f"{failed.get('by') or 'the episode'} had {_answer_text(failed.get('recorded'))})")
         return (f"{run_dir}: quarantined: the env's restore failed its check {what}, so no row of its "
                 f"{done} stored task(s) is read, --allow-partial or not: the fault is the env's, not the "
@@ -427,6 +427,14 @@ def _restore_failed(value: Any, source: str) -> dict[str, Any] | None:
         raise CirError(f"{source}: the run record's restore_failed must be an object (the restore "
                        "check that quarantined the run folder)")
     return value
+
+
+def sent_text(failure: dict[str, Any]) -> str:
+    """What a failed restore check sent (:attr:`cir.pairs.replay.RestoreError.failure`): the
+    action, or (a full check) the actions up to the env action whose answer differed."""
+    if failure.get("env_action") is None:
+        return repr(failure.get("sent"))
+    return f"the actions after it, to env action {failure['env_action']} ({failure.get('sent')!r})"
 
 
 def _answer_text(answer: Any) -> str:

@@ -51,6 +51,7 @@ from cir.episode.transcript import Transcript
 from cir.families.registry import resolve_extractor
 from cir.pairs.episode_record import ARM, BRANCH, FACTUAL, EpisodeRecord
 from cir.pairs.paired import outcome_of
+from cir.pairs.record import sent_text
 from cir.pairs.schedule import JobPool, run_fork
 from cir.pairs.settings import RESTORE_CHECKS, ReplaySettings, agent_label
 from cir.util.errors import CirError
@@ -337,7 +338,7 @@ def check_restore(task_id: str, env: BranchingEnv, snapshots: dict[int, Any], fa
     path = snapshots[factual.steps_until_env_action(j)]
     differs = env.verify_restore(path)
     if differs is not None:
-        raise restore_error(task_id, path, *differs, "where the arms start",
+        raise restore_error(task_id, len(path) - 1, path, *differs, "where the arms start",
                             "the run that state was saved in")
     return tuple(path)
 
@@ -385,20 +386,24 @@ def check_branch_points(task_id: str, env: BranchingEnv, fork: _Fork, arms: list
     differs = env.verify_restores([(state, sent) for state, sent, *_ in listed])
     if differs is not None:
         index, path, want, got = differs
-        raise restore_error(task_id, path, want, got, *listed[index][2:])
+        raise restore_error(task_id, len(listed[index][0]), path, want, got, *listed[index][2:])
 
 
-def restore_error(task_id: str, path: tuple[str, ...], want: tuple[str, bool, bool],
+def restore_error(task_id: str, restored: int, path: tuple[str, ...], want: tuple[str, bool, bool],
                   got: tuple[str, bool, bool], where: str, who: str) -> RestoreError:
     """The one line of a restore that answered otherwise than the episode that passed there
-    (``who``, which answered ``want``; ``where``: which episodes start from that state), with
-    its parts as plain data (:attr:`RestoreError.failure`, what run.json's quarantine holds)."""
+    (``who``, which answered ``want``; ``where``: which episodes start from that state): the env
+    restored to the state after env action ``restored`` and sent the rest of ``path``, whose last
+    action answered ``got``. Its parts as plain data in :attr:`RestoreError.failure` (what
+    run.json's quarantine holds)."""
     (obs, done, won), (got_obs, got_done, got_won) = want, got
-    failure = {"task_id": task_id, "after_env_action": len(path) - 1, "where": where, "sent": path[-1],
+    failure = {"task_id": task_id, "after_env_action": restored, "where": where, "sent": path[-1],
                "answered": [got_obs, got_done, got_won], "recorded": [obs, done, won], "by": who}
+    if len(path) - restored > 1:  # a full check: the env action that differed came later
+        failure["env_action"] = len(path)
     return RestoreError(
         f"task {task_id}: the env's restore is not exact: restored to the state after env action "
-        f"{len(path) - 1} ({where}) and sent {path[-1]!r}, it answered {got_obs!r:.160} (done {got_done}, "
+        f"{restored} ({where}) and sent {sent_text(failure)}, it answered {got_obs!r:.160} (done {got_done}, "
         f"won {got_won}); {who} answered {obs!r:.160} (done {done}, won {won}). A restore must bring "
         "back every part of the state: `cir check-env` finds which step differs", failure)
 

@@ -175,3 +175,11 @@ def test_every_run_of_the_farm_is_quarantined_and_each_names_the_failing_task(tm
             read_paired(folder, allow_partial=True)
         if not own:
             assert f"in task keydoor-train-003 of {tmp_path / 'a'} (restored" in str(err.value)
+
+
+def test_the_full_check_names_the_restored_state_and_the_later_action_that_differed(task):
+    with pytest.raises(RestoreError) as err:
+        _run(task, FORGETS_KEY, check="full")
+    assert "restored to the state after env action 3 (where the clean arm starts) and sent the actions " \
+           "after it, to env action 6 ('open door'), it answered 'Nothing happens. The door locks.'" in str(err.value)
+    assert err.value.failure["after_env_action"] == 3 and err.value.failure["env_action"] == 6
