@@ -45,7 +45,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--run", default=None, metavar="RUN_DIR",
                    help="also walk this run folder's factual runs (its family and tasks unless given); a "
                         "quarantined folder is read too: this is how to find what its restore forgets")
-    p.add_argument("--n", type=int, default=None, help="tasks to walk (default 3; with --run, all of its tasks)")
+    p.add_argument("--n", type=int, default=None, help="tasks to walk; when not given, 3, or with --run every task of the run")
     p.add_argument("--steps", type=int, default=20, help="steps of each random walk")
     p.add_argument("--agent-walk", action=argparse.BooleanOptionalAction, default=True,
                    help="walk the family's built-in agent's episode too (when the family has one)")

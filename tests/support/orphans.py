@@ -9,6 +9,7 @@ their command lines, and how long the last one took to end. Whatever is left is 
 (by its pid: only descendants of the command) so that nothing outlives the check.
 
     python tests/support/orphans.py --after 3 --wait 10 -- cir run ... --jobs 2
+    python tests/support/orphans.py --run-dir RUN --after 0.5 -- cir run ... --out RUN --jobs 2
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -50,11 +52,24 @@ def _alive() -> list[psutil.Process]:
     return out
 
 
-def kill_and_count(cmd: list[str], after: float, wait: float, env: dict[str, str] | None = None) -> dict[str, Any]:
-    """Start ``cmd``, SIGKILL it after ``after`` seconds, and count what it left ``wait`` seconds later."""
+def _tasks_done(run_dir: Path) -> int:
+    try:
+        return int(json.loads((run_dir / "run.json").read_text())["counts"]["tasks_done"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0
+
+
+def kill_and_count(cmd: list[str], after: float, wait: float, env: dict[str, str] | None = None,
+                   run_dir: Path | None = None) -> dict[str, Any]:
+    """Start ``cmd``, SIGKILL it after ``after`` seconds (counted from when ``run_dir`` records a
+    finished task, when given: the workers are then surely running), and count what it left
+    ``wait`` seconds later."""
     if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER) failed")
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    deadline = time.monotonic() + 300
+    while run_dir is not None and _tasks_done(run_dir) < 1 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
     time.sleep(after)
     finished = proc.poll() is not None
     before = len(_alive()) - (0 if finished else 1)  # the command's helpers, not the command
@@ -85,10 +100,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--after", type=float, required=True, help="seconds before the kill")
     ap.add_argument("--wait", type=float, default=10.0, help="seconds to watch after it")
+    ap.add_argument("--run-dir", type=Path, default=None,
+                    help="count --after from when this run folder records its first finished task")
     ap.add_argument("cmd", nargs=argparse.REMAINDER)
     args = ap.parse_args(argv)
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
-    print(json.dumps(kill_and_count(cmd, args.after, args.wait)))
+    print(json.dumps(kill_and_count(cmd, args.after, args.wait, run_dir=args.run_dir)))
     return 0
 
 

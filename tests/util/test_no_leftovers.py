@@ -28,16 +28,19 @@ def tasks(tmp_path_factory):
     return folder / "train"
 
 
-@pytest.mark.parametrize("after, quiet", [(1.0, True), (5.0, True), (5.0, False)])
-def test_kill_9_of_the_parent_leaves_no_process(tasks, tmp_path, after, quiet):
-    # the progress bar's reports go through the manager's queue too (quiet: only the farm's)
-    cmd = [sys.executable, "-m", "cir", "run", "--env", ENV, "--tasks", str(tasks), "--out", str(tmp_path / "run"),
+@pytest.mark.parametrize("mid_run, quiet", [(False, True), (True, True), (True, False)])
+def test_kill_9_of_the_parent_leaves_no_process(tasks, tmp_path, mid_run, quiet):
+    # at start-up (1 s in), or mid-run (0.5 s after the first task is written: the workers and
+    # the manager are up); the progress bar's reports go through the manager's queue too
+    run = tmp_path / "run"
+    cmd = [sys.executable, "-m", "cir", "run", "--env", ENV, "--tasks", str(tasks), "--out", str(run),
            "--jobs", "2", *(["--quiet"] if quiet else [])]
-    out = subprocess.run([sys.executable, str(ROOT / "tests" / "support" / "orphans.py"), "--after", str(after),
+    when = ["--run-dir", str(run), "--after", "0.5"] if mid_run else ["--after", "1"]
+    out = subprocess.run([sys.executable, str(ROOT / "tests" / "support" / "orphans.py"), *when,
                           "--wait", "10", "--", *cmd], cwd=ROOT, capture_output=True, text=True, check=True,
                          env={**os.environ, "KEYDOOR_STEP_SECONDS": "0.02"})
     found = json.loads(out.stdout.strip().splitlines()[-1])
     assert not found["finished_before_kill"]
     assert found["left"] == 0, found["left_processes"]
-    if after >= 5:  # killed mid-run: the helpers were there, and all went within seconds
+    if mid_run:  # the helpers were there (2 workers, the manager, resource trackers), and all went
         assert found["helpers_before_kill"] >= 3 and found["all_gone_after_s"] < 5
