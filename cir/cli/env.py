@@ -1,7 +1,8 @@
 """``--env``: the environment family of a command (one option, one meaning, on every command).
 
 ``--env NAME`` names a built-in or installed family (``alfworld``, ``textworld-cooking``) and
-``--env MODULE:ATTR`` a family object of one's own (``examples.counter:FAMILY``). A command
+``--env MODULE:ATTR`` or ``--env path/to/file.py:ATTR`` a family object of one's own
+(``examples.counter:FAMILY``, ``examples/counter.py:FAMILY``). A command
 that reads a run folder takes the family its ``run.json`` names when ``--env`` is not given,
 and refuses an ``--env`` that is another.
 """
@@ -14,8 +15,8 @@ from typing import Any
 
 from cir.util.errors import CirError
 
-ENV_HELP = ("environment family: alfworld, textworld-cooking, or MODULE:ATTR naming your own "
-            "Family (docs/own-environment.md)")
+ENV_HELP = ("environment family: alfworld, textworld-cooking, or MODULE:ATTR or path/to/file.py:ATTR "
+            "naming your own Family (docs/own-environment.md)")
 
 
 def add_env(parser: argparse.ArgumentParser, reads_runs: bool = False) -> None:

@@ -11,7 +11,7 @@ from cir.cli.env import add_env
 from cir.cli.limits import MAX_BUDGET, MAX_RESAMPLES, check_int, writer_lock
 from cir.cli.llm_options import add_llm_options, add_request_options
 from cir.cli.run_settings import run_settings
-from cir.cli.style import add_family_options, add_parallel, add_quiet, command
+from cir.cli.style import add_family_options, add_parallel, add_quiet, add_restore_check, command
 from cir.episode.protocol import DEFAULT_RESAMPLES, DEFAULT_SEED
 
 #: Replicates of one study: each is a whole study (about 3 minutes with the built-in agent).
@@ -41,6 +41,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--base-url", default=None, help="OpenAI-compatible server for openai[-completion]:MODEL")
     add_parallel(p)
     add_family_options(p)
+    add_restore_check(p)
     p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seed of task generation and agent")
     p.add_argument("--replicates", type=int, default=1,
                    help="independent replicates of the whole study (new tasks and agent seed each: seed, "

@@ -10,7 +10,7 @@ from cir.agents.factory import AGENT_SPECS
 from cir.cli.env import add_env
 from cir.cli.llm_options import add_llm_options, add_request_options
 from cir.cli.run_settings import run_settings
-from cir.cli.style import add_family_options, add_parallel, add_quiet, command
+from cir.cli.style import add_family_options, add_parallel, add_quiet, add_restore_check, command
 from cir.episode.operations import OPERATIONS
 from cir.episode.protocol import (
     DEFAULT_CONDITIONS,
@@ -92,6 +92,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--snapshots", default="fast", choices=["fast", "replay"],
                    help="env snapshots: engine state ids (fast) or reset+replay")
     add_family_options(p)
+    add_restore_check(p)
     add_quiet(p)
     add_llm_options(p, cache_default="RUN_DIR/agent_cache")
     add_request_options(p)

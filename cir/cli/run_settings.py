@@ -24,6 +24,7 @@ def run_settings(args: argparse.Namespace, replay: ReplaySettings | None = None)
         replay=replay or ReplaySettings(), agent=args.agent, seed=args.seed, base_url=args.base_url,
         llm=llm_config(args), jobs=args.jobs, backend=args.backend, scheduler=args.scheduler,
         snapshots=getattr(args, "snapshots", "fast"), family_options=family_options(args),
+        restore_check=getattr(args, "restore_check", None),
         cache_dir=args.cache_dir, extend=getattr(args, "extend", None),
         family=getattr(args, "env", None) or DEFAULT_FAMILY, prompt_file=getattr(args, "prompt", None),
         requests=request_limits(args))

@@ -76,6 +76,16 @@ def family_options(args: argparse.Namespace) -> dict[str, str]:
     return out
 
 
+def add_restore_check(parser: argparse.ArgumentParser) -> None:
+    """``--restore-check``: how the replayer checks the env's restore as a run goes."""
+    parser.add_argument("--restore-check", default=None, choices=["task", "branches", "full"],
+                        help="how the env's restore is checked as tasks run (a failure stops the run and "
+                             "quarantines its folder): once per task where the arms start (task), at "
+                             "every branch point with the next env action (branches), or there with "
+                             "every later env action (full); default: branches for a built-in family, "
+                             "full for your own; none changes the table")
+
+
 def add_columns(parser: argparse.ArgumentParser, compact: Sequence[str]) -> None:
     """``--columns``: a comma list of result columns after the grouping keys, or ``all``."""
     parser.add_argument(

@@ -14,6 +14,7 @@ still computed once, so the env work does not depend on how the branches interle
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from cir.envs.base import Env
@@ -109,19 +110,46 @@ class BranchingEnv:
         grid's work), and the real env is restored back where it was, so the grid's answers
         and counts are those of a run without the check.
         """
-        tree = self._tree
         path = tuple(path)
+        with self._tree.lock:
+            want = self._tree.memo.get(path)
+        if want is None:
+            raise CirError(f"verify_restore: no remembered transition at a path of {len(path)} actions")
+        differs = self.verify_restores([(path[:-1], [(path[-1], want)])])
+        return None if differs is None else differs[2:]
+
+    def verify_restores(self, checks: Iterable[tuple[tuple[str, ...], Sequence[tuple[str, tuple[str, bool, bool]]]]]
+                        ) -> tuple[int, tuple[str, ...], tuple[str, bool, bool], tuple[str, bool, bool]] | None:
+        """:meth:`verify_restore` for many states, each with the actions an episode sent from
+        it: per ``(state, [(action, answer), ...])``, in order, the real env is restored to
+        ``state`` (a path the grid reached) and sent the actions one after another, each of
+        whose answers must be the ``answer`` recorded. The first that differs as ``(index,
+        path, recorded, answered)`` (``index``: of its check; ``path``: the state and the
+        actions up to the one that differs), else None. The real env is restored back where it was once, at the end;
+        nothing is counted in :attr:`stats`.
+        """
+        tree = self._tree
         with tree.lock:
-            want = tree.memo.get(path)
-            before = path[:-1]
-            if not path or want is None or before not in tree.snaps or tree.real is None:
-                raise CirError(f"verify_restore: no remembered transition at a path of {len(path)} actions")
-            back = tree.real
-            tree.env.restore(tree.snaps[before])
-            obs, done, won = tree.env.step(path[-1])
-            tree.env.restore(tree.snaps[back])
-        got = (str(obs), bool(done), bool(won))
-        return None if got == want else (want, got)
+            if tree.real is None:
+                raise CirError("verify_restores: the env was never reset")
+            back, found = tree.real, None
+            try:
+                for index, (state, sent) in enumerate(checks):
+                    state = tuple(state)
+                    if state not in tree.snaps:
+                        raise CirError(f"verify_restores: no remembered state at a path of {len(state)} actions")
+                    tree.env.restore(tree.snaps[state])
+                    for i, (action, want) in enumerate(sent):
+                        obs, done, won = tree.env.step(action)
+                        got = (str(obs), bool(done), bool(won))
+                        if got != tuple(want):
+                            found = (index, (*state, *(a for a, _ in sent[: i + 1])), tuple(want), got)
+                            break
+                    if found is not None:
+                        break
+            finally:
+                tree.env.restore(tree.snaps[back])
+        return found  # type: ignore[return-value]
 
     def restore(self, snapshot: tuple[str, ...]) -> None:
         tree = self._tree

@@ -16,20 +16,37 @@ says ``prefix_match``: that compares what the agent was shown, not the state).
 
 Each failure is one line naming the task, the step and what differed. The walk's actions
 are ``actions(env, observation)`` (a family's ``walk_actions``), else the env's
-``admissible_commands()``.
+``admissible_commands()``; when they come as a mapping of action to weight, the walk draws
+by those weights, so a family can send it toward the actions that change the state.
+
+A random walk alone can miss a field the restore forgets when the field matters only late:
+a key-and-door corridor whose restore drops the key fails only where a walk has taken the key
+and then opens the door, which a uniform walk over five commands rarely does in 20 steps.
+So a task is also walked where agents walk (``walks``): the family's built-in agent's episode
+(:meth:`cir.families.family.Family.check`) and a run folder's factual runs (``cir check-env
+--run``), each checked the same way (a new env walked the same, every step restored and sent
+again, the refresh query twice) and, for a run's, each answer against the one the run recorded.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from cir.envs.base import refresh_query
 from cir.util.errors import CirError
 
-Actions = Callable[[Any, str], Sequence[str]]
+Actions = Callable[[Any, str], Sequence[str] | Mapping[str, float]]
+Answer = tuple[str, bool, bool]
+#: A walk of one task: drives ``env`` (reset, then steps, as an agent or a recorded run does)
+#: and returns the answers a recorded run got for those steps (checked against the walk's),
+#: or None.
+Walk = Callable[[Any], Sequence[Answer] | None]
+#: The walks of a task besides the random one: ``[(label, walk), ...]`` (e.g. ``"the built-in
+#: agent's walk"``), none for a task without.
+Walks = Callable[[Any], Sequence[tuple[str, Walk]]]
 
 
 @dataclass
@@ -40,6 +57,8 @@ class EnvCheck:
     steps: int = 0
     restores: int = 0
     failures: list[str] = field(default_factory=list)
+    #: walk steps by kind of walk ("random", and each label of the walks besides)
+    walked: dict[str, int] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -47,8 +66,14 @@ class EnvCheck:
 
     def summary(self) -> str:
         verdict = "ok" if self.ok else f"{len(self.failures)} failure(s)"
-        return (f"check_env: {self.tasks} tasks, {self.steps} walk steps, {self.restores} restores "
+        kinds = "" if set(self.walked) <= {"random"} else " (" + ", ".join(
+            f"{kind} {n}" for kind, n in self.walked.items()) + ")"
+        return (f"check_env: {self.tasks} tasks, {self.steps} walk steps{kinds}, {self.restores} restores "
                 f"checked: {verdict}")
+
+    def add_steps(self, kind: str, n: int) -> None:
+        self.steps += n
+        self.walked[kind] = self.walked.get(kind, 0) + n
 
 
 def _answer(result: Any) -> tuple[str, bool, bool]:
@@ -61,7 +86,7 @@ def _say(answer: tuple[str, bool, bool]) -> str:
     return f"{obs!r:.120} (done {done}, won {won})"
 
 
-def _walk_actions(env: Any, observation: str, actions: Actions | None) -> list[str]:
+def _walk_actions(env: Any, observation: str, actions: Actions | None) -> list[str] | dict[str, float]:
     if actions is not None:
         found = actions(env, observation)
     elif callable(getattr(env, "admissible_commands", None)):
@@ -69,41 +94,105 @@ def _walk_actions(env: Any, observation: str, actions: Actions | None) -> list[s
     else:
         raise CirError(f"check_env: {type(env).__name__} has no admissible_commands(); pass "
                        "actions=(env, observation) -> [actions] (a Family's walk_actions)")
+    if isinstance(found, Mapping):
+        weights = {str(a): float(w) for a, w in found.items()}
+        if any(not w >= 0 for w in weights.values()) or not any(w > 0 for w in weights.values()):
+            raise CirError(f"check_env: walk actions {found!r:.120}: weights must be >= 0, one > 0")
+        return weights
     found = [str(a) for a in found]
     if not found:
         raise CirError(f"check_env: no action to take after {observation!r:.80}")
     return found
 
 
-def _walk(env: Any, rng: random.Random, steps: int, actions: Actions | None) -> tuple[
-        str, list[str], list[tuple[str, bool, bool]], list[Any]]:
-    """A random walk: its first observation, actions, answers, and the snapshot before each step."""
-    first = str(env.reset())
-    obs, taken, answers, snaps = first, [], [], []
-    for _ in range(steps):
-        action = rng.choice(sorted(_walk_actions(env, obs, actions)))
-        snaps.append(env.snapshot())
-        answer = _answer(env.step(action))
-        taken.append(action)
-        answers.append(answer)
-        obs = answer[0]
-        if answer[1]:
-            break
-    return first, taken, answers, snaps
+def _choose(rng: random.Random, found: list[str] | dict[str, float]) -> str:
+    """One action: uniformly from a list, by weight from a mapping (both seeded, in sorted order)."""
+    if isinstance(found, dict):
+        names = sorted(found)
+        return rng.choices(names, weights=[found[a] for a in names])[0]
+    return rng.choice(sorted(found))
+
+
+class _Recorder:
+    """An env that takes a snapshot before every step and keeps the actions and answers."""
+
+    def __init__(self, env: Any) -> None:
+        self.env = env
+        self.refresh_query = refresh_query(env)
+        self.first: str | None = None
+        self.taken: list[str] = []
+        self.answers: list[Answer] = []
+        self.snaps: list[Any] = []
+
+    def reset(self) -> str:
+        if self.first is not None:
+            raise CirError("check_env: a walk reset its env twice")
+        self.first = str(self.env.reset())
+        return self.first
+
+    def step(self, action: str) -> Answer:
+        self.snaps.append(self.env.snapshot())
+        answer = _answer(self.env.step(action))
+        self.taken.append(action)
+        self.answers.append(answer)
+        return answer
+
+    def snapshot(self) -> Any:
+        return self.env.snapshot()
+
+    def restore(self, snapshot: Any) -> None:
+        raise CirError("check_env: a walk restored its env (a walk is one uninterrupted run)")
+
+
+def _random_walk(rng: random.Random, steps: int, actions: Actions | None) -> Walk:
+    """A walk of ``steps`` actions drawn by ``rng`` (it stops when the episode ends)."""
+
+    def walk(env: _Recorder) -> None:
+        obs = str(env.reset())
+        for _ in range(steps):
+            action = _choose(rng, _walk_actions(env.env, obs, actions))
+            obs, done, _ = env.step(action)
+            if done:
+                break
+
+    return walk
 
 
 def check_task(make_env: Callable[[Any], Any], task: Any, *, steps: int = 20, seed: int = 0,
-               actions: Actions | None = None, report: EnvCheck | None = None) -> EnvCheck:
-    """Check one task (see the module docstring); failures go into ``report``."""
+               actions: Actions | None = None, report: EnvCheck | None = None,
+               walks: Sequence[tuple[str, Walk]] = ()) -> EnvCheck:
+    """Check one task (see the module docstring): its random walk of ``steps`` (none when 0),
+    then each of ``walks``; failures go into ``report``."""
     report = report or EnvCheck()
     name = str(getattr(task, "task_id", task))
+    report.tasks += 1
     rng = random.Random(f"{seed}:{name}")
+    if steps:
+        _check_walk(make_env, task, name, "random", "", _random_walk(rng, steps, actions), rng, report)
+    for label, walk in walks:
+        _check_walk(make_env, task, name, label, f"{label}: ", walk, random.Random(f"{seed}:{name}:{label}"),
+                    report)
+    return report
+
+
+def _check_walk(make_env: Callable[[Any], Any], task: Any, name: str, kind: str, head: str, walk: Walk,
+                rng: random.Random, report: EnvCheck) -> None:
+    """One walk on a new env, then the checks of the module docstring on what it did."""
     env = make_env(task)
     try:
-        first, taken, answers, snaps = _walk(env, rng, steps, actions)
-        report.tasks += 1
-        report.steps += len(taken)
-        _check_reset(make_env, task, name, first, taken, answers, report)
+        recorder = _Recorder(env)
+        recorded = walk(recorder)
+        first, taken, answers, snaps = recorder.first, recorder.taken, recorder.answers, recorder.snaps
+        if first is None:
+            return  # nothing to walk (e.g. a run without this task's factual run)
+        report.add_steps(kind, len(taken))
+        for t, want in enumerate(recorded or ()):
+            if t < len(answers) and tuple(want) != answers[t]:
+                report.failures.append(f"task {name}: {head}step {t + 1} ({taken[t]!r}) on a new env answered "
+                                       f"{_say(answers[t])}; the run recorded {_say(tuple(want))}")
+                break
+        _check_reset(make_env, task, f"{name}: {head}reset" if head else f"{name}: reset", first, taken,
+                     answers, report)
         order = list(range(len(taken)))
         rng.shuffle(order)
         for t in order:
@@ -112,28 +201,28 @@ def check_task(make_env: Callable[[Any], Any], task: Any, *, steps: int = 20, se
             report.restores += 1
             if got != answers[t]:
                 report.failures.append(
-                    f"task {name}: step {t + 1} ({taken[t]!r}) after restore answered {_say(got)}; "
+                    f"task {name}: {head}step {t + 1} ({taken[t]!r}) after restore answered {_say(got)}; "
                     f"the uninterrupted walk answered {_say(answers[t])}")
-        _check_refresh(env, name, snaps, answers, rng, report)
+        _check_refresh(env, f"{name}: {head[:-2]}" if head else name, snaps, answers, rng, report)
     finally:
         if callable(getattr(env, "close", None)):
             env.close()
-    return report
 
 
 def _check_reset(make_env: Callable[[Any], Any], task: Any, name: str, first: str, taken: list[str],
                  answers: list[tuple[str, bool, bool]], report: EnvCheck) -> None:
+    """``name`` is ``TASK: reset`` (or ``TASK: LABEL: reset`` for a walk besides the random one)."""
     other = make_env(task)
     try:
         again = str(other.reset())
         if again != first:
-            report.failures.append(f"task {name}: reset: a new env's first observation {again!r:.120} "
+            report.failures.append(f"task {name}: a new env's first observation {again!r:.120} "
                                    f"differs from {first!r:.120}")
             return
         for t, action in enumerate(taken):
             got = _answer(other.step(action))
             if got != answers[t]:
-                report.failures.append(f"task {name}: reset: step {t + 1} ({action!r}) of the same walk on a "
+                report.failures.append(f"task {name}: step {t + 1} ({action!r}) of the same walk on a "
                                        f"new env answered {_say(got)}; the first walk {_say(answers[t])}")
                 return
     finally:
@@ -158,14 +247,17 @@ def _check_refresh(env: Any, name: str, snaps: list[Any], answers: list[tuple[st
 
 
 def check_env(make_env: Callable[[Any], Any], tasks: Iterable[Any], *, steps: int = 20, seed: int = 0,
-              actions: Actions | None = None) -> EnvCheck:
-    """Check every task of ``tasks`` (a few are enough) with ``make_env(task)`` envs; the report
-    lists one line per failure (:attr:`EnvCheck.ok` when there is none)."""
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+              actions: Actions | None = None, walks: Walks | None = None) -> EnvCheck:
+    """Check every task of ``tasks`` (a few are enough) with ``make_env(task)`` envs: a random
+    walk of ``steps`` actions (0: none) and the task's ``walks(task)`` (the walks of an agent, a
+    run's factual runs); the report lists one line per failure (:attr:`EnvCheck.ok` when
+    there is none)."""
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0 or (steps == 0 and walks is None):
         raise CirError(f"check_env steps={steps!r}: expected an integer >= 1")
     report = EnvCheck()
     for task in tasks:
-        check_task(make_env, task, steps=steps, seed=seed, actions=actions, report=report)
+        check_task(make_env, task, steps=steps, seed=seed, actions=actions, report=report,
+                   walks=walks(task) if walks is not None else ())
     if report.tasks == 0:
         raise CirError("check_env: no tasks to check")
     return report

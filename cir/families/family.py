@@ -45,6 +45,8 @@ from cir.agents.prompt import LLMPrompt
 from cir.episode.extractor import check_extractor
 from cir.util.errors import CirError
 
+#: What check_env calls the walk of a family's built-in agent.
+AGENT_WALK = "the built-in agent's walk"
 #: The run options of the core a family's ``make_env`` may declare in ``env_options``.
 RUN_OPTIONS = ("snapshots",)
 #: The parts :meth:`Family.of` finds in a module by their names.
@@ -185,19 +187,40 @@ class Family:
         return self.generate_tasks(folder, split, n, seed, progress=progress, jobs=jobs,
                                    **self.option_values(family_options, generate=True))
 
-    def check(self, tasks: Sequence[Any], *, steps: int = 20, seed: int = 0, family_options: Any = None,
+    def check(self, tasks: Sequence[Any], *, steps: int = 20, seed: int = 0, agent: bool = True,
+              walks: Callable[[Any], Sequence[tuple[str, Any]]] | None = None, family_options: Any = None,
               **run_options: Any) -> Any:
-        """:func:`cir.envs.check.check_env` on this family's envs and walk actions."""
+        """:func:`cir.envs.check.check_env` on this family's envs and walk actions: a random walk
+        per task, the built-in agent's episode (``agent``, when the family has one: it walks where
+        a study's runs walk) and ``walks(task)`` (a run's factual runs, ``cir check-env --run``)."""
         from cir.envs.check import check_env
 
+        agent_walk = _agent_walk(self.builtin_agent("default", seed=seed)) \
+            if agent and self.builtin_agent is not None else None
+
+        def all_walks(task: Any) -> list[tuple[str, Any]]:
+            out = [] if agent_walk is None else [(AGENT_WALK, agent_walk)]
+            return out + list(walks(task) if walks is not None else ())
+
         return check_env(lambda task: self.env(task, family_options, **run_options), tasks, steps=steps,
-                         seed=seed, actions=self.walk_actions)
+                         seed=seed, actions=self.walk_actions, walks=all_walks)
 
     def experiments_dir(self) -> Path:
         if self.experiments is None:
             raise CirError(f"env {self.name!r}: has no experiments folder (Family.experiments); "
                            "pass --experiments DIR")
         return Path(self.experiments)
+
+
+def _agent_walk(agent: Any) -> Callable[[Any], None]:
+    """A check_env walk: one episode of ``agent`` on the env, within the protocol's budgets (the
+    task id is the harness's label only)."""
+    from cir.episode.harness import Harness
+
+    def walk(env: Any) -> None:
+        Harness(agent).episode(env, "check-env")
+
+    return walk
 
 
 def _need_callable(family: Any, name: str, what: str, optional: bool = False) -> None:

@@ -5,16 +5,19 @@ imported only when it is asked for: the core never imports a family's code direc
 installed package registers its own in the entry point group :data:`ENTRY_POINT_GROUP`
 (``[project.entry-points."cir.families"] keydoor = "keydoor.family:FAMILY"``), and any other
 family is named as ``MODULE:ATTR`` (``examples.counter:FAMILY``; the current folder is
-searched too, as ``python -m`` would) or ``path/to/file.py:ATTR``.
+searched too, as ``python -m`` would) or ``path/to/file.py:ATTR`` (imported by its path, under a
+name that says the path: :func:`file_module_name`).
 
 Worker processes get a run's family as this text and resolve it again, so a family is never
-pickled. The other functions here give a family's parts to the layers below
+pickled; a task of a family file's own class, unpickled in a worker or in the queues' manager
+process before anything resolved the family there, imports the file by that name. The other functions here give a family's parts to the layers below
 (:func:`make_agent`, :func:`resolve_extractor`).
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.abc
 import importlib.util
 import sys
 from functools import cache
@@ -58,7 +61,8 @@ def get_family(spec: str | Family | None = None) -> Family:
     if isinstance(spec, Family):
         return spec
     if not isinstance(spec, str) or not spec.strip():
-        raise CirError(f"env {spec!r}: expected a family name ({', '.join(family_names())}) or MODULE:ATTR")
+        raise CirError(f"env {spec!r}: expected a family name ({', '.join(family_names())}), MODULE:ATTR "
+                       "or FILE.py:ATTR")
     return _resolve(spec.strip())
 
 
@@ -68,7 +72,7 @@ def _resolve(spec: str) -> Family:
         target = BUILTIN.get(spec) or _entry_points().get(spec)
         if target is None:
             raise CirError(f"env {spec!r}: no such environment family; expected one of "
-                           f"{', '.join(family_names())}, or MODULE:ATTR naming your own Family")
+                           f"{', '.join(family_names())}, or MODULE:ATTR or FILE.py:ATTR naming your own Family")
         family = _load(target, spec, builtin=spec in BUILTIN)
     else:
         family = _load(spec, spec, builtin=False)
@@ -95,19 +99,43 @@ def _load(target: str, spec: str, builtin: bool) -> Any:
         raise CirError(f"env {spec!r}: {module_name} has no attribute {attr!r}") from None
 
 
+#: The module name a family file is imported under: this prefix and the hex of its absolute path,
+#: so that any process (a worker, the queues' manager) that meets the name in a pickle (a task
+#: of the family's own class) imports the same file by path, as the parent did
+#: (:class:`_FamilyFiles`).
+FILE_MODULE_PREFIX = "cir_family_"
+
+
+def file_module_name(path: str | Path) -> str:
+    """The module name of a family file (:data:`FILE_MODULE_PREFIX`)."""
+    return FILE_MODULE_PREFIX + str(Path(path).expanduser().resolve()).encode("utf-8").hex()
+
+
+class _FamilyFiles(importlib.abc.MetaPathFinder):
+    """Finds the module of a family file by its name (:func:`file_module_name`): installed when
+    this module is imported, which a worker does before it unpickles a task (the registry comes
+    with every part of cir that runs tasks)."""
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if not fullname.startswith(FILE_MODULE_PREFIX) or "." in fullname:
+            return None
+        try:
+            file = Path(bytes.fromhex(fullname[len(FILE_MODULE_PREFIX):]).decode("utf-8"))
+        except ValueError:
+            return None
+        return importlib.util.spec_from_file_location(fullname, file) if file.is_file() else None
+
+
+if not any(isinstance(f, _FamilyFiles) for f in sys.meta_path):
+    sys.meta_path.append(_FamilyFiles())
+
+
 def _import(name: str) -> Any:
     if name.endswith(".py"):
         path = Path(name).expanduser().resolve()
         if not path.is_file():
             raise ModuleNotFoundError(f"no file {path}")
-        key = f"cir_family_{abs(hash(str(path)))}"
-        if key in sys.modules:
-            return sys.modules[key]
-        spec = importlib.util.spec_from_file_location(key, path)
-        module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-        sys.modules[key] = module
-        spec.loader.exec_module(module)  # type: ignore[union-attr]
-        return module
+        return importlib.import_module(file_module_name(path))
     try:
         return importlib.import_module(name)
     except ModuleNotFoundError as err:

@@ -24,7 +24,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from multiprocessing import get_context
 from typing import Any
 
 from cir.pairs.settings import RunSettings
@@ -200,10 +199,3 @@ def _drain(todo: Any, n: int) -> None:
         pass
     for _ in range(n):
         todo.put(None)
-
-
-def spawn_manager() -> Any:
-    """A manager process for the queues of worker processes (spawned: this process may run
-    threads, which fork does not copy safely)."""
-    return get_context("spawn").Manager()
-

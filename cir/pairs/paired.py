@@ -29,7 +29,9 @@ record, and only reads: a table that is missing, shorter or older than the store
 from the store in memory, with a note (the file is left as it is; ``cir repair RUN_DIR`` or
 the same ``cir run`` rewrites it, keeping a copy); tasks of another run in the store are
 refused like damage; a run that lacks tasks is refused unless partial results are asked for
-(``allow_partial``); then ``df.attrs["run"]`` says how partial.
+(``allow_partial``); then ``df.attrs["run"]`` says how partial. A run whose env failed a restore
+check is quarantined (its run.json says so) and refused whatever is asked: none of its rows can
+be trusted.
 """
 
 from __future__ import annotations
@@ -330,7 +332,8 @@ def check_run(run_dir: str | Path, allow_partial: bool = False) -> tuple[str, di
     store's members, and every byte of the store is the one it names. Otherwise the table is
     derived from the store's members of this run (another run's are refused like damage)
     and, when it differs from ``paired.csv``, used with a note; nothing is written. A run
-    that lacks tasks is a CirError unless ``allow_partial``.
+    that lacks tasks is a CirError unless ``allow_partial``; a run quarantined by a failed
+    restore check (:meth:`RunRecord.quarantine`) is one whatever ``allow_partial`` says.
     """
     return _check_run(Path(run_dir), allow_partial)[:3]
 
@@ -346,6 +349,9 @@ def _check_run(run_dir: Path, allow_partial: bool) -> tuple[str, dict[str, Any],
                            "how many tasks the run has; pass --allow-partial to read its table")
         log.warning("%s: no %s; its paired.csv is read unchecked, as asked", run_dir, RUN_JSON)
         return current, {"run_dir": str(run_dir), "tasks": None, "tasks_done": None, "partial": True}, None, None
+    quarantined = record.quarantine(run_dir)
+    if quarantined:  # before anything else: no row of it is read, allow_partial or not
+        raise CirError(quarantined)
     check_record(record, store)
     digest = None if current is None else text_digest(current)
     n = record.settings.n_tasks

@@ -16,7 +16,7 @@ on resume, by every reader of the paired table and by the study report.
      "costs": {"agent_calls": ..., "cache_hits": ..., "env_step_requests": ..., "env_steps": ...,
                "env_memo_hits": ..., "env_restores": ..., "env_resets": ..., "cache_hit_rate": ...},
      "timings": {"task_seconds_sum": ..., "sessions": [{"started": ..., "jobs": ..., "backend": ...,
-                 "snapshots": ..., "resumed_tasks": ..., "tasks_run": ..., "seconds": ...,
+                 "snapshots": ..., "restore_check": ..., "resumed_tasks": ..., "tasks_run": ..., "seconds": ...,
                  "cache_dir": ..., "extends": ...,
                  "requests": {"concurrency": ..., "rpm": ..., "tpm": ..., "timeout": ...,
                               "retries": ..., "patience": ...},
@@ -28,6 +28,8 @@ on resume, by every reader of the paired table and by the study report.
                          "cached_prompt_tokens": ..., "replies_with_usage": ...}}]},
      "task_ids": [...],
      "agent_settings": {...},
+     "restore_failed": {"task_id": ..., "after_env_action": ..., "where": ..., "sent": ...,
+                        "env_action": ..., "answered": [...], "recorded": [...], "by": ..., "run": ...},
      "store": {"episodes_bytes": ..., "paired_sha256": ...,
                "members": [{"task_id": ..., "bytes": ..., "sha256": ...}, ...]}}
 
@@ -43,7 +45,11 @@ cache shows ``http_requests: 0``; ``requests`` its request settings and ``limite
 workers' request limiters did; its ``cache_dir`` is the reply cache it used (None: the run
 folder's own) and ``extends`` the run whose replies it reused (:func:`check_extension`).
 ``agent_settings`` are the agent's settings in words (the digest in ``agent_label`` is of
-these), for readers.
+these), for readers. ``restore_failed`` (only in a run that failed a restore check) quarantines
+the folder: the env's restore answered otherwise than the episode it was checked against
+(:class:`cir.pairs.replay.RestoreError`), so no row written with that env can be trusted, the
+earlier tasks' neither (the fault is the env's, not the task's); every reader refuses the
+folder (:meth:`RunRecord.quarantine`), a resume too, and nothing is deleted.
 
 :func:`foreign_member` says when a task in the store is another run's (another agent, seed or
 grid, or a task this run does not have): such a member is refused like damage.
@@ -219,6 +225,7 @@ class Session:
     seconds: float = 0.0
     #: the family's own options this session was given (Family.options; older records: engine_savings)
     family_options: dict[str, Any] = field(default_factory=dict)
+    restore_check: str | None = None  # how the replayer checked the env's restore (None: older records)
     llm: dict[str, int] = field(default_factory=dict)  # the LLM agent's counters, summed over tasks
     cache_dir: str | None = None  # the reply cache, when not the run folder's own
     extends: str | None = None  # the run folder whose replies this session reused
@@ -252,6 +259,31 @@ class RunRecord:
     paired_sha256: str | None = None
     agent_settings: dict[str, Any] | None = None  # None in records of older versions
     members: tuple[StoredMember, ...] | None = None  # None in records of older versions
+    #: the restore check that failed (task, state, action, both answers): the folder is quarantined
+    restore_failed: dict[str, Any] | None = None
+
+    def quarantine(self, run_dir: Any) -> str | None:
+        """The one line every reader (and a resume) refuses a quarantined folder with, or None.
+
+        It names the task, the state and both answers, and what to do: not the same command
+        again (that runs on the same restore), but the restore fixed and a new folder."""
+        failed = self.restore_failed
+        if failed is None:
+            return None
+        spec, done = self.settings.family, self.counts.tasks_done
+        if failed.get("task_id") is None:  # a failure without its parts: its message
+            what = f"({failed.get('message', 'no detail recorded')})"
+        else:
+            task = failed["task_id"] if not failed.get("run") else f"{failed['task_id']} of {failed['run']}"
+            where = f" ({failed['where']})" if failed.get("where") else ""
+            what = (f"in task {task} (restored to the state after env action {failed.get('after_env_action')}"
+                    f"{where} and sent {sent_text(failed)}, it answered {_answer_text(failed.get('answered'))}; "
+                    f"{failed.get('by') or 'the episode'} had {_answer_text(failed.get('recorded'))})")
+        return (f"{run_dir}: quarantined: the env's restore failed its check {what}, so no row of its "
+                f"{done} stored task(s) is read, --allow-partial or not: the fault is the env's, not the "
+                f"task's. Fix the family's restore (`cir check-env --env {spec} --run {run_dir}` walks this "
+                f"run's episodes), then run into a new --out folder (--extend {run_dir} reuses its agent "
+                "replies); nothing here was deleted")
 
     @classmethod
     def read(cls, store: RunStore) -> RunRecord | None:
@@ -287,7 +319,8 @@ class RunRecord:
     @classmethod
     def summarize(cls, cir_version: str, settings: RunIdentity, task_ids: list[str],
                   summaries: list[dict[str, Any]], sessions: list[Session], complete: bool,
-                  agent_settings: dict[str, Any] | None = None) -> RunRecord:
+                  agent_settings: dict[str, Any] | None = None,
+                  restore_failed: dict[str, Any] | None = None) -> RunRecord:
         """The record of a run whose finished tasks have these summaries (in task order)."""
         costs: dict[str, int] = {}
         for s in summaries:
@@ -304,7 +337,8 @@ class RunRecord:
         return cls(cir_version=cir_version, settings=settings, complete=complete, counts=counts,
                    feasibility=feasibility, costs=RunCosts.from_dict(costs),
                    task_seconds_sum=round(sum(s.get("seconds", 0.0) for s in summaries), 3),
-                   sessions=list(sessions), task_ids=list(task_ids), agent_settings=agent_settings)
+                   sessions=list(sessions), task_ids=list(task_ids), agent_settings=agent_settings,
+                   restore_failed=restore_failed)
 
     def inconsistency(self) -> str | None:
         """What in the record contradicts the rest of it (an edited count, say), or None."""
@@ -349,6 +383,8 @@ class RunRecord:
             out["task_ids"] = list(self.task_ids)
         if self.agent_settings is not None:
             out["agent_settings"] = self.agent_settings
+        if self.restore_failed is not None:
+            out["restore_failed"] = dict(self.restore_failed)
         if self.episodes_bytes is not None or self.paired_sha256 is not None:
             out["store"] = {"episodes_bytes": self.episodes_bytes, "paired_sha256": self.paired_sha256}
             if self.members is not None:
@@ -377,9 +413,37 @@ class RunRecord:
             episodes_bytes=store.get("episodes_bytes") if isinstance(store, dict) else None,
             paired_sha256=store.get("paired_sha256") if isinstance(store, dict) else None,
             agent_settings=data.get("agent_settings"),
+            restore_failed=_restore_failed(data.get("restore_failed"), source),
             members=None if members is None else tuple(
                 _build(StoredMember, m, source, "store.members") for m in members),
         )
+
+
+def _restore_failed(value: Any, source: str) -> dict[str, Any] | None:
+    """The record's restore failure; any value but an object is refused (a quarantine is never
+    lifted by editing it into something else)."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise CirError(f"{source}: the run record's restore_failed must be an object (the restore "
+                       "check that quarantined the run folder)")
+    return value
+
+
+def sent_text(failure: dict[str, Any]) -> str:
+    """What a failed restore check sent (:attr:`cir.pairs.replay.RestoreError.failure`): the
+    action, or (a full check) the actions up to the env action whose answer differed."""
+    if failure.get("env_action") is None:
+        return repr(failure.get("sent"))
+    return f"the actions after it, to env action {failure['env_action']} ({failure.get('sent')!r})"
+
+
+def _answer_text(answer: Any) -> str:
+    """An answer ``[observation, done, won]`` as the replayer's messages say it."""
+    if isinstance(answer, (list, tuple)) and len(answer) == 3:
+        obs, done, won = answer
+        return f"{str(obs)!r:.160} (done {done}, won {won})"
+    return repr(answer)
 
 
 def _mapping(value: Any, source: str, where: str) -> dict[str, Any]:

@@ -6,7 +6,9 @@ are refused. :func:`repair_run` (``cir repair RUN_DIR``) is the explicit repair,
 folder's lock: the store keeps only its intact members of this run (the old file set aside,
 a torn tail kept), and ``paired.csv`` and ``run.json`` are rebuilt from it, each old file kept
 beside the new one (``NAME.replaced-<time>``). ``cir run`` does the same when it resumes.
-Tasks a repair leaves missing are run by the same ``cir run`` command.
+Tasks a repair leaves missing are run by the same ``cir run`` command. A repair keeps a
+quarantine (a failed restore check, :meth:`RunRecord.quarantine`): the rows were written with a
+restore that is not exact, which no rebuild makes right.
 """
 
 from __future__ import annotations
@@ -47,10 +49,14 @@ def repair_run(run_dir: str | Path, echo: Callable[[str], None] = print) -> RunR
         replay = record.settings.replay
         text = paired_text(done, replay.conditions, replay.operations)
         new = RunRecord.summarize(__version__, record.settings, ids, done, record.sessions,
-                                  len(done) == len(ids), record.agent_settings)
+                                  len(done) == len(ids), record.agent_settings, record.restore_failed)
         new = new.with_store(store.episodes_bytes(), text_digest(text), scan.stored())
         _rewrite(store, record, new, text, echo)
     missing = len(ids) - len(done)
+    quarantined = new.quarantine(store.dir)
+    if quarantined:  # repaired, and still refused by every reader: say what to do instead
+        echo(quarantined)
+        return new
     echo(f"{store.dir}: {len(done)} of {len(ids)} tasks in the store, {new.counts.pairs} pairs"
          + (f"; {missing} task(s) missing: the same `cir run` command runs them" if missing else "; complete"))
     return new

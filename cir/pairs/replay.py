@@ -36,7 +36,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,11 +52,13 @@ from cir.episode.transcript import Transcript
 from cir.families.registry import resolve_extractor
 from cir.pairs.episode_record import ARM, BRANCH, FACTUAL, EpisodeRecord
 from cir.pairs.paired import outcome_of
+from cir.pairs.record import sent_text
 from cir.pairs.schedule import JobPool, run_fork
-from cir.pairs.settings import ReplaySettings, agent_label
+from cir.pairs.settings import RESTORE_CHECKS, ReplaySettings, agent_label
 from cir.util.errors import CirError
 
-__all__ = ["ReplayError", "ReplaySettings", "RestoreError", "check_restore", "TaskResult", "agent_label", "check_arm", "run_task_pairs"]
+__all__ = ["RESTORE_CHECKS", "ReplayError", "ReplaySettings", "RestoreError", "check_branch_points",
+           "check_restore", "TaskResult", "agent_label", "check_arm", "run_task_pairs"]
 
 
 class ReplayError(CirError):
@@ -64,7 +66,14 @@ class ReplayError(CirError):
 
 
 class RestoreError(ReplayError):
-    """The env's restore is not exact: a restored state answered otherwise than the original."""
+    """The env's restore is not exact: a restored state answered otherwise than the original.
+
+    ``failure`` holds the parts as plain data (task, the state's env action count, the action
+    sent, both answers), for the run record that quarantines the run folder."""
+
+    def __init__(self, message: str, failure: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.failure = dict(failure or {})
 
 
 def _features(extractor: FeatureExtractor, transcript: Transcript, delay: int,
@@ -119,6 +128,7 @@ def run_task_pairs(
     progress: Callable[[int, int], None] | None = None,
     concurrency: int = 1,
     pool: JobPool | None = None,
+    restore_check: str = "branches",
 ) -> TaskResult:
     """All paired rows of one task (see the module docstring); ``env`` is reset here once.
 
@@ -129,7 +139,14 @@ def run_task_pairs(
     calls, finished episodes) after every agent call; it cannot change the result.
     ``concurrency``: arms and branches run at once at most (threads of this task), or
     ``pool``: the threads shared by the tasks of a process; neither changes the result.
+    ``restore_check`` (:data:`RESTORE_CHECKS`): how the env's restore is checked: once, where
+    the arms start (``task``), at every branch point (``branches``: :func:`check_branch_points`),
+    or there with every later env action (``full``); a restore that is not exact is a
+    :class:`RestoreError` before the task returns a row, and the check changes neither the rows
+    nor the costs.
     """
+    if restore_check not in RESTORE_CHECKS:
+        raise CirError(f"restore_check {restore_check!r}: expected one of {', '.join(RESTORE_CHECKS)}")
     settings = settings or ReplaySettings()
     started = time.perf_counter()
     conditions = settings.parsed_conditions()
@@ -156,12 +173,16 @@ def run_task_pairs(
     result.feasible, result.reason = feasibility(n, conditions, settings.perturb_fraction, settings.perturb_at)
     if result.feasible:
         result.point = perturbation_point(n, settings.perturb_fraction, settings.perturb_at)
-        check_restore(task_id, branching, snapshots, factual, result.point)
+        checked = check_restore(task_id, branching, snapshots, factual, result.point)
         fork = _Fork(harness, counted, settings, result, factual, snapshots, result.point,
                      resolve_extractor(extractor))
+        arms = []
         for cond, arm, branches in run_fork(fork, conditions, concurrency=concurrency, pool=pool,
                                             finished=finished):
             fork.record(cond, arm, branches)
+            arms.append((cond.name, arm))
+        if restore_check != "task":
+            check_branch_points(task_id, branching, fork, arms, checked={checked}, full=restore_check == "full")
     result.costs = _costs(harness, counted, branching)
     result.seconds = round(time.perf_counter() - started, 3)
     return result
@@ -305,23 +326,84 @@ class _BranchPoints:
 
 
 def check_restore(task_id: str, env: BranchingEnv, snapshots: dict[int, Any], factual: Transcript,
-                  point: int) -> None:
+                  point: int) -> tuple[str, ...]:
     """Every arm and branch starts from a restored snapshot: check, once per task, that the
-    env's restore is exact where they start. The real env is restored to the factual state
+    env's restore is exact where the arms start. The real env is restored to the factual state
     after env action ``point`` (the last before it when the run ends there) and sent the
     factual run's next action; its answer must be the factual one. A :class:`RestoreError`
-    otherwise (before any arm runs, so no wrong label is written)."""
+    otherwise (before any arm runs, so no wrong label is written). The path checked."""
     j = min(point + 1, factual.env_actions)
     path = snapshots[factual.steps_until_env_action(j)]
     differs = env.verify_restore(path)
-    if differs is None:
-        return
-    (obs, done, won), (got, got_done, got_won) = differs
-    raise RestoreError(
+    if differs is not None:
+        raise restore_error(task_id, len(path) - 1, path, *differs, "where the arms start",
+                            "the run that state was saved in")
+    return tuple(path)
+
+
+def check_branch_points(task_id: str, env: BranchingEnv, fork: _Fork, arms: list[tuple[str, Transcript]],
+                        checked: Collection[tuple[str, ...]] = (), *, full: bool = False) -> None:
+    """The restore checked at every branch point, after the task's arms and branches ran and
+    before its rows are returned: wherever an arm or a branch started from a restored snapshot
+    (each arm where it starts, its branches at each delay whose recovery ran, a rewind where it
+    returns to), the real env is restored there and sent the next env action of the episode
+    that passed there (the arm's; the factual run's before the perturbation), whose recorded
+    answer (observation, done, won) it must give; ``full``: every later env action of that
+    episode, one after another, each answer the recorded one. A restore that forgets a field
+    which matters only later (a counter, an item in hand) is met where it matters, not only at
+    the first branch point. States in ``checked`` (:func:`check_restore`'s, with its one action)
+    and repeats are sent once; the checks are not counted in the costs. A
+    :class:`RestoreError` at the first answer that differs."""
+    #: by the state and the actions sent from it: (the state, what is sent, where, who)
+    checks: dict[tuple[tuple[str, ...], tuple[str, ...]],
+                 tuple[tuple[str, ...], list[tuple[str, tuple[str, bool, bool]]], str, str]] = {}
+
+    def sent_after(t: Transcript, j: int, where: str, who: str) -> None:
+        """Env action ``j`` of ``t`` (``full``: and those after it), sent from the state after its
+        first ``j - 1``."""
+        acted = [s for s in t.steps if s.action is not None]
+        # an empty action is an env action of the budget that never reached the env (the harness)
+        state = tuple(str(s.action) for s in acted[: j - 1] if s.action)
+        sent = [(str(s.action), (str(s.observation), bool(s.done), bool(s.won))) for s in acted[j - 1:] if s.action]
+        sent = sent if full else sent[:1]
+        if not sent:
+            return  # the episode ended there: nothing was sent from that state
+        key = (state, tuple(a for a, _ in sent))
+        if key not in checks and (full or (*state, *key[1]) not in checked):
+            checks[key] = (state, sent, where, who)
+
+    p = fork.point
+    if "rewind" in fork.settings.operations:  # a rewind returns to the state before action p
+        sent_after(fork.factual, p, "where a rewind returns to", "the factual run")
+    for name, arm in arms:
+        sent_after(arm, p + 1, f"where the {name} arm starts", f"the {name} arm")
+        for d, _, executed in fork.branch_points(arm):
+            if executed:
+                sent_after(arm, p + d + 1, f"where the {name} arm's delay-{d} branches start", f"the {name} arm")
+    listed = list(checks.values())
+    differs = env.verify_restores([(state, sent) for state, sent, *_ in listed])
+    if differs is not None:
+        index, path, want, got = differs
+        raise restore_error(task_id, len(listed[index][0]), path, want, got, *listed[index][2:])
+
+
+def restore_error(task_id: str, restored: int, path: tuple[str, ...], want: tuple[str, bool, bool],
+                  got: tuple[str, bool, bool], where: str, who: str) -> RestoreError:
+    """The one line of a restore that answered otherwise than the episode that passed there
+    (``who``, which answered ``want``; ``where``: which episodes start from that state): the env
+    restored to the state after env action ``restored`` and sent the rest of ``path``, whose last
+    action answered ``got``. Its parts as plain data in :attr:`RestoreError.failure` (what
+    run.json's quarantine holds)."""
+    (obs, done, won), (got_obs, got_done, got_won) = want, got
+    failure = {"task_id": task_id, "after_env_action": restored, "where": where, "sent": path[-1],
+               "answered": [got_obs, got_done, got_won], "recorded": [obs, done, won], "by": who}
+    if len(path) - restored > 1:  # a full check: the env action that differed came later
+        failure["env_action"] = len(path)
+    return RestoreError(
         f"task {task_id}: the env's restore is not exact: restored to the state after env action "
-        f"{j - 1} and sent {path[-1]!r}, it answered {got!r:.160} (done {got_done}, won {got_won}); "
-        f"the run that state was saved in answered {obs!r:.160} (done {done}, won {won}). A restore "
-        "must bring back every part of the state: `cir check-env` finds which step differs")
+        f"{restored} ({where}) and sent {sent_text(failure)}, it answered {got_obs!r:.160} (done {got_done}, "
+        f"won {got_won}); {who} answered {obs!r:.160} (done {done}, won {won}). A restore must bring "
+        "back every part of the state: `cir check-env` finds which step differs", failure)
 
 
 def _costs(harness: Harness, env: CountingEnv, branching: BranchingEnv) -> dict[str, int]:

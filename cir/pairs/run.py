@@ -30,14 +30,14 @@ from typing import Any
 from cir import __version__
 from cir.agents.factory import AgentIdentity
 from cir.families.registry import agent_identity, make_agent
-from cir.pairs.farm import FarmRun, Job, farm, spawn_manager
+from cir.pairs.farm import FarmRun, Job, farm
 from cir.pairs.paired import paired_text, rows_of, text_digest
 from cir.pairs.record import RunIdentity, RunRecord, Session, check_extension, foreign_member
-from cir.pairs.replay import run_task_pairs
+from cir.pairs.replay import RestoreError, run_task_pairs
 from cir.pairs.settings import RunSettings, agent_label, resolved
 from cir.pairs.store import AGENT_CACHE, RunStore, StoredMember
 from cir.util.errors import CirError
-from cir.util.parallel import WorkerLost
+from cir.util.parallel import WorkerLost, spawn_manager
 from cir.util.progress import RunProgress, TaskReporter
 
 log = logging.getLogger(__name__)
@@ -92,7 +92,8 @@ def run_task_worker(task: Any, settings: RunSettings, cache_fallback: Sequence[s
     try:
         extractor = settings.extractor or settings.env_family().extractor
         result = run_task_pairs(task, agent, env, settings.replay, extractor=extractor,
-                                progress=reporter, pool=pool, concurrency=concurrency)
+                                progress=reporter, pool=pool, concurrency=concurrency,
+                                restore_check=settings.restore_check_mode())
         stats = agent.stats() if callable(getattr(agent, "stats", None)) else None
     finally:
         if callable(getattr(agent, "close", None)):
@@ -182,12 +183,15 @@ def _open_run(spec: RunSpec, stack: ExitStack, echo: Callable[[str], None]) -> R
     fallback = _extension_cache(settings, store, identity, ids, agent_settings, uses_cache=agent.uses_cache)
     stack.enter_context(store.lock())
     old = RunRecord.resume(store, identity)
+    if old is not None and old.restore_failed is not None:  # the same command runs on the same restore
+        raise CirError(str(old.quarantine(store.dir)))
     run = _Run(store, identity, tasks, ids, old, echo, agent_settings)
     if not run.todo and old is not None:
         return run.settle()
     session = Session(started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), jobs=settings.jobs,
                       backend=settings.backend, snapshots=settings.snapshots,
                       resumed_tasks=len(run.done), family_options=dict(settings.family_options),
+                      restore_check=settings.restore_check_mode(),
                       cache_dir=resolved(settings.cache_dir), extends=resolved(settings.extend),
                       requests=settings.limits().as_dict())
     workers = replace(settings, cache_dir=settings.cache_dir or str(store.dir / AGENT_CACHE))
@@ -229,6 +233,9 @@ def _run_pending(pending: Sequence[_Pending], progress: bool) -> None:
         try:
             reports = farm([FarmRun(p.workers, p.fallback) for p in pending], jobs, run_task_worker,
                            handle, bar.channel, manager)
+        except RestoreError as err:  # the env's fault: every run of this farm used that env
+            _catch_up(pending)
+            raise CirError(_quarantine(pending, err)) from None
         except WorkerLost as err:
             _catch_up(pending)
             done_now = sum(len(p.run.done) for p in pending)
@@ -254,6 +261,20 @@ def _catch_up(pending: Sequence[_Pending]) -> None:
         if p.run.unflushed:
             with suppress(CirError, OSError):
                 p.run.flush(False)
+
+
+def _quarantine(pending: Sequence[_Pending], err: RestoreError) -> str:
+    """A restore check failed: each run folder's record marks it quarantined (every reader
+    refuses it; nothing is deleted); the one line of the first folder (the failing task's)."""
+    task = err.failure.get("task_id")
+    own = next((p for p in pending if task in p.run.ids), pending[0])
+    for p in pending:
+        other = {} if p is own else {"run": str(own.run.store.dir)}
+        p.run.restore_failed = {**(err.failure or {"message": str(err)}), **other}
+        with suppress(CirError, OSError):
+            p.run.flush(False)
+    record = own.run.state(False)[1]
+    return str(record.quarantine(own.run.store.dir))
 
 
 def _summed_limiters(reports: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -325,6 +346,7 @@ class _Run:
         self.todo = [t for t in tasks if str(t.task_id) not in self.done]
         self.sessions = list(old.sessions) if old else []
         self.unflushed = 0  # tasks in the store since the table and record were last written
+        self.restore_failed: dict[str, Any] | None = None  # set when a restore check fails
         self._flushed_at, self._flush_cost = 0.0, 0.0
 
     def _keep_edited(self) -> None:
@@ -357,7 +379,7 @@ class _Run:
         replay = self.identity.replay
         text = paired_text(summaries, replay.conditions, replay.operations)
         record = RunRecord.summarize(__version__, self.identity, self.ids, summaries,
-                                     self.sessions, complete, self.agent_settings)
+                                     self.sessions, complete, self.agent_settings, self.restore_failed)
         return text, record.with_store(self.store.episodes_bytes(), text_digest(text), self.members)
 
     def flush(self, complete: bool) -> RunRecord:

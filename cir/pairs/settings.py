@@ -35,11 +35,16 @@ from cir.episode.protocol import (
     MAX_SEED,
 )
 from cir.families.family import Family
-from cir.families.registry import DEFAULT_FAMILY, get_family
+from cir.families.registry import BUILTIN, DEFAULT_FAMILY, get_family
 from cir.util.errors import CirError, SettingError
 from cir.util.parallel import BACKENDS, check_jobs
 
 SNAPSHOT_MODES = ("fast", "replay")
+#: How the replayer checks the env's restore (:func:`cir.pairs.replay.run_task_pairs`): once per
+#: task where the arms start (``task``); at every branch point, the next env action
+#: (``branches``); at every branch point, every later env action of the episode that passed
+#: there (``full``). None in :class:`RunSettings`: the family's default (:meth:`RunSettings.restore_check_mode`).
+RESTORE_CHECKS = ("task", "branches", "full")
 
 
 def _check_int(setting: str, value: Any, low: int, high: int) -> int:
@@ -124,6 +129,7 @@ class RunSettings:
     scheduler: str | None = None
     snapshots: str = "fast"
     family_options: Any = ()
+    restore_check: str | None = None  # RESTORE_CHECKS; None: the family's default
     cache_dir: str | None = None
     extend: str | None = None
     agent_factory: Callable[..., Any] | None = None
@@ -160,6 +166,8 @@ class RunSettings:
         check_jobs(self.jobs, self.backend, self.scheduler)
         if self.snapshots not in SNAPSHOT_MODES:
             raise SettingError("snapshots", self.snapshots, " or ".join(SNAPSHOT_MODES))
+        if self.restore_check is not None and self.restore_check not in RESTORE_CHECKS:
+            raise SettingError("restore_check", self.restore_check, ", ".join(RESTORE_CHECKS))
         family = get_family(self.family)  # a CirError naming --env when it cannot be found
         family.option_values(self.family_options)  # each a family option of a kind it takes
         family.option_values(self.family_options, generate=True)
@@ -170,6 +178,14 @@ class RunSettings:
     def env_family(self) -> Family:
         """The run's environment family."""
         return get_family(self.family)
+
+    def restore_check_mode(self) -> str:
+        """How the replayer checks the env's restore: ``restore_check``, else the family's
+        default: ``full`` for a family of one's own, ``branches`` for a built-in family (whose
+        snapshots are exact by construction and tested; the full check costs them more)."""
+        if self.restore_check is not None:
+            return self.restore_check
+        return "branches" if self.family_spec() in BUILTIN else "full"
 
     def family_spec(self) -> str:
         """The family as run.json records it: the spec as given (a name or ``MODULE:ATTR``, which a

@@ -12,9 +12,13 @@ as is joblib's note that finished results went unused when the caller stops earl
 error, Ctrl-C), which would come before the caller's error line.
 
 Two guards against runaway processes: ``jobs`` is bounded by the machine's cores
-(:func:`check_jobs`; a remote Dask cluster is not bounded), and a local worker process
-ends when the process that started it dies (killed with ``kill -9``, say), instead of
-finishing its task for nobody (:class:`_EndWithParent`).
+(:func:`check_jobs`; a remote Dask cluster is not bounded), and every helper process a run
+starts ends when the process that started it dies (killed with ``kill -9``, say): a local
+worker instead of finishing its task for nobody (:class:`_EndWithParent`), and the manager
+process that serves the queues between them (:func:`spawn_manager`), which would otherwise
+wait for its parent forever. Each checks every :data:`_PARENT_POLL` seconds that its parent
+is alive; the resource trackers of multiprocessing and loky end on their own once every
+process holding them is gone.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
+from multiprocessing import get_context
+from multiprocessing.managers import SyncManager
 from typing import Any
 
 import joblib
@@ -116,6 +122,16 @@ def _watch_parent(parent: int) -> None:
         os._exit(1)
 
     threading.Thread(target=watch, name="cir-end-with-parent", daemon=True).start()
+
+
+def spawn_manager() -> SyncManager:
+    """A started manager process for the queues of worker processes (spawned: this process may
+    run threads, which fork does not copy safely) that ends within :data:`_PARENT_POLL` seconds
+    of this process's death, by any signal (``kill -9`` included): use it as a context manager,
+    which shuts it down at the end."""
+    manager = SyncManager(ctx=get_context("spawn"))
+    manager.start(initializer=_watch_parent, initargs=(os.getpid(),))
+    return manager
 
 
 def parallel_map(fn: Callable[..., Any], items: Iterable[Any], *args: Any, jobs: int = 1,

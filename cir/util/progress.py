@@ -12,7 +12,6 @@ machine cannot reach the queue); the bar still advances per task.
 
 from __future__ import annotations
 
-import multiprocessing
 import queue
 import sys
 import threading
@@ -101,9 +100,11 @@ class RunProgress:
         self.channel: Any = channel if enabled else None  # given: the caller's queue
         if enabled and backend != "dask" and channel is None:
             if jobs > 1 and backend == "loky":
-                # worker processes: a queue served by a manager process (spawned: this
-                # process may run threads, which fork does not copy safely)
-                self._manager = multiprocessing.get_context("spawn").Manager()
+                # worker processes: a queue served by a manager process, which ends with
+                # this one whatever kills it
+                from cir.util.parallel import spawn_manager
+
+                self._manager = spawn_manager()
                 self.channel = self._manager.Queue()
             else:  # this process or its threads
                 self.channel = queue.Queue()

@@ -99,6 +99,7 @@ def test_fit_evaluate_explain_and_episode_on_ones_own_family(runs, tasks, tmp_pa
 def test_check_env_and_the_replayer_catch_a_restore_that_forgets_a_field(tasks, tmp_path):
     good = _cir("check-env", "--env", ENV, "--tasks", str(tasks / "train"), "--n", "3")
     assert "failure" not in good.stdout and good.stdout.strip().endswith(": ok")
+    assert "the built-in agent's walk " in good.stdout  # walked where the agent walks too
     bad = _cir("check-env", "--env", FORGETFUL, "--tasks", str(tasks / "train"), "--n", "3", check=False)
     assert bad.returncode == 1
     first = bad.stdout.splitlines()[0]
@@ -108,9 +109,114 @@ def test_check_env_and_the_replayer_catch_a_restore_that_forgets_a_field(tasks, 
                "--out", str(tmp_path / "forgetful"), check=False)
     assert run.returncode == 2
     line = run.stderr.strip().splitlines()[-1]
-    assert line.startswith("cir: error: task keydoor-train-000: the env's restore is not exact")
-    # the other task may finish (and be kept) before the error stops the run: never the bad one's rows
-    paired = tmp_path / "forgetful" / "paired.csv"
-    assert not paired.exists() or "keydoor-train-000" not in set(pd.read_csv(paired)["task_id"])
-    table = _cir("table", str(tmp_path / "forgetful"), check=False)
-    assert table.returncode == 2 and "partial run" in table.stderr  # never read as a whole
+    assert line.startswith(f"cir: error: {tmp_path / 'forgetful'}: quarantined: the env's restore failed its "
+                           "check in task keydoor-train-000")
+    table = _cir("table", str(tmp_path / "forgetful"), "--allow-partial", check=False)
+    assert table.returncode == 2 and "quarantined" in table.stderr  # never read, even in part
+
+
+FORGETS_KEY = "tests.support.keydoor:FORGETS_KEY"
+
+
+@pytest.fixture(scope="module")
+def quarantined(tmp_path_factory):
+    """FORGETS_KEY (its restore drops the key) run at the branch-point check over tasks whose
+    first three pass it: three tasks stored with wrong rows, then task 003 fails."""
+    base = tmp_path_factory.mktemp("forgets-key")
+    _cir("tasks", "generate", "--env", ENV, "--split", "train", "--n", "8", "--seed", "1", "--out", str(base))
+    out = base / "run"
+    args = ["run", "--env", FORGETS_KEY, "--tasks", str(base / "train"), *GRID, "--out", str(out),
+            "--restore-check", "branches", "--jobs", "1"]
+    return {"tasks": base / "train", "out": out, "args": args, "run": _cir(*args, check=False)}
+
+
+def test_a_failed_branch_point_check_quarantines_the_run_folder(quarantined):
+    from cir.pairs.store import read_task_summaries
+
+    out, run = quarantined["out"], quarantined["run"]
+    assert run.returncode == 2
+    line = run.stderr.strip().splitlines()[-1]
+    assert line.startswith(
+        f"cir: error: {out}: quarantined: the env's restore failed its check in task keydoor-train-003 "
+        "(restored to the state after env action 5 (where the clean arm's delay-2 branches start) and sent "
+        "'open door', it answered 'Nothing happens.' (done False, won False); the clean arm had 'The door "
+        "opens. You win.' (done True, won True)), so no row of its 3 stored task(s) is read, --allow-partial "
+        "or not")
+    assert f"`cir check-env --env {FORGETS_KEY} --run {out}`" in line and "run into a new --out folder" in line
+    assert "same `cir run` command" not in line  # that command would fail again
+    record = json.loads((out / "run.json").read_text())
+    assert record["restore_failed"]["task_id"] == "keydoor-train-003" and not record["complete"]
+    # nothing deleted: the three tasks before it are in the store (with wrong labels)
+    assert sorted(read_task_summaries(out / "episodes.jsonl.gz")) == [f"keydoor-train-00{i}" for i in range(3)]
+
+
+@pytest.mark.parametrize("command", [
+    ["table"], ["table", "--allow-partial"], ["contrast", "--allow-partial", "--a", "clean", "--b", "stale1"], ["joint", "--allow-partial"],
+    ["fit", "--allow-partial", "--out", "ROUTER"], ["explain", "--allow-partial"], ["explain"],
+])
+def test_no_reader_returns_a_row_of_a_quarantined_folder(quarantined, command, tmp_path):
+    out = quarantined["out"]
+    args = [a if a != "ROUTER" else str(tmp_path / "router.json") for a in command]
+    got = _cir(args[0], str(out), *args[1:], check=False)
+    assert got.returncode == 2, got.stdout
+    assert got.stderr.strip().splitlines()[-1].startswith(f"cir: error: {out}: quarantined: ")
+    assert not (tmp_path / "router.json").exists()
+
+
+def test_python_readers_and_a_resume_refuse_a_quarantined_folder(quarantined):
+    from cir.pairs.paired import read_paired
+    from cir.stats.explain import explain_run
+    from cir.util.errors import CirError
+
+    out = quarantined["out"]
+    for read in (lambda: read_paired(out), lambda: read_paired(out, allow_partial=True),
+                 lambda: read_paired(out / "paired.csv", allow_partial=True),
+                 lambda: explain_run(out, allow_partial=True)):
+        with pytest.raises(CirError, match="quarantined: the env's restore failed its check in task keydoor-train-003"):
+            read()
+    before = (out / "episodes.jsonl.gz").read_bytes()
+    again = _cir(*quarantined["args"], check=False)  # the same command: refused, nothing run
+    assert again.returncode == 2 and "quarantined" in again.stderr
+    assert (out / "episodes.jsonl.gz").read_bytes() == before
+    repaired = _cir("repair", str(out))  # a repair keeps the quarantine and says what to do
+    assert "quarantined" in repaired.stdout.strip().splitlines()[-1]
+    assert json.loads((out / "run.json").read_text())["restore_failed"]["task_id"] == "keydoor-train-003"
+
+
+def test_check_env_finds_the_late_field_at_its_defaults_and_in_the_quarantined_run(quarantined):
+    tasks = str(quarantined["tasks"])
+    found = _cir("check-env", "--env", FORGETS_KEY, "--tasks", tasks, check=False)
+    assert found.returncode == 1
+    assert "task keydoor-train-000: the built-in agent's walk: step 7 ('open door') after restore answered " \
+           "'Nothing happens." in found.stdout
+    walked = _cir("check-env", "--run", str(quarantined["out"]), "--no-agent-walk", check=False)
+    assert walked.returncode == 1 and "env 'keydoor-forgets-key'" in walked.stdout
+    assert f"task keydoor-train-000: the factual run in {quarantined['out']}: step 7 ('open door') after " \
+           "restore answered 'Nothing happens.'" in walked.stdout
+    exact = _cir("check-env", "--env", ENV, "--run", str(quarantined["out"]), check=False)
+    assert exact.returncode == 2 and f"is a run of env {FORGETS_KEY!r}" in exact.stderr
+
+
+def test_the_default_check_of_ones_own_family_stops_at_the_first_task(quarantined, tmp_path):
+    out = tmp_path / "full"
+    args = [a for a in quarantined["args"] if a not in ("--restore-check", "branches")]
+    args[args.index("--out") + 1] = str(out)
+    run = _cir(*args, check=False)
+    assert run.returncode == 2 and "in task keydoor-train-000 " in run.stderr
+    assert json.loads((out / "run.json").read_text())["timings"]["sessions"][0]["restore_check"] == "full"
+
+
+def test_a_family_named_by_its_file_runs_in_worker_processes(tasks, tmp_path):
+    # --env path/to/file.py:ATTR: the workers import the file by its path, as the parent did
+    (tmp_path / "mykd.py").write_text((ROOT / "tests" / "support" / "keydoor.py").read_text())
+    spec = f"{tmp_path / 'mykd.py'}:FAMILY"
+    args = ["run", "--env", spec, "--tasks", str(tasks / "train"), "--limit", "8", *GRID]
+    outs = {how: tmp_path / how for how in ("jobs1", "jobs2", "threads")}
+    _cir(*args, "--out", str(outs["jobs1"]), "--jobs", "1")
+    jobs2 = _cir(*args, "--out", str(outs["jobs2"]), "--jobs", "2")
+    _cir(*args, "--out", str(outs["threads"]), "--jobs", "2", "--backend", "threading")
+    assert "Traceback" not in jobs2.stderr
+    table = (outs["jobs1"] / "paired.csv").read_bytes()
+    assert table == (outs["jobs2"] / "paired.csv").read_bytes() == (outs["threads"] / "paired.csv").read_bytes()
+    assert json.loads((outs["jobs2"] / "run.json").read_text())["settings"]["family"] == spec
+    assert _cir("table", str(outs["jobs2"])).returncode == 0  # a reader resolves the file again

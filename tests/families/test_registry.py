@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 from support import keydoor
@@ -14,6 +15,7 @@ from cir.families.family import Family
 from cir.families.registry import (
     builtin_extractors,
     family_names,
+    file_module_name,
     get_family,
     make_agent,
     resolve_extractor,
@@ -60,6 +62,30 @@ def test_module_attr_a_file_and_the_current_folder(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
     assert get_family("herekd:FAMILY").name == "keydoor-here"
+
+
+def _unpickle_in_a_new_process(data: bytes) -> str:
+    import pickle
+
+    return pickle.loads(data).task_id
+
+
+def test_a_file_family_imports_by_its_path_in_any_process(tmp_path):
+    # a task of the file's own class, pickled here, is unpickled in a spawned process (as a
+    # worker or the queues' manager does) that never imported the file: its module name says where
+    import multiprocessing
+    import pickle
+
+    (tmp_path / "filekd.py").write_text((Path(keydoor.__file__)).read_text())
+    family = get_family(f"{tmp_path / 'filekd.py'}:FAMILY")
+    module = sys.modules[family.make_env.__module__]
+    assert module.__name__ == file_module_name(tmp_path / "filekd.py")
+    assert module.__name__ == file_module_name(str(tmp_path) + "/./filekd.py")  # one name per file
+    module.generate_tasks(tmp_path, "train", 1, 0)
+    task = family.load_tasks(tmp_path / "train")[0]
+    assert type(task).__module__ == module.__name__
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        assert pool.apply(_unpickle_in_a_new_process, (pickle.dumps(task),)) == task.task_id
 
 
 @pytest.mark.parametrize("change, needle", [

@@ -5,7 +5,9 @@ walk, ``take key`` picks the key up where it lies, ``open door`` at the door wit
 The door locks after a few moves. The agent walks right reading what it is shown: a stale or
 missing observation at the key's cell hides the key, so it reaches the door without it and
 must walk back (too far, most times); a refresh (``look``) says where the key lies, so the
-agent turns back at once, and costs a move. ``FORGETFUL`` is the same family whose restore forgets the move counter.
+agent turns back at once, and costs a move. ``FORGETFUL`` is the same family whose restore forgets the move counter;
+``FORGETS_KEY`` the same whose restore drops the key in hand, which matters only at the end of a task
+(``open door``): a random walk rarely holds the key at the door, the agent always does.
 """
 
 from __future__ import annotations
@@ -117,6 +119,15 @@ class ForgetfulKeyDoorEnv(KeyDoorEnv):
         self.state = (cell, self.state[1], holding, done)
 
 
+class KeyDroppingEnv(KeyDoorEnv):
+    """The same env whose restore forgets the key in hand (rebuilt from the cell and the counter):
+    after a restore past ``take key``, ``open door`` at the door does nothing."""
+
+    def restore(self, snapshot: tuple[int, int, bool, bool]) -> None:
+        cell, moves, _, done = snapshot
+        self.state = (cell, moves, False, done)
+
+
 def make_env(task: Task) -> KeyDoorEnv:
     return KeyDoorEnv(task)
 
@@ -125,8 +136,16 @@ def make_forgetful_env(task: Task) -> KeyDoorEnv:
     return ForgetfulKeyDoorEnv(task)
 
 
-def walk_actions(env: Any, observation: str) -> list[str]:
-    return ["right", "left", "take key", "open door", "look"]
+def make_key_dropping_env(task: Task) -> KeyDoorEnv:
+    return KeyDroppingEnv(task)
+
+
+def walk_actions(env: Any, observation: str) -> dict[str, float]:
+    """Every command, weighted toward those that change the state where they can: taking a key
+    that is shown, opening a door that is shown (a uniform walk rarely does both in a task)."""
+    return {"right": 2.0, "left": 1.0, "look": 1.0,
+            "take key": 4.0 if "You see a key." in observation else 0.25,
+            "open door": 4.0 if "You see the door." in observation else 0.25}
 
 
 # -- the agent -------------------------------------------------------------------------------
@@ -224,4 +243,9 @@ FAMILY = Family(
 FORGETFUL = Family(
     name="keydoor-forgetful", load_tasks=load_tasks, make_env=make_forgetful_env, extractor=KeyDoorFeatures(),
     prompt=PROMPT, generate_tasks=generate_tasks, builtin_agent=builtin_agent, walk_actions=walk_actions,
+)
+FORGETS_KEY = Family(
+    name="keydoor-forgets-key", load_tasks=load_tasks, make_env=make_key_dropping_env,
+    extractor=KeyDoorFeatures(), prompt=PROMPT, generate_tasks=generate_tasks, builtin_agent=builtin_agent,
+    mechanisms=frozenset({"refresh_shows_key", "walk_back"}), walk_actions=walk_actions,
 )
