@@ -1,0 +1,187 @@
+"""The pairing driver: a framework agent's turns as the harness the paired replayer runs.
+
+:class:`FrameworkHarness` is a :class:`~cir.episode.harness.Harness` whose turns are the
+framework's (:class:`~cir.adapters.protocol.Framework`): a turn renders the transcript as
+the framework's message list (:meth:`FrameworkHarness.messages_of`), runs the framework's
+own loop for one turn with its env tools bound to the episode's env, and reads the
+messages it added back as steps. Everything else is the harness's and the replayer's: the
+budgets, the hooks, the perturbation point, the arms and branches from snapshots, the
+prefix checks, the restore check, the rows. So a framework agent's study goes through
+``cir run`` like any agent's and its run folder is the same.
+
+How a transcript becomes messages. The agent's steps are the framework's own messages,
+kept by the harness as the framework wrote them (content, tool call ids and arguments), with
+the text the step showed as the tool's answer: the perturbed text in an arm. A harness step
+is rendered in the framework's terms: a refresh (and its ablated twin) as the harness calling
+the observing tool (a tool call whose id starts with ``RECOVERY_CALL_PREFIX``, answered by
+the refresh's text), replan and placebo as a ``user`` message, a rewind as the message list
+cut back to the checkpoint before the modified tool result, then its memory as a ``user``
+message. The messages of an agent step are found by the messages before it and its reply,
+so any branch of any arm is rendered exactly as the framework saw it.
+
+:class:`FrameworkAgent` is the agent object of a run (``cir run --agent langgraph:MODULE:ATTR``):
+its name and settings label the run, and ``make_harness`` gives the replayer this harness.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from cir.adapters.protocol import EnvCall, EnvSession, Framework, bound, refuse
+from cir.envs.base import DEFAULT_REFRESH_QUERY
+from cir.episode.harness import Harness
+from cir.episode.operations import OPERATIONS
+from cir.episode.perturb import Perturbation
+from cir.episode.protocol import RECOVERY_CALL_PREFIX
+from cir.episode.transcript import AGENT, Step, Transcript, tool_call_of, tool_call_reply
+from cir.util.errors import CirError
+
+#: What a step that ends the run without a tool call (the agent's final answer) records.
+FINAL_ANSWER = "final_answer"
+
+
+def _key(messages: list[dict[str, Any]], reply: str) -> str:
+    payload = json.dumps({"messages": messages, "reply": reply}, sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+def refresh_call(tools: dict[str, tuple[str, ...]], query: str) -> tuple[str, dict[str, str]]:
+    """The tool call a refresh is shown as: the tool named as the refresh query with no
+    parameters (``look()``), else the one tool that takes one parameter (``act(command=QUERY)``)."""
+    if query in tools and not tools[query]:
+        return query, {}
+    single = [name for name, params in tools.items() if len(params) == 1]
+    if len(single) == 1:
+        return single[0], {tools[single[0]][0]: query}
+    raise CirError(f"refresh: no tool of the agent sends {query!r} ({', '.join(tools) or 'no tools'}): "
+                   f"give it a tool {query}() or one tool that takes the command")
+
+
+class FrameworkHarness(Harness):
+    """A harness whose turns are a framework's (see the module's text)."""
+
+    def __init__(self, agent: FrameworkAgent, **options: Any) -> None:
+        super().__init__(agent, **options)
+        self.framework = agent.framework
+        self._messages: dict[str, dict[str, Any]] = {}  # an agent step's assistant message
+        self._lock_messages = threading.Lock()
+
+    # -- the transcript as the framework's messages ------------------------------------------
+    def messages_of(self, transcript: Transcript, query: str = DEFAULT_REFRESH_QUERY) -> list[dict[str, Any]]:
+        """The message list the framework continues from (see the module's text)."""
+        messages: list[dict[str, Any]] = [{"role": "user", "content": transcript.task_text}]
+        for i, step in enumerate(transcript.visible_steps()):
+            if step.actor == AGENT:
+                if step.action is None:
+                    raise CirError(f"task {transcript.task_id}: the agent ended the run at step {i}; "
+                                   "nothing continues after a final answer")
+                with self._lock_messages:
+                    said = self._messages.get(_key(messages, step.reply))
+                if said is None:
+                    raise CirError(f"task {transcript.task_id}: step {i} was not taken by this framework "
+                                   "agent in this process (its messages are unknown)")
+                messages += [said, {"role": "tool", "tool_call_id": said["tool_calls"][0]["id"],
+                                    "content": step.shown}]
+            elif OPERATIONS.get(step.reply) is not None and OPERATIONS[step.reply].queries_env:
+                name, args = refresh_call(self.framework.tools(), step.action or query)
+                call_id = f"{RECOVERY_CALL_PREFIX}{step.reply}-{i}"
+                messages += [{"role": "assistant", "content": "", "tool_calls": [
+                    {"id": call_id, "type": "function",
+                     "function": {"name": name, "arguments": json.dumps(args)}}]},
+                    {"role": "tool", "tool_call_id": call_id, "content": step.shown}]
+            else:
+                messages.append({"role": "user", "content": step.shown})
+        return messages
+
+    # -- one turn --------------------------------------------------------------------------
+    def turn(self, env: Any, transcript: Transcript, perturbation: Perturbation | None = None) -> Step:
+        """One turn of the framework from the transcript; its steps appended (the last returned)."""
+        messages = self.messages_of(transcript)
+        session = EnvSession(env, transcript, perturbation)
+        with bound(session):
+            added = self.framework.turn([dict(m) for m in messages])
+        with self._lock:
+            self.costs.agent_calls += 1
+        if self.on_call is not None:
+            self.on_call()
+        steps = self._steps(transcript, messages, added, session.calls)
+        transcript.steps.extend(steps)
+        return steps[-1]
+
+    def _steps(self, transcript: Transcript, before: list[dict[str, Any]], added: list[dict[str, Any]],
+               calls: list[EnvCall]) -> list[Step]:
+        """The steps of a turn's messages, checked against the env calls its tools made."""
+        where = f"task {transcript.task_id}, step {len(transcript.steps)}"
+        if not added:
+            raise CirError(f"{where}: the framework's turn added no message")
+        if added[0].get("tool_calls"):
+            tool_call_of(added, 0)  # one call, or the refusal of parallel tool calls
+        if len(added) > 2 or added[0].get("role") != "assistant":
+            roles = ", ".join(str(m.get("role")) for m in added)
+            raise refuse("this turn", f"{where}: one turn added {roles}; expected one assistant message and "
+                         "the answer of its one tool call (messages added at run time by the framework's "
+                         "own logic are not part of the paired design)")
+        said = added[0]
+        if not said.get("tool_calls"):
+            if calls:
+                raise refuse("a tool call", f"{where}: the env was sent {calls[0].action!r} though the reply "
+                             "made no tool call")
+            text = said.get("content") or ""
+            return [Step(AGENT, text if isinstance(text, str) else str(text), None, None, "",
+                         events=[FINAL_ANSWER], done=True)]
+        call = tool_call_of(added, 0)
+        if call["id"].startswith(RECOVERY_CALL_PREFIX):
+            raise refuse("this reply", f"{where}: the model's tool call id {call['id']!r} is the harness's")
+        if len(calls) != 1:
+            if not calls:
+                raise refuse(f"tool {call['name']!r}", f"{where}: it answered without the env (a tool with "
+                             "side effects outside the env); make each tool a thin call into env_step")
+            raise refuse(f"tool {call['name']!r}", f"{where}: one call sent {len(calls)} env actions "
+                         f"({', '.join(repr(c.action) for c in calls)}); one tool call is one env action")
+        if len(added) != 2 or added[1].get("role") != "tool" or added[1].get("tool_call_id") != call["id"]:
+            raise CirError(f"{where}: the tool call {call['id']!r} is not answered by its tool message")
+        env = calls[0]
+        shown = added[1].get("content")
+        if shown != env.shown:
+            raise refuse(f"tool {call['name']!r}", f"{where}: the framework showed {shown!r:.80} for the "
+                         f"env's answer {env.shown!r:.80} (it must return env_step's text unchanged)")
+        text = said.get("content")
+        reply = tool_call_reply(env.action, text if isinstance(text, str) else "")
+        with self._lock_messages:
+            self._messages[_key(before, reply)] = {"role": "assistant", "content": said.get("content") or "",
+                                                   "tool_calls": said["tool_calls"]}
+        return [Step(AGENT, reply, env.action, env.observation, env.shown, events=list(env.events),
+                     done=env.done, won=env.won)]
+
+
+class FrameworkAgent:
+    """A framework agent as ``cir`` runs it: ``framework`` (an adapter's :class:`Framework`),
+    its name (``langgraph:MODULE:ATTR``) and settings. It drives its own loop, so it is run
+    through its harness (``make_harness``), never asked for one reply."""
+
+    thread_safe = True  # each turn starts from its own message list
+
+    def __init__(self, name: str, framework: Framework, settings: dict[str, Any],
+                 close: Callable[[], None] | None = None) -> None:
+        self.name = name
+        self.framework = framework
+        self._settings = dict(settings)
+        self._close = close
+
+    def settings(self) -> dict[str, Any]:
+        return dict(self._settings)
+
+    def act(self, context: list[dict[str, str]]) -> str:
+        raise CirError(f"{self.name}: a framework agent drives its own loop; it runs through its "
+                       "harness (cir run, run_task_pairs), not one reply at a time")
+
+    def make_harness(self, **options: Any) -> FrameworkHarness:
+        return FrameworkHarness(self, **options)
+
+    def close(self) -> None:
+        if self._close is not None:
+            self._close()

@@ -1,0 +1,126 @@
+"""The fork protocol and the pairing driver, on a framework of a few lines (no framework installed).
+
+The toy framework's policy is the key-and-door agent, so a framework agent's paired table must
+be the table of the same agent in cir's own harness, row for row: the driver forks the
+framework's message list exactly where the replayer forks a transcript.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+from support.keydoor import FAMILY, KeyDoorAgent, KeyDoorEnv, generate_tasks, load_tasks
+from support.toy_framework import ToyFramework, act, keydoor_policy, toy_agent
+
+from cir.adapters.protocol import ForkRefused, env_step
+from cir.episode.perturb import MISSING_TEXT
+from cir.episode.protocol import PLACEBO_TEXT, RECOVERY_CALL_PREFIX, REFRESH_PREFIX
+from cir.episode.transcript import Transcript
+from cir.pairs.replay import ReplaySettings, run_task_pairs
+from cir.util.errors import CirError
+
+GRID = ReplaySettings(conditions=("clean", "stale2", "missing"), delays=(0, 2),
+                      operations=("refresh", "replan", "rewind", "placebo"), max_turns=30, max_actions=30)
+
+
+@pytest.fixture(scope="module")
+def tasks(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("keydoor")
+    generate_tasks(folder, "test", 10, 0)
+    return load_tasks(folder / "test")
+
+
+def _table(rows):
+    return pd.DataFrame(rows).drop(columns=["agent"])
+
+
+def test_a_framework_agent_pairs_as_the_same_agent_in_cirs_harness(tasks):
+    for task in tasks:
+        ours = run_task_pairs(task, KeyDoorAgent(), KeyDoorEnv(task), GRID, extractor=FAMILY.extractor)
+        theirs = run_task_pairs(task, toy_agent(), KeyDoorEnv(task), GRID, extractor=FAMILY.extractor)
+        assert theirs.feasible and theirs.point == ours.point
+        pd.testing.assert_frame_equal(_table(theirs.rows), _table(ours.rows))
+        assert all(r["prefix_match"] for r in theirs.rows)
+        # the same env actions and shown texts in every episode, in the same order
+        for a, b in zip(ours.episodes, theirs.episodes, strict=True):
+            if a.transcript is not None:
+                assert [(s.actor, s.action, s.shown) for s in a.transcript.steps] == \
+                    [(s.actor, s.action, s.shown) for s in b.transcript.steps]
+    outcomes = {r["outcome"] for t in tasks for r in run_task_pairs(
+        t, toy_agent(), KeyDoorEnv(t), GRID, extractor=FAMILY.extractor).rows}
+    assert {"rescue", "stable_success"} <= outcomes  # the grid is not trivial
+
+
+def test_the_framework_sees_the_perturbed_tool_result_and_the_refresh_as_the_harness_tool_call(tasks):
+    seen: list[list[dict]] = []
+
+    def policy(messages):
+        seen.append(messages)
+        return keydoor_policy(messages)
+
+    task = tasks[0]
+    result = run_task_pairs(task, toy_agent(ToyFramework(policy)), KeyDoorEnv(task),
+                            ReplaySettings(conditions=("missing",), delays=(0,), operations=("refresh",),
+                                           max_turns=30, max_actions=30), extractor=FAMILY.extractor)
+    assert result.feasible
+    missing = [m for m in seen if any(x.get("content") == MISSING_TEXT for x in m)]
+    assert missing and all(x["role"] == "tool" for m in missing for x in m if x.get("content") == MISSING_TEXT)
+    refreshed = [m for m in seen if any(str(x.get("content", "")).startswith(REFRESH_PREFIX) for x in m)]
+    assert refreshed
+    m = refreshed[0]
+    i = next(j for j, x in enumerate(m) if str(x.get("content", "")).startswith(REFRESH_PREFIX))
+    call = m[i - 1]["tool_calls"][0]
+    assert m[i]["role"] == "tool" and call["id"].startswith(RECOVERY_CALL_PREFIX)
+    assert call["function"]["name"] == "act" and json.loads(call["function"]["arguments"]) == {"command": "look"}
+    # read back, the harness's call is the recovery, not an agent step
+    back = Transcript.from_messages(task.task_id, m)
+    assert back.steps[-1].actor == "harness" and back.steps[-1].reply == "refresh"
+    assert back.steps[-1].action == "look"
+
+
+def test_from_messages_reads_tool_calls_as_actions_and_refuses_parallel_calls():
+    task = "You are in cell 0 of 5.\nYour task is to: open the door."
+    call = {"id": "c1", "type": "function", "function": {"name": "act", "arguments": '{"command": "right"}'}}
+    messages = [{"role": "user", "content": task},
+                {"role": "assistant", "content": None, "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": "c1", "content": "You are in cell 1 of 5."},
+                {"role": "user", "content": PLACEBO_TEXT}]
+    t = Transcript.from_messages("t", messages)
+    assert [(s.actor, s.reply, s.action, s.shown) for s in t.steps] == [
+        ("agent", "right", "right", "You are in cell 1 of 5."), ("harness", "placebo", None, PLACEBO_TEXT)]
+    take = {"id": "c2", "type": "function", "function": {"name": "take", "arguments": '{"item": "key"}'}}
+    t = Transcript.from_messages("t", [messages[0], {"role": "assistant", "content": "I see it", "tool_calls": [take]},
+                                       {"role": "tool", "tool_call_id": "c2", "content": "You take the key."}])
+    assert (t.steps[0].action, t.steps[0].reply) == ("take key", "take key\nI see it")
+    with pytest.raises(CirError, match="2 tool calls in one message: parallel tool calls"):
+        Transcript.from_messages("t", [messages[0], {"role": "assistant", "tool_calls": [call, take]},
+                                       messages[2]])
+    with pytest.raises(CirError, match="not answered by the tool message"):
+        Transcript.from_messages("t", messages[:2] + [{"role": "tool", "tool_call_id": "zz", "content": "x"}])
+
+
+def _run_one(task, framework):
+    return run_task_pairs(task, toy_agent(framework), KeyDoorEnv(task), GRID, extractor=FAMILY.extractor)
+
+
+def test_refusals_name_what_cannot_be_forked(tasks):
+    task = tasks[0]
+    parallel = ToyFramework(lambda m: [("act", {"command": "right"}), ("act", {"command": "look"})])
+    with pytest.raises(CirError, match="parallel tool calls"):
+        _run_one(task, parallel)
+    outside = ToyFramework(lambda m: ("note", {"command": "x"}), tools={"act": act, "note": lambda command: "noted"})
+    with pytest.raises(ForkRefused, match="answered without the env"):
+        _run_one(task, outside)
+    twice = ToyFramework(tools={"act": lambda command: env_step(command) + env_step("look")})
+    with pytest.raises(ForkRefused, match="one call sent 2 env actions"):
+        _run_one(task, twice)
+    changed = ToyFramework(tools={"act": lambda command: env_step(command).upper()})
+    with pytest.raises(ForkRefused, match="must return env_step's text unchanged"):
+        _run_one(task, changed)
+
+
+def test_env_step_outside_a_run_is_an_error():
+    with pytest.raises(CirError, match="no cir episode is running"):
+        env_step("right")
