@@ -27,8 +27,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from cir.adapters.protocol import EnvCall, EnvSession, Framework, bound, refuse
@@ -39,6 +41,7 @@ from cir.episode.perturb import Perturbation
 from cir.episode.protocol import RECOVERY_CALL_PREFIX
 from cir.episode.transcript import AGENT, Step, Transcript, tool_call_of, tool_call_reply
 from cir.util.errors import CirError
+from cir.util.importing import import_module
 
 #: What a step that ends the run without a tool call (the agent's final answer) records.
 FINAL_ANSWER = "final_answer"
@@ -185,3 +188,36 @@ class FrameworkAgent:
     def close(self) -> None:
         if self._close is not None:
             self._close()
+
+
+def load_target(kind: str, target: str) -> tuple[Any, dict[str, Any]]:
+    """The object ``MODULE:ATTR`` (or ``FILE.py:ATTR``) names, and what identifies it: the spec and
+    a digest of its module's source (an edited agent is another agent: another label, never a
+    resume of the old run)."""
+    module_name, _, attr = target.rpartition(":")
+    if not module_name or not attr:
+        raise CirError(f"agent {kind}:{target}: expected {kind}:MODULE:ATTR (e.g. "
+                       f"{kind}:examples.{kind.replace('-', '_')}_agent:agent)")
+    try:
+        module = import_module(module_name)
+    except ModuleNotFoundError as err:
+        raise CirError(f"agent {kind}:{target}: cannot import {module_name} ({err}); run from the folder "
+                       "that holds it or install it") from None
+    try:
+        obj = getattr(module, attr)
+    except AttributeError:
+        raise CirError(f"agent {kind}:{target}: {module_name} has no attribute {attr!r}") from None
+    source = getattr(module, "__file__", None)
+    digest = hashlib.sha256(Path(source).read_bytes()).hexdigest()[:16] if source else ""
+    return obj, {"target": target, "source": digest}
+
+
+def serve_from(base_url: str | None, api_key_env: str = "OPENAI_API_KEY") -> None:
+    """Point the framework's OpenAI client at ``base_url`` (``OPENAI_BASE_URL``, read when the
+    user's module builds its model), with a placeholder key for a local server without one."""
+    if base_url:
+        os.environ["OPENAI_BASE_URL"] = base_url
+    if not os.environ.get(api_key_env):
+        os.environ[api_key_env] = "not-needed"
+    if api_key_env != "OPENAI_API_KEY":
+        os.environ["OPENAI_API_KEY"] = os.environ[api_key_env]

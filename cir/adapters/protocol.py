@@ -57,6 +57,11 @@ class ForkRefused(CirError):
     """A framework feature the adapter cannot fork exactly (named in the message)."""
 
 
+class BudgetSpent(BaseException):  # noqa: N818 - not an error: the run's end
+    """Raised by :func:`env_step` when a run in the framework's own loop has spent its budget; a
+    ``BaseException`` so that no framework takes it for a tool's error and shows it to the model."""
+
+
 def refuse(feature: str, why: str) -> ForkRefused:
     """The one-line refusal of a feature that cannot be forked exactly."""
     return ForkRefused(f"cannot fork {feature} exactly: {why}")
@@ -84,6 +89,7 @@ class EnvCall:
     done: bool
     won: bool
     events: list[str] = field(default_factory=list)
+    recovery: bool = False  # sent by a live recovery (the harness), not by the agent's tool call
 
 
 class EnvSession:
@@ -94,11 +100,20 @@ class EnvSession:
     every action sent. A session is used by one turn; threads of other turns have their own.
     """
 
-    def __init__(self, env: Env, transcript: Transcript, perturbation: Perturbation | None = None) -> None:
+    def __init__(self, env: Env, transcript: Transcript, perturbation: Perturbation | None = None, *,
+                 budget: tuple[int, int] | None = None, snapshots: bool = False) -> None:
         self.env = env
         self.transcript = transcript
         self.perturbation = perturbation
         self.calls: list[EnvCall] = []
+        #: (model turns, env actions) at most, for a run in the framework's own loop (None: the
+        #: harness keeps the budget, one turn at a time)
+        self.budget = budget
+        #: env snapshots after each env action, by the number of actions (a live rewind goes back)
+        self.snapshots: dict[int, Any] | None = {0: env.snapshot()} if snapshots else None
+        #: the router's decisions in a live run: (delay, operation or None)
+        self.decisions: list[tuple[int, str | None]] = []
+        self.recovering = False  # the harness (a live recovery) is calling a tool, not the agent
 
     def step(self, action: str) -> str:
         from cir.episode.harness import send
@@ -106,12 +121,19 @@ class EnvSession:
 
         if not isinstance(action, str):
             raise CirError(f"env_step: the action must be text, got {type(action).__name__} {action!r:.60}")
+        if self.budget is not None and not self.recovering:
+            turns, actions = self.budget
+            agent_calls = sum(1 for c in self.calls if not c.recovery)
+            if agent_calls >= turns or self.transcript.env_actions + len(self.calls) >= actions:
+                raise BudgetSpent(f"budget of {turns} model turns and {actions} env actions spent")
         obs, done, won = send(self.env, action)
         step = Step(AGENT, action, action, obs, obs, done=done, won=won)
         n = self.transcript.env_actions + len(self.calls) + 1
         if self.perturbation is not None and n == self.perturbation.at:
             step = self.perturbation.apply(self.transcript, step)
-        self.calls.append(EnvCall(action, obs, step.shown, done, won, list(step.events)))
+        self.calls.append(EnvCall(action, obs, step.shown, done, won, list(step.events), self.recovering))
+        if self.snapshots is not None:
+            self.snapshots[self.transcript.env_actions + len(self.calls)] = self.env.snapshot()
         return step.shown
 
 

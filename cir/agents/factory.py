@@ -13,6 +13,7 @@ of the agent's settings: the same replies come at any rate).
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 from collections.abc import Callable, Sequence
@@ -27,7 +28,15 @@ from cir.util.errors import CirError
 
 DEFAULT_AGENT = "builtin"
 # The agent specs make_agent understands, for command-line help.
-AGENT_SPECS = "builtin[:PROFILE], openai:MODEL or openai-completion:MODEL"
+AGENT_SPECS = ("builtin[:PROFILE], openai:MODEL, openai-completion:MODEL, or a framework agent "
+               "langgraph:MODULE:ATTR, openai-agents:MODULE:ATTR, inspect:MODULE:ATTR")
+#: Framework agents by the spec's kind: the adapter (``cir.adapters``, an optional extra) that
+#: builds each, imported only when one is asked for, and the extra that installs it.
+FRAMEWORKS: dict[str, tuple[str, str]] = {
+    "langgraph": ("cir.adapters.langgraph", "langgraph"),
+    "openai-agents": ("cir.adapters.openai_agents", "openai-agents"),
+    "inspect": ("cir.adapters.inspect_ai", "inspect"),
+}
 
 
 @dataclass(frozen=True)
@@ -108,6 +117,10 @@ def make_agent(
     # (for AGENT_SPECS), and the LLM agent brings an HTTP client.
     if kind == "builtin":
         return _builtin_agent(spec, arg or "default", llm, builtin, family, seed)
+    if kind in FRAMEWORKS:
+        if not llm.is_default():
+            raise CirError(f"agent {spec!r}: the LLM options are the framework's (set them on its model)")
+        return _framework_agent(kind, arg, base_url, api_key_env)
     if kind in ("openai", "openai-completion"):
         if not arg:
             raise CirError(f"agent {spec!r}: name the model, e.g. openai:Qwen3-14B")
@@ -121,9 +134,18 @@ def make_agent(
         return _llm_agent(arg, "chat" if kind == "openai" else "completion", url, prompt, llm,
                           limits or RequestLimits(), api_key=os.environ.get(api_key_env),
                           cache_dir=cache_dir, cache_fallback=cache_fallback, seed=seed)
-    raise CirError(
-        f"unknown agent {spec!r}: expected builtin, builtin:PROFILE, openai:MODEL or openai-completion:MODEL"
-    )
+    raise CirError(f"unknown agent {spec!r}: expected {AGENT_SPECS}")
+
+
+def _framework_agent(kind: str, target: str, base_url: str | None, api_key_env: str) -> Agent:
+    """A framework agent (``langgraph:MODULE:ATTR``, ...) through its adapter."""
+    module, extra = FRAMEWORKS[kind]
+    try:
+        adapter = importlib.import_module(module)
+    except ImportError as err:
+        raise CirError(f"agent {kind}:{target}: the {kind} adapter needs its framework ({err}); "
+                       f'pip install "cir[{extra}]"') from None
+    return adapter.framework_agent(target, base_url=base_url, api_key_env=api_key_env)
 
 
 def _builtin_agent(spec: str, profile: str, llm: LLMConfig, builtin: Callable[..., Agent] | None,

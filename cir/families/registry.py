@@ -14,9 +14,6 @@ pickled. The other functions here give a family's parts to the layers below
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import sys
 from functools import cache
 from importlib import metadata
 from pathlib import Path
@@ -26,6 +23,7 @@ from cir.agents.factory import DEFAULT_AGENT
 from cir.agents.factory import make_agent as make_agent_of
 from cir.families.family import Family, check_family
 from cir.util.errors import CirError
+from cir.util.importing import import_module
 
 #: The default family: ALFWorld.
 DEFAULT_FAMILY = "alfworld"
@@ -81,7 +79,7 @@ def _load(target: str, spec: str, builtin: bool) -> Any:
     if not module_name or not attr:
         raise CirError(f"env {spec!r}: expected MODULE:ATTR (e.g. examples.counter:FAMILY)")
     try:
-        module = _import(module_name)
+        module = import_module(module_name)
     except ModuleNotFoundError as err:
         if builtin:
             raise CirError(f"env {spec!r}: the family's module {module_name} is not part of this "
@@ -92,30 +90,6 @@ def _load(target: str, spec: str, builtin: bool) -> Any:
         return getattr(module, attr)
     except AttributeError:
         raise CirError(f"env {spec!r}: {module_name} has no attribute {attr!r}") from None
-
-
-def _import(name: str) -> Any:
-    if name.endswith(".py"):
-        path = Path(name).expanduser().resolve()
-        if not path.is_file():
-            raise ModuleNotFoundError(f"no file {path}")
-        key = f"cir_family_{abs(hash(str(path)))}"
-        if key in sys.modules:
-            return sys.modules[key]
-        spec = importlib.util.spec_from_file_location(key, path)
-        module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-        sys.modules[key] = module
-        spec.loader.exec_module(module)  # type: ignore[union-attr]
-        return module
-    try:
-        return importlib.import_module(name)
-    except ModuleNotFoundError as err:
-        here = str(Path.cwd())
-        # the console script does not put the current folder on the path, as `python -m` does
-        if err.name is None or not name.startswith(err.name) or here in sys.path:
-            raise
-        sys.path.append(here)
-        return importlib.import_module(name)
 
 
 def family_name(spec: str | Family | None) -> str:

@@ -61,6 +61,8 @@ class Reply:
     reasoning: str | None = None
     logprobs: Any = None
     usage: dict[str, Any] | bool | None = None
+    #: a chat answer's tool calls (OpenAI's format); the content is then null unless ``text`` is given
+    tool_calls: list[dict[str, Any]] | None = None
 
 
 #: Faulty answers by name, for fault-injection tests.
@@ -106,6 +108,12 @@ def alfworld_answer(path: str, body: dict[str, Any], attempt: int) -> Reply:
     name = names[(h >> 8) % len(names)]
     verb = ["go to", "go to", "open", "examine", "close"][(h >> 16) % 5]
     return Reply(text=f"{verb} {name}")
+
+
+def tool_call(name: str, arguments: dict[str, Any], *parts: Any) -> dict[str, Any]:
+    """One tool call in OpenAI's format, its id a digest of ``parts`` (the same in every process)."""
+    return {"id": f"call_{digest(name, arguments, *parts):x}"[:21], "type": "function",
+            "function": {"name": name, "arguments": json.dumps(arguments)}}
 
 
 def recorded_answers(prompts: Iterable[tuple[str, str]],
@@ -223,6 +231,8 @@ class FakeOpenAI:
             return json.dumps({"error": {"message": f"scripted error {reply.status}"}}).encode()
         if path.endswith("/chat/completions"):
             message: dict[str, Any] = {"role": "assistant", "content": reply.text}
+            if reply.tool_calls is not None:
+                message["tool_calls"] = reply.tool_calls
             if reply.reasoning is not None:
                 message["reasoning_content"] = reply.reasoning
             choice: dict[str, Any] = {"message": message, "finish_reason": reply.finish_reason}

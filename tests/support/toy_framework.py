@@ -73,3 +73,14 @@ class ToyFramework:
 def toy_agent(framework: ToyFramework | None = None) -> FrameworkAgent:
     fw = framework or ToyFramework()
     return FrameworkAgent("toy:keydoor", fw, fw.settings())
+
+
+def keydoor_answer(path: str, body: dict[str, Any], attempt: int):
+    """A deterministic chat server that is the key-and-door agent with one tool ``act(command)``:
+    for ``FakeOpenAI(answer=keydoor_answer)``. The system message (a framework's instructions) is
+    not read; the tool call's id is a digest of the messages."""
+    from support.fake_openai import Reply, tool_call
+
+    messages = [m for m in body.get("messages", ()) if m.get("role") != "system"]
+    command = KeyDoorAgent().act(as_chat(messages))
+    return Reply(text=None, tool_calls=[tool_call("act", {"command": command}, messages)])

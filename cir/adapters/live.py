@@ -1,0 +1,172 @@
+"""A framework agent in its own loop at run time: the router as its hook, one live episode.
+
+The paired study runs a framework one turn at a time (:mod:`cir.adapters.driver`); a harness in
+production runs the framework's whole loop. Each adapter's native hook (LangGraph middleware,
+an Agents SDK hook, an Inspect AI solver step) asks :class:`LiveRouting` before each model call
+and applies the :class:`Recovery` it returns in the framework's terms. It reads the message list
+as a transcript (:meth:`~cir.episode.transcript.Transcript.from_messages`), decides at the
+router's candidate delays after the suspect observation, once, and builds the recovery as the
+replayer did when the router was fitted: a refresh shows the observing tool's answer after
+:data:`~cir.episode.protocol.REFRESH_PREFIX` (as the harness's tool call), a replan or placebo
+its text, a rewind the messages before the suspect reply (the env restored) and its memory.
+
+:func:`live_episode` runs one episode of a framework in its own loop as ``cir episode`` runs
+any agent: the factual run, then the run under a condition whose tool answer at the
+perturbation point is the perturbed text, with the router (in the framework's hook) deciding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from cir.adapters.driver import refresh_call
+from cir.adapters.protocol import BudgetSpent, EnvCall, EnvSession, bound, current_session
+from cir.envs.base import refresh_query
+from cir.episode.operations import operation_info
+from cir.episode.perturb import Perturbation, feasibility, parse_conditions, perturbation_point
+from cir.episode.protocol import (
+    DEFAULT_FRACTION,
+    DEFAULT_MAX_ACTIONS,
+    DEFAULT_MAX_TURNS,
+    RECOVERY_CALL_PREFIX,
+)
+from cir.episode.recovery import Checkpoints, Refresh, get_operation
+from cir.episode.transcript import AGENT, HARNESS, Step, Transcript
+from cir.util.errors import CirError
+
+
+@dataclass(frozen=True)
+class Recovery:
+    """A recovery to write into the framework's state: ``text`` as a user message, or as the
+    answer of the harness's tool ``call`` (name, arguments, id), or (a rewind) after the first
+    ``cut`` messages of the list."""
+
+    operation: str
+    text: str
+    call: tuple[str, dict[str, Any], str] | None = None
+    cut: int | None = None
+
+
+class LiveRouting:
+    """The router's decisions in a framework's loop (see the module's text). ``tools`` are the
+    agent's tool names and parameters, ``call_tool(name, args)`` runs one of them (a refresh
+    re-calls the observing tool); each adapter gives both."""
+
+    def __init__(self, router: Any, suspect_at: int | None = None) -> None:
+        self.router = router
+        self.suspect_at = suspect_at
+        self.tools: dict[str, tuple[str, ...]] = {}
+        self.call_tool: Callable[[str, dict[str, Any]], str] | None = None
+
+    def decide(self, messages: list[dict[str, Any]]) -> Recovery | None:
+        session = current_session()
+        env = session.env if session is not None else None
+        at = self.suspect_at if self.suspect_at is not None else (
+            session.perturbation.at if session is not None and session.perturbation is not None else None)
+        if at is None:
+            return None
+        query = refresh_query(env) if env is not None else "look"
+        system = [m for m in messages if m.get("role") == "system"]
+        transcript = Transcript.from_messages("live", messages, refresh_query=query)
+        steps = transcript.steps
+        if not steps or steps[-1].action is None or steps[-1].actor != AGENT:
+            return None
+        delay = transcript.env_actions - at
+        if delay not in self.router.delays or any(s.actor == HARNESS for s in steps):
+            return None
+        decision = self.router.decide(transcript, delay)
+        operation = decision.operation if decision.recover else None
+        if session is not None:
+            session.decisions.append((delay, operation))
+        if operation is None:
+            return None
+        return self._recovery(operation, transcript, at, session, query, len(system))
+
+    def _recovery(self, operation: str, transcript: Transcript, at: int, session: EnvSession | None,
+                  query: str, n_system: int) -> Recovery:
+        info = operation_info(operation)
+        index = len(transcript.visible_steps())
+        if info.queries_env:
+            name, args = refresh_call(self.tools, query)
+            if self.call_tool is None:
+                raise CirError(f"router: {operation} needs the agent's observing tool, which this hook cannot call")
+            if session is not None:
+                session.recovering = True
+            try:
+                answer = self.call_tool(name, args)
+            finally:
+                if session is not None:
+                    session.recovering = False
+            op = get_operation(operation, query)
+            text = op.shown(answer) if isinstance(op, Refresh) else info.text
+            return Recovery(operation, text, call=(name, args, f"{RECOVERY_CALL_PREFIX}{operation}-{index}"))
+        if operation == "rewind":
+            if session is None or session.snapshots is None:
+                raise CirError("router: a rewind needs the env's snapshot from before the suspect observation "
+                               "(run the episode through cir: the adapter's episode())")
+            k_before = transcript.steps_until_env_action(at - 1)
+            checkpoints = Checkpoints(snapshots={k_before: session.snapshots[at - 1]},
+                                      anchor=transcript.steps_until_env_action(at) - 1)
+            step = get_operation("rewind").apply(session.env, transcript, checkpoints)
+            # the messages of the first k_before steps: the task, then two per agent step
+            return Recovery(operation, step.shown, cut=n_system + 1 + 2 * k_before)
+        return Recovery(operation, info.text)
+
+
+def transcript_of(task_id: str, messages: list[dict[str, Any]], calls: list[EnvCall], query: str) -> Transcript:
+    """A live run's transcript: its messages read as steps, each env action's true observation and
+    flags from the session's record of it (an unanswered tool call at the end, cut by the
+    budget, is not a step)."""
+    if messages and messages[-1].get("role") == "assistant" and messages[-1].get("tool_calls"):
+        messages = messages[:-1]
+    final = messages[-1] if messages and messages[-1].get("role") == "assistant" else None
+    transcript = Transcript.from_messages(task_id, messages[:-1] if final else messages, refresh_query=query)
+    acted = [s for s in transcript.steps if s.action is not None]
+    if len(acted) != len(calls):
+        raise CirError(f"task {task_id}: the messages hold {len(acted)} env actions, the env was sent "
+                       f"{len(calls)}: a tool answered without the env, or one sent several actions")
+    for step, call in zip(acted, calls, strict=True):
+        step.action, step.observation, step.done, step.won = call.action, call.observation, call.done, call.won
+        step.events = [*step.events, *call.events]
+    if final is not None:
+        text = final.get("content") or ""
+        transcript.steps.append(Step(AGENT, text if isinstance(text, str) else str(text), None, None, "",
+                                     events=["final_answer"], done=True))
+    return transcript
+
+
+def live_episode(run: Callable[[str, int], list[dict[str, Any]]], tools: dict[str, tuple[str, ...]], env: Any,
+                 task_id: str, condition: str = "clean", *, perturb_fraction: float = DEFAULT_FRACTION,
+                 perturb_at: int | None = None, max_turns: int = DEFAULT_MAX_TURNS,
+                 max_actions: int = DEFAULT_MAX_ACTIONS) -> tuple[Transcript, Transcript, dict[str, Any]]:
+    """``(factual, episode, info)`` of one task (as :func:`cir.router.live.run_episode`), the
+    framework in its own loop: ``run(task_text, max_turns)`` runs it from the task to its end and
+    returns its messages. The router is the framework's hook (in the agent ``run`` runs); its
+    decisions are ``info["router_decisions"]``."""
+    cond = parse_conditions([condition])[0]
+    query = refresh_query(env)
+
+    def once(perturbation: Perturbation | None) -> tuple[Transcript, EnvSession]:
+        task_text = env.reset()
+        session = EnvSession(env, Transcript(task_id, task_text), perturbation,
+                             budget=(max_turns, max_actions), snapshots=perturbation is not None)
+        with bound(session):
+            messages = run(task_text, max_turns)
+        return transcript_of(task_id, messages, session.calls, query), session
+
+    factual, _ = once(None)
+    n = factual.env_actions
+    info: dict[str, Any] = {"factual_env_actions": n, "factual_success": factual.won, "condition": cond.name}
+    ok, reason = feasibility(n, [cond], perturb_fraction, perturb_at)
+    if not ok:
+        raise CirError(f"task {task_id}: not prefix-feasible under {cond.name}: {reason}")
+    p = perturbation_point(n, perturb_fraction, perturb_at)
+    episode, session = once(Perturbation(cond, p))
+    info.update(point=p, router_decisions=[{"delay": d, "recover": op is not None, "operation": op}
+                                           for d, op in session.decisions])
+    return factual, episode, info
+
+
+__all__ = ["BudgetSpent", "LiveRouting", "Recovery", "live_episode", "transcript_of"]
