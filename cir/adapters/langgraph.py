@@ -45,7 +45,7 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from cir.adapters.driver import FrameworkAgent, load_target, serve_from
 from cir.adapters.live import LiveRouting, live_episode
-from cir.adapters.protocol import BudgetSpent, refuse
+from cir.adapters.protocol import EpisodeOver, refuse
 from cir.util.errors import CirError
 
 #: The state keys of ``create_agent``'s graphs besides ``messages`` (its own bookkeeping, which a
@@ -139,12 +139,12 @@ def episode(graph: Any, env: Any, task_id: str, condition: str = "clean", **opti
     framework = LangGraphFramework(graph)
 
     def run(task_text: str, max_turns: int) -> list[dict[str, Any]]:
-        # the budget is the session's (BudgetSpent); the recursion limit only bounds the nodes per turn
+        # the budget is the session's (EpisodeOver); the recursion limit only bounds the nodes per turn
         config = {"configurable": {"thread_id": uuid.uuid4().hex}, "recursion_limit": 8 * max_turns + 16}
         try:
             try:
                 framework.graph.invoke({"messages": [HumanMessage(task_text)]}, config)
-            except BudgetSpent:
+            except EpisodeOver:
                 pass
             return convert_to_openai_messages(framework.graph.get_state(config).values["messages"])
         finally:

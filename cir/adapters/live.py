@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cir.adapters.driver import refresh_call
-from cir.adapters.protocol import BudgetSpent, EnvCall, EnvSession, bound, current_session
+from cir.adapters.protocol import EnvCall, EnvSession, EpisodeOver, bound, current_session
 from cir.envs.base import refresh_query
 from cir.episode.operations import operation_info
 from cir.episode.perturb import Perturbation, feasibility, parse_conditions, perturbation_point
@@ -33,7 +33,7 @@ from cir.episode.protocol import (
     RECOVERY_CALL_PREFIX,
 )
 from cir.episode.recovery import Checkpoints, Refresh, get_operation
-from cir.episode.transcript import AGENT, HARNESS, Step, Transcript
+from cir.episode.transcript import AGENT, HARNESS, Step, Transcript, tool_call_of, tool_call_reply
 from cir.util.errors import CirError
 
 
@@ -93,12 +93,12 @@ class LiveRouting:
             if self.call_tool is None:
                 raise CirError(f"router: {operation} needs the agent's observing tool, which this hook cannot call")
             if session is not None:
-                session.recovering = True
+                session.recovering = operation
             try:
                 answer = self.call_tool(name, args)
             finally:
                 if session is not None:
-                    session.recovering = False
+                    session.recovering = None
             op = get_operation(operation, query)
             text = op.shown(answer) if isinstance(op, Refresh) else info.text
             return Recovery(operation, text, call=(name, args, f"{RECOVERY_CALL_PREFIX}{operation}-{index}"))
@@ -119,11 +119,23 @@ def transcript_of(task_id: str, messages: list[dict[str, Any]], calls: list[EnvC
     """A live run's transcript: its messages read as steps, each env action's true observation and
     flags from the session's record of it (an unanswered tool call at the end, cut by the
     budget, is not a step)."""
+    last = None  # an answer the run did not write: the env said done (recorded), or the budget (not sent)
     if messages and messages[-1].get("role") == "assistant" and messages[-1].get("tool_calls"):
-        messages = messages[:-1]
+        last, messages = messages[-1], messages[:-1]
     final = messages[-1] if messages and messages[-1].get("role") == "assistant" else None
     transcript = Transcript.from_messages(task_id, messages[:-1] if final else messages, refresh_query=query)
     acted = [s for s in transcript.steps if s.action is not None]
+    if len(calls) == len(acted) + 1 and calls[-1].recovery is not None and final is None:
+        # a live refresh whose answer ended the episode (the hook's messages were never written)
+        op = get_operation(calls[-1].recovery, query)
+        transcript.steps.append(Step(HARNESS, op.name, query, None, op.shown(calls[-1].shown),
+                                     [f"recovery:{op.name}"]))
+        acted.append(transcript.steps[-1])
+    elif last is not None and len(calls) == len(acted) + 1:
+        tool_call_of([last], 0)  # one call (parallel calls are refused)
+        transcript.steps.append(Step(AGENT, tool_call_reply(calls[-1].action, last.get("content") or ""),
+                                     calls[-1].action, None, calls[-1].shown))
+        acted.append(transcript.steps[-1])
     if len(acted) != len(calls):
         raise CirError(f"task {task_id}: the messages hold {len(acted)} env actions, the env was sent "
                        f"{len(calls)}: a tool answered without the env, or one sent several actions")
@@ -169,4 +181,4 @@ def live_episode(run: Callable[[str, int], list[dict[str, Any]]], tools: dict[st
     return factual, episode, info
 
 
-__all__ = ["BudgetSpent", "LiveRouting", "Recovery", "live_episode", "transcript_of"]
+__all__ = ["EpisodeOver", "LiveRouting", "Recovery", "live_episode", "transcript_of"]

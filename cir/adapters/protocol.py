@@ -57,9 +57,11 @@ class ForkRefused(CirError):
     """A framework feature the adapter cannot fork exactly (named in the message)."""
 
 
-class BudgetSpent(BaseException):  # noqa: N818 - not an error: the run's end
-    """Raised by :func:`env_step` when a run in the framework's own loop has spent its budget; a
-    ``BaseException`` so that no framework takes it for a tool's error and shows it to the model."""
+class EpisodeOver(BaseException):  # noqa: N818 - not an error: the run's end
+    """Raised by :func:`env_step` when a run in the framework's own loop is over: the env said done
+    (raised after the action, which the session has recorded) or the budget is spent (raised before
+    it). A ``BaseException`` so that no framework takes it for a tool's error and shows it to the
+    model; the adapter catches it and reads the messages so far."""
 
 
 def refuse(feature: str, why: str) -> ForkRefused:
@@ -89,7 +91,7 @@ class EnvCall:
     done: bool
     won: bool
     events: list[str] = field(default_factory=list)
-    recovery: bool = False  # sent by a live recovery (the harness), not by the agent's tool call
+    recovery: str | None = None  # the live recovery (the harness) that sent it, not the agent's tool call
 
 
 class EnvSession:
@@ -113,11 +115,11 @@ class EnvSession:
         self.snapshots: dict[int, Any] | None = {0: env.snapshot()} if snapshots else None
         #: the router's decisions in a live run: (delay, operation or None)
         self.decisions: list[tuple[int, str | None]] = []
-        self.recovering = False  # the harness (a live recovery) is calling a tool, not the agent
+        self.recovering: str | None = None  # the live recovery calling a tool now (not the agent)
 
     def step(self, action: str) -> str:
         from cir.episode.harness import send
-        from cir.episode.transcript import AGENT, Step
+        from cir.episode.transcript import AGENT, Step, Transcript
 
         if not isinstance(action, str):
             raise CirError(f"env_step: the action must be text, got {type(action).__name__} {action!r:.60}")
@@ -125,15 +127,19 @@ class EnvSession:
             turns, actions = self.budget
             agent_calls = sum(1 for c in self.calls if not c.recovery)
             if agent_calls >= turns or self.transcript.env_actions + len(self.calls) >= actions:
-                raise BudgetSpent(f"budget of {turns} model turns and {actions} env actions spent")
+                raise EpisodeOver(f"budget of {turns} model turns and {actions} env actions spent")
         obs, done, won = send(self.env, action)
         step = Step(AGENT, action, action, obs, obs, done=done, won=won)
         n = self.transcript.env_actions + len(self.calls) + 1
         if self.perturbation is not None and n == self.perturbation.at:
-            step = self.perturbation.apply(self.transcript, step)
+            so_far = [Step(AGENT, c.action, c.action, c.observation, c.shown) for c in self.calls]
+            step = self.perturbation.apply(Transcript(self.transcript.task_id, self.transcript.task_text,
+                                                      [*self.transcript.steps, *so_far]), step)
         self.calls.append(EnvCall(action, obs, step.shown, done, won, list(step.events), self.recovering))
         if self.snapshots is not None:
             self.snapshots[self.transcript.env_actions + len(self.calls)] = self.env.snapshot()
+        if done and self.budget is not None:
+            raise EpisodeOver("the env is done")  # the harness ends the episode here, as cir's does
         return step.shown
 
 

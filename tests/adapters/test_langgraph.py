@@ -50,7 +50,7 @@ def test_the_langgraph_agent_pairs_as_the_key_and_door_agent(server, tasks, monk
     monkeypatch.chdir(ROOT)
     agent = make_agent(AGENT, base_url=server.base_url)
     assert agent.name == AGENT and agent.settings()["framework"] == "langgraph"
-    for task in load_tasks(tasks)[:4]:
+    for task in load_tasks(tasks)[:2]:
         ours = run_task_pairs(task, KeyDoorAgent(), KeyDoorEnv(task), GRID, extractor=FAMILY.extractor)
         theirs = run_task_pairs(task, agent, KeyDoorEnv(task), GRID, extractor=FAMILY.extractor)
         pd.testing.assert_frame_equal(pd.DataFrame(theirs.rows).drop(columns="agent"),
@@ -97,3 +97,57 @@ def test_graph_state_beyond_messages_is_refused():
     graph.add_edge("model", "tools")
     with pytest.raises(ForkRefused, match="cannot fork this graph's state exactly: it holds notes"):
         LangGraphFramework(graph.compile())
+
+
+@pytest.mark.slow
+def test_the_router_in_the_graphs_own_loop_decides_as_the_offline_walk(server, tasks, monkeypatch):
+    from cir.adapters.langgraph import RouterMiddleware, episode
+    from cir.router.evaluation import walk_policies
+    from cir.router.policy import CIRPolicy
+
+    monkeypatch.chdir(ROOT)
+    agent = make_agent(AGENT, base_url=server.base_url)
+    from examples.langgraph_agent import act, build
+
+    kd = load_tasks(tasks)
+    table = pd.DataFrame([r for t in kd for r in run_task_pairs(t, agent, KeyDoorEnv(t), GRID,
+                                                                 extractor=FAMILY.extractor).rows])
+    router = CIRPolicy(estimator="paired", operations=("refresh", "replan"), delays=(2,), folds=4,
+                       extractor=FAMILY.extractor).fit(table).to_router(max_turns=30, max_actions=30)
+    walked = walk_policies(router, table).set_index(["task_id", "condition"])
+    graph = build((RouterMiddleware(router, [act]),))
+    recovered = 0
+    for task in kd:
+        for condition in GRID.conditions:
+            _, live, info = episode(graph, KeyDoorEnv(task), task.task_id, condition, max_turns=30, max_actions=30)
+            arm = walked.loc[(task.task_id, condition)]
+            chose = [(d["delay"], d["operation"]) for d in info["router_decisions"] if d["recover"]]
+            assert chose == ([] if arm["delay_cir"] < 0 else [(arm["delay_cir"], arm["op_cir"])]), (task, condition)
+            assert int(live.won) == arm["y_cir"], (task, condition)
+            recovered += bool(chose)
+    # a router that always recovers at delay 2, with each operation: the live recovery, written into
+    # the graph's state by the middleware, gives the outcome of the replayer's branch (y1)
+    rows = table.set_index(["task_id", "condition", "delay", "operation"])
+    for op in GRID.operations:
+        graph = build((RouterMiddleware(Always(op), [act]),))
+        for task in kd:
+            for condition in GRID.conditions:
+                _, live, info = episode(graph, KeyDoorEnv(task), task.task_id, condition, max_turns=30,
+                                        max_actions=30)
+                row = rows.loc[(task.task_id, condition, 2, op)]
+                assert [d["operation"] for d in info["router_decisions"]] == ([op] if row["executed"] else [])
+                assert int(live.won) == row["y1"], (task, condition, op)
+                recovered += bool(row["executed"])
+    assert recovered > 0
+
+
+class Always:
+    """An advisor that recovers with ``operation`` at delay 2, always."""
+
+    delays = (2,)
+
+    def __init__(self, operation: str) -> None:
+        self.operation = operation
+
+    def decide(self, transcript, delay):
+        return type("D", (), {"recover": True, "operation": self.operation})()
