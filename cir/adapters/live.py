@@ -131,10 +131,15 @@ def transcript_of(task_id: str, messages: list[dict[str, Any]], calls: list[EnvC
         transcript.steps.append(Step(HARNESS, op.name, query, None, op.shown(calls[-1].shown),
                                      [f"recovery:{op.name}"]))
         acted.append(transcript.steps[-1])
-    elif last is not None and len(calls) == len(acted) + 1:
-        tool_call_of([last], 0)  # one call (parallel calls are refused)
-        transcript.steps.append(Step(AGENT, tool_call_reply(calls[-1].action, last.get("content") or ""),
-                                     calls[-1].action, None, calls[-1].shown))
+    elif len(calls) == len(acted) + 1 and final is None:
+        # the agent's action that ended the episode, whose answer the run did not write (a framework
+        # that drops the turn on EpisodeOver keeps no message of it: the reply is the action then)
+        text = ""
+        if last is not None:
+            tool_call_of([last], 0)  # one call (parallel calls are refused)
+            text = last.get("content") or ""
+        transcript.steps.append(Step(AGENT, tool_call_reply(calls[-1].action, text), calls[-1].action, None,
+                                     calls[-1].shown))
         acted.append(transcript.steps[-1])
     if len(acted) != len(calls):
         raise CirError(f"task {task_id}: the messages hold {len(acted)} env actions, the env was sent "

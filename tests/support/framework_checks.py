@@ -1,0 +1,108 @@
+"""The checks every framework adapter's tests make, against a fake chat server that is the
+key-and-door agent (``keydoor_answer``): a framework agent's paired table is that agent's table in
+cir's own harness, ``cir run`` gives the same ``paired.csv`` at any ``--jobs`` and ``--concurrency``,
+and the router in the framework's own loop decides as the offline walk and recovers as the replayer."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from cir.pairs.replay import ReplaySettings, run_task_pairs
+from support.keydoor import FAMILY, KeyDoorAgent, KeyDoorEnv, load_tasks
+
+ROOT = Path(__file__).resolve().parents[2]
+ENV = "tests.support.keydoor:FAMILY"
+GRID = ReplaySettings(conditions=("clean", "stale2", "missing"), delays=(0, 2), operations=("refresh", "replan"),
+                      max_turns=30, max_actions=30)
+CLI_GRID = ["--conditions", "clean,stale2,missing", "--delays", "0,2", "--operations", "refresh,replan",
+            "--max-turns", "30", "--max-actions", "30"]
+
+
+def pairs_as_keydoor(agent: Any, tasks: Path, n: int = 2) -> None:
+    """The agent's rows on the first ``n`` tasks are the key-and-door agent's, row for row."""
+    for task in load_tasks(tasks)[:n]:
+        ours = run_task_pairs(task, KeyDoorAgent(), KeyDoorEnv(task), GRID, extractor=FAMILY.extractor)
+        theirs = run_task_pairs(task, agent, KeyDoorEnv(task), GRID, extractor=FAMILY.extractor)
+        pd.testing.assert_frame_equal(pd.DataFrame(theirs.rows).drop(columns="agent"),
+                                      pd.DataFrame(ours.rows).drop(columns="agent"))
+
+
+def cir_run(spec: str, out: Path, tasks: Path, base_url: str, *extra: str) -> bytes:
+    """``cir run`` of the agent ``spec`` (from the repository's root); its paired.csv."""
+    cmd = [sys.executable, "-m", "cir", "run", "--env", ENV, "--tasks", str(tasks), "--out", str(out),
+           "--agent", spec, "--base-url", base_url, "--quiet", *CLI_GRID, *extra]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return (out / "paired.csv").read_bytes()
+
+
+def same_table_at_any_parallelism(spec: str, tasks: Path, base_url: str, tmp_path: Path) -> pd.DataFrame:
+    """The same paired.csv at --jobs 1, --jobs 2 and --concurrency 16; cir table reads it; a resume
+    changes nothing. The table."""
+    one = cir_run(spec, tmp_path / "j1", tasks, base_url, "--jobs", "1")
+    assert cir_run(spec, tmp_path / "j2", tasks, base_url, "--jobs", "2") == one
+    assert cir_run(spec, tmp_path / "c16", tasks, base_url, "--jobs", "1", "--concurrency", "16") == one
+    table = pd.read_csv(tmp_path / "j1" / "paired.csv")
+    assert table["prefix_match"].all() and set(table["condition"]) == set(GRID.conditions)
+    shown = subprocess.run([sys.executable, "-m", "cir", "table", str(tmp_path / "j1"), "--by", "condition,operation"],
+                           cwd=ROOT, capture_output=True, text=True)
+    assert shown.returncode == 0 and "stale2" in shown.stdout, shown.stderr
+    assert cir_run(spec, tmp_path / "j1", tasks, base_url, "--jobs", "1") == one
+    return table
+
+
+class Always:
+    """An advisor that recovers with ``operation`` at delay 2, always."""
+
+    delays = (2,)
+
+    def __init__(self, operation: str) -> None:
+        self.operation = operation
+
+    def decide(self, transcript: Any, delay: int) -> Any:
+        return type("Decision", (), {"recover": True, "operation": self.operation})()
+
+
+#: ``live(router, task, condition) -> (episode, info)``: one live episode in the framework's loop
+Live = Callable[[Any, Any, str], tuple[Any, dict[str, Any]]]
+
+
+def live_router_matches_the_walk(agent: Any, tasks: Path, live: Live) -> int:
+    """A paired router fitted on the agent's table, run live in the framework's own loop, decides as
+    the offline walk on every arm; an advisor that always recovers at delay 2 gives the replayer's
+    y1 on every arm, for each operation. The number of live recoveries."""
+    from cir.router.evaluation import walk_policies
+    from cir.router.policy import CIRPolicy
+
+    kd = load_tasks(tasks)
+    table = pd.DataFrame([r for t in kd for r in run_task_pairs(t, agent, KeyDoorEnv(t), GRID,
+                                                                 extractor=FAMILY.extractor).rows])
+    router = CIRPolicy(estimator="paired", operations=("refresh", "replan"), delays=(2,), folds=4,
+                       extractor=FAMILY.extractor).fit(table).to_router(max_turns=30, max_actions=30)
+    walked = walk_policies(router, table).set_index(["task_id", "condition"])
+    recovered = 0
+    for task in kd:
+        for condition in GRID.conditions:
+            episode, info = live(router, task, condition)
+            arm = walked.loc[(task.task_id, condition)]
+            chose = [(d["delay"], d["operation"]) for d in info["router_decisions"] if d["recover"]]
+            assert chose == ([] if arm["delay_cir"] < 0 else [(arm["delay_cir"], arm["op_cir"])]), (task, condition)
+            assert int(episode.won) == arm["y_cir"], (task, condition)
+            recovered += bool(chose)
+    rows = table.set_index(["task_id", "condition", "delay", "operation"])
+    for op in GRID.operations:
+        for task in kd:
+            for condition in GRID.conditions:
+                episode, info = live(Always(op), task, condition)
+                row = rows.loc[(task.task_id, condition, 2, op)]
+                assert [d["operation"] for d in info["router_decisions"]] == ([op] if row["executed"] else [])
+                assert int(episode.won) == row["y1"], (task, condition, op)
+                recovered += bool(row["executed"])
+    assert recovered > 0
+    return recovered
