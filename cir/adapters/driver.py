@@ -25,11 +25,13 @@ its name and settings label the run, and ``make_harness`` gives the replayer thi
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import hashlib
 import json
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +41,14 @@ from cir.episode.harness import Harness
 from cir.episode.operations import OPERATIONS
 from cir.episode.perturb import Perturbation
 from cir.episode.protocol import RECOVERY_CALL_PREFIX
-from cir.episode.transcript import AGENT, Step, Transcript, tool_call_of, tool_call_reply
+from cir.episode.transcript import (
+    AGENT,
+    COMMAND_TOOLS,
+    Step,
+    Transcript,
+    tool_call_of,
+    tool_call_reply,
+)
 from cir.util.errors import CirError
 from cir.util.importing import import_module
 
@@ -58,10 +67,23 @@ def refresh_call(tools: dict[str, tuple[str, ...]], query: str) -> tuple[str, di
     if query in tools and not tools[query]:
         return query, {}
     single = [name for name, params in tools.items() if len(params) == 1]
+    if len(single) > 1:  # a command tool among others (Inspect's submit(answer), ...)
+        single = [name for name in single if name in COMMAND_TOOLS]
     if len(single) == 1:
         return single[0], {tools[single[0]][0]: query}
     raise CirError(f"refresh: no tool of the agent sends {query!r} ({', '.join(tools) or 'no tools'}): "
                    f"give it a tool {query}() or one tool that takes the command")
+
+
+def called_tools(messages: list[dict[str, Any]]) -> dict[str, tuple[str, ...]]:
+    """The tools the messages' tool calls name, with their arguments (for a framework whose agent
+    does not list its tools: they are a function of the messages, the same in every process)."""
+    tools: dict[str, tuple[str, ...]] = {}
+    for m in messages:
+        for call in m.get("tool_calls") or ():
+            if not str(call.get("id", "")).startswith(RECOVERY_CALL_PREFIX):
+                tools[call["function"]["name"]] = tuple(json.loads(call["function"]["arguments"] or "{}"))
+    return tools
 
 
 class FrameworkHarness(Harness):
@@ -90,7 +112,7 @@ class FrameworkHarness(Harness):
                 messages += [said, {"role": "tool", "tool_call_id": said["tool_calls"][0]["id"],
                                     "content": step.shown}]
             elif OPERATIONS.get(step.reply) is not None and OPERATIONS[step.reply].queries_env:
-                name, args = refresh_call(self.framework.tools(), step.action or query)
+                name, args = refresh_call(self.framework.tools() or called_tools(messages), step.action or query)
                 call_id = f"{RECOVERY_CALL_PREFIX}{step.reply}-{i}"
                 messages += [{"role": "assistant", "content": "", "tool_calls": [
                     {"id": call_id, "type": "function",
@@ -123,7 +145,7 @@ class FrameworkHarness(Harness):
             raise CirError(f"{where}: the framework's turn added no message")
         if added[0].get("tool_calls"):
             tool_call_of(added, 0)  # one call, or the refusal of parallel tool calls
-        if len(added) > 2 or added[0].get("role") != "assistant":
+        if len(added) > (2 if added[0].get("tool_calls") else 1) or added[0].get("role") != "assistant":
             roles = ", ".join(str(m.get("role")) for m in added)
             raise refuse("this turn", f"{where}: one turn added {roles}; expected one assistant message and "
                          "the answer of its one tool call (messages added at run time by the framework's "
@@ -188,6 +210,30 @@ class FrameworkAgent:
     def close(self) -> None:
         if self._close is not None:
             self._close()
+
+
+class AsyncLoop:
+    """One event loop in a daemon thread per process, for the asynchronous frameworks (the Agents
+    SDK, Inspect AI): their clients are bound to the loop they first ran on, so every run of the
+    process goes to this one (``asyncio.run`` per call would break a shared client on its second
+    call), and the runs of several threads overlap there."""
+
+    _lock = threading.Lock()
+    _loop: asyncio.AbstractEventLoop | None = None
+
+    @classmethod
+    def submit(cls, coroutine: Coroutine[Any, Any, Any]) -> concurrent.futures.Future[Any]:
+        """Start ``coroutine`` on the loop; its future."""
+        with cls._lock:
+            if cls._loop is None:
+                cls._loop = asyncio.new_event_loop()
+                threading.Thread(target=cls._loop.run_forever, name="cir-async-frameworks", daemon=True).start()
+        return asyncio.run_coroutine_threadsafe(coroutine, cls._loop)
+
+    @classmethod
+    def run(cls, coroutine: Coroutine[Any, Any, Any]) -> Any:
+        """Run ``coroutine`` on the loop and wait for its result."""
+        return cls.submit(coroutine).result()
 
 
 def load_target(kind: str, target: str) -> tuple[Any, dict[str, Any]]:

@@ -17,7 +17,8 @@ perturbation point is the perturbed text, with the router (in the framework's ho
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,12 +42,15 @@ from cir.util.errors import CirError
 class Recovery:
     """A recovery to write into the framework's state: ``text`` as a user message, or as the
     answer of the harness's tool ``call`` (name, arguments, id), or (a rewind) after the first
-    ``cut`` messages of the list."""
+    ``cut`` messages of the list. A refresh decided where the tool cannot be called at once (an
+    asynchronous framework) has ``pending`` set: the adapter calls the tool and gives the answer to
+    :meth:`LiveRouting.answered`."""
 
     operation: str
     text: str
     call: tuple[str, dict[str, Any], str] | None = None
     cut: int | None = None
+    pending: bool = False
 
 
 class LiveRouting:
@@ -90,18 +94,12 @@ class LiveRouting:
         index = len(transcript.visible_steps())
         if info.queries_env:
             name, args = refresh_call(self.tools, query)
+            pending = Recovery(operation, "", call=(name, args, f"{RECOVERY_CALL_PREFIX}{operation}-{index}"),
+                               pending=True)
             if self.call_tool is None:
-                raise CirError(f"router: {operation} needs the agent's observing tool, which this hook cannot call")
-            if session is not None:
-                session.recovering = operation
-            try:
-                answer = self.call_tool(name, args)
-            finally:
-                if session is not None:
-                    session.recovering = None
-            op = get_operation(operation, query)
-            text = op.shown(answer) if isinstance(op, Refresh) else info.text
-            return Recovery(operation, text, call=(name, args, f"{RECOVERY_CALL_PREFIX}{operation}-{index}"))
+                return pending
+            with recovering(session, operation):
+                return self.answered(pending, self.call_tool(name, args))
         if operation == "rewind":
             if session is None or session.snapshots is None:
                 raise CirError("router: a rewind needs the env's snapshot from before the suspect observation "
@@ -113,6 +111,25 @@ class LiveRouting:
             # the messages of the first k_before steps: the task, then two per agent step
             return Recovery(operation, step.shown, cut=n_system + 1 + 2 * k_before)
         return Recovery(operation, info.text)
+
+
+    def answered(self, pending: Recovery, answer: str) -> Recovery:
+        """The refresh ``pending`` with the observing tool's ``answer`` shown as the replayer shows it."""
+        op = get_operation(pending.operation)
+        text = op.shown(answer) if isinstance(op, Refresh) else operation_info(pending.operation).text
+        return Recovery(pending.operation, text, call=pending.call)
+
+
+@contextmanager
+def recovering(session: EnvSession | None, operation: str) -> Iterator[None]:
+    """Inside the block, the env actions the tools send are the live recovery's, not the agent's."""
+    if session is not None:
+        session.recovering = operation
+    try:
+        yield
+    finally:
+        if session is not None:
+            session.recovering = None
 
 
 def transcript_of(task_id: str, messages: list[dict[str, Any]], calls: list[EnvCall], query: str) -> Transcript:
@@ -186,4 +203,4 @@ def live_episode(run: Callable[[str, int], list[dict[str, Any]]], tools: dict[st
     return factual, episode, info
 
 
-__all__ = ["EpisodeOver", "LiveRouting", "Recovery", "live_episode", "transcript_of"]
+__all__ = ["EpisodeOver", "LiveRouting", "Recovery", "live_episode", "recovering", "transcript_of"]

@@ -28,11 +28,7 @@ handoffs (another agent's loop, not forked), a tool that answers without the env
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
 import json
-import threading
-from collections.abc import Coroutine
 from typing import Any
 
 import agents as sdk
@@ -40,25 +36,10 @@ from agents import Agent, ItemHelpers, MaxTurnsExceeded, RunConfig, Runner
 from agents.items import MessageOutputItem, ToolCallItem, ToolCallOutputItem
 from agents.run_config import CallModelData, ModelInputData
 
-from cir.adapters.driver import FrameworkAgent, load_target, serve_from
-from cir.adapters.live import LiveRouting, Recovery, live_episode
+from cir.adapters.driver import AsyncLoop, FrameworkAgent, load_target, serve_from
+from cir.adapters.live import LiveRouting, Recovery, live_episode, recovering
 from cir.adapters.protocol import EpisodeOver, bound, current_session, refuse
 from cir.util.errors import CirError
-
-
-class _Loop:
-    """One event loop in a daemon thread per process: every SDK run of the process goes there."""
-
-    _lock = threading.Lock()
-    _loop: asyncio.AbstractEventLoop | None = None
-
-    @classmethod
-    def run(cls, coroutine: Coroutine[Any, Any, Any]) -> Any:
-        with cls._lock:
-            if cls._loop is None:
-                cls._loop = asyncio.new_event_loop()
-                threading.Thread(target=cls._loop.run_forever, name="cir-agents-sdk", daemon=True).start()
-        return asyncio.run_coroutine_threadsafe(coroutine, cls._loop).result()
 
 
 def items_of(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -148,7 +129,7 @@ class AgentsSDKFramework:
                 for t in self.agent.tools}
 
     def turn(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        items = _Loop.run(_run(self.agent, items_of(messages), current_session(), 1,
+        items = AsyncLoop.run(_run(self.agent, items_of(messages), current_session(), 1,
                                RunConfig(tracing_disabled=True)))
         return messages_of_items(items)
 
@@ -167,38 +148,26 @@ class RouterFilter:
     def __init__(self, router: Any, agent: Agent, *, suspect_at: int | None = None) -> None:
         self.routing = LiveRouting(router, suspect_at)
         self.routing.tools = AgentsSDKFramework(agent).tools()
-        self.routing.call_tool = self._call
         self.agent = agent
         self.recovery: tuple[int, Recovery] | None = None  # where it goes in the items, and what
 
-    def _call(self, name: str, args: dict[str, Any]) -> str:
-        """Call the observing tool as the SDK would (in a thread of its own: this runs in the loop)."""
+    async def _call(self, name: str, args: dict[str, Any]) -> str:
+        """Call the observing tool as the SDK calls a function tool."""
         from agents.tool_context import ToolContext
 
         tool = next(t for t in self.agent.tools if t.name == name)
         arguments = json.dumps(args)
-        context = contextvars.copy_context()
         ctx = ToolContext(context=None, tool_name=name, tool_call_id="cir-refresh", tool_arguments=arguments)
-        out: list[Any] = []
-        failed: list[BaseException] = []
+        return str(await tool.on_invoke_tool(ctx, arguments))
 
-        def call() -> None:
-            try:
-                out.append(context.run(asyncio.run, tool.on_invoke_tool(ctx, arguments)))
-            except BaseException as err:  # EpisodeOver too: it ends the run in the caller's thread
-                failed.append(err)
-
-        worker = threading.Thread(target=call)
-        worker.start()
-        worker.join()
-        if failed:
-            raise failed[0]
-        return str(out[0])
-
-    def __call__(self, data: CallModelData[Any]) -> ModelInputData:
+    async def __call__(self, data: CallModelData[Any]) -> ModelInputData:
         items = list(data.model_data.input)
         if self.recovery is None:
             recovery = self.routing.decide(_chat(items))
+            if recovery is not None and recovery.pending:
+                with recovering(current_session(), recovery.operation):
+                    answer = await self._call(recovery.call[0], recovery.call[1])  # type: ignore[index]
+                recovery = self.routing.answered(recovery, answer)
             if recovery is not None:
                 self.recovery = (len(items), recovery)
         if self.recovery is not None:
@@ -247,7 +216,7 @@ def episode(agent: Agent, env: Any, task_id: str, condition: str = "clean", *, r
         new: list[Any] = []
         for _ in range(max_turns):
             try:
-                turn = _Loop.run(_run(agent, items, session, 1, config))
+                turn = AsyncLoop.run(_run(agent, items, session, 1, config))
             except EpisodeOver:
                 break  # the env said done (the session has the action) or the budget is spent
             new += turn

@@ -142,7 +142,9 @@ def _framework_agent(kind: str, target: str, base_url: str | None, api_key_env: 
     module, extra = FRAMEWORKS[kind]
     try:
         adapter = importlib.import_module(module)
-    except ImportError as err:
+    except ModuleNotFoundError as err:
+        if (err.name or "").split(".")[0] == "cir":
+            raise
         raise CirError(f"agent {kind}:{target}: the {kind} adapter needs its framework ({err}); "
                        f'pip install "cir[{extra}]"') from None
     return adapter.framework_agent(target, base_url=base_url, api_key_env=api_key_env)

@@ -302,13 +302,13 @@ def tool_action(name: str, arguments: dict[str, Any]) -> str:
     "go to desk 1")``), its name when it has no arguments (``look()``), else the name and the
     argument values (``take(item="key")`` is ``take key``)."""
     values = list(arguments.values())
-    if len(values) == 1 and isinstance(values[0], str) and len(arguments) == 1 and name in _COMMAND_TOOLS:
+    if len(values) == 1 and isinstance(values[0], str) and len(arguments) == 1 and name in COMMAND_TOOLS:
         return values[0]
     return " ".join([name, *(str(v) for v in values)])
 
 
 #: The tool names whose one text argument is the whole env action (a "send a command" tool).
-_COMMAND_TOOLS = frozenset({"act", "action", "command", "step", "send", "execute"})
+COMMAND_TOOLS = frozenset({"act", "action", "command", "step", "send", "execute"})
 
 
 def tool_call_reply(action: str, text: str = "") -> str:

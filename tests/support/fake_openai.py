@@ -235,15 +235,19 @@ class FakeOpenAI:
                 message["tool_calls"] = reply.tool_calls
             if reply.reasoning is not None:
                 message["reasoning_content"] = reply.reasoning
-            choice: dict[str, Any] = {"message": message, "finish_reason": reply.finish_reason}
+            choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": reply.finish_reason}
         else:
             choice = {"text": reply.text, "finish_reason": reply.finish_reason}
         if body.get("logprobs") not in (None, False):
             choice["logprobs"] = reply.logprobs
-        answer: dict[str, Any] = {"choices": [choice]}
+        # the fields a strict client (the openai SDK's models, Inspect AI) validates
+        answer: dict[str, Any] = {"id": f"fake-{self.count}", "object": "chat.completion" if "messages" in body
+                                  else "text_completion", "created": 0, "model": str(body.get("model", "fake")),
+                                  "choices": [choice]}
         if reply.usage is None:
-            answer["usage"] = {"prompt_tokens": len(prompt_text(body).split()),
-                               "completion_tokens": len(str(reply.text or "").split())}
+            prompt, completion = len(prompt_text(body).split()), len(str(reply.text or "").split())
+            answer["usage"] = {"prompt_tokens": prompt, "completion_tokens": completion,
+                               "total_tokens": prompt + completion}
         elif reply.usage:
             answer["usage"] = reply.usage
         return json.dumps(answer).encode()

@@ -83,4 +83,6 @@ def keydoor_answer(path: str, body: dict[str, Any], attempt: int):
 
     messages = [m for m in body.get("messages", ()) if m.get("role") != "system"]
     command = KeyDoorAgent().act(as_chat(messages))
-    return Reply(text=None, tool_calls=[tool_call("act", {"command": command}, messages)])
+    prompt = len(json.dumps(body.get("messages", ())).split())
+    return Reply(text=None, tool_calls=[tool_call("act", {"command": command}, messages)],
+                 usage={"prompt_tokens": prompt, "completion_tokens": 8, "total_tokens": prompt + 8})
