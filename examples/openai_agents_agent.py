@@ -35,5 +35,6 @@ agent = Agent(
     tools=[act],
     model=OpenAIChatCompletionsModel(model=os.environ.get("CIR_MODEL", "SmolLM2-135M-Instruct"),
                                      openai_client=AsyncOpenAI()),
-    model_settings=ModelSettings(temperature=0, parallel_tool_calls=False, max_tokens=64),
+    # every turn acts (the episode ends when the env says done): the tool call is asked for by name
+    model_settings=ModelSettings(temperature=0, parallel_tool_calls=False, max_tokens=64, tool_choice="act"),
 )

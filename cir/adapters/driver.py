@@ -191,11 +191,18 @@ class FrameworkAgent:
     thread_safe = True  # each turn starts from its own message list
 
     def __init__(self, name: str, framework: Framework, settings: dict[str, Any],
-                 close: Callable[[], None] | None = None) -> None:
+                 close: Callable[[], None] | None = None, replies: Any = None) -> None:
         self.name = name
         self.framework = framework
         self._settings = dict(settings)
         self._close = close
+        self.replies = replies  # the reply proxy (cir.adapters.replies), or None
+        if replies is not None:
+            self.cache = replies.cache  # a run that extends another reads its replies through it
+
+    def stats(self) -> dict[str, int] | None:
+        """The requests, cache hits and tokens of the reply proxy since the last agent took them."""
+        return None if self.replies is None else self.replies.take()
 
     def settings(self) -> dict[str, Any]:
         return dict(self._settings)
@@ -258,12 +265,18 @@ def load_target(kind: str, target: str) -> tuple[Any, dict[str, Any]]:
     return obj, {"target": target, "source": digest}
 
 
-def serve_from(base_url: str | None, api_key_env: str = "OPENAI_API_KEY") -> None:
-    """Point the framework's OpenAI client at ``base_url`` (``OPENAI_BASE_URL``, read when the
-    user's module builds its model), with a placeholder key for a local server without one."""
-    if base_url:
-        os.environ["OPENAI_BASE_URL"] = base_url
+def serve_from(base_url: str | None, api_key_env: str = "OPENAI_API_KEY", cache_dir: Any = None,
+               cache_fallback: Any = ()) -> Any:
+    """Point the framework's OpenAI client (``OPENAI_BASE_URL``, read when the user's module builds its
+    model) at ``base_url`` through this process's reply proxy (:mod:`cir.adapters.replies`, its
+    replies kept in ``cache_dir``), with a placeholder key for a local server without one; the proxy."""
+    from cir.adapters.replies import proxied
+
+    proxy = proxied(base_url, cache_dir, cache_fallback)
+    if proxy is not None:
+        os.environ["OPENAI_BASE_URL"] = proxy.base_url
     if not os.environ.get(api_key_env):
         os.environ[api_key_env] = "not-needed"
     if api_key_env != "OPENAI_API_KEY":
         os.environ["OPENAI_API_KEY"] = os.environ[api_key_env]
+    return proxy

@@ -201,13 +201,14 @@ class _Nothing:
         return None
 
 
-def framework_agent(target: str, *, base_url: str | None = None, api_key_env: str = "OPENAI_API_KEY") -> FrameworkAgent:
+def framework_agent(target: str, *, base_url: str | None = None, api_key_env: str = "OPENAI_API_KEY",
+                    cache_dir: Any = None, cache_fallback: Any = ()) -> FrameworkAgent:
     """``inspect:MODULE:ATTR``: the Inspect agent ``ATTR`` of ``MODULE`` as a framework agent."""
-    serve_from(base_url, api_key_env)
+    proxy = serve_from(base_url, api_key_env, cache_dir, cache_fallback)
     agent_, identity = load_target("inspect", target)
     framework = InspectFramework(agent_)
     return FrameworkAgent(f"inspect:{target}", framework, {**framework.settings(), **identity},
-                          close=framework.close)
+                          close=framework.close, replies=proxy)
 
 
 def routed_model(router: Any, model: Any = None, *, suspect_at: int | None = None) -> Any:

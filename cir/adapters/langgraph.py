@@ -97,12 +97,13 @@ class LangGraphFramework:
         return convert_to_openai_messages(after[len(state):])
 
 
-def framework_agent(target: str, *, base_url: str | None = None, api_key_env: str = "OPENAI_API_KEY") -> FrameworkAgent:
+def framework_agent(target: str, *, base_url: str | None = None, api_key_env: str = "OPENAI_API_KEY",
+                    cache_dir: Any = None, cache_fallback: Any = ()) -> FrameworkAgent:
     """``langgraph:MODULE:ATTR``: the graph ``ATTR`` of ``MODULE`` as a framework agent."""
-    serve_from(base_url, api_key_env)
+    proxy = serve_from(base_url, api_key_env, cache_dir, cache_fallback)
     graph, identity = load_target("langgraph", target)
     framework = LangGraphFramework(graph)
-    return FrameworkAgent(f"langgraph:{target}", framework, {**framework.settings(), **identity})
+    return FrameworkAgent(f"langgraph:{target}", framework, {**framework.settings(), **identity}, replies=proxy)
 
 
 class RouterMiddleware(AgentMiddleware):

@@ -134,12 +134,13 @@ class AgentsSDKFramework:
         return messages_of_items(items)
 
 
-def framework_agent(target: str, *, base_url: str | None = None, api_key_env: str = "OPENAI_API_KEY") -> FrameworkAgent:
+def framework_agent(target: str, *, base_url: str | None = None, api_key_env: str = "OPENAI_API_KEY",
+                    cache_dir: Any = None, cache_fallback: Any = ()) -> FrameworkAgent:
     """``openai-agents:MODULE:ATTR``: the ``Agent`` ``ATTR`` of ``MODULE`` as a framework agent."""
-    serve_from(base_url, api_key_env)
+    proxy = serve_from(base_url, api_key_env, cache_dir, cache_fallback)
     agent, identity = load_target("openai-agents", target)
     framework = AgentsSDKFramework(agent)
-    return FrameworkAgent(f"openai-agents:{target}", framework, {**framework.settings(), **identity})
+    return FrameworkAgent(f"openai-agents:{target}", framework, {**framework.settings(), **identity}, replies=proxy)
 
 
 class RouterFilter:

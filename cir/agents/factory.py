@@ -120,7 +120,7 @@ def make_agent(
     if kind in FRAMEWORKS:
         if not llm.is_default():
             raise CirError(f"agent {spec!r}: the LLM options are the framework's (set them on its model)")
-        return _framework_agent(kind, arg, base_url, api_key_env)
+        return _framework_agent(kind, arg, base_url, api_key_env, cache_dir, cache_fallback)
     if kind in ("openai", "openai-completion"):
         if not arg:
             raise CirError(f"agent {spec!r}: name the model, e.g. openai:Qwen3-14B")
@@ -137,7 +137,8 @@ def make_agent(
     raise CirError(f"unknown agent {spec!r}: expected {AGENT_SPECS}")
 
 
-def _framework_agent(kind: str, target: str, base_url: str | None, api_key_env: str) -> Agent:
+def _framework_agent(kind: str, target: str, base_url: str | None, api_key_env: str,
+                     cache_dir: str | Path | None, cache_fallback: Sequence[str | Path]) -> Agent:
     """A framework agent (``langgraph:MODULE:ATTR``, ...) through its adapter."""
     module, extra = FRAMEWORKS[kind]
     try:
@@ -147,7 +148,9 @@ def _framework_agent(kind: str, target: str, base_url: str | None, api_key_env: 
             raise
         raise CirError(f"agent {kind}:{target}: the {kind} adapter needs its framework ({err}); "
                        f'pip install "cir[{extra}]"') from None
-    return adapter.framework_agent(target, base_url=base_url, api_key_env=api_key_env)
+    url = base_url or os.environ.get("OPENAI_BASE_URL")
+    return adapter.framework_agent(target, base_url=url, api_key_env=api_key_env, cache_dir=cache_dir,
+                                   cache_fallback=cache_fallback)
 
 
 def _builtin_agent(spec: str, profile: str, llm: LLMConfig, builtin: Callable[..., Agent] | None,

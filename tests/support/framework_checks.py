@@ -5,6 +5,7 @@ and the router in the framework's own loop decides as the offline walk and recov
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Callable
@@ -54,6 +55,13 @@ def same_table_at_any_parallelism(spec: str, tasks: Path, base_url: str, tmp_pat
                            cwd=ROOT, capture_output=True, text=True)
     assert shown.returncode == 0 and "stale2" in shown.stdout, shown.stderr
     assert cir_run(spec, tmp_path / "j1", tasks, base_url, "--jobs", "1") == one
+    # the replies are kept (RUN_DIR/agent_cache) and counted: a new run on the same cache asks nothing
+    first = json.loads((tmp_path / "j1" / "run.json").read_text())["timings"]["sessions"][0]["llm"]
+    assert first["http_requests"] > 0 and first["prompt_tokens"] > 0
+    assert cir_run(spec, tmp_path / "again", tasks, base_url, "--jobs", "2", "--cache-dir",
+                   str(tmp_path / "j1" / "agent_cache")) == one
+    again = json.loads((tmp_path / "again" / "run.json").read_text())["timings"]["sessions"][0]["llm"]
+    assert again["http_requests"] == 0 and again["cache_hits"] >= first["http_requests"]
     return table
 
 
