@@ -37,14 +37,17 @@ def act():
     return execute
 
 
+def make_model():
+    return get_model(f"openai-api/cir/{os.environ.get('CIR_MODEL', 'SmolLM2-135M-Instruct')}",
+                     base_url=os.environ.get("OPENAI_BASE_URL"), api_key=os.environ.get("OPENAI_API_KEY"),
+                     # every turn acts (the episode ends when the env says done): the call asked for by name
+                     config=GenerateConfig(temperature=0, seed=0, max_tokens=64, parallel_tool_calls=False,
+                                           extra_body={"tool_choice": {"type": "function",
+                                                                       "function": {"name": "act"}}}))
+
+
 def build(model=None):
-    model = model or get_model(f"openai-api/cir/{os.environ.get('CIR_MODEL', 'SmolLM2-135M-Instruct')}",
-                               base_url=os.environ.get("OPENAI_BASE_URL"), api_key=os.environ.get("OPENAI_API_KEY"),
-                               # every turn acts (the episode ends when the env says done): the call asked for by name
-                               config=GenerateConfig(temperature=0, seed=0, max_tokens=64, parallel_tool_calls=False,
-                                                     extra_body={"tool_choice": {"type": "function",
-                                                                                 "function": {"name": "act"}}}))
-    return react(prompt=INSTRUCTIONS, tools=[act()], model=model, submit=False)
+    return react(prompt=INSTRUCTIONS, tools=[act()], model=model or make_model(), submit=False)
 
 
 agent = build()

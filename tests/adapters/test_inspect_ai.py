@@ -10,9 +10,11 @@ pytest.importorskip("inspect_ai")
 from support.fake_openai import FakeOpenAI  # noqa: E402
 from support.framework_checks import (  # noqa: E402
     ROOT,
+    live_for,
     live_router_matches_the_walk,
     pairs_as_keydoor,
     same_table_at_any_parallelism,
+    table_of,
 )
 from support.keydoor import KeyDoorEnv, generate_tasks, load_tasks  # noqa: E402
 from support.toy_framework import keydoor_answer  # noqa: E402
@@ -53,24 +55,13 @@ def test_cir_run_of_the_example_is_the_same_table_at_any_jobs_and_concurrency(se
 
 @pytest.mark.slow
 def test_the_router_as_the_agents_model_step_decides_as_the_offline_walk(server, tasks, monkeypatch):
-    from cir.adapters.inspect_ai import episode, routed_model
-
     monkeypatch.chdir(ROOT)
     agent = make_agent(AGENT, base_url=server.base_url)
-    from examples.inspect_agent import build
-
-    def live(router, task, condition):
-        from inspect_ai.model import get_model
-
-        model = get_model("openai-api/cir/fake", base_url=server.base_url, api_key="x")
-        _, run, info = episode(build(routed_model(router, model)), KeyDoorEnv(task), task.task_id, condition,
-                               max_turns=30, max_actions=30)
-        return run, info
-
     try:
-        live_router_matches_the_walk(agent, tasks, live)
+        checked = live_router_matches_the_walk(table_of(agent, tasks), tasks, live_for("inspect"))
     finally:
         agent.close()
+    assert checked["arms"] == 24 and checked["forced_recoveries"] > 0
 
 
 def test_messages_the_agents_own_logic_adds_in_a_turn_are_refused(monkeypatch, tmp_path):

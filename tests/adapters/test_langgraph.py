@@ -14,11 +14,13 @@ from langgraph.graph.message import add_messages  # noqa: E402
 from support.fake_openai import FakeOpenAI  # noqa: E402
 from support.framework_checks import (  # noqa: E402
     ROOT,
+    live_for,
     live_router_matches_the_walk,
     pairs_as_keydoor,
     same_table_at_any_parallelism,
+    table_of,
 )
-from support.keydoor import KeyDoorEnv, generate_tasks  # noqa: E402
+from support.keydoor import generate_tasks  # noqa: E402
 from support.toy_framework import keydoor_answer  # noqa: E402
 
 from cir.adapters.protocol import ForkRefused  # noqa: E402
@@ -55,18 +57,13 @@ def test_cir_run_of_the_example_is_the_same_table_at_any_jobs_and_concurrency(se
 
 @pytest.mark.slow
 def test_the_router_in_the_graphs_own_loop_decides_as_the_offline_walk(server, tasks, monkeypatch):
-    from cir.adapters.langgraph import RouterMiddleware, episode
-
     monkeypatch.chdir(ROOT)
     agent = make_agent(AGENT, base_url=server.base_url)
-    from examples.langgraph_agent import act, build
-
-    def live(router, task, condition):
-        graph = build((RouterMiddleware(router, [act]),))
-        _, run, info = episode(graph, KeyDoorEnv(task), task.task_id, condition, max_turns=30, max_actions=30)
-        return run, info
-
-    live_router_matches_the_walk(agent, tasks, live)
+    try:
+        checked = live_router_matches_the_walk(table_of(agent, tasks), tasks, live_for("langgraph"))
+    finally:
+        agent.close()
+    assert checked["arms"] == 24 and checked["forced_recoveries"] > 0
 
 
 class NotesState(TypedDict):

@@ -10,11 +10,13 @@ pytest.importorskip("agents")
 from support.fake_openai import FakeOpenAI  # noqa: E402
 from support.framework_checks import (  # noqa: E402
     ROOT,
+    live_for,
     live_router_matches_the_walk,
     pairs_as_keydoor,
     same_table_at_any_parallelism,
+    table_of,
 )
-from support.keydoor import KeyDoorEnv, generate_tasks  # noqa: E402
+from support.keydoor import generate_tasks  # noqa: E402
 from support.toy_framework import keydoor_answer  # noqa: E402
 
 from cir.adapters.protocol import ForkRefused  # noqa: E402
@@ -51,18 +53,13 @@ def test_cir_run_of_the_example_is_the_same_table_at_any_jobs_and_concurrency(se
 
 @pytest.mark.slow
 def test_the_router_as_the_sdks_input_filter_decides_as_the_offline_walk(server, tasks, monkeypatch):
-    from cir.adapters.openai_agents import episode
-
     monkeypatch.chdir(ROOT)
     agent = make_agent(AGENT, base_url=server.base_url)
-    from examples.openai_agents_agent import agent as sdk_agent
-
-    def live(router, task, condition):
-        _, run, info = episode(sdk_agent, KeyDoorEnv(task), task.task_id, condition, router=router,
-                               max_turns=30, max_actions=30)
-        return run, info
-
-    live_router_matches_the_walk(agent, tasks, live)
+    try:
+        checked = live_router_matches_the_walk(table_of(agent, tasks), tasks, live_for("openai-agents"))
+    finally:
+        agent.close()
+    assert checked["arms"] == 24 and checked["forced_recoveries"] > 0
 
 
 def test_handoffs_are_refused():
