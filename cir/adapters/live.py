@@ -108,6 +108,7 @@ class LiveRouting:
             checkpoints = Checkpoints(snapshots={k_before: session.snapshots[at - 1]},
                                       anchor=transcript.steps_until_env_action(at) - 1)
             step = get_operation("rewind").apply(session.env, transcript, checkpoints)
+            session.rewound_at = len(session.calls)  # the env actions before it that the rewind abandons
             # the messages of the first k_before steps: the task, then two per agent step
             return Recovery(operation, step.shown, cut=n_system + 1 + 2 * k_before)
         return Recovery(operation, info.text)
@@ -132,15 +133,25 @@ def recovering(session: EnvSession | None, operation: str) -> Iterator[None]:
             session.recovering = None
 
 
-def transcript_of(task_id: str, messages: list[dict[str, Any]], calls: list[EnvCall], query: str) -> Transcript:
+def transcript_of(task_id: str, messages: list[dict[str, Any]], calls: list[EnvCall], query: str,
+                  rewound_at: int | None = None) -> Transcript:
     """A live run's transcript: its messages read as steps, each env action's true observation and
     flags from the session's record of it (an unanswered tool call at the end, cut by the
-    budget, is not a step)."""
+    budget, is not a step). After a live rewind (``rewound_at``: the env actions sent before it) the
+    messages no longer hold the abandoned steps: they are the session's calls between the kept
+    prefix and the rewind, as the replayer's branch keeps them before its rewind step."""
     last = None  # an answer the run did not write: the env said done (recorded), or the budget (not sent)
     if messages and messages[-1].get("role") == "assistant" and messages[-1].get("tool_calls"):
         last, messages = messages[-1], messages[:-1]
     final = messages[-1] if messages and messages[-1].get("role") == "assistant" else None
     transcript = Transcript.from_messages(task_id, messages[:-1] if final else messages, refresh_query=query)
+    rewind = next((i for i, s in enumerate(transcript.steps) if s.reply == "rewind" and s.actor == HARNESS), None)
+    if rewind is not None and rewound_at is not None:
+        kept = transcript.steps[:rewind]
+        start = sum(1 for s in kept if s.action is not None)
+        lost = [Step(AGENT, c.action, c.action, c.observation, c.shown) for c in calls[start:rewound_at]]
+        transcript.steps[rewind].rewind_to = rewind
+        transcript.steps = [*kept, *lost, *transcript.steps[rewind:]]
     acted = [s for s in transcript.steps if s.action is not None]
     if len(calls) == len(acted) + 1 and calls[-1].recovery is not None and final is None:
         # a live refresh whose answer ended the episode (the hook's messages were never written)
@@ -188,7 +199,7 @@ def live_episode(run: Callable[[str, int], list[dict[str, Any]]], tools: dict[st
                              budget=(max_turns, max_actions), snapshots=perturbation is not None)
         with bound(session):
             messages = run(task_text, max_turns)
-        return transcript_of(task_id, messages, session.calls, query), session
+        return transcript_of(task_id, messages, session.calls, query, session.rewound_at), session
 
     factual, _ = once(None)
     n = factual.env_actions

@@ -116,6 +116,7 @@ class EnvSession:
         #: the router's decisions in a live run: (delay, operation or None)
         self.decisions: list[tuple[int, str | None]] = []
         self.recovering: str | None = None  # the live recovery calling a tool now (not the agent)
+        self.rewound_at: int | None = None  # a live rewind: the env actions sent before it
 
     def step(self, action: str) -> str:
         from cir.episode.harness import send

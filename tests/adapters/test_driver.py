@@ -124,3 +124,30 @@ def test_refusals_name_what_cannot_be_forked(tasks):
 def test_env_step_outside_a_run_is_an_error():
     with pytest.raises(CirError, match="no cir episode is running"):
         env_step("right")
+
+
+class _Always:
+    delays = (2,)
+
+    def __init__(self, operation: str) -> None:
+        self.operation = operation
+
+    def decide(self, transcript, delay):
+        return type("Decision", (), {"recover": True, "operation": self.operation})()
+
+
+def test_a_routed_live_episode_of_a_framework_agent_recovers_as_its_branch(tasks):
+    """cir episode --router (cir.router.live.run_episode) with a framework agent: the router's hook
+    recovers in the framework's message list, and the episode ends as the replayer's branch."""
+    from cir.router.live import run_episode
+
+    settings = ReplaySettings(conditions=("stale2",), delays=(2,), operations=("refresh", "replan", "rewind"),
+                              max_turns=30, max_actions=30)
+    for task in tasks[:4]:
+        rows = {r["operation"]: r for r in run_task_pairs(task, toy_agent(), KeyDoorEnv(task), settings,
+                                                         extractor=FAMILY.extractor).rows}
+        for op, row in rows.items():
+            _, episode, info = run_episode(task.task_id, toy_agent(), KeyDoorEnv(task), "stale2", router=_Always(op),
+                                           max_turns=30, max_actions=30)
+            assert [d["operation"] for d in info["router_decisions"]] == ([op] if row["executed"] else [])
+            assert int(episode.won) == row["y1"], (task.task_id, op)

@@ -83,3 +83,29 @@ def test_graph_state_beyond_messages_is_refused():
     graph.add_edge("model", "tools")
     with pytest.raises(ForkRefused, match="cannot fork this graph's state exactly: it holds notes"):
         LangGraphFramework(graph.compile())
+
+
+@pytest.mark.slow
+def test_a_live_rewind_in_the_graph_ends_as_the_replayers_rewind_branch(server, tasks, monkeypatch):
+    """RouterMiddleware's rewind: the graph's messages cut back to the checkpoint before the
+    modified tool result, the env restored; the live episode's transcript keeps the abandoned steps."""
+    from support.framework_checks import Always, live_for
+    from support.keydoor import FAMILY, KeyDoorEnv, load_tasks
+
+    from cir.pairs.replay import ReplaySettings, run_task_pairs
+
+    monkeypatch.chdir(ROOT)
+    agent = make_agent(AGENT, base_url=server.base_url)
+    live = live_for("langgraph")
+    settings = ReplaySettings(conditions=("stale2", "missing"), delays=(2,), operations=("rewind",),
+                              max_turns=30, max_actions=30)
+    checked = 0
+    for task in load_tasks(tasks)[:4]:
+        for row in run_task_pairs(task, agent, KeyDoorEnv(task), settings, extractor=FAMILY.extractor).rows:
+            episode, info = live(Always("rewind"), task, row["condition"])
+            assert int(episode.won) == row["y1"], (task.task_id, row["condition"])
+            if row["executed"]:
+                rewound = next(s for s in episode.steps if s.reply == "rewind")
+                assert rewound.rewind_to is not None and episode.env_actions > len(episode.visible_steps()) - 2
+                checked += 1
+    assert checked > 0

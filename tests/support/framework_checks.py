@@ -62,6 +62,13 @@ def same_table_at_any_parallelism(spec: str, tasks: Path, base_url: str, tmp_pat
                    str(tmp_path / "j1" / "agent_cache")) == one
     again = json.loads((tmp_path / "again" / "run.json").read_text())["timings"]["sessions"][0]["llm"]
     assert again["http_requests"] == 0 and again["cache_hits"] >= first["http_requests"]
+    # the dry run (the built-in key-and-door agent, which the fake server is) counts the requests
+    estimate = subprocess.run([sys.executable, "-m", "cir", "estimate", "--env", ENV, "--tasks", str(tasks),
+                               "--agent", spec, "--quiet", "--json", str(tmp_path / "estimate.json"),
+                               *CLI_GRID], cwd=ROOT, capture_output=True, text=True)
+    if "not listed by the framework" not in estimate.stderr:  # (Inspect's agents do not list their tools)
+        assert estimate.returncode == 0, estimate.stderr[-1000:]
+        assert json.loads((tmp_path / "estimate.json").read_text())["requests"] == first["http_requests"]
     return table
 
 
@@ -87,8 +94,8 @@ def table_of(agent: Any, tasks: Path) -> pd.DataFrame:
                                                                           extractor=FAMILY.extractor).rows])
 
 
-def live_router_matches_the_walk(table: pd.DataFrame, tasks: Path, live: Live,
-                                 require_recovery: bool = True) -> dict[str, int]:
+def live_router_matches_the_walk(table: pd.DataFrame, tasks: Path, live: Live, require_recovery: bool = True,
+                                 operations: tuple[str, ...] = GRID.operations) -> dict[str, int]:
     """A paired router fitted on the agent's table, run live in the framework's own loop, decides as
     the offline walk on every arm; an advisor that always recovers at delay 2 gives the replayer's
     y1 on every arm, for each operation. The arms checked and the live recoveries of each kind."""
@@ -101,7 +108,7 @@ def live_router_matches_the_walk(table: pd.DataFrame, tasks: Path, live: Live,
     walked = walk_policies(router, table).set_index(["task_id", "condition"])
     recovered = forced = arms = 0
     for task in kd:
-        for condition in GRID.conditions:
+        for condition in sorted(set(table["condition"])):
             episode, info = live(router, task, condition)
             arm = walked.loc[(task.task_id, condition)]
             chose = [(d["delay"], d["operation"]) for d in info["router_decisions"] if d["recover"]]
@@ -110,9 +117,9 @@ def live_router_matches_the_walk(table: pd.DataFrame, tasks: Path, live: Live,
             recovered += bool(chose)
             arms += 1
     rows = table.set_index(["task_id", "condition", "delay", "operation"])
-    for op in GRID.operations:
+    for op in operations:
         for task in kd:
-            for condition in GRID.conditions:
+            for condition in sorted(set(table["condition"])):
                 episode, info = live(Always(op), task, condition)
                 row = rows.loc[(task.task_id, condition, 2, op)]
                 assert [d["operation"] for d in info["router_decisions"]] == ([op] if row["executed"] else [])
