@@ -34,11 +34,20 @@ def outcomes(table) -> dict[str, int]:
     return {k: int(v) for k, v in table["outcome"].value_counts().sort_index().items()}
 
 
+class _Skip(Exception):
+    pass
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--server", choices=("llama", "fake"), default="llama")
     parser.add_argument("--tasks", type=int, default=8)
     parser.add_argument("--frameworks", default="langgraph,openai-agents,inspect")
+    parser.add_argument("--runs", default="jobs1,jobs2,concurrency16",
+                        help="which cir runs of each framework (jobs1 is always run: the others are compared with it)")
+    parser.add_argument("--own", default="openai,openai-completion", help="cir's own LLM agent's modes ('' for none)")
+    parser.add_argument("--no-live", action="store_true", help="skip the router live in the framework's loop")
+    parser.add_argument("--work", default=None, help="the folder of the runs (a second call resumes them)")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
 
@@ -58,8 +67,8 @@ def main() -> int:
 
     from cir.agents.factory import make_agent
 
-    work = Path(tempfile.mkdtemp(prefix="cir-frameworks-"))
-    generate_tasks(work / "tasks", "test", args.tasks, 0)
+    work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="cir-frameworks-"))
+    generate_tasks(work / "tasks", "test", args.tasks, 0)  # the same tasks again on a second call
     tasks = work / "tasks" / "test"
     server = LlamaServer(log_path=work / "llama.log") if args.server == "llama" else FakeOpenAI(answer=keydoor_answer)
     report: dict = {"server": args.server, "tasks": args.tasks, "grid": " ".join(CLI_GRID), "frameworks": {}}
@@ -69,15 +78,19 @@ def main() -> int:
             spec = SPECS[kind]
             out: dict = {}
             tables = {}
-            for name, extra in (("jobs1", ["--jobs", "1"]), ("jobs2", ["--jobs", "2"]),
-                                ("concurrency16", ["--jobs", "1", "--concurrency", "16"])):
+            runs = {"jobs1": ["--jobs", "1"], "jobs2": ["--jobs", "2"],
+                    "concurrency16": ["--jobs", "1", "--concurrency", "16"]}
+            for name, extra in runs.items():
+                if name != "jobs1" and name not in args.runs.split(","):
+                    continue
                 t0 = time.perf_counter()
                 tables[name] = cir_run(spec, work / kind / name, tasks, server.base_url, *extra)
                 record = json.loads((work / kind / name / "run.json").read_text())
                 out[name] = {"seconds": round(time.perf_counter() - t0, 1),
                              "llm": record["timings"]["sessions"][0]["llm"]}
-            out["jobs2_identical"] = tables["jobs2"] == tables["jobs1"]
-            out["concurrency16_identical"] = tables["concurrency16"] == tables["jobs1"]
+            for name in tables:
+                if name != "jobs1":
+                    out[f"{name}_identical"] = tables[name] == tables["jobs1"]
             table = pd.read_csv(work / kind / "jobs1" / "paired.csv")
             out["rows"], out["prefix_match_all"] = len(table), bool(table["prefix_match"].all())
             out["outcomes"] = outcomes(table)
@@ -88,11 +101,15 @@ def main() -> int:
             # the router live in the framework's loop, its model behind the jobs1 run's replies
             agent = make_agent(spec, base_url=server.base_url, cache_dir=work / kind / "jobs1" / "agent_cache")
             try:
+                if args.no_live:
+                    raise _Skip
                 t0 = time.perf_counter()
                 out["live"] = live_router_matches_the_walk(table, tasks, live_for(kind), require_recovery=False)
                 out["live"]["seconds"] = round(time.perf_counter() - t0, 1)
                 out["live"]["decisions_equal_walk"] = True  # (asserted on every arm)
                 out["live"]["llm"] = agent.stats()
+            except _Skip:
+                pass
             finally:
                 agent.close()
             example = (ROOT / "examples" / f"{spec.split(':')[1].split('.')[-1]}.py").read_text()
@@ -101,7 +118,7 @@ def main() -> int:
             print(kind, json.dumps({k: v for k, v in out.items() if k != "table"}), flush=True)
         # cir's own LLM agent: the same model and tasks, text replies with the family's ReAct prompt
         own = {}
-        for mode in ("openai", "openai-completion"):
+        for mode in [m for m in args.own.split(",") if m]:
             folder = work / "cir-own" / mode
             cmd = [sys.executable, "-m", "cir", "run", "--env", ENV, "--tasks", str(tasks), "--out", str(folder),
                    "--agent", f"{mode}:{MODEL_NAME}", "--base-url", server.base_url, "--quiet", *CLI_GRID]

@@ -35,10 +35,10 @@ import queue
 import shutil
 import tempfile
 import threading
+from importlib.metadata import version
 from typing import Any
 
 import anyio
-import inspect_ai
 from inspect_ai import Task, eval_async
 from inspect_ai.agent import AgentState, agent
 from inspect_ai.agent import run as run_agent
@@ -165,7 +165,7 @@ class InspectFramework:
         self.server = TurnServer()
 
     def settings(self) -> dict[str, Any]:
-        return {"framework": "inspect", "inspect_ai": getattr(inspect_ai, "__version__", "")}
+        return {"framework": "inspect", "inspect_ai": version("inspect-ai")}
 
     def tools(self) -> dict[str, tuple[str, ...]]:
         return {}  # not introspectable: the driver reads them from the agent's own tool calls

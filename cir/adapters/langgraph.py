@@ -28,9 +28,9 @@ cannot be forked by it), parallel tool calls, a tool that answers without the en
 from __future__ import annotations
 
 import uuid
+from importlib.metadata import version
 from typing import Any
 
-import langgraph
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import (
     AIMessage,
@@ -75,7 +75,7 @@ class LangGraphFramework:
         self.tools_node = tools_node
 
     def settings(self) -> dict[str, Any]:
-        return {"framework": "langgraph", "langgraph": getattr(langgraph, "__version__", "")}
+        return {"framework": "langgraph", "langgraph": version("langgraph")}
 
     def tools(self) -> dict[str, tuple[str, ...]]:
         node = self.graph.nodes[self.tools_node].bound

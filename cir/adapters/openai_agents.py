@@ -29,9 +29,9 @@ handoffs (another agent's loop, not forked), a tool that answers without the env
 from __future__ import annotations
 
 import json
+from importlib.metadata import version
 from typing import Any
 
-import agents as sdk
 from agents import Agent, ItemHelpers, MaxTurnsExceeded, RunConfig, Runner
 from agents.items import MessageOutputItem, ToolCallItem, ToolCallOutputItem
 from agents.run_config import CallModelData, ModelInputData
@@ -122,7 +122,7 @@ class AgentsSDKFramework:
         self.agent = agent
 
     def settings(self) -> dict[str, Any]:
-        return {"framework": "openai-agents", "openai-agents": getattr(sdk, "__version__", "")}
+        return {"framework": "openai-agents", "openai-agents": version("openai-agents")}
 
     def tools(self) -> dict[str, tuple[str, ...]]:
         return {t.name: tuple((getattr(t, "params_json_schema", None) or {}).get("properties", {}))
