@@ -265,6 +265,19 @@ def load_target(kind: str, target: str) -> tuple[Any, dict[str, Any]]:
     return obj, {"target": target, "source": digest}
 
 
+def framework_agent_of(kind: str, target: str, make: Callable[[Any], Any], *, base_url: str | None = None,
+                       api_key_env: str = "OPENAI_API_KEY", cache_dir: Any = None,
+                       cache_fallback: Any = ()) -> FrameworkAgent:
+    """The framework agent ``KIND:MODULE:ATTR``: its model's client pointed at ``base_url`` through the
+    reply proxy (before the module is imported: it builds its model then), the object ``ATTR`` made a
+    :class:`Framework` by ``make``, its settings the framework's and the target's identity."""
+    proxy = serve_from(base_url, api_key_env, cache_dir, cache_fallback)
+    obj, identity = load_target(kind, target)
+    framework = make(obj)
+    return FrameworkAgent(f"{kind}:{target}", framework, {**framework.settings(), **identity},
+                          close=getattr(framework, "close", None), replies=proxy)
+
+
 def serve_from(base_url: str | None, api_key_env: str = "OPENAI_API_KEY", cache_dir: Any = None,
                cache_fallback: Any = ()) -> Any:
     """Point the framework's OpenAI client (``OPENAI_BASE_URL``, read when the user's module builds its

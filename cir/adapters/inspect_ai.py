@@ -54,7 +54,7 @@ from inspect_ai.solver import solver
 from inspect_ai.tool import ToolCall, ToolDef
 from inspect_ai.util import display_type, message_limit
 
-from cir.adapters.driver import AsyncLoop, FrameworkAgent, load_target, serve_from
+from cir.adapters.driver import AsyncLoop, FrameworkAgent, framework_agent_of
 from cir.adapters.live import LiveRouting, live_episode, recovering
 from cir.adapters.protocol import EpisodeOver, bound, current_session
 from cir.util.errors import CirError
@@ -201,14 +201,9 @@ class _Nothing:
         return None
 
 
-def framework_agent(target: str, *, base_url: str | None = None, api_key_env: str = "OPENAI_API_KEY",
-                    cache_dir: Any = None, cache_fallback: Any = ()) -> FrameworkAgent:
-    """``inspect:MODULE:ATTR``: the Inspect agent ``ATTR`` of ``MODULE`` as a framework agent."""
-    proxy = serve_from(base_url, api_key_env, cache_dir, cache_fallback)
-    agent_, identity = load_target("inspect", target)
-    framework = InspectFramework(agent_)
-    return FrameworkAgent(f"inspect:{target}", framework, {**framework.settings(), **identity},
-                          close=framework.close, replies=proxy)
+def framework_agent(target: str, **options: Any) -> FrameworkAgent:
+    """``inspect:MODULE:ATTR``: the Inspect agent ``ATTR`` of ``MODULE`` as a framework agent (:func:`~cir.adapters.driver.framework_agent_of`)."""
+    return framework_agent_of("inspect", target, InspectFramework, **options)
 
 
 def routed_model(router: Any, model: Any = None, *, suspect_at: int | None = None) -> Any:

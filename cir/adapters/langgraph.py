@@ -43,7 +43,7 @@ from langchain_core.messages import (
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
-from cir.adapters.driver import FrameworkAgent, load_target, serve_from
+from cir.adapters.driver import FrameworkAgent, framework_agent_of
 from cir.adapters.live import LiveRouting, live_episode
 from cir.adapters.protocol import EpisodeOver, refuse
 from cir.util.errors import CirError
@@ -97,13 +97,9 @@ class LangGraphFramework:
         return convert_to_openai_messages(after[len(state):])
 
 
-def framework_agent(target: str, *, base_url: str | None = None, api_key_env: str = "OPENAI_API_KEY",
-                    cache_dir: Any = None, cache_fallback: Any = ()) -> FrameworkAgent:
-    """``langgraph:MODULE:ATTR``: the graph ``ATTR`` of ``MODULE`` as a framework agent."""
-    proxy = serve_from(base_url, api_key_env, cache_dir, cache_fallback)
-    graph, identity = load_target("langgraph", target)
-    framework = LangGraphFramework(graph)
-    return FrameworkAgent(f"langgraph:{target}", framework, {**framework.settings(), **identity}, replies=proxy)
+def framework_agent(target: str, **options: Any) -> FrameworkAgent:
+    """``langgraph:MODULE:ATTR``: the graph ``ATTR`` of ``MODULE`` as a framework agent (:func:`~cir.adapters.driver.framework_agent_of`)."""
+    return framework_agent_of("langgraph", target, LangGraphFramework, **options)
 
 
 class RouterMiddleware(AgentMiddleware):

@@ -36,7 +36,7 @@ from agents import Agent, ItemHelpers, MaxTurnsExceeded, RunConfig, Runner
 from agents.items import MessageOutputItem, ToolCallItem, ToolCallOutputItem
 from agents.run_config import CallModelData, ModelInputData
 
-from cir.adapters.driver import AsyncLoop, FrameworkAgent, load_target, serve_from
+from cir.adapters.driver import AsyncLoop, FrameworkAgent, framework_agent_of
 from cir.adapters.live import LiveRouting, Recovery, live_episode, recovering
 from cir.adapters.protocol import EpisodeOver, bound, current_session, refuse
 from cir.util.errors import CirError
@@ -134,13 +134,9 @@ class AgentsSDKFramework:
         return messages_of_items(items)
 
 
-def framework_agent(target: str, *, base_url: str | None = None, api_key_env: str = "OPENAI_API_KEY",
-                    cache_dir: Any = None, cache_fallback: Any = ()) -> FrameworkAgent:
-    """``openai-agents:MODULE:ATTR``: the ``Agent`` ``ATTR`` of ``MODULE`` as a framework agent."""
-    proxy = serve_from(base_url, api_key_env, cache_dir, cache_fallback)
-    agent, identity = load_target("openai-agents", target)
-    framework = AgentsSDKFramework(agent)
-    return FrameworkAgent(f"openai-agents:{target}", framework, {**framework.settings(), **identity}, replies=proxy)
+def framework_agent(target: str, **options: Any) -> FrameworkAgent:
+    """``openai-agents:MODULE:ATTR``: the ``Agent`` ``ATTR`` of ``MODULE`` as a framework agent (:func:`~cir.adapters.driver.framework_agent_of`)."""
+    return framework_agent_of("openai-agents", target, AgentsSDKFramework, **options)
 
 
 class RouterFilter:

@@ -20,7 +20,7 @@ from support.framework_checks import (  # noqa: E402
     same_table_at_any_parallelism,
     table_of,
 )
-from support.keydoor import generate_tasks  # noqa: E402
+from support.keydoor import KeyDoorEnv, generate_tasks  # noqa: E402
 from support.toy_framework import keydoor_answer  # noqa: E402
 
 from cir.adapters.protocol import ForkRefused  # noqa: E402
@@ -109,3 +109,28 @@ def test_a_live_rewind_in_the_graph_ends_as_the_replayers_rewind_branch(server, 
                 assert rewound.rewind_to is not None and episode.env_actions > len(episode.visible_steps()) - 2
                 checked += 1
     assert checked > 0
+
+
+def test_parallel_tool_calls_of_the_graph_are_refused(monkeypatch, tmp_path):
+    """Two tool calls in one model reply (LangGraph fans them out to its tools node at once): refused."""
+    from support.fake_openai import Reply, tool_call
+    from support.keydoor import load_tasks
+
+    from cir.pairs.replay import run_task_pairs
+    from cir.util.errors import CirError
+
+    monkeypatch.chdir(ROOT)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)  # restored after the test
+    generate_tasks(tmp_path, "test", 1, 0)
+    task = load_tasks(tmp_path / "test")[0]
+    two = [tool_call("act", {"command": "right"}, 1), tool_call("act", {"command": "look"}, 2)]
+    with FakeOpenAI(script=[Reply(text=None, tool_calls=two)]) as fake:
+        from cir.adapters.driver import FrameworkAgent, serve_from
+        from cir.adapters.langgraph import LangGraphFramework
+
+        serve_from(fake.base_url)  # a model built now asks this server (the module's own model another)
+        from examples.langgraph_agent import build
+
+        agent = FrameworkAgent("langgraph:parallel", LangGraphFramework(build()), {})
+        with pytest.raises(CirError, match="2 tool calls in one message: parallel tool calls cannot be forked"):
+            run_task_pairs(task, agent, KeyDoorEnv(task))
