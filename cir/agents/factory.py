@@ -137,6 +137,23 @@ def make_agent(
     raise CirError(f"unknown agent {spec!r}: expected {AGENT_SPECS}")
 
 
+def preload_agent(spec: str, base_url: str | None = None) -> None:
+    """Import a framework agent's module (``KIND:MODULE:ATTR``) now, its model pointed at ``base_url``
+    as the agent's will be, so that what it registers (its harness's own recovery operations,
+    ``cir.episode.recovery.register_operation``) is known before a grid is read; other specs need
+    nothing."""
+    kind, _, target = spec.partition(":")
+    module = target.rpartition(":")[0]
+    if kind in FRAMEWORKS and module:
+        from cir.util.importing import import_module
+
+        try:
+            importlib.import_module("cir.adapters.driver").serve_from(base_url or os.environ.get("OPENAI_BASE_URL"))
+            import_module(module)
+        except ModuleNotFoundError:
+            pass  # the agent's own build says what is missing, with the extra to install
+
+
 def _framework_agent(kind: str, target: str, base_url: str | None, api_key_env: str,
                      cache_dir: str | Path | None, cache_fallback: Sequence[str | Path]) -> Agent:
     """A framework agent (``langgraph:MODULE:ATTR``, ...) through its adapter."""

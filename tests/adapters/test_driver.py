@@ -151,3 +151,42 @@ def test_a_routed_live_episode_of_a_framework_agent_recovers_as_its_branch(tasks
                                            max_turns=30, max_actions=30)
             assert [d["operation"] for d in info["router_decisions"]] == ([op] if row["executed"] else [])
             assert int(episode.won) == row["y1"], (task.task_id, op)
+
+
+def test_a_harness_can_register_its_own_recovery_as_an_operation(tasks):
+    """A harness's own recovery (here: re-call the observing tool, its answer after a text of its own)
+    registered as an operation: the replayer runs it, the framework sees it as the harness's tool
+    call, the messages read back name it, and it pairs as refresh does for this agent."""
+    from cir.episode.operations import OPERATIONS, OperationInfo
+    from cir.episode.recovery import IMPLEMENTATIONS, Refresh, register_operation
+
+    @register_operation
+    class Recheck(Refresh):
+        info = OperationInfo("recheck", True, "[Re-checked]", "the harness re-calls the observing tool",
+                             shows_answer=True)
+
+    try:
+        assert register_operation(Recheck) is Recheck  # the same module imported again
+        with pytest.raises(CirError, match="already an operation"):
+            register_operation(type("Other", (Refresh,), {"info": Recheck.info}))
+        with pytest.raises(CirError, match="cannot be told from refresh's"):
+            register_operation(type("Twin", (Refresh,), {"info": OperationInfo("twin", True, REFRESH_PREFIX, "x",
+                                                                             shows_answer=True)}))
+        grid = ReplaySettings(conditions=("stale2", "missing"), delays=(0, 2), operations=("refresh", "recheck"),
+                              max_turns=30, max_actions=30)
+        seen = []
+        framework = ToyFramework(lambda m: (seen.append(m), keydoor_policy(m))[1])
+        for task in tasks[:4]:
+            rows = pd.DataFrame(run_task_pairs(task, toy_agent(framework), KeyDoorEnv(task), grid,
+                                               extractor=FAMILY.extractor).rows)
+            by = rows.set_index(["condition", "delay", "operation"])["y1"]
+            for cond in ("stale2", "missing"):
+                for d in (0, 2):
+                    assert by[(cond, d, "recheck")] == by[(cond, d, "refresh")]
+        rechecked = [m for m in seen if any(str(x.get("content", "")).startswith("[Re-checked]") for x in m)]
+        assert rechecked
+        back = Transcript.from_messages("t", rechecked[0])
+        assert any(s.reply == "recheck" and s.actor == "harness" for s in back.steps)
+    finally:
+        OPERATIONS.pop("recheck", None)
+        IMPLEMENTATIONS.pop("recheck", None)
