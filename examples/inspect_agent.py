@@ -39,7 +39,8 @@ def act():
 
 def make_model():
     return get_model(f"openai-api/cir/{os.environ.get('CIR_MODEL', 'SmolLM2-135M-Instruct')}",
-                     base_url=os.environ.get("OPENAI_BASE_URL"), api_key=os.environ.get("OPENAI_API_KEY"),
+                     base_url=os.environ.get("OPENAI_BASE_URL") or "http://127.0.0.1:8000/v1",
+                     api_key=os.environ.get("OPENAI_API_KEY") or "not-needed",
                      # every turn acts (the episode ends when the env says done): the call asked for by name
                      config=GenerateConfig(temperature=0, seed=0, max_tokens=64, parallel_tool_calls=False,
                                            extra_body={"tool_choice": {"type": "function",

@@ -11,7 +11,8 @@ sample serves turns: one turn (:class:`InspectFramework`) is ``inspect_ai.agent.
 MESSAGES, limits=[message_limit(...)])`` from the message list as Inspect's chat messages, its
 message limit reached right after the tool's answer (Inspect's own limit, which ``run`` returns,
 not raises), the new messages read back (the agent's system prompt, which ``react`` puts first on
-every run, left out). The eval's log goes to a temporary folder removed when the agent closes.
+every run, left out). One eval serves every agent of the process (Inspect runs one eval at a time in a process); its
+log goes to a temporary folder removed when the process exits.
 
 At run time :func:`routed_model` is the router as the agent's model step (``react(...,
 model=routed_model(router, model))``, Inspect's hook for a custom generation): before each
@@ -28,6 +29,7 @@ agent's own logic adds in a turn (react's "please proceed" after a reply without
 
 from __future__ import annotations
 
+import atexit
 import concurrent.futures
 import json
 import os
@@ -102,7 +104,21 @@ def chat_messages(messages: list[Any]) -> list[dict[str, Any]]:
 
 
 class TurnServer:
-    """One eval whose one sample runs the agent runs sent to it, several at once (see the module's text)."""
+    """One eval whose one sample runs the agent runs sent to it, several at once (see the module's text).
+
+    One per process (:meth:`shared`): the agents of the tasks a worker runs at once share it (Inspect
+    runs one eval at a time in a process); it ends, and its log folder goes, when the process exits."""
+
+    _shared: TurnServer | None = None
+    _shared_lock = threading.Lock()
+
+    @classmethod
+    def shared(cls) -> TurnServer:
+        with cls._shared_lock:
+            if cls._shared is None:
+                cls._shared = cls()
+                atexit.register(cls._shared.close)
+            return cls._shared
 
     def __init__(self) -> None:
         self.inbox: queue.Queue[Any] = queue.Queue()
@@ -140,7 +156,10 @@ class TurnServer:
     def close(self) -> None:
         if self.done is not None:
             self.inbox.put(None)
-            self.done.result()
+            try:
+                self.done.result(timeout=120)
+            except Exception:  # noqa: BLE001 - at exit: the log folder goes either way
+                pass
             self.done = None
         shutil.rmtree(self.logs, ignore_errors=True)
 
@@ -162,7 +181,7 @@ class InspectFramework:
             raise CirError(f"inspect agent: expected an Inspect agent (react(...) or an @agent), got "
                            f"{type(agent_).__name__}")
         self.agent = agent_
-        self.server = TurnServer()
+        self.server = TurnServer.shared()
 
     def settings(self) -> dict[str, Any]:
         return {"framework": "inspect", "inspect_ai": version("inspect-ai")}
@@ -190,7 +209,7 @@ class InspectFramework:
         return new
 
     def close(self) -> None:
-        self.server.close()
+        """Nothing to end: the process's turn server serves the next agent (it ends at exit)."""
 
 
 class _Nothing:
@@ -266,10 +285,7 @@ def episode(agent_: Any, env: Any, task_id: str, condition: str = "clean", **opt
             kept.extend(state.messages)
             return state.messages
 
-        try:
-            framework.server.run(work)
-        finally:
-            framework.close()
+        framework.server.run(work)
         return [{"role": "user", "content": task_text}, *chat_messages(kept)[1:]]
 
     return live_episode(run, {}, env, task_id, condition, **options)
