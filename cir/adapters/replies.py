@@ -102,15 +102,24 @@ class ReplyProxy:
 def _compatible(body: dict[str, Any], raw: bytes) -> bytes:
     """The request as sent upstream: an assistant message that only calls a tool has ``content``
     null in the OpenAI API (LangChain sends it so), which llama-cpp-python's server (0.3) refuses;
-    it gets the empty text, which means the same. Anything else is sent byte for byte (the cache
-    key is always the request as the framework sent it)."""
+    it gets the empty text, which means the same. That server also ignores ``max_completion_tokens``
+    (LangChain's name for ``max_tokens``): without ``max_tokens`` a grammar-forced tool call ran to
+    the context's end (3,882 tokens, 20 minutes), so ``max_tokens`` is set to it. Anything else is
+    sent byte for byte (the cache key is always the request as the framework sent it)."""
     messages = body.get("messages")
-    if not isinstance(messages, list) or not any(
-            isinstance(m, dict) and m.get("role") == "assistant" and m.get("content") is None for m in messages):
+    nulls = isinstance(messages, list) and any(
+        isinstance(m, dict) and m.get("role") == "assistant" and m.get("content") is None for m in messages)
+    # the same server reads only max_tokens: LangChain sends the newer max_completion_tokens
+    cap = "max_completion_tokens" in body and "max_tokens" not in body
+    if not nulls and not cap:
         return raw
-    fixed = [{**m, "content": ""} if isinstance(m, dict) and m.get("role") == "assistant" and m.get("content") is None
-             else m for m in messages]
-    return json.dumps({**body, "messages": fixed}).encode("utf-8")
+    fixed = dict(body)
+    if nulls:
+        fixed["messages"] = [{**m, "content": ""} if isinstance(m, dict) and m.get("role") == "assistant"
+                             and m.get("content") is None else m for m in messages]  # type: ignore[union-attr]
+    if cap:
+        fixed["max_tokens"] = body["max_completion_tokens"]
+    return json.dumps(fixed).encode("utf-8")
 
 
 def _handler(proxy: ReplyProxy) -> type[BaseHTTPRequestHandler]:
