@@ -54,6 +54,8 @@ from cir.util.importing import import_module
 
 #: What a step that ends the run without a tool call (the agent's final answer) records.
 FINAL_ANSWER = "final_answer"
+#: What a step whose tool call the framework refused (its arguments not JSON) records.
+INVALID_CALL = "invalid_tool_call"
 
 
 def _key(messages: list[dict[str, Any]], reply: str) -> str:
@@ -82,7 +84,10 @@ def called_tools(messages: list[dict[str, Any]]) -> dict[str, tuple[str, ...]]:
     for m in messages:
         for call in m.get("tool_calls") or ():
             if not str(call.get("id", "")).startswith(RECOVERY_CALL_PREFIX):
-                tools[call["function"]["name"]] = tuple(json.loads(call["function"]["arguments"] or "{}"))
+                try:
+                    tools[call["function"]["name"]] = tuple(json.loads(call["function"]["arguments"] or "{}"))
+                except ValueError:
+                    continue  # a malformed call (the framework answered it itself) names no parameters
     return tools
 
 
@@ -101,7 +106,7 @@ class FrameworkHarness(Harness):
         messages: list[dict[str, Any]] = [{"role": "user", "content": transcript.task_text}]
         for i, step in enumerate(transcript.visible_steps()):
             if step.actor == AGENT:
-                if step.action is None:
+                if step.action is None and INVALID_CALL not in step.events:
                     raise CirError(f"task {transcript.task_id}: the agent ended the run at step {i}; "
                                    "nothing continues after a final answer")
                 with self._lock_messages:
@@ -143,8 +148,8 @@ class FrameworkHarness(Harness):
         where = f"task {transcript.task_id}, step {len(transcript.steps)}"
         if not added:
             raise CirError(f"{where}: the framework's turn added no message")
-        if added[0].get("tool_calls"):
-            tool_call_of(added, 0)  # one call, or the refusal of parallel tool calls
+        if added[0].get("tool_calls") and len(added[0]["tool_calls"]) != 1:
+            tool_call_of(added, 0)  # the refusal of parallel tool calls
         if len(added) > (2 if added[0].get("tool_calls") else 1) or added[0].get("role") != "assistant":
             roles = ", ".join(str(m.get("role")) for m in added)
             raise refuse("this turn", f"{where}: one turn added {roles}; expected one assistant message and "
@@ -158,7 +163,20 @@ class FrameworkHarness(Harness):
             text = said.get("content") or ""
             return [Step(AGENT, text if isinstance(text, str) else str(text), None, None, "",
                          events=[FINAL_ANSWER], done=True)]
-        call = tool_call_of(added, 0)
+        try:
+            call = tool_call_of(added, 0)
+        except CirError:
+            if calls or len(added) != 2 or added[1].get("role") != "tool":
+                raise
+            # the model's call was malformed (its arguments not JSON) and the framework answered it
+            # itself, sending nothing to the env: a reply without an env action, as cir's harness
+            # records an unparsable reply, its answer what the framework showed
+            raw = added[0]["tool_calls"][0]
+            reply = str((raw.get("function") or {}).get("arguments") or "")
+            with self._lock_messages:
+                self._messages[_key(before, reply)] = {"role": "assistant", "content": said.get("content") or "",
+                                                       "tool_calls": said["tool_calls"]}
+            return [Step(AGENT, reply, None, None, str(added[1].get("content") or ""), events=[INVALID_CALL])]
         if call["id"].startswith(RECOVERY_CALL_PREFIX):
             raise refuse("this reply", f"{where}: the model's tool call id {call['id']!r} is the harness's")
         if len(calls) != 1:

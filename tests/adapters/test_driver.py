@@ -190,3 +190,28 @@ def test_a_harness_can_register_its_own_recovery_as_an_operation(tasks):
     finally:
         OPERATIONS.pop("recheck", None)
         IMPLEMENTATIONS.pop("recheck", None)
+
+
+def test_a_malformed_tool_call_the_framework_answers_itself_is_a_reply_without_an_env_action(tasks):
+    """A model's call whose arguments are not JSON, answered by the framework with its own error (the
+    Agents SDK does so for SmolLM2's cut-off calls): recorded as a reply that sent nothing to the env."""
+    bad = {"n": 0}
+
+    class Sloppy(ToyFramework):
+        def turn(self, messages):
+            bad["n"] += 1
+            if bad["n"] % 3:  # two of three replies are cut off mid-JSON
+                call = {"id": f"call_bad_{len(messages)}", "type": "function",
+                        "function": {"name": "act", "arguments": '{"command": "rig'}}
+                return [{"role": "assistant", "content": "", "tool_calls": [call]},
+                        {"role": "tool", "tool_call_id": call["id"], "content": "Invalid JSON input for tool act"}]
+            return super().turn(messages)
+
+    task = tasks[0]
+    result = run_task_pairs(task, toy_agent(Sloppy()), KeyDoorEnv(task),
+                            ReplaySettings(conditions=("clean", "stale2"), delays=(0,), operations=("refresh",),
+                                           max_turns=30, max_actions=30), extractor=FAMILY.extractor)
+    factual = result.episodes[0].transcript
+    invalid = [s for s in factual.steps if "invalid_tool_call" in s.events]
+    assert invalid and all(s.action is None and s.shown == "Invalid JSON input for tool act" for s in invalid)
+    assert all(r["prefix_match"] for r in result.rows)

@@ -24,8 +24,12 @@ def as_chat(messages: list[dict[str, Any]]) -> list[dict[str, str]]:
     out = []
     for m in messages:
         if m["role"] == "assistant" and m.get("tool_calls"):
-            out.append({"role": "assistant", "content": json.loads(m["tool_calls"][0]["function"]["arguments"])
-                        .get("command", m["tool_calls"][0]["function"]["name"])})
+            function = m["tool_calls"][0]["function"]
+            try:
+                command = json.loads(function["arguments"]).get("command", function["name"])
+            except ValueError:  # a malformed call: the raw text, as a reply that sent nothing
+                command = function["arguments"]
+            out.append({"role": "assistant", "content": command})
         elif m["role"] == "tool":
             out.append({"role": "user", "content": m["content"]})
         else:
