@@ -212,6 +212,14 @@ class InspectFramework:
         """Nothing to end: the process's turn server serves the next agent (it ends at exit)."""
 
 
+def _episode_over(err: BaseException) -> bool:
+    """Whether ``err`` is the session's end of the run, alone or inside (nested) exception groups."""
+    if isinstance(err, EpisodeOver):
+        return True
+    inner = getattr(err, "exceptions", None)
+    return bool(inner) and all(_episode_over(e) for e in inner)
+
+
 class _Nothing:
     def __enter__(self) -> None:
         return None
@@ -280,8 +288,9 @@ def episode(agent_: Any, env: Any, task_id: str, condition: str = "clean", **opt
             with bound(session):
                 try:
                     await framework.agent(state)
-                except EpisodeOver:
-                    pass
+                except BaseException as err:  # EpisodeOver, or Inspect's task groups wrapping it
+                    if not _episode_over(err):
+                        raise
             kept.extend(state.messages)
             return state.messages
 
