@@ -17,6 +17,13 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "Harness": "cir.episode.harness",
     "FeatureExtractor": "cir.episode.extractor",
     "REFRESH_PREFIX": "cir.episode.protocol",
+    "REPLAN_TEXT": "cir.episode.protocol",
+    "PLACEBO_TEXT": "cir.episode.protocol",
+    "RECOVERY_CALL_PREFIX": "cir.episode.protocol",
+    "MISSING_TEXT": "cir.episode.perturb",
+    # framework agents (cir.adapters; each framework's adapter is imported on its own)
+    "env_step": "cir.adapters.protocol",
+    "FrameworkAgent": "cir.adapters.driver",
     # environments and agents
     "Env": "cir.envs.base",
     "Agent": "cir.agents.base",

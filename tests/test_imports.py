@@ -122,7 +122,8 @@ def test_the_graph_sees_known_edges():
 
 
 #: The layers, lowest first: a module may import its own layer and the layers below it.
-LAYERS = ("util", "envs", "agents", "episode", "families", "pairs", "stats", "router", "study", "testing", "cli")
+LAYERS = ("util", "envs", "agents", "episode", "adapters", "families", "pairs", "stats", "router", "study", "testing",
+          "cli")
 
 #: Imports that still run upward, each with the issue that removes it. The test fails when
 #: one is added and when one of these is gone (so the list only shrinks, and stays true).
@@ -177,7 +178,7 @@ def test_the_runtime_router_needs_neither_pandas_nor_scikit_learn():
 
 
 #: The core: the layers that know no environment (a family is found by name, cir.families.registry).
-CORE = ("util", "envs", "agents", "episode", "pairs", "stats", "router", "study")
+CORE = ("util", "envs", "agents", "episode", "adapters", "pairs", "stats", "router", "study")
 
 
 def test_the_core_never_imports_a_family_directly():
@@ -186,3 +187,30 @@ def test_the_core_never_imports_a_family_directly():
                     if module.split(".")[1:2] and module.split(".")[1] in CORE
                     and target.startswith("cir.families.") and target.split(".")[2] not in ("family", "registry"))
     assert direct == [], f"core modules importing a family's own code: {direct}"
+
+
+#: The agent frameworks an adapter brings (optional extras), and the one module each may be
+#: imported in: the core and the other adapters never import one.
+FRAMEWORKS = {"langgraph": "cir.adapters.langgraph", "langchain": "cir.adapters.langgraph",
+              "langchain_core": "cir.adapters.langgraph", "langchain_openai": "cir.adapters.langgraph",
+              "agents": "cir.adapters.openai_agents", "inspect_ai": "cir.adapters.inspect_ai"}
+
+
+def test_a_framework_is_imported_only_by_its_adapter():
+    found = []
+    for module, path in MODULES.items():
+        for node in _runtime_imports(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if not node.level else []
+            for name in names:
+                top = name.split(".")[0]
+                if top in FRAMEWORKS and FRAMEWORKS[top] != module:
+                    found.append((module, name))
+    assert found == [], f"framework imports outside their adapter: {found}"
+
+
+def test_running_a_framework_agent_loads_no_framework_until_its_adapter():
+    code = ("import sys, cir.adapters.driver, cir.adapters.protocol, cir.pairs.run, cir.cli; "
+            f"print(sorted(m for m in {sorted(FRAMEWORKS)!r} if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -13,6 +13,7 @@ of the agent's settings: the same replies come at any rate).
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 from collections.abc import Callable, Sequence
@@ -27,7 +28,15 @@ from cir.util.errors import CirError
 
 DEFAULT_AGENT = "builtin"
 # The agent specs make_agent understands, for command-line help.
-AGENT_SPECS = "builtin[:PROFILE], openai:MODEL or openai-completion:MODEL"
+AGENT_SPECS = ("builtin[:PROFILE], openai:MODEL, openai-completion:MODEL, or a framework agent "
+               "langgraph:MODULE:ATTR, openai-agents:MODULE:ATTR, inspect:MODULE:ATTR")
+#: Framework agents by the spec's kind: the adapter (``cir.adapters``, an optional extra) that
+#: builds each, imported only when one is asked for, and the extra that installs it.
+FRAMEWORKS: dict[str, tuple[str, str]] = {
+    "langgraph": ("cir.adapters.langgraph", "langgraph"),
+    "openai-agents": ("cir.adapters.openai_agents", "openai-agents"),
+    "inspect": ("cir.adapters.inspect_ai", "inspect"),
+}
 
 
 @dataclass(frozen=True)
@@ -108,6 +117,10 @@ def make_agent(
     # (for AGENT_SPECS), and the LLM agent brings an HTTP client.
     if kind == "builtin":
         return _builtin_agent(spec, arg or "default", llm, builtin, family, seed)
+    if kind in FRAMEWORKS:
+        if not llm.is_default():
+            raise CirError(f"agent {spec!r}: the LLM options are the framework's (set them on its model)")
+        return _framework_agent(kind, arg, base_url, api_key_env, cache_dir, cache_fallback)
     model, mode, url = _llm_spec(spec, base_url, prompt, family)
     return _llm_agent(model, mode, url, prompt, llm, limits or RequestLimits(),  # type: ignore[arg-type]
                       api_key=os.environ.get(api_key_env), cache_dir=cache_dir, cache_fallback=cache_fallback,
@@ -139,6 +152,12 @@ def agent_identity(spec: str = DEFAULT_AGENT, *, base_url: str | None = None, se
     if kind == "builtin":
         agent = _builtin_agent(spec, arg or "default", llm, builtin, family, seed)
         return AgentIdentity(agent.name, dict(agent.settings()))
+    if kind in FRAMEWORKS:  # its settings are the installed framework's and the target's: built to read them
+        agent = make_agent(spec, base_url=base_url, seed=seed, llm=llm)
+        try:
+            return AgentIdentity(agent.name, dict(agent.settings()), uses_cache=True)
+        finally:
+            getattr(agent, "close", lambda: None)()
     from cir.agents.llm import LLMAgent
 
     model, mode, _url = _llm_spec(spec, base_url, prompt, family)
@@ -152,9 +171,7 @@ def _llm_spec(spec: str, base_url: str | None, prompt: LLMPrompt | None, family:
     """An LLM agent's model, mode and server address from its spec, or the CirError saying what is missing."""
     kind, _, arg = spec.partition(":")
     if kind not in ("openai", "openai-completion"):
-        raise CirError(
-            f"unknown agent {spec!r}: expected builtin, builtin:PROFILE, openai:MODEL or openai-completion:MODEL"
-        )
+        raise CirError(f"unknown agent {spec!r}: expected {AGENT_SPECS}")
     if not arg:
         raise CirError(f"agent {spec!r}: name the model, e.g. openai:Qwen3-14B")
     url = base_url or os.environ.get("OPENAI_BASE_URL")
@@ -163,6 +180,39 @@ def _llm_spec(spec: str, base_url: str | None, prompt: LLMPrompt | None, family:
     if prompt is None:
         raise CirError(f"agent {spec!r}: {family} has no LLM prompt; give one (--prompt FILE)")
     return arg, "chat" if kind == "openai" else "completion", url
+
+
+def preload_agent(spec: str, base_url: str | None = None) -> None:
+    """Import a framework agent's module (``KIND:MODULE:ATTR``) now, its model pointed at ``base_url``
+    as the agent's will be, so that what it registers (its harness's own recovery operations,
+    ``cir.episode.recovery.register_operation``) is known before a grid is read; other specs need
+    nothing."""
+    kind, _, target = spec.partition(":")
+    module = target.rpartition(":")[0]
+    if kind in FRAMEWORKS and module:
+        from cir.util.importing import import_module
+
+        try:
+            importlib.import_module("cir.adapters.driver").serve_from(base_url or os.environ.get("OPENAI_BASE_URL"))
+            import_module(module)
+        except ModuleNotFoundError:
+            pass  # the agent's own build says what is missing, with the extra to install
+
+
+def _framework_agent(kind: str, target: str, base_url: str | None, api_key_env: str,
+                     cache_dir: str | Path | None, cache_fallback: Sequence[str | Path]) -> Agent:
+    """A framework agent (``langgraph:MODULE:ATTR``, ...) through its adapter."""
+    module, extra = FRAMEWORKS[kind]
+    try:
+        adapter = importlib.import_module(module)
+    except ModuleNotFoundError as err:
+        if (err.name or "").split(".")[0] == "cir":
+            raise
+        raise CirError(f"agent {kind}:{target}: the {kind} adapter needs its framework ({err}); "
+                       f'pip install "cir[{extra}]"') from None
+    url = base_url or os.environ.get("OPENAI_BASE_URL")
+    return adapter.framework_agent(target, base_url=url, api_key_env=api_key_env, cache_dir=cache_dir,
+                                   cache_fallback=cache_fallback)
 
 
 def _builtin_agent(spec: str, profile: str, llm: LLMConfig, builtin: Callable[..., Agent] | None,

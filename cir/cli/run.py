@@ -101,7 +101,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     # imported here, not at the top: `cir --help` must not load the engine and the models
+    from cir.agents.factory import preload_agent
     from cir.pairs.run import run_experiment
+
+    preload_agent(args.agent, args.base_url)  # a framework agent's module may register its own recovery operations
     # every setting checked (where the settings are built) before the engine or the folder
     replay = grid_settings(args)
     settings = run_settings(args, replay)

@@ -168,7 +168,7 @@ class Harness:
         else:
             lines = [line.strip() for line in text.splitlines() if line.strip()]
             action = lines[0] if lines else ""
-            obs, done, won = _send(env, action)
+            obs, done, won = send(env, action)
             step = Step(actor=AGENT, reply=reply, action=action, observation=obs, shown=obs,
                         done=done, won=won)
             if perturbation is not None and transcript.env_actions + 1 == perturbation.at:
@@ -251,7 +251,14 @@ class Harness:
 _NO_LOCK = contextlib.nullcontext()
 
 
-def _send(env: Env, action: str) -> tuple[str, bool, bool]:
+def harness_for(agent: Agent, **options: Any) -> Harness:
+    """The harness that runs ``agent``: a :class:`Harness`, or the agent's own when it drives its
+    own loop (a framework agent, :mod:`cir.adapters`, gives one by ``make_harness(**options)``)."""
+    make = getattr(agent, "make_harness", None)
+    return make(**options) if callable(make) else Harness(agent, **options)
+
+
+def send(env: Env, action: str) -> tuple[str, bool, bool]:
     """Send one action (empty text gets ``Nothing happens.`` without an env call)."""
     if not action.strip():
         return NOTHING_HAPPENS, False, False

@@ -29,6 +29,11 @@ REPLAN_TEXT = (
 REWIND_HEADER = "[Rewind] You are back at an earlier point of this task; the environment is restored to that state."
 #: The content-free harness message of the placebo control.
 PLACEBO_TEXT = "[harness] no new information"
+#: The id of a tool call the harness made, not the agent (a refresh done as a call of the
+#: observing tool, in a framework's message list), starts with this; the rest names the
+#: operation and its step (``cir-recovery-refresh-7``). ``Transcript.from_messages`` reads such
+#: a call as the recovery it is, never as an agent step.
+RECOVERY_CALL_PREFIX = "cir-recovery-"
 
 # -- the harness budgets (paper) ---------------------------------------------------------------
 DEFAULT_MAX_TURNS = 49

@@ -170,6 +170,33 @@ if list(IMPLEMENTATIONS) != list(OPERATIONS):  # pragma: no cover - a new entry 
                       f"lists {list(OPERATIONS)}")
 
 
+def register_operation(implementation: type[Operation]) -> type[Operation]:
+    """Add a harness's own recovery as an operation (usable as a class decorator): ``implementation``
+    is an :class:`Operation` subclass whose ``info`` (an :class:`OperationInfo`) names it, says what it
+    shows and whether it queries the env; a subclass of :class:`Refresh` sends the env's refresh query
+    and shows its answer after its own text. From then on every part of the package knows it: the
+    grid (``--operations NAME``), the transcript read back from messages, a framework's rendering of
+    it (a query as the harness's tool call), the tables and the router. Register it where the agent
+    is defined (a framework agent's module: ``cir run`` imports it before it reads the grid), in
+    every process. A name or a text another operation has is refused."""
+    info = getattr(implementation, "info", None)
+    if not (isinstance(implementation, type) and issubclass(implementation, Operation)
+            and isinstance(info, OperationInfo)):
+        raise CirError("register_operation: expected an Operation subclass with an OperationInfo as its info")
+    known = OPERATIONS.get(info.name)
+    if known is not None:
+        if IMPLEMENTATIONS.get(info.name) is implementation:
+            return implementation  # the same module imported again
+        raise CirError(f"register_operation: {info.name!r} is already an operation ({known.meaning})")
+    clash = next((op for op in OPERATIONS.values() if op.recognises(info.text) or info.recognises(op.text)), None)
+    if clash is not None or not info.text.strip():
+        raise CirError(f"register_operation: the text {info.text!r} of {info.name!r} cannot be told from "
+                       f"{clash.name if clash else 'no text'}'s; give it a text of its own")
+    OPERATIONS[info.name] = info
+    IMPLEMENTATIONS[info.name] = implementation
+    return implementation
+
+
 def get_operation(name: str, refresh_query: str = DEFAULT_REFRESH_QUERY) -> Operation:
     """The operation named ``name`` (the refresh operations send ``refresh_query``); an
     unknown name is a :class:`CirError`."""

@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from cir.envs.base import DEFAULT_REFRESH_QUERY
 from cir.episode.operations import operation_of_text
-from cir.episode.protocol import THINK_PREFIX
+from cir.episode.protocol import RECOVERY_CALL_PREFIX, THINK_PREFIX
 from cir.util.errors import CirError, CirValueError
 
 AGENT = "agent"
@@ -192,7 +193,8 @@ class Transcript:
 
     @classmethod
     def from_messages(cls, task_id: str, messages: list[dict[str, Any]], *,
-                      refresh_query: str = DEFAULT_REFRESH_QUERY) -> Transcript:
+                      refresh_query: str = DEFAULT_REFRESH_QUERY,
+                      action_of: Callable[[str, dict[str, Any]], str] | None = None) -> Transcript:
         """A transcript from a chat-style harness's message list (the inverse of :meth:`context`).
 
         Leading ``system`` messages are skipped; the first ``user`` message is the task
@@ -203,6 +205,16 @@ class Transcript:
         operation's step, one that queries the env with ``refresh_query`` as its env action;
         any other such message is a harness step named ``message``. True observations are
         unknown to a chat list: ``observation`` is None except for a refresh's answer.
+
+        Tool calls (OpenAI's format: an ``assistant`` message with ``tool_calls``, answered by
+        the ``tool`` message of the same ``tool_call_id``) are read too. The call's env action
+        is ``action_of(name, arguments)`` (default :func:`tool_action`); the step's reply is
+        that action (then the message's text, if any, on the next lines). A call whose id
+        starts with :data:`~cir.episode.protocol.RECOVERY_CALL_PREFIX` was made by the harness
+        (a refresh done by calling the observing tool): it is that recovery's step, never an
+        agent step. A message with several tool calls (parallel tool calls) is refused: the
+        order in which they reach the env is not the message's, so the run cannot be forked
+        exactly.
         """
         i = 0
         while i < len(messages) and _role(messages, i) == "system":
@@ -213,7 +225,22 @@ class Transcript:
         i += 1
         while i < len(messages):
             role = _role(messages, i)
-            if role == "assistant":
+            if role == "assistant" and messages[i].get("tool_calls"):
+                call = tool_call_of(messages, i)
+                if i + 1 >= len(messages) or _role(messages, i + 1) != "tool" \
+                        or messages[i + 1].get("tool_call_id") != call["id"]:
+                    raise CirError(f"messages[{i}]: the tool call {call['id']!r} is not answered by the "
+                                   "tool message that follows it")
+                shown = _content(messages, i + 1)
+                if call["id"].startswith(RECOVERY_CALL_PREFIX):
+                    transcript.steps.append(_recovery_call_step(shown, refresh_query, i))
+                else:
+                    action = (action_of or tool_action)(call["name"], call["arguments"])
+                    text = messages[i].get("content") or ""
+                    transcript.steps.append(Step(AGENT, tool_call_reply(action, text if isinstance(text, str) else ""),
+                                                 action, None, shown))
+                i += 2
+            elif role == "assistant":
                 if i + 1 >= len(messages) or _role(messages, i + 1) not in _SHOWN:
                     raise CirError(f"messages[{i}]: an assistant reply without the user message "
                                    "that answers it (ask the router after the observation is added)")
@@ -243,6 +270,59 @@ def _content(messages: list[dict[str, Any]], i: int) -> str:
     if not isinstance(content, str):
         raise CirError(f"messages[{i}]: 'content' must be text, got {type(content).__name__}")
     return content
+
+
+def tool_call_of(messages: list[dict[str, Any]], i: int) -> dict[str, Any]:
+    """The one tool call of ``messages[i]`` as ``{"id", "name", "arguments"}`` (arguments
+    parsed from their JSON text); several calls (parallel tool calls) are refused."""
+    calls = messages[i]["tool_calls"]
+    if not isinstance(calls, list) or len(calls) != 1:
+        n = len(calls) if isinstance(calls, list) else calls
+        raise CirError(f"messages[{i}]: {n} tool calls in one message: parallel tool calls cannot be "
+                       "forked exactly (the env sees them in an order the messages do not record); "
+                       "turn them off (parallel_tool_calls=False)")
+    call = calls[0]
+    function = call.get("function") if isinstance(call, dict) else None
+    if not isinstance(function, dict) or not isinstance(call.get("id"), str) \
+            or not isinstance(function.get("name"), str):
+        raise CirError(f"messages[{i}]: a tool call needs an 'id' and a 'function' with a 'name'")
+    raw = function.get("arguments") or "{}"
+    try:
+        arguments = json.loads(raw) if isinstance(raw, str) else raw
+    except ValueError:
+        raise CirError(f"messages[{i}]: the arguments of tool call {call['id']!r} are not JSON: "
+                       f"{raw!r:.80}") from None
+    if not isinstance(arguments, dict):
+        raise CirError(f"messages[{i}]: the arguments of tool call {call['id']!r} must be a JSON object")
+    return {"id": call["id"], "name": function["name"], "arguments": arguments}
+
+
+def tool_action(name: str, arguments: dict[str, Any]) -> str:
+    """The env action a tool call sends, by default: its one text argument (``act(command=
+    "go to desk 1")``), its name when it has no arguments (``look()``), else the name and the
+    argument values (``take(item="key")`` is ``take key``)."""
+    values = list(arguments.values())
+    if len(values) == 1 and isinstance(values[0], str) and len(arguments) == 1 and name in COMMAND_TOOLS:
+        return values[0]
+    return " ".join([name, *(str(v) for v in values)])
+
+
+#: The tool names whose one text argument is the whole env action (a "send a command" tool).
+COMMAND_TOOLS = frozenset({"act", "action", "command", "step", "send", "execute"})
+
+
+def tool_call_reply(action: str, text: str = "") -> str:
+    """The reply of an agent step that was a tool call: the action, then the message's text."""
+    text = text.strip()
+    return f"{action}\n{text}" if text else action
+
+
+def _recovery_call_step(shown: str, refresh_query: str, i: int) -> Step:
+    op = operation_of_text(shown)
+    if op is None or not op.queries_env:
+        raise CirError(f"messages[{i + 1}]: a harness tool call ({RECOVERY_CALL_PREFIX}...) must answer "
+                       f"with a refresh's text, got {shown!r:.80}")
+    return _harness_step(shown, refresh_query)
 
 
 def _agent_step(reply: str, shown: str) -> Step:

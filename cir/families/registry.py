@@ -6,20 +6,17 @@ installed package registers its own in the entry point group :data:`ENTRY_POINT_
 (``[project.entry-points."cir.families"] keydoor = "keydoor.family:FAMILY"``), and any other
 family is named as ``MODULE:ATTR`` (``examples.counter:FAMILY``; the current folder is
 searched too, as ``python -m`` would) or ``path/to/file.py:ATTR`` (imported by its path, under a
-name that says the path: :func:`file_module_name`).
+name that says the path: :func:`cir.util.importing.file_module_name`).
 
 Worker processes get a run's family as this text and resolve it again, so a family is never
 pickled; a task of a family file's own class, unpickled in a worker or in the queues' manager
-process before anything resolved the family there, imports the file by that name. The other functions here give a family's parts to the layers below
-(:func:`make_agent`, :func:`resolve_extractor`).
+process before anything resolved the family there, imports the file by that name. The other
+functions here give a family's parts to the layers below (:func:`make_agent`,
+:func:`resolve_extractor`).
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.abc
-import importlib.util
-import sys
 from functools import cache
 from importlib import metadata
 from pathlib import Path
@@ -30,6 +27,7 @@ from cir.agents.factory import agent_identity as agent_identity_of
 from cir.agents.factory import make_agent as make_agent_of
 from cir.families.family import Family, check_family
 from cir.util.errors import CirError
+from cir.util.importing import import_module
 
 #: The default family: ALFWorld.
 DEFAULT_FAMILY = "alfworld"
@@ -86,7 +84,7 @@ def _load(target: str, spec: str, builtin: bool) -> Any:
     if not module_name or not attr:
         raise CirError(f"env {spec!r}: expected MODULE:ATTR (e.g. examples.counter:FAMILY)")
     try:
-        module = _import(module_name)
+        module = import_module(module_name)
     except ModuleNotFoundError as err:
         if builtin:
             raise CirError(f"env {spec!r}: the family's module {module_name} is not part of this "
@@ -97,54 +95,6 @@ def _load(target: str, spec: str, builtin: bool) -> Any:
         return getattr(module, attr)
     except AttributeError:
         raise CirError(f"env {spec!r}: {module_name} has no attribute {attr!r}") from None
-
-
-#: The module name a family file is imported under: this prefix and the hex of its absolute path,
-#: so that any process (a worker, the queues' manager) that meets the name in a pickle (a task
-#: of the family's own class) imports the same file by path, as the parent did
-#: (:class:`_FamilyFiles`).
-FILE_MODULE_PREFIX = "cir_family_"
-
-
-def file_module_name(path: str | Path) -> str:
-    """The module name of a family file (:data:`FILE_MODULE_PREFIX`)."""
-    return FILE_MODULE_PREFIX + str(Path(path).expanduser().resolve()).encode("utf-8").hex()
-
-
-class _FamilyFiles(importlib.abc.MetaPathFinder):
-    """Finds the module of a family file by its name (:func:`file_module_name`): installed when
-    this module is imported, which a worker does before it unpickles a task (the registry comes
-    with every part of cir that runs tasks)."""
-
-    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
-        if not fullname.startswith(FILE_MODULE_PREFIX) or "." in fullname:
-            return None
-        try:
-            file = Path(bytes.fromhex(fullname[len(FILE_MODULE_PREFIX):]).decode("utf-8"))
-        except ValueError:
-            return None
-        return importlib.util.spec_from_file_location(fullname, file) if file.is_file() else None
-
-
-if not any(isinstance(f, _FamilyFiles) for f in sys.meta_path):
-    sys.meta_path.append(_FamilyFiles())
-
-
-def _import(name: str) -> Any:
-    if name.endswith(".py"):
-        path = Path(name).expanduser().resolve()
-        if not path.is_file():
-            raise ModuleNotFoundError(f"no file {path}")
-        return importlib.import_module(file_module_name(path))
-    try:
-        return importlib.import_module(name)
-    except ModuleNotFoundError as err:
-        here = str(Path.cwd())
-        # the console script does not put the current folder on the path, as `python -m` does
-        if err.name is None or not name.startswith(err.name) or here in sys.path:
-            raise
-        sys.path.append(here)
-        return importlib.import_module(name)
 
 
 def family_name(spec: str | Family | None) -> str:

@@ -28,6 +28,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from cir.agents.factory import FRAMEWORKS
+from cir.families.registry import make_agent
 from cir.pairs.replay import run_task_pairs
 from cir.pairs.settings import RunSettings
 from cir.util.errors import CirError
@@ -53,11 +55,44 @@ def prompt_text(body: dict[str, Any]) -> str:
     return "\n".join(str(m.get("content", "")) for m in body.get("messages", ()))
 
 
+def framework_renderer(settings: RunSettings) -> Callable[[list[dict[str, str]]], dict[str, Any]]:
+    """A framework agent's request for a context: its messages as the framework gets them, each reply
+    a call of its command tool answered by the tool's message (one request a turn). The framework's
+    own system prompt and tool schemas are not known without running it: the tokens are a lower
+    bound, the requests exact for an agent that makes one model call a turn."""
+    import json
+
+    agent = make_agent(settings.agent, family=settings.family)
+    tools = agent.framework.tools()
+    command = [(name, params[0]) for name, params in tools.items() if len(params) == 1]
+    if len(command) != 1:
+        raise CirError(f"--agent {settings.agent!r}: the estimate renders each reply as a call of the agent's one "
+                       f"command tool; its tools are {', '.join(tools) or 'not listed by the framework'}")
+    name, param = command[0]
+
+    def render(context: list[dict[str, str]]) -> dict[str, Any]:
+        messages: list[dict[str, Any]] = []
+        for i, m in enumerate(context):
+            if m["role"] == "assistant":
+                messages.append({"role": "assistant", "content": "", "tool_calls": [
+                    {"id": f"call_{i}", "type": "function",
+                     "function": {"name": name, "arguments": json.dumps({param: m["content"].strip()})}}]})
+            elif i and context[i - 1]["role"] == "assistant":
+                messages.append({"role": "tool", "tool_call_id": f"call_{i - 1}", "content": m["content"]})
+            else:
+                messages.append(dict(m))
+        return {"model": settings.agent, "messages": messages}
+
+    return render
+
+
 def llm_renderer(settings: RunSettings) -> Callable[[list[dict[str, str]]], dict[str, Any]]:
     """The request body the run's LLM agent would send for a context."""
     from cir.agents.llm import LLMAgent
 
     kind, _, model = settings.agent.partition(":")
+    if kind in FRAMEWORKS:
+        return framework_renderer(settings)
     if kind not in ("openai", "openai-completion") or not model:
         raise CirError(f"--agent {settings.agent!r}: the estimate is for an LLM agent "
                        "(openai:MODEL or openai-completion:MODEL)")

@@ -45,7 +45,7 @@ from cir.envs.branching import BranchingEnv
 from cir.envs.counting import CountingEnv
 from cir.episode.extractor import FeatureExtractor, extract
 from cir.episode.fork import ForkPoint
-from cir.episode.harness import Harness, SnapshotHook
+from cir.episode.harness import Harness, SnapshotHook, harness_for
 from cir.episode.perturb import Condition, feasibility, perturbation_point
 from cir.episode.recovery import Operation, get_operation
 from cir.episode.transcript import Transcript
@@ -152,7 +152,7 @@ def run_task_pairs(
     conditions = settings.parsed_conditions()
     task_id = str(task.task_id)
     finished = [0]  # episodes finished so far, for progress reports (run_fork counts its own)
-    harness = Harness(agent, max_turns=settings.max_turns, max_actions=settings.max_actions,
+    harness = harness_for(agent, max_turns=settings.max_turns, max_actions=settings.max_actions,
                       reply_cache=reply_cache, on_call=None if progress is None else
                       lambda: progress(harness.costs.agent_calls, finished[0]))
     branching = env if isinstance(env, BranchingEnv) else BranchingEnv(env)

@@ -13,7 +13,7 @@ from typing import Any
 from cir.envs.base import Env
 from cir.envs.counting import CountingEnv
 from cir.episode.fork import ForkPoint
-from cir.episode.harness import Harness
+from cir.episode.harness import Harness, harness_for
 from cir.episode.perturb import feasibility, parse_conditions, perturbation_point
 from cir.episode.protocol import DEFAULT_FRACTION, DEFAULT_MAX_ACTIONS, DEFAULT_MAX_TURNS
 from cir.episode.transcript import Transcript
@@ -41,7 +41,7 @@ def run_episode(
     or the one it chooses among several); ``info["router_decisions"]`` lists each decision.
     """
     cond = parse_conditions([condition])[0]
-    harness = Harness(agent, max_turns=max_turns, max_actions=max_actions)
+    harness = harness_for(agent, max_turns=max_turns, max_actions=max_actions)
     env = CountingEnv(env)
     factual, snapshots = harness.episode_with_snapshots(env, task_id)
     n = factual.env_actions

@@ -15,12 +15,12 @@ from cir.families.family import Family
 from cir.families.registry import (
     builtin_extractors,
     family_names,
-    file_module_name,
     get_family,
     make_agent,
     resolve_extractor,
 )
 from cir.util.errors import CirError
+from cir.util.importing import file_module_name
 
 
 def test_alfworld_is_the_default_family_and_textworld_cooking_is_registered():

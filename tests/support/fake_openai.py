@@ -61,6 +61,8 @@ class Reply:
     reasoning: str | None = None
     logprobs: Any = None
     usage: dict[str, Any] | bool | None = None
+    #: a chat answer's tool calls (OpenAI's format); the content is then null unless ``text`` is given
+    tool_calls: list[dict[str, Any]] | None = None
 
 
 #: Faulty answers by name, for fault-injection tests.
@@ -106,6 +108,12 @@ def alfworld_answer(path: str, body: dict[str, Any], attempt: int) -> Reply:
     name = names[(h >> 8) % len(names)]
     verb = ["go to", "go to", "open", "examine", "close"][(h >> 16) % 5]
     return Reply(text=f"{verb} {name}")
+
+
+def tool_call(name: str, arguments: dict[str, Any], *parts: Any) -> dict[str, Any]:
+    """One tool call in OpenAI's format, its id a digest of ``parts`` (the same in every process)."""
+    return {"id": f"call_{digest(name, arguments, *parts):x}"[:21], "type": "function",
+            "function": {"name": name, "arguments": json.dumps(arguments)}}
 
 
 def recorded_answers(prompts: Iterable[tuple[str, str]],
@@ -223,17 +231,23 @@ class FakeOpenAI:
             return json.dumps({"error": {"message": f"scripted error {reply.status}"}}).encode()
         if path.endswith("/chat/completions"):
             message: dict[str, Any] = {"role": "assistant", "content": reply.text}
+            if reply.tool_calls is not None:
+                message["tool_calls"] = reply.tool_calls
             if reply.reasoning is not None:
                 message["reasoning_content"] = reply.reasoning
-            choice: dict[str, Any] = {"message": message, "finish_reason": reply.finish_reason}
+            choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": reply.finish_reason}
         else:
             choice = {"text": reply.text, "finish_reason": reply.finish_reason}
         if body.get("logprobs") not in (None, False):
             choice["logprobs"] = reply.logprobs
-        answer: dict[str, Any] = {"choices": [choice]}
+        # the fields a strict client (the openai SDK's models, Inspect AI) validates
+        answer: dict[str, Any] = {"id": f"fake-{self.count}", "object": "chat.completion" if "messages" in body
+                                  else "text_completion", "created": 0, "model": str(body.get("model", "fake")),
+                                  "choices": [choice]}
         if reply.usage is None:
-            answer["usage"] = {"prompt_tokens": len(prompt_text(body).split()),
-                               "completion_tokens": len(str(reply.text or "").split())}
+            prompt, completion = len(prompt_text(body).split()), len(str(reply.text or "").split())
+            answer["usage"] = {"prompt_tokens": prompt, "completion_tokens": completion,
+                               "total_tokens": prompt + completion}
         elif reply.usage:
             answer["usage"] = reply.usage
         return json.dumps(answer).encode()

@@ -1,0 +1,71 @@
+"""An OpenAI Agents SDK agent (examples/openai_agents_agent.py, one function tool) in a paired study
+and with the router as its model-input filter (tests/support/framework_checks.py says what is checked)."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("agents")
+
+from support.fake_openai import FakeOpenAI  # noqa: E402
+from support.framework_checks import (  # noqa: E402
+    ROOT,
+    live_for,
+    live_router_matches_the_walk,
+    pairs_as_keydoor,
+    same_table_at_any_parallelism,
+    table_of,
+)
+from support.keydoor import generate_tasks  # noqa: E402
+from support.toy_framework import keydoor_answer  # noqa: E402
+
+from cir.adapters.protocol import ForkRefused  # noqa: E402
+from cir.agents.factory import make_agent  # noqa: E402
+
+AGENT = "openai-agents:examples.openai_agents_agent:agent"
+
+
+@pytest.fixture(scope="module")
+def server():
+    with FakeOpenAI(answer=keydoor_answer) as fake:
+        yield fake
+
+
+@pytest.fixture(scope="module")
+def tasks(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("kd")
+    generate_tasks(folder, "test", 8, 0)
+    return folder / "test"
+
+
+def test_the_sdk_agent_pairs_as_the_key_and_door_agent(server, tasks, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    agent = make_agent(AGENT, base_url=server.base_url)
+    assert agent.name == AGENT and agent.settings()["framework"] == "openai-agents"
+    pairs_as_keydoor(agent, tasks)
+
+
+@pytest.mark.slow
+def test_cir_run_of_the_example_is_the_same_table_at_any_jobs_and_concurrency(server, tasks, tmp_path):
+    table = same_table_at_any_parallelism(AGENT, tasks, server.base_url, tmp_path)
+    assert table["task_id"].nunique() == 8
+
+
+@pytest.mark.slow
+def test_the_router_as_the_sdks_input_filter_decides_as_the_offline_walk(server, tasks, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    agent = make_agent(AGENT, base_url=server.base_url)
+    try:
+        checked = live_router_matches_the_walk(table_of(agent, tasks), tasks, live_for("openai-agents"))
+    finally:
+        agent.close()
+    assert checked["arms"] == 24 and checked["forced_recoveries"] > 0
+
+
+def test_handoffs_are_refused():
+    from agents import Agent
+
+    from cir.adapters.openai_agents import AgentsSDKFramework
+
+    with pytest.raises(ForkRefused, match="cannot fork handoffs exactly"):
+        AgentsSDKFramework(Agent(name="a", handoffs=[Agent(name="b")]))

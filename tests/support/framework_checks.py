@@ -1,0 +1,173 @@
+"""The checks every framework adapter's tests make, against a fake chat server that is the
+key-and-door agent (``keydoor_answer``): a framework agent's paired table is that agent's table in
+cir's own harness, ``cir run`` gives the same ``paired.csv`` at any ``--jobs`` and ``--concurrency``,
+and the router in the framework's own loop decides as the offline walk and recovers as the replayer."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from cir.pairs.replay import ReplaySettings, run_task_pairs
+from support.keydoor import FAMILY, KeyDoorAgent, KeyDoorEnv, load_tasks
+
+ROOT = Path(__file__).resolve().parents[2]
+ENV = "tests.support.keydoor:FAMILY"
+GRID = ReplaySettings(conditions=("clean", "stale2", "missing"), delays=(0, 2), operations=("refresh", "replan"),
+                      max_turns=30, max_actions=30)
+CLI_GRID = ["--conditions", "clean,stale2,missing", "--delays", "0,2", "--operations", "refresh,replan",
+            "--max-turns", "30", "--max-actions", "30"]
+
+
+def pairs_as_keydoor(agent: Any, tasks: Path, n: int = 2) -> None:
+    """The agent's rows on the first ``n`` tasks are the key-and-door agent's, row for row."""
+    for task in load_tasks(tasks)[:n]:
+        ours = run_task_pairs(task, KeyDoorAgent(), KeyDoorEnv(task), GRID, extractor=FAMILY.extractor)
+        theirs = run_task_pairs(task, agent, KeyDoorEnv(task), GRID, extractor=FAMILY.extractor)
+        pd.testing.assert_frame_equal(pd.DataFrame(theirs.rows).drop(columns="agent"),
+                                      pd.DataFrame(ours.rows).drop(columns="agent"))
+
+
+def cir_run(spec: str, out: Path, tasks: Path, base_url: str, *extra: str) -> bytes:
+    """``cir run`` of the agent ``spec`` (from the repository's root); its paired.csv."""
+    cmd = [sys.executable, "-m", "cir", "run", "--env", ENV, "--tasks", str(tasks), "--out", str(out),
+           "--agent", spec, "--base-url", base_url, "--quiet", *CLI_GRID, *extra]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return (out / "paired.csv").read_bytes()
+
+
+def same_table_at_any_parallelism(spec: str, tasks: Path, base_url: str, tmp_path: Path) -> pd.DataFrame:
+    """The same paired.csv at --jobs 1, --jobs 2 and --concurrency 16; cir table reads it; a resume
+    changes nothing. The table."""
+    one = cir_run(spec, tmp_path / "j1", tasks, base_url, "--jobs", "1")
+    assert cir_run(spec, tmp_path / "j2", tasks, base_url, "--jobs", "2") == one
+    assert cir_run(spec, tmp_path / "c16", tasks, base_url, "--jobs", "1", "--concurrency", "16") == one
+    table = pd.read_csv(tmp_path / "j1" / "paired.csv")
+    assert table["prefix_match"].all() and set(table["condition"]) == set(GRID.conditions)
+    shown = subprocess.run([sys.executable, "-m", "cir", "table", str(tmp_path / "j1"), "--by", "condition,operation"],
+                           cwd=ROOT, capture_output=True, text=True)
+    assert shown.returncode == 0 and "stale2" in shown.stdout, shown.stderr
+    assert cir_run(spec, tmp_path / "j1", tasks, base_url, "--jobs", "1") == one
+    # the replies are kept (RUN_DIR/agent_cache) and counted: a new run on the same cache asks nothing
+    first = json.loads((tmp_path / "j1" / "run.json").read_text())["timings"]["sessions"][0]["llm"]
+    assert first["http_requests"] > 0 and first["prompt_tokens"] > 0
+    assert cir_run(spec, tmp_path / "again", tasks, base_url, "--jobs", "2", "--cache-dir",
+                   str(tmp_path / "j1" / "agent_cache")) == one
+    again = json.loads((tmp_path / "again" / "run.json").read_text())["timings"]["sessions"][0]["llm"]
+    assert again["http_requests"] == 0 and again["cache_hits"] >= first["http_requests"]
+    # the dry run (the built-in key-and-door agent, which the fake server is) counts the requests
+    estimate = subprocess.run([sys.executable, "-m", "cir", "estimate", "--env", ENV, "--tasks", str(tasks),
+                               "--agent", spec, "--quiet", "--json", str(tmp_path / "estimate.json"),
+                               *CLI_GRID], cwd=ROOT, capture_output=True, text=True)
+    if "not listed by the framework" not in estimate.stderr:  # (Inspect's agents do not list their tools)
+        assert estimate.returncode == 0, estimate.stderr[-1000:]
+        assert json.loads((tmp_path / "estimate.json").read_text())["requests"] == first["http_requests"]
+    return table
+
+
+class Always:
+    """An advisor that recovers with ``operation`` at delay 2, always."""
+
+    delays = (2,)
+
+    def __init__(self, operation: str) -> None:
+        self.operation = operation
+
+    def decide(self, transcript: Any, delay: int) -> Any:
+        return type("Decision", (), {"recover": True, "operation": self.operation})()
+
+
+#: ``live(router, task, condition) -> (episode, info)``: one live episode in the framework's loop
+Live = Callable[[Any, Any, str], tuple[Any, dict[str, Any]]]
+
+
+def table_of(agent: Any, tasks: Path) -> pd.DataFrame:
+    """The agent's paired table on the tasks (in this process)."""
+    return pd.DataFrame([r for t in load_tasks(tasks) for r in run_task_pairs(t, agent, KeyDoorEnv(t), GRID,
+                                                                          extractor=FAMILY.extractor).rows])
+
+
+def live_router_matches_the_walk(table: pd.DataFrame, tasks: Path, live: Live, require_recovery: bool = True,
+                                 operations: tuple[str, ...] = GRID.operations) -> dict[str, int]:
+    """A paired router fitted on the agent's table, run live in the framework's own loop, decides as
+    the offline walk on every arm; an advisor that always recovers at delay 2 gives the replayer's
+    y1 on every arm, for each operation. The arms checked and the live recoveries of each kind."""
+    from cir.router.evaluation import walk_policies
+    from cir.router.policy import CIRPolicy
+
+    kd = load_tasks(tasks)
+    router = CIRPolicy(estimator="paired", operations=("refresh", "replan"), delays=(2,), folds=4,
+                       extractor=FAMILY.extractor).fit(table).to_router(max_turns=30, max_actions=30)
+    walked = walk_policies(router, table).set_index(["task_id", "condition"])
+    recovered = forced = arms = 0
+    for task in kd:
+        for condition in sorted(set(table["condition"])):
+            episode, info = live(router, task, condition)
+            arm = walked.loc[(task.task_id, condition)]
+            chose = [(d["delay"], d["operation"]) for d in info["router_decisions"] if d["recover"]]
+            assert chose == ([] if arm["delay_cir"] < 0 else [(arm["delay_cir"], arm["op_cir"])]), (task, condition)
+            assert int(episode.won) == arm["y_cir"], (task, condition)
+            recovered += bool(chose)
+            arms += 1
+    rows = table.set_index(["task_id", "condition", "delay", "operation"])
+    for op in operations:
+        for task in kd:
+            for condition in sorted(set(table["condition"])):
+                episode, info = live(Always(op), task, condition)
+                row = rows.loc[(task.task_id, condition, 2, op)]
+                assert [d["operation"] for d in info["router_decisions"]] == ([op] if row["executed"] else [])
+                assert int(episode.won) == row["y1"], (task, condition, op)
+                forced += bool(row["executed"])
+    assert forced > 0 or not require_recovery
+    return {"arms": arms, "router_recoveries": recovered, "forced_recoveries": forced}
+
+
+#: Each framework's example agent.
+SPECS = {"langgraph": "langgraph:examples.langgraph_agent:agent",
+         "openai-agents": "openai-agents:examples.openai_agents_agent:agent",
+         "inspect": "inspect:examples.inspect_agent:agent"}
+
+
+def live_for(kind: str) -> Live:
+    """One live episode of the framework's example agent in its own loop, ``router`` as its native
+    hook (its model through the reply proxy the agent of ``SPECS[kind]`` set up: call make_agent
+    first, from the repository's root)."""
+    if kind == "langgraph":
+        from cir.adapters.langgraph import RouterMiddleware, episode
+        from examples.langgraph_agent import act, build
+
+        def live(router: Any, task: Any, condition: str) -> tuple[Any, dict[str, Any]]:
+            graph = build((RouterMiddleware(router, [act]),))
+            _, run, info = episode(graph, KeyDoorEnv(task), task.task_id, condition, max_turns=30, max_actions=30)
+            return run, info
+    elif kind == "openai-agents":
+        from cir.adapters.openai_agents import episode
+        from examples.openai_agents_agent import agent
+
+        def live(router: Any, task: Any, condition: str) -> tuple[Any, dict[str, Any]]:
+            _, run, info = episode(agent, KeyDoorEnv(task), task.task_id, condition, router=router,
+                                   max_turns=30, max_actions=30)
+            return run, info
+    else:
+        from cir.adapters.inspect_ai import episode, routed_model
+        from examples.inspect_agent import build
+
+        def live(router: Any, task: Any, condition: str) -> tuple[Any, dict[str, Any]]:
+            import os
+
+            from inspect_ai.model import get_model
+
+            from examples.inspect_agent import agent as plain  # noqa: F401 - its model: the proxy's address
+            model = get_model(f"openai-api/cir/{os.environ.get('CIR_MODEL', 'SmolLM2-135M-Instruct')}",
+                              base_url=os.environ["OPENAI_BASE_URL"], api_key=os.environ["OPENAI_API_KEY"])
+            _, run, info = episode(build(routed_model(router, model)), KeyDoorEnv(task), task.task_id, condition,
+                                   max_turns=30, max_actions=30)
+            return run, info
+    return live

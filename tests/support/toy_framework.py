@@ -1,0 +1,92 @@
+"""A framework in a few lines, for testing the fork protocol without installing one.
+
+``ToyFramework(policy, tools)`` is a tool-calling agent loop: its policy reads the message
+list (OpenAI's chat format) and names a tool call or gives a final answer, and one turn runs
+that call through the tool function, as a framework's tool node would. The key-and-door
+agent as its policy (:func:`keydoor_policy`) makes it the same agent as
+``tests.support.keydoor.KeyDoorAgent`` in ``cir``'s own harness, so their paired tables agree.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from typing import Any
+
+from cir.adapters.driver import FrameworkAgent
+from cir.adapters.protocol import env_step
+from support.keydoor import KeyDoorAgent
+
+
+def as_chat(messages: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """The messages as cir's context: tool answers as user messages, tool calls as their command."""
+    out = []
+    for m in messages:
+        if m["role"] == "assistant" and m.get("tool_calls"):
+            function = m["tool_calls"][0]["function"]
+            try:
+                command = json.loads(function["arguments"]).get("command", function["name"])
+            except ValueError:  # a malformed call: the raw text, as a reply that sent nothing
+                command = function["arguments"]
+            out.append({"role": "assistant", "content": command})
+        elif m["role"] == "tool":
+            out.append({"role": "user", "content": m["content"]})
+        else:
+            out.append({"role": m["role"], "content": m["content"]})
+    return out
+
+
+def keydoor_policy(messages: list[dict[str, Any]]) -> tuple[str, dict[str, Any]] | str:
+    return "act", {"command": KeyDoorAgent().act(as_chat(messages))}
+
+
+def act(command: str) -> str:
+    return env_step(command)
+
+
+class ToyFramework:
+    name = "toy"
+
+    def __init__(self, policy: Callable[[list[dict[str, Any]]], Any] = keydoor_policy,
+                 tools: dict[str, Callable[..., str]] | None = None) -> None:
+        self.policy = policy
+        self.functions = tools or {"act": act}
+
+    def settings(self) -> dict[str, Any]:
+        return {"framework": "toy"}
+
+    def tools(self) -> dict[str, tuple[str, ...]]:
+        return {name: ("command",) for name in self.functions}
+
+    def turn(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        decided = self.policy(messages)
+        if isinstance(decided, str):
+            return [{"role": "assistant", "content": decided}]
+        calls = decided if isinstance(decided, list) else [decided]
+        digest = hashlib.sha256(json.dumps(messages, sort_keys=True).encode()).hexdigest()[:8]
+        tool_calls = [{"id": f"call_{digest}_{j}", "type": "function",
+                       "function": {"name": name, "arguments": json.dumps(args)}}
+                      for j, (name, args) in enumerate(calls)]
+        out: list[dict[str, Any]] = [{"role": "assistant", "content": "", "tool_calls": tool_calls}]
+        for call, (name, args) in zip(tool_calls, calls, strict=True):
+            out.append({"role": "tool", "tool_call_id": call["id"], "content": self.functions[name](**args)})
+        return out
+
+
+def toy_agent(framework: ToyFramework | None = None) -> FrameworkAgent:
+    fw = framework or ToyFramework()
+    return FrameworkAgent("toy:keydoor", fw, fw.settings())
+
+
+def keydoor_answer(path: str, body: dict[str, Any], attempt: int):
+    """A deterministic chat server that is the key-and-door agent with one tool ``act(command)``:
+    for ``FakeOpenAI(answer=keydoor_answer)``. The system message (a framework's instructions) is
+    not read; the tool call's id is a digest of the messages."""
+    from support.fake_openai import Reply, tool_call
+
+    messages = [m for m in body.get("messages", ()) if m.get("role") != "system"]
+    command = KeyDoorAgent().act(as_chat(messages))
+    prompt = len(json.dumps(body.get("messages", ())).split())
+    return Reply(text=None, tool_calls=[tool_call("act", {"command": command}, messages)],
+                 usage={"prompt_tokens": prompt, "completion_tokens": 8, "total_tokens": prompt + 8})
