@@ -37,6 +37,26 @@ FRAMEWORKS: dict[str, tuple[str, str]] = {
     "openai-agents": ("cir.adapters.openai_agents", "openai-agents"),
     "inspect": ("cir.adapters.inspect_ai", "inspect"),
 }
+# The distributions each adapter needs. Checked by distribution, not by import: the SDK's import
+# name ``agents`` is also any folder called agents/ on the path (a namespace package).
+FRAMEWORK_DISTRIBUTIONS: dict[str, tuple[str, ...]] = {
+    "langgraph": ("langgraph", "langchain", "langchain-openai"),
+    "openai-agents": ("openai-agents",),
+    "inspect": ("inspect-ai",),
+}
+
+
+def missing_framework(kind: str) -> list[str]:
+    """The distributions the ``kind`` adapter needs that are not installed (empty when ready)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    missing = []
+    for dist in FRAMEWORK_DISTRIBUTIONS[kind]:
+        try:
+            version(dist)
+        except PackageNotFoundError:
+            missing.append(dist)
+    return missing
 
 
 @dataclass(frozen=True)
@@ -189,7 +209,7 @@ def preload_agent(spec: str, base_url: str | None = None) -> None:
     nothing."""
     kind, _, target = spec.partition(":")
     module = target.rpartition(":")[0]
-    if kind in FRAMEWORKS and module:
+    if kind in FRAMEWORKS and module and not missing_framework(kind):
         from cir.util.importing import import_module
 
         try:
@@ -203,6 +223,10 @@ def _framework_agent(kind: str, target: str, base_url: str | None, api_key_env: 
                      cache_dir: str | Path | None, cache_fallback: Sequence[str | Path]) -> Agent:
     """A framework agent (``langgraph:MODULE:ATTR``, ...) through its adapter."""
     module, extra = FRAMEWORKS[kind]
+    missing = missing_framework(kind)
+    if missing:
+        raise CirError(f"agent {kind}:{target}: the {kind} adapter needs {', '.join(missing)}, "
+                       f'not installed; pip install "cir[{extra}]"')
     try:
         adapter = importlib.import_module(module)
     except ModuleNotFoundError as err:

@@ -13,7 +13,7 @@ import json
 
 import pandas as pd
 import pytest
-from support.framework_checks import ENV, ROOT, SPECS
+from support.framework_checks import ENV, ROOT, SPECS, require_framework
 from support.keydoor import generate_tasks
 from support.llm_server import missing_packages
 
@@ -27,7 +27,6 @@ from support.llm_server import LlamaServer  # noqa: E402
 
 GRID = ["--conditions", "clean,stale2", "--delays", "0", "--operations", "refresh", "--max-turns", "14",
         "--max-actions", "14"]
-IMPORTS = {"langgraph": "langgraph", "openai-agents": "agents", "inspect": "inspect_ai"}
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +40,7 @@ def test_the_example_agent_through_cir_run_with_the_real_model(kind, server, tmp
     import subprocess
     import sys
 
-    pytest.importorskip(IMPORTS[kind])
+    require_framework(kind)
     generate_tasks(tmp_path / "tasks", "test", 2, 0)
 
     def run(out, *extra):

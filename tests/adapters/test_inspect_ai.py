@@ -4,8 +4,9 @@ and with the router as its model step (tests/support/framework_checks.py says wh
 from __future__ import annotations
 
 import pytest
+from support.framework_checks import require_framework  # noqa: E402
 
-pytest.importorskip("inspect_ai")
+require_framework("inspect")
 
 from support.fake_openai import FakeOpenAI  # noqa: E402
 from support.framework_checks import (  # noqa: E402

@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Annotated, TypedDict
 
 import pytest
+from support.framework_checks import require_framework  # noqa: E402
 
-pytest.importorskip("langgraph")
-pytest.importorskip("langchain_openai")
+require_framework("langgraph")
 
 from langgraph.graph.message import add_messages  # noqa: E402
 from support.fake_openai import FakeOpenAI  # noqa: E402

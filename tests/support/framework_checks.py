@@ -25,6 +25,19 @@ CLI_GRID = ["--conditions", "clean,stale2,missing", "--delays", "0,2", "--operat
             "--max-turns", "30", "--max-actions", "30"]
 
 
+def require_framework(kind: str) -> None:
+    """Skip the calling test module unless the ``kind`` adapter's framework is installed (by
+    distribution: ``pytest.importorskip("agents")`` passes on any folder named agents/)."""
+    import pytest
+
+    from cir.agents.factory import FRAMEWORKS, missing_framework
+
+    missing = missing_framework(kind)
+    if missing:
+        pytest.skip(f"needs {', '.join(missing)}: pip install -e '.[{FRAMEWORKS[kind][1]}]'",
+                    allow_module_level=True)
+
+
 def pairs_as_keydoor(agent: Any, tasks: Path, n: int = 2) -> None:
     """The agent's rows on the first ``n`` tasks are the key-and-door agent's, row for row."""
     for task in load_tasks(tasks)[:n]:
