@@ -63,6 +63,7 @@ from cir.agents.cache import ResponseCache, request_key
 from cir.agents.limits import Limiter, RequestLimits, shared_limiter
 from cir.agents.pool import shared_client, shared_servers
 from cir.agents.prompt import LLMPrompt, ParsedAction
+from cir.agents.sampling import sample_seed
 from cir.agents.usage import UsageCounter, usage_of
 from cir.util.errors import CirError
 from cir.util.singleflight import SingleFlight
@@ -285,6 +286,7 @@ class LLMAgent:
         # one line is one command; a reasoning model's thinking spans lines
         self.stop = [] if self.think else ["\n"]
         self.name = f"openai:{model}" if mode == "chat" else f"openai-{mode}:{model}"
+        self.sample_index = 0  # sample 0 is the agent itself (cir.agents.sampling)
         self.cache = ResponseCache(cache_dir, fallback=cache_fallback)
         self.unparsable: list[str] = []
         self.last: ParsedAction | None = None  # with threads: of the latest call
@@ -330,7 +332,18 @@ class LLMAgent:
             "think": self.think,
             "logprobs": self.logprobs,
             "options": dict(sorted(self.options.items())),
+            # sample 0 is the agent itself: its settings (and so its label) are unchanged
+            **({"sample": self.sample_index} if self.sample_index else {}),
         }
+
+    def sample(self, index: int) -> LLMAgent:
+        """The agent drawing its ``index``-th sample (:mod:`cir.agents.sampling`): the same
+        requests with the sampling seed of that sample, so each is its own request and its own
+        cache entry. It shares this agent's cache, connection pool, limiter and counters."""
+        twin = object.__new__(LLMAgent)
+        twin.__dict__.update(self.__dict__)  # shared, not copied: one agent's work, counted once
+        twin.sample_index = int(index)
+        return twin
 
     def act(self, context: list[dict[str, str]]) -> str:
         """The next command (or ``think: ...``) for ``context``; from the cache when seen before."""
@@ -431,7 +444,8 @@ class LLMAgent:
             body["messages"] = self.prompt.chat_messages(context)
         else:
             body["prompt"] = self.prompt.completion_prompt(context)
-        body.update(temperature=self.temperature, seed=self.seed, max_tokens=self.max_tokens)
+        body.update(temperature=self.temperature, seed=sample_seed(self.seed, self.sample_index),
+                    max_tokens=self.max_tokens)
         if self.stop:
             body["stop"] = list(self.stop)
         if self.logprobs is not None:  # the two endpoints ask for them differently

@@ -40,6 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from cir.agents.sampling import sample_agent
 from cir.envs.base import Env, refresh_query
 from cir.envs.branching import BranchingEnv
 from cir.envs.counting import CountingEnv
@@ -51,6 +52,7 @@ from cir.episode.transcript import Transcript
 from cir.families.registry import resolve_extractor
 from cir.pairs.episode_record import ARM, BRANCH, FACTUAL, EpisodeRecord
 from cir.pairs.paired import outcome_of
+from cir.pairs.samples import sample_columns
 from cir.pairs.schedule import JobPool, run_fork
 from cir.pairs.settings import ReplaySettings, agent_label
 from cir.util.errors import CirError
@@ -130,6 +132,8 @@ def run_task_pairs(
     ``pool``: the threads shared by the tasks of a process; neither changes the result.
     """
     settings = settings or ReplaySettings()
+    if settings.samples > 1:
+        sample_agent(agent, 1)  # an agent that cannot sample is refused before any work
     started = time.perf_counter()
     conditions = settings.parsed_conditions()
     task_id = str(task.task_id)
@@ -185,6 +189,7 @@ class _Fork:
         k_before = factual.steps_until_env_action(point - 1)
         self.rewind = Checkpoints(snapshots={k_before: snapshots[k_before]}, anchor=self.k_at - 1)
         self.operations = [get_operation(m, refresh_query(env)) for m in settings.operations]
+        self.samples = settings.samples  # draws per arm and branch from each branch point
 
     def no_recovery_arm(self, cond: Condition, env: CountingEnv | None = None,
                         at_branch_point: BranchPointCall | None = None) -> tuple[Transcript, dict[int, Any]]:
@@ -247,6 +252,9 @@ class _Fork:
                 reached = min(j, arm.env_actions)
                 decision = arm.prefix(arm.steps_until_env_action(reached))
                 features = _features(self.extractor, decision, reached - self.point, settings)
+            if self.samples > 1:
+                sampled, sample_episodes = sample_pairs(task_id, cond.name, arm, branches, d, k, executed,
+                                                        [op.name for op in self.operations], self.samples)
             for op in self.operations:
                 if k is not None and executed:
                     branch = branches[(d, op.name)]
@@ -265,23 +273,71 @@ class _Fork:
                     "factual_success": bool(self.factual.won), "prefix_match": True,
                     "outcome": outcome_of(y0, y1),
                 }
+                if self.samples > 1:
+                    row.update(sampled[op.name])
                 row.update(features)
                 result.rows.append(row)
+            if self.samples > 1:
+                result.episodes += sample_episodes
 
     def branch(self, cond: Condition, arm: Transcript, arm_snaps: dict[int, Any], d: int,
-               op: Operation, k: int, env: CountingEnv | None = None) -> Transcript:
-        """The arm's first ``k`` steps, the recovery, then the agent to the end; prefix checked."""
+               op: Operation, k: int, env: CountingEnv | None = None, sample: int = 0) -> Transcript:
+        """The arm's first ``k`` steps, the recovery, then the agent (drawing ``sample``: 0 is the
+        agent itself) to the end; prefix checked."""
         env = env or self.env
+        harness = self.harness.sampled(sample)
         branch = arm.prefix(k)
         env.restore(arm_snaps[k])
-        self.harness.recover(env, branch, op, self.rewind)
-        self.harness.run(env, branch)
+        harness.recover(env, branch, op, self.rewind)
+        harness.run(env, branch)
         if not _same(branch, arm, k):
             raise ReplayError(
                 f"task {self.result.task_id}: the {op.name} branch at delay {d} under {cond.name} "
-                f"differs from its no-recovery arm before the branch point (step {k})"
+                f"{_of_sample(sample)}differs from its no-recovery arm before the branch point (step {k})"
             )
         return branch
+
+    def continuation(self, cond: Condition, arm: Transcript, arm_snaps: dict[int, Any], d: int, k: int,
+                     sample: int, env: CountingEnv | None = None) -> Transcript:
+        """A further draw of the arm from its branch point at delay ``d`` (``--samples``): its first
+        ``k`` steps, then the agent drawing ``sample`` to the end, without recovery; prefix checked."""
+        env = env or self.env
+        draw = arm.prefix(k)
+        env.restore(arm_snaps[k])
+        self.harness.sampled(sample).run(env, draw)
+        if not _same(draw, arm, k):
+            raise ReplayError(
+                f"task {self.result.task_id}: the no-recovery continuation at delay {d} under {cond.name} "
+                f"{_of_sample(sample)}differs from its arm before the branch point (step {k})")
+        return draw
+
+
+def _of_sample(sample: int) -> str:
+    return f"(sample {sample}) " if sample else ""
+
+
+def sample_pairs(task_id: str, condition: str, arm: Transcript, branches: dict[tuple[Any, ...], Transcript],
+                 d: int, k: int | None, executed: bool, operations: list[str],
+                 samples: int) -> tuple[dict[str, dict[str, Any]], list[EpisodeRecord]]:
+    """The sample columns of each operation's row at delay ``d`` (:func:`cir.pairs.samples.sample_columns`)
+    and the episodes of the further draws (the arm's continuation, then each operation's branch,
+    sample by sample). An arm that ended before the delay has nothing to draw: every sample is its
+    outcome, and no episode is added."""
+    y0 = int(arm.won)
+    if k is None or not executed:
+        return {op: sample_columns([y0] * samples, [y0] * samples) for op in operations}, []
+    episodes: list[EpisodeRecord] = []
+    arm_draws, branch_draws = [y0], {op: [int(branches[(d, op)].won)] for op in operations}
+    for s in range(1, samples):
+        draw = branches[(d, None, s)]
+        episodes.append(EpisodeRecord.of(task_id, ARM, condition, draw, delay=d, branch_step=k, sample=s))
+        arm_draws.append(int(draw.won))
+        for op in operations:
+            branch = branches[(d, op, s)]
+            episodes.append(EpisodeRecord.of(task_id, BRANCH, condition, branch, delay=d, operation=op,
+                                             branch_step=k, sample=s))
+            branch_draws[op].append(int(branch.won))
+    return {op: sample_columns(arm_draws, branch_draws[op]) for op in operations}, episodes
 
 
 #: ``(delay, step count, snapshot, the arm's first steps, whether the arm goes on)``

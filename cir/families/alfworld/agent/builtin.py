@@ -29,6 +29,7 @@ import hashlib
 import json
 from typing import Any
 
+from cir.agents.sampling import check_temperature, sampling_settings
 from cir.families.alfworld.agent.beliefs import Beliefs, fold, initial_beliefs
 from cir.families.alfworld.agent.decide import Decider
 from cir.families.alfworld.agent.mechanisms import MECHANISMS, Draws, Fired
@@ -103,11 +104,15 @@ class BuiltinAgent:
     """The model-free agent (see module docstring). ``act`` reads only ``context``.
 
     ``overrides`` sets single parameters of the profile (``{"hidden_pickup": 1.0}``); they
-    are part of :meth:`settings`, so they name the agent and key its replies.
+    are part of :meth:`settings`, so they name the agent and key its replies. ``temperature``
+    (0: the agent as calibrated) makes it sample (:mod:`cir.agents.sampling`): a softmax
+    draw may replace a command by a plausible alternative (``sampled_choice``), keyed by the
+    command and the sample index (:meth:`sample`).
     """
 
     def __init__(self, profile: str = "default", seed: int = 0, *,
-                 overrides: dict[str, float] | None = None, memo: bool = True) -> None:
+                 overrides: dict[str, float] | None = None, memo: bool = True,
+                 temperature: float = 0.0) -> None:
         if profile not in PROFILES:
             raise CirError(
                 f"agent profile {profile!r}: unknown; expected one of {', '.join(sorted(PROFILES))}"
@@ -119,6 +124,8 @@ class BuiltinAgent:
             raise CirError(f"agent parameter {unknown[0]!r}: unknown; expected one of {', '.join(PARAMETERS)}")
         self.profile = profile
         self.seed = seed
+        self.temperature = check_temperature(temperature)
+        self.sample_index = 0  # sample 0 is the agent itself (cir.agents.sampling)
         self.params = {**PROFILES[profile], **(overrides or {})}
         self.name = f"builtin:{profile}"
         self.memo = memo
@@ -130,8 +137,21 @@ class BuiltinAgent:
         self._memo: dict[bytes, tuple[Beliefs, list[Fired]]] = {}
 
     def settings(self) -> dict[str, Any]:
-        """Profile name and parameters plus the seed: with the context they fix the reply."""
-        return {"agent": "builtin", "profile": self.profile, "seed": self.seed, **self.params}
+        """Profile name and parameters plus the seed (and, when it samples, the temperature and
+        the sample index): with the context they fix the reply."""
+        return {"agent": "builtin", "profile": self.profile, "seed": self.seed, **self.params,
+                **sampling_settings(self.temperature, self.sample_index)}
+
+    def sample(self, index: int) -> BuiltinAgent:
+        """The agent drawing its ``index``-th sample (:mod:`cir.agents.sampling`): at temperature
+        0 the agent itself (its replies do not depend on the index), else the same agent whose
+        ``sampled_choice`` draws are keyed by ``index``; it shares this agent's memo."""
+        if self.temperature == 0 or index == self.sample_index:
+            return self
+        twin = object.__new__(BuiltinAgent)
+        twin.__dict__.update(self.__dict__)  # the memo too: reading a context does not sample
+        twin.sample_index = int(index)
+        return twin
 
     def act(self, context: list[dict[str, str]]) -> str:
         """The next reply: one ALFWorld command or a ``think: ...`` thought."""
@@ -145,7 +165,10 @@ class BuiltinAgent:
         draws = Draws(hashlib.blake2b(self._key + task_text.encode(), digest_size=16).digest())
         beliefs, read_fired = self._read(context, draws)
         decider = Decider(beliefs, self.params, draws)
-        return decider.decide(), read_fired, decider.fired
+        reply = decider.decide()
+        if self.temperature > 0:
+            reply = decider.sampled(reply, self.temperature, self.sample_index)
+        return reply, read_fired, decider.fired
 
     def _read(self, context: list[dict[str, str]], draws: Draws) -> tuple[Beliefs, list[Fired]]:
         """Beliefs after the whole context and what fired at its last message (memoised)."""

@@ -13,6 +13,7 @@ identical beliefs give the identical reply whatever messages led to them.
 
 from __future__ import annotations
 
+from cir.agents.sampling import softmax_choice
 from cir.episode.protocol import THINK_PREFIX
 from cir.families.alfworld.agent.beliefs import Beliefs, fatigue, invitation, recheck_command
 from cir.families.alfworld.agent.goals import LOOK, TWO, Goal
@@ -392,6 +393,32 @@ class Decider:
                 r = placed[-1][1]
                 return f"go to {r}" if b.location != r else f"examine {r}"
         return self.explore(g.obj)
+
+    # -- sampling (at a temperature: cir.agents.sampling) ---------------------------------------
+    def sampled(self, reply: str, temperature: float, index: int) -> str:
+        """The command a softmax at ``temperature`` draws among ``reply`` and its plausible
+        alternatives (``sampled_choice``), keyed by the sample index, the command and how many
+        commands it has sent (so each turn draws afresh); a thought is never replaced."""
+        if reply.strip().lower().startswith(THINK_PREFIX):
+            return reply
+        u = self.draws.u("sampled_choice", index, reply, self.b.clock)
+        chosen = softmax_choice(reply, self.alternatives(reply), temperature, u)
+        if chosen != reply:
+            self.note("sampled_choice", reply, chosen)
+        return chosen
+
+    def alternatives(self, reply: str) -> list[str]:
+        """What else an agent in these beliefs might plausibly say: look, check its hands,
+        examine where it is, or go to the likeliest unsearched place it did not choose."""
+        b = self.b
+        alts = ["look", "inventory"]
+        if b.location is not None:
+            alts.append(f"examine {b.location}")
+        others = [r for r in b.receptacles if r not in b.searched and r != b.location and f"go to {r}" != reply]
+        if others:
+            target = self.goal.obj if self.goal is not None else None
+            alts.append("go to " + (max(others, key=lambda r: self.score(target, r)) if target else others[0]))
+        return alts
 
     # -- searching ---------------------------------------------------------------------------
     def score(self, target: str, recep: str) -> float:

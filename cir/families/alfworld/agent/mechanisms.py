@@ -8,7 +8,9 @@ harness message of one kind). Never by a message's position or by the whole mess
 list. So an extra harness message changes an episode only through what it says and
 through the mechanisms whose role is ``rescue``, ``harm`` or ``harness`` below: those
 are the ones that can explain why two arms of a pair diverge
-(:data:`DIVERGENCE_MECHANISMS`).
+(:data:`DIVERGENCE_MECHANISMS`). At a temperature above 0 (:mod:`cir.agents.sampling`) one
+more draw is keyed by the sample index too: ``sampled_choice``, where two samples of the
+same state part, and which a recovery can also reach (through the commands it changes).
 
 A fired mechanism is recorded as a :class:`Fired` (name and what it was about); the
 harness stores them in the episode's explanation trace, beside the transcript and never
@@ -27,7 +29,7 @@ class Mechanism:
     the harness, not the agent, decides it) and what it does, in one line."""
 
     name: str
-    role: str  # slip | self_correction | error | rescue | harm | harness
+    role: str  # slip | self_correction | error | rescue | harm | sampling | harness
     parameter: str | None
     meaning: str
 
@@ -91,6 +93,11 @@ _ALL = (
     Mechanism("distraction", "harm", "distraction",
               "a refreshed text that names a place pulls it there: a look-alike of the goal's object it knows "
               "is there is taken for the goal's object; else, a place it had ruled out is searched again"),
+    # what sampling does (only at a temperature above 0: cir.agents.sampling)
+    Mechanism("sampled_choice", "sampling", None,
+              "at a temperature, a draw of its softmax picks a plausible alternative (a look, the inventory, "
+              "the next-likeliest place, examining where it is) instead of its decided command; keyed by the "
+              "sample index and the command, so two samples of one state part only here"),
     # what the harness does
     Mechanism("budget", "harness", None,
               "the episode stopped on the model-turn or env-action budget, which recovery steps also spend"),
@@ -101,9 +108,10 @@ _ALL = (
 
 MECHANISMS: dict[str, Mechanism] = {m.name: m for m in _ALL}
 
-#: the mechanisms through which a recovery operation can change an episode
+#: the mechanisms through which a recovery operation can change an episode (and, at a
+#: temperature, the sampled choices through which two draws of one state part)
 DIVERGENCE_MECHANISMS: frozenset[str] = frozenset(
-    m.name for m in _ALL if m.role in ("rescue", "harm", "harness"))
+    m.name for m in _ALL if m.role in ("rescue", "harm", "sampling", "harness"))
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ import hashlib
 import json
 from typing import Any
 
+from cir.agents.sampling import check_temperature, sampling_settings
 from cir.families.textworld_cooking.agent.beliefs import Beliefs, fold, initial_beliefs
 from cir.families.textworld_cooking.agent.decide import Decider
 from cir.families.textworld_cooking.agent.mechanisms import MECHANISMS, Draws, Fired
@@ -57,10 +58,12 @@ class CookingAgent:
     """The model-free cooking agent (see the module docstring). ``act`` reads only ``context``.
 
     ``overrides`` sets single parameters (``{"hidden_cook": 1.0}``); they are part of
-    :meth:`settings`, so they name the agent and key its replies.
+    :meth:`settings`, so they name the agent and key its replies. ``temperature`` above 0 makes
+    it sample (``sampled_choice``, :mod:`cir.agents.sampling`; :meth:`sample`).
     """
 
-    def __init__(self, seed: int = 0, *, overrides: dict[str, float] | None = None, memo: bool = True) -> None:
+    def __init__(self, seed: int = 0, *, overrides: dict[str, float] | None = None, memo: bool = True,
+                 temperature: float = 0.0) -> None:
         if not isinstance(seed, int) or isinstance(seed, bool):
             raise CirError(f"agent seed {seed!r}: expected an integer")
         unknown = sorted(set(overrides or {}) - set(DEFAULTS))
@@ -70,6 +73,8 @@ class CookingAgent:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
                 raise CirError(f"agent parameter {key} = {value!r}: expected a chance from 0 to 1")
         self.seed = seed
+        self.temperature = check_temperature(temperature)
+        self.sample_index = 0  # sample 0 is the agent itself (cir.agents.sampling)
         self.params = {**DEFAULTS, **{k: float(v) for k, v in (overrides or {}).items()}}
         self.name = "builtin-cooking"
         self.memo = memo
@@ -79,7 +84,18 @@ class CookingAgent:
 
     def settings(self) -> dict[str, Any]:
         """The parameters and the seed: with the context they fix the reply."""
-        return {"agent": "builtin-cooking", "version": 1, "seed": self.seed, **self.params}
+        return {"agent": "builtin-cooking", "version": 1, "seed": self.seed, **self.params,
+                **sampling_settings(self.temperature, self.sample_index)}
+
+    def sample(self, index: int) -> CookingAgent:
+        """The agent drawing its ``index``-th sample (:mod:`cir.agents.sampling`): itself at
+        temperature 0, else the same agent whose ``sampled_choice`` draws are keyed by ``index``."""
+        if self.temperature == 0 or index == self.sample_index:
+            return self
+        twin = object.__new__(CookingAgent)
+        twin.__dict__.update(self.__dict__)  # the memo too: reading a context does not sample
+        twin.sample_index = int(index)
+        return twin
 
     def act(self, context: list[dict[str, str]]) -> str:
         """The next reply: one TextWorld command."""
@@ -93,7 +109,10 @@ class CookingAgent:
         draws = Draws(hashlib.blake2b(self._key + task_text.encode(), digest_size=16).digest())
         beliefs, read_fired = self._read(context, draws)
         decider = Decider(beliefs, self.params, draws)
-        return decider.decide(), read_fired, decider.fired
+        reply = decider.decide()
+        if self.temperature > 0:
+            reply = decider.sampled(reply, self.temperature, self.sample_index)
+        return reply, read_fired, decider.fired
 
     def _read(self, context: list[dict[str, str]], draws: Draws) -> tuple[Beliefs, list[Fired]]:
         """Beliefs after the whole context and what fired at its last message (memoised)."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections import deque
 
+from cir.agents.sampling import softmax_choice
 from cir.families.textworld_cooking.agent.beliefs import DEAD, Beliefs, directions_left
 from cir.families.textworld_cooking.agent.mechanisms import Draws, Fired
 from cir.families.textworld_cooking.text import DIRECTION_VERBS
@@ -57,6 +58,17 @@ class Decider:
                 return self._explore()
             return f"cook {ingredient} with {tool}" if place == b.room else self._go_to(place)
         return "prepare meal" if b.room == KITCHEN else self._go_to(KITCHEN)
+
+    def sampled(self, reply: str, temperature: float, index: int) -> str:
+        """The command a softmax at ``temperature`` draws among ``reply`` and its plausible
+        alternatives (``sampled_choice``: :mod:`cir.agents.sampling`), keyed by the sample index,
+        the command and how many commands it has sent (so each turn draws afresh)."""
+        u = self.draws.u("sampled_choice", index, reply, sum(self.b.sent.values()))
+        alternatives = ["look", "inventory", *(f"go {d}" for d in self.b.exits.get(self.b.room or "", ())[:1])]
+        chosen = softmax_choice(reply, alternatives, temperature, u)
+        if chosen != reply:
+            self.fired.append(Fired("sampled_choice", f"{reply} -> {chosen}"))
+        return chosen
 
     def _fetch(self, item: str) -> str:
         place = self.b.where(item)

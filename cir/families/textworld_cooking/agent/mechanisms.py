@@ -66,6 +66,10 @@ _ALL = (
     Mechanism("interruption", "harm", "interruption",
               "a harness message makes it re-plan from the cookbook: it goes back to the kitchen and reads it "
               "again before going on"),
+    # what sampling does (only at a temperature above 0: cir.agents.sampling)
+    Mechanism("sampled_choice", "sampling", None,
+              "at a temperature, a draw of its softmax picks a plausible alternative (a look, the inventory, "
+              "an exit of the room) instead of its decided command; keyed by the sample index and the command"),
     # what the harness does
     Mechanism("budget", "harness", None,
               "the episode stopped on the model-turn or env-action budget, which recovery steps also spend"),
@@ -77,7 +81,7 @@ MECHANISMS: dict[str, Mechanism] = {m.name: m for m in _ALL}
 
 #: the mechanisms through which a recovery operation can change an episode
 DIVERGENCE_MECHANISMS: frozenset[str] = frozenset(
-    m.name for m in _ALL if m.role in ("rescue", "harm", "harness"))
+    m.name for m in _ALL if m.role in ("rescue", "harm", "sampling", "harness"))
 
 
 @dataclass(frozen=True)
