@@ -82,15 +82,16 @@ def check_sample_columns(df: pd.DataFrame, source: str, row_text: Any) -> pd.Dat
         values = pd.to_numeric(out[column], errors="coerce")
         if values.isna().any():
             row = values.isna().idxmax()
-            raise CirError(f"{source}: {row_text(out, row)} has {column}={out.at[row, column]!r}; expected a number")
+            raise CirError(f"{source}: {row_text(out, row)} has {column}={_plain(out.at[row, column])!r}; "
+                           "expected a number")
         out[column] = values
     k = out["k"]
     for column in ("k", "y0_sum", "y1_sum"):
         bad = (out[column] != out[column].round()) | (out[column] < (1 if column == "k" else 0)) | (out[column] > k)
         if bad.any():
             row = bad.idxmax()
-            raise CirError(f"{source}: {row_text(out, row)} has {column}={out.at[row, column]!r} with k="
-                           f"{out.at[row, 'k']!r}; expected a whole number of draws from "
+            raise CirError(f"{source}: {row_text(out, row)} has {column}={_plain(out.at[row, column])!r} with "
+                           f"k={_plain(out.at[row, 'k'])!r}; expected a whole number of draws from "
                            f"{1 if column == 'k' else 0} to k")
         out[column] = out[column].astype(np.int64)
     rules = [
@@ -109,6 +110,11 @@ def check_sample_columns(df: pd.DataFrame, source: str, row_text: Any) -> pd.Dat
     for bad, rule in rules:
         if bad.any():
             row = bad.idxmax()
-            raise CirError(f"{source}: {row_text(out, row)} breaks {rule} (k={out.at[row, 'k']}, "
-                           f"y0_sum={out.at[row, 'y0_sum']}, y1_sum={out.at[row, 'y1_sum']})")
+            raise CirError(f"{source}: {row_text(out, row)} breaks {rule} (k={_plain(out.at[row, 'k'])}, "
+                           f"y0_sum={_plain(out.at[row, 'y0_sum'])}, y1_sum={_plain(out.at[row, 'y1_sum'])})")
     return out
+
+
+def _plain(value: Any) -> Any:
+    """A numpy scalar as the Python value (so messages say 3, not np.int64(3))."""
+    return value.item() if hasattr(value, "item") else value
