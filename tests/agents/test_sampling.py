@@ -74,7 +74,7 @@ def test_the_builtin_agent_samples_by_content_and_index():
     decided = BuiltinAgent().act(context)
     different = [i for i, (reply, _, _) in replies.items() if reply != decided]
     assert 0 < len(different) < 40  # about 17% at T = 1
-    for i, (reply, _, fired) in replies.items():  # a reply other than the decided one is a named draw
+    for reply, _, fired in replies.values():  # a reply other than the decided one is a named draw
         assert (reply != decided) == any(f.mechanism == "sampled_choice" for f in fired)
 
 
