@@ -321,7 +321,8 @@ class CIRPolicy(BaseEstimator):
                    s: dict[str, np.ndarray], ops: tuple[str, ...]) -> pd.DataFrame:
         """One row per decision cell: its labels and fold, every model's OOF probability (by
         model name), the operation of highest utility and its scores."""
-        out = cells[["task_id", "condition", "delay", "y0", *[f"y1_{op}" for op in ops]]].copy()
+        sampled = [c for c in ("k", "p0_hat") if c in cells.columns]  # a table of --samples: soft labels
+        out = cells[["task_id", "condition", "delay", "y0", *sampled, *[f"y1_{op}" for op in ops]]].copy()
         if len(ops) == 1:
             out["y1"] = out[f"y1_{ops[0]}"]
         out["fold"] = fold_of

@@ -82,3 +82,19 @@ def test_a_router_fits_and_is_evaluated_on_a_table_of_samples():
     # one draw: the router of the table as it was (integer outcomes)
     plain = CIRPolicy(estimator="paired").fit(simulate(n_tasks=150, seed=4))
     assert evaluate(plain, simulate(n_tasks=80, seed=6), resamples=50)["episodes"]["y_cir"].dtype.kind == "i"
+
+
+def test_the_study_diagnostics_take_soft_labels():
+    from cir.router.calibration import calibration_table
+    from cir.study.selective import discrimination_table, optimism_table
+
+    train = with_draws(simulate(n_tasks=120, seed=8), 4, seed=9)
+    test = with_draws(simulate(n_tasks=60, seed=10), 4, seed=11)
+    policy = CIRPolicy(estimator="paired").fit(train)
+    assert policy.oof_["p0_hat"].between(0, 1).all()  # the out-of-fold table keeps the soft labels
+    table = discrimination_table({"cir_paired": policy}, {"cir_paired": policy.to_router()}, test)
+    assert table["auc_score"].between(0, 1).all() and table["positives"].dtype.kind == "f"
+    calib = calibration_table(policy)
+    assert calib["brier"].between(0, 1).all() and calib["fraction_positive"].between(0, 1).all()
+    arms = evaluate({"cir_paired": policy}, test, resamples=50)["episodes"]
+    assert optimism_table({"cir_paired": policy}, arms)["clean_harm"].between(0, 1).all()
