@@ -90,3 +90,23 @@ def test_the_llm_agent_sends_each_sample_its_own_seed_and_shares_its_counters(tm
     assert twin.request(context)[1]["seed"] == sample_seed(5, 2) != 5
     assert "sample" not in agent.settings() and twin.settings()["sample"] == 2
     assert twin.cache is agent.cache and twin._counts is agent._counts and twin.usage is agent.usage
+
+
+def test_the_factory_gives_a_builtin_agent_its_temperature_and_refuses_other_llm_options():
+    from cir.agents.factory import LLMConfig
+    from cir.families.registry import make_agent
+
+    assert make_agent("builtin", llm=LLMConfig(temperature=0.7)).settings()["temperature"] == 0.7
+    assert "temperature" not in make_agent("builtin", llm=LLMConfig()).settings()
+    with pytest.raises(CirError, match="--max-tokens, --think"):
+        make_agent("builtin", llm=LLMConfig(temperature=0.7, max_tokens=10))
+    with pytest.raises(CirError, match="--temperature"):
+        make_agent("builtin", llm=LLMConfig(temperature=-1.0))
+
+    def no_sampling(profile, *, seed=0):
+        return BuiltinAgent(profile, seed)
+
+    from cir.agents.factory import make_agent as make_agent_of
+
+    with pytest.raises(CirError, match="does not sample"):
+        make_agent_of("builtin", builtin=no_sampling, llm=LLMConfig(temperature=0.5))
