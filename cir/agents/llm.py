@@ -63,7 +63,7 @@ from cir.agents.cache import ResponseCache, request_key
 from cir.agents.limits import Limiter, RequestLimits, shared_limiter
 from cir.agents.pool import shared_client, shared_servers
 from cir.agents.prompt import LLMPrompt, ParsedAction
-from cir.agents.sampling import sample_seed
+from cir.agents.sampling import sample_seed, twin
 from cir.agents.usage import UsageCounter, usage_of
 from cir.util.errors import CirError
 from cir.util.singleflight import SingleFlight
@@ -340,10 +340,7 @@ class LLMAgent:
         """The agent drawing its ``index``-th sample (:mod:`cir.agents.sampling`): the same
         requests with the sampling seed of that sample, so each is its own request and its own
         cache entry. It shares this agent's cache, connection pool, limiter and counters."""
-        twin = object.__new__(LLMAgent)
-        twin.__dict__.update(self.__dict__)  # shared, not copied: one agent's work, counted once
-        twin.sample_index = int(index)
-        return twin
+        return twin(self, index)
 
     def act(self, context: list[dict[str, str]]) -> str:
         """The next command (or ``think: ...``) for ``context``; from the cache when seen before."""

@@ -56,6 +56,25 @@ def sample_agent(agent: Any, index: int) -> Any:
     return agent.sample(index)
 
 
+def twin(agent: Any, index: int) -> Any:
+    """``agent`` drawing sample ``index``: a copy that shares every part of it (caches, memo,
+    counters, pools; one agent's work, counted once) but its ``sample_index``."""
+    other = object.__new__(type(agent))
+    other.__dict__.update(agent.__dict__)
+    other.sample_index = int(index)
+    return other
+
+
+def sampled_builtin(agent: Any, index: int) -> Any:
+    """A built-in agent's sample ``index`` (its ``temperature`` and ``sample_index``): the agent
+    itself at temperature 0 (its replies do not depend on the index) or for its own index, else
+    its :func:`twin`, whose ``sampled_choice`` draws are keyed by ``index`` (reading a context
+    does not sample, so the twin shares the agent's memo of beliefs)."""
+    if agent.temperature == 0 or index == agent.sample_index:
+        return agent
+    return twin(agent, index)
+
+
 def sample_seed(seed: int, index: int) -> int:
     """The sampling seed of sample ``index`` of an agent of ``seed``: ``seed`` itself for 0, else a
     31-bit number derived from both (never another seed's sample: replicates' seeds are near)."""

@@ -29,7 +29,7 @@ import hashlib
 import json
 from typing import Any
 
-from cir.agents.sampling import check_temperature, sampling_settings
+from cir.agents.sampling import check_temperature, sampled_builtin, sampling_settings
 from cir.families.alfworld.agent.beliefs import Beliefs, fold, initial_beliefs
 from cir.families.alfworld.agent.decide import Decider
 from cir.families.alfworld.agent.mechanisms import MECHANISMS, Draws, Fired
@@ -146,12 +146,7 @@ class BuiltinAgent:
         """The agent drawing its ``index``-th sample (:mod:`cir.agents.sampling`): at temperature
         0 the agent itself (its replies do not depend on the index), else the same agent whose
         ``sampled_choice`` draws are keyed by ``index``; it shares this agent's memo."""
-        if self.temperature == 0 or index == self.sample_index:
-            return self
-        twin = object.__new__(BuiltinAgent)
-        twin.__dict__.update(self.__dict__)  # the memo too: reading a context does not sample
-        twin.sample_index = int(index)
-        return twin
+        return sampled_builtin(self, index)
 
     def act(self, context: list[dict[str, str]]) -> str:
         """The next reply: one ALFWorld command or a ``think: ...`` thought."""

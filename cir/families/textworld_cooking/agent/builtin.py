@@ -24,7 +24,7 @@ import hashlib
 import json
 from typing import Any
 
-from cir.agents.sampling import check_temperature, sampling_settings
+from cir.agents.sampling import check_temperature, sampled_builtin, sampling_settings
 from cir.families.textworld_cooking.agent.beliefs import Beliefs, fold, initial_beliefs
 from cir.families.textworld_cooking.agent.decide import Decider
 from cir.families.textworld_cooking.agent.mechanisms import MECHANISMS, Draws, Fired
@@ -90,12 +90,7 @@ class CookingAgent:
     def sample(self, index: int) -> CookingAgent:
         """The agent drawing its ``index``-th sample (:mod:`cir.agents.sampling`): itself at
         temperature 0, else the same agent whose ``sampled_choice`` draws are keyed by ``index``."""
-        if self.temperature == 0 or index == self.sample_index:
-            return self
-        twin = object.__new__(CookingAgent)
-        twin.__dict__.update(self.__dict__)  # the memo too: reading a context does not sample
-        twin.sample_index = int(index)
-        return twin
+        return sampled_builtin(self, index)
 
     def act(self, context: list[dict[str, str]]) -> str:
         """The next reply: one TextWorld command."""
