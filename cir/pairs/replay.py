@@ -13,6 +13,11 @@ Per task, with one env (reset once) and one reply cache:
    the recovery step, then the agent continues. If the arm ended at or before p+d the
    recovery is not executed and ``y1 = y0``.
 
+5. with ``samples`` K above 1 (``--samples``), at each branch point the recovery runs at,
+   K - 1 further draws of the arm's continuation and of each operation's branch, each by the
+   agent drawing that sample (:mod:`cir.agents.sampling`) from the same restored state; the
+   row gains their counts (:mod:`cir.pairs.samples`, :func:`sample_pairs`).
+
 Every branch is checked to share its prefix with its arm (step dicts up to the branch
 point) and every perturbed arm with the factual run (up to the perturbed step, and that
 step's action and true observation); a mismatch is a :class:`ReplayError` naming the task.
