@@ -52,7 +52,7 @@ def register(subparsers: Any) -> None:
                    help="continuations per arm and branch from each branch point in every cohort, each "
                         "its own draw of a sampling agent (an LLM, or the built-in agent at a "
                         "--temperature): effects and routers use the outcome probabilities "
-                        "(default: %(default)s, one draw)")
+                        "(one draw: as without samples) (default: %(default)s)")
     p.add_argument("--experiments", default=None, metavar="DIR",
                    help="folder of experiment configs (each names the family: env = \"NAME\"); without "
                         "it, the family's own (ALFWorld: this repository's experiments/, TextWorld "

@@ -48,7 +48,7 @@ def add_grid_options(p: argparse.ArgumentParser) -> None:
                    help="continuations per arm and branch from each branch point, each its own draw of "
                         "a sampling agent (an LLM, or the built-in agent at a --temperature): the table "
                         "gains success counts and outcome probabilities per row; the shared prefix is run "
-                        "once (default: %(default)s, one draw)")
+                        "once (one draw: as without samples) (default: %(default)s)")
 
 
 def grid_settings(args: argparse.Namespace) -> ReplaySettings:
