@@ -13,11 +13,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from cir.agents.factory import AGENT_SPECS
+from cir.cli.check_env import on_tasks
 from cir.cli.env import add_env
 from cir.cli.limits import check_int
 from cir.cli.llm_options import add_llm_options, add_request_options
@@ -58,13 +58,7 @@ def handle(args: argparse.Namespace) -> int:
     check_int("--contexts", args.contexts, 1, 1000)
     check_int("--n", args.n, 2, 1000)
     check_int("--seed", args.seed, 0)
-    family = family_of(args)
-    if args.tasks is not None:
-        return _check(family, family.load_tasks(args.tasks, split=args.split), args)
-    with tempfile.TemporaryDirectory(prefix="cir-check-agent-") as folder:
-        split = args.split or family.splits[0]
-        family.generate(Path(folder), split, math.ceil(args.contexts / 2), args.seed, progress=False)
-        return _check(family, family.load_tasks(Path(folder) / split), args)
+    return on_tasks(family_of(args), args, math.ceil(args.contexts / 2), _check)
 
 
 def study_contexts(family: Any, tasks: list[Any], n: int) -> list[list[dict[str, str]]]:

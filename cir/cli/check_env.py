@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import argparse
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from cir.cli.env import add_env
 from cir.cli.limits import check_int
@@ -43,13 +45,19 @@ def handle(args: argparse.Namespace) -> int:
     check_int("--n", args.n, 1, 1000)
     check_int("--steps", args.steps, 1, 10_000)
     check_int("--seed", args.seed, 0)
-    family = family_of(args)
+    return on_tasks(family_of(args), args, args.n, _check)
+
+
+def on_tasks(family: Any, args: argparse.Namespace, n: int,
+             check: Callable[[Any, list, argparse.Namespace], int]) -> int:
+    """``check(family, tasks, args)`` on the tasks of ``--tasks`` (``--split``), or on ``n`` tasks
+    generated with ``--seed`` into a temporary folder (of ``--split``, else the family's first)."""
     if args.tasks is not None:
-        return _check(family, family.load_tasks(args.tasks, split=args.split), args)
-    with tempfile.TemporaryDirectory(prefix="cir-check-env-") as folder:
+        return check(family, family.load_tasks(args.tasks, split=args.split), args)
+    with tempfile.TemporaryDirectory(prefix=f"cir-{args.command}-") as folder:
         split = args.split or family.splits[0]
-        family.generate(Path(folder), split, args.n, args.seed, progress=False)
-        return _check(family, family.load_tasks(Path(folder) / split), args)
+        family.generate(Path(folder), split, n, args.seed, progress=False)
+        return check(family, family.load_tasks(Path(folder) / split), args)
 
 
 def _check(family: object, tasks: list, args: argparse.Namespace) -> int:
