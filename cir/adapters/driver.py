@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from cir.adapters.protocol import EnvCall, EnvSession, Framework, bound, refuse
+from cir.agents.factory import FRAMEWORK_SAMPLES
 from cir.envs.base import DEFAULT_REFRESH_QUERY
 from cir.episode.harness import Harness
 from cir.episode.operations import OPERATIONS
@@ -231,6 +232,12 @@ class FrameworkAgent:
 
     def make_harness(self, **options: Any) -> FrameworkHarness:
         return FrameworkHarness(self, **options)
+
+    def sample(self, index: int) -> FrameworkAgent:
+        """Sample 0 is the agent itself; another is refused (``FRAMEWORK_SAMPLES`` says why)."""
+        if index == 0:
+            return self
+        raise CirError(f"{self.name}: sample {index}: {FRAMEWORK_SAMPLES}")
 
     def close(self) -> None:
         if self._close is not None:

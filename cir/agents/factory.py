@@ -17,13 +17,14 @@ import importlib
 import json
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from cir.agents.base import Agent
 from cir.agents.limits import RequestLimits
 from cir.agents.prompt import LLMPrompt
+from cir.agents.sampling import check_temperature
 from cir.util.errors import CirError
 
 DEFAULT_AGENT = "builtin"
@@ -37,6 +38,11 @@ FRAMEWORKS: dict[str, tuple[str, str]] = {
     "openai-agents": ("cir.adapters.openai_agents", "openai-agents"),
     "inspect": ("cir.adapters.inspect_ai", "inspect"),
 }
+#: why a framework agent draws one sample (``--samples`` above 1 is refused for it)
+FRAMEWORK_SAMPLES = ("a framework agent draws one sample: its framework makes its own model calls, which cir "
+                     "cannot give each draw its own seed, and its replies are kept by request, so K draws of "
+                     "one state would be one draw K times; run it with --samples 1 (an openai:MODEL agent "
+                     "samples, each draw with its own seed)")
 # The distributions each adapter needs. Checked by distribution, not by import: the SDK's import
 # name ``agents`` is also any folder called agents/ on the path (a namespace package).
 FRAMEWORK_DISTRIBUTIONS: dict[str, tuple[str, ...]] = {
@@ -125,7 +131,7 @@ def make_agent(
     from ``$OPENAI_API_KEY`` (or the variable named by ``api_key_env``);
     ``openai-completion:MODEL`` sends the same ReAct prompt (``prompt``) as one plain completion, which
     small models follow better. The mode is part of the spec so it is recorded with the run.
-    ``llm`` sets how the LLM agent asks (a builtin agent refuses anything but the default);
+    ``llm`` sets how the LLM agent asks (a builtin agent takes its temperature only);
     ``cache_dir`` is where its replies are kept, ``cache_fallback`` caches it reads too.
     ``limits``: the LLM agent's timeout, retries and patience, and the limits of this
     process's limiter for its server (shared by every agent of the process that has them;
@@ -241,14 +247,22 @@ def _framework_agent(kind: str, target: str, base_url: str | None, api_key_env: 
 
 def _builtin_agent(spec: str, profile: str, llm: LLMConfig, builtin: Callable[..., Agent] | None,
                    family: str, seed: int) -> Agent:
-    """The family's model-free agent, ``builtin(profile, seed=seed)``."""
-    if not llm.is_default():
-        raise CirError(f"agent {spec!r}: --temperature, --max-tokens, --think, --logprobs and "
-                       "--llm-option are for openai:MODEL and openai-completion:MODEL agents")
+    """The family's model-free agent, ``builtin(profile, seed=seed)`` (and ``temperature=`` when
+    it samples: :mod:`cir.agents.sampling`)."""
+    if replace(llm, temperature=0.0) != LLMConfig():
+        raise CirError(f"agent {spec!r}: --max-tokens, --think, --logprobs and --llm-option are for "
+                       "openai:MODEL and openai-completion:MODEL agents (a built-in agent takes --temperature)")
     if builtin is None:
         raise CirError(f"agent {spec!r}: {family} has no built-in agent; use openai:MODEL or "
                        "openai-completion:MODEL")
-    return builtin(profile, seed=seed)
+    if llm.temperature == 0:
+        return builtin(profile, seed=seed)
+    check_temperature(llm.temperature, "--temperature")
+    try:
+        return builtin(profile, seed=seed, temperature=llm.temperature)
+    except TypeError:
+        raise CirError(f"agent {spec!r}: {family}'s built-in agent does not sample (its builtin_agent "
+                       "takes no temperature); run it at --temperature 0") from None
 
 
 def _llm_agent(model: str, mode: str, url: str, prompt: LLMPrompt, llm: LLMConfig,

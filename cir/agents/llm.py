@@ -63,6 +63,7 @@ from cir.agents.cache import ResponseCache, request_key
 from cir.agents.limits import Limiter, RequestLimits, shared_limiter
 from cir.agents.pool import shared_client, shared_servers
 from cir.agents.prompt import LLMPrompt, ParsedAction
+from cir.agents.sampling import sample_seed, twin
 from cir.agents.usage import UsageCounter, usage_of
 from cir.util.errors import CirError
 from cir.util.singleflight import SingleFlight
@@ -285,6 +286,7 @@ class LLMAgent:
         self.name, fixed = self.describe(model, mode, prompt, seed=seed, temperature=temperature,
                                          max_tokens=max_tokens, think=think, logprobs=logprobs, options=options)
         self.stop = fixed["stop"]
+        self.sample_index = 0  # sample 0 is the agent itself (cir.agents.sampling)
         self.cache = ResponseCache(cache_dir, fallback=cache_fallback)
         self.unparsable: list[str] = []
         self.last: ParsedAction | None = None  # with threads: of the latest call
@@ -317,10 +319,12 @@ class LLMAgent:
 
     # -- the Agent contract -------------------------------------------------------------
     def settings(self) -> dict[str, Any]:
-        """What fixes the reply besides the context (no address, no key)."""
-        return self.describe(self.model, self.mode, self.prompt, seed=self.seed, temperature=self.temperature,
-                             max_tokens=self.max_tokens, think=self.think, logprobs=self.logprobs,
-                             options=self.options)[1]
+        """What fixes the reply besides the context (no address, no key; the sample index above 0)."""
+        fixed = self.describe(self.model, self.mode, self.prompt, seed=self.seed, temperature=self.temperature,
+                              max_tokens=self.max_tokens, think=self.think, logprobs=self.logprobs,
+                              options=self.options)[1]
+        # sample 0 is the agent itself: its settings (and so its label) are unchanged
+        return {**fixed, **({"sample": self.sample_index} if self.sample_index else {})}
 
     @staticmethod
     def describe(model: str, mode: str | None, prompt: LLMPrompt | None, *, seed: int = 0,
@@ -346,6 +350,12 @@ class LLMAgent:
             "logprobs": logprobs,
             "options": dict(sorted(check_options(options or {}).items())),
         }
+
+    def sample(self, index: int) -> LLMAgent:
+        """The agent drawing its ``index``-th sample (:mod:`cir.agents.sampling`): the same
+        requests with the sampling seed of that sample, so each is its own request and its own
+        cache entry. It shares this agent's cache, connection pool, limiter and counters."""
+        return twin(self, index)
 
     def act(self, context: list[dict[str, str]]) -> str:
         """The next command (or ``think: ...``) for ``context``; from the cache when seen before."""
@@ -446,7 +456,8 @@ class LLMAgent:
             body["messages"] = self.prompt.chat_messages(context)
         else:
             body["prompt"] = self.prompt.completion_prompt(context)
-        body.update(temperature=self.temperature, seed=self.seed, max_tokens=self.max_tokens)
+        body.update(temperature=self.temperature, seed=sample_seed(self.seed, self.sample_index),
+                    max_tokens=self.max_tokens)
         if self.stop:
             body["stop"] = list(self.stop)
         if self.logprobs is not None:  # the two endpoints ask for them differently

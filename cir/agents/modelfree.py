@@ -9,6 +9,12 @@ about), never by a message's position. So an extra harness message changes an ep
 through what it says and through the mechanisms whose role a recovery can reach
 (:data:`DIVERGENCE_ROLES`), which ``cir explain`` checks.
 
+At a ``temperature`` above 0 such an agent samples the way a language model does
+(:mod:`cir.agents.sampling`): after deciding, a softmax draws among the decided command and a
+few plausible alternatives its decider names, keyed by the sample index, the command and the
+decider's ``turn`` (the ``sampled_choice`` mechanism, :func:`sampled_choice`); ``sample(i)``
+is the same agent drawing its ``i``-th sample. At temperature 0 it is unchanged.
+
 :class:`ModelFreeAgent` holds what such agents share: ``act``/``act_traced`` read the context
 into beliefs one message at a time (the family's ``fold``), memoised by context prefix (a
 rolling digest of the messages, so a call reads only the messages its longest known prefix
@@ -24,13 +30,16 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from cir.agents.sampling import check_temperature, sampling_settings, softmax_choice, twin
 from cir.util.errors import CirError
 
 #: what a mechanism is: a slip of a plain run, a self-correction, an error a stale or missing
-#: text causes, a rescue or a harm a harness message causes, or something the harness does
-ROLES = ("slip", "self_correction", "error", "rescue", "harm", "harness")
-#: the roles through which a recovery operation can change an episode
-DIVERGENCE_ROLES = ("rescue", "harm", "harness")
+#: text causes, a rescue or a harm a harness message causes, a draw of a sampling agent, or
+#: something the harness does
+ROLES = ("slip", "self_correction", "error", "rescue", "harm", "sampling", "harness")
+#: the roles through which a recovery operation can change an episode (and, at a temperature,
+#: the sampled choices through which two draws of one state part)
+DIVERGENCE_ROLES = ("rescue", "harm", "sampling", "harness")
 
 _MEMO_LIMIT = 50_000
 
@@ -53,6 +62,15 @@ class Mechanism:
 #: the mechanism every agent's episodes have, which the harness fires (``cir.episode.harness``)
 BUDGET = Mechanism("budget", "harness", None,
                    "the episode stopped on the model-turn or env-action budget, which recovery steps also spend")
+
+
+def sampled_choice(alternatives: str) -> Mechanism:
+    """The mechanism of a sampling agent's draws (only at a temperature above 0), naming the
+    ``alternatives`` its decider offers (``"a look, the inventory, an exit of the room"``)."""
+    return Mechanism("sampled_choice", "sampling", None,
+                     f"at a temperature, a draw of its softmax picks a plausible alternative ({alternatives}) "
+                     "instead of its decided command; keyed by the sample index and the command, so two "
+                     "samples of one state part only here")
 
 
 def mechanism_table(mechanisms: Iterable[Mechanism]) -> dict[str, Mechanism]:
@@ -102,19 +120,25 @@ class ModelFreeAgent:
     :meth:`settings` and calls ``super().__init__(key, params, start=, fold=, decider=, memo=)``
     with its belief functions: ``start(task_text) -> beliefs``, ``fold(beliefs, role, content,
     draws, params) -> (beliefs, fired)`` and ``decider(beliefs, params, draws)``, an object whose
-    ``decide()`` is the reply and whose ``fired`` is what fired deciding. ``key`` keys the draws together
+    ``decide()`` is the reply and whose ``fired`` is what fired deciding (and, for an agent that
+    samples, whose ``alternatives(reply)`` are the plausible other commands and ``turn`` how far
+    into the episode it is, so each turn draws afresh). ``key`` keys the draws together
     with the task text; it holds the agent's name and seed, never its parameters, so every
     profile and override shares one set of draws (common random numbers: changing a parameter
     changes only the choices that parameter decides). The memo is per instance, so its digests
-    may leave the parameters out.
+    may leave the parameters out. ``temperature`` (0: no sampling) makes it sample; a subclass's
+    settings add :meth:`sampling_settings`.
     """
 
     name: str = "modelfree"
     mechanisms: Mapping[str, Mechanism] = {}
 
     def __init__(self, key: Mapping[str, Any], params: dict[str, float], *, start: Callable[[str], Any],
-                 fold: Callable[..., tuple[Any, list[Fired]]], decider: Callable[..., Any], memo: bool = True) -> None:
+                 fold: Callable[..., tuple[Any, list[Fired]]], decider: Callable[..., Any], memo: bool = True,
+                 temperature: float = 0.0) -> None:
         self.params = params
+        self.temperature = check_temperature(temperature)
+        self.sample_index = 0  # sample 0 is the agent itself (cir.agents.sampling)
         self.memo = memo
         self._start, self._fold, self._decider = start, fold, decider
         self._key = json.dumps(dict(key), sort_keys=True).encode()
@@ -122,6 +146,20 @@ class ModelFreeAgent:
 
     def settings(self) -> dict[str, Any]:  # pragma: no cover - every agent has its own
         raise NotImplementedError
+
+    def sampling_settings(self) -> dict[str, Any]:
+        """What its settings add when it samples: the temperature and the sample index (nothing at
+        temperature 0, so the agent's label is unchanged)."""
+        return sampling_settings(self.temperature, self.sample_index)
+
+    def sample(self, index: int) -> Any:
+        """The agent drawing its ``index``-th sample (:mod:`cir.agents.sampling`): at temperature 0
+        (its replies do not depend on the index) or for its own index the agent itself, else its
+        twin whose ``sampled_choice`` draws are keyed by ``index``; reading a context does not
+        sample, so the twin shares this agent's memo of beliefs."""
+        if self.temperature == 0 or index == self.sample_index:
+            return self
+        return twin(self, index)
 
     # -- the shared part --------------------------------------------------------------------
     def act(self, context: list[dict[str, str]]) -> str:
@@ -136,12 +174,24 @@ class ModelFreeAgent:
         draws = Draws(hashlib.blake2b(self._key + task_text.encode(), digest_size=16).digest())
         beliefs, read_fired = self._read(context, draws)
         decider = self._decider(beliefs, self.params, draws)
-        reply, decided = decider.decide(), decider.fired
+        reply = decider.decide()
+        if self.temperature > 0:
+            reply = self._sampled(decider, draws, reply)
+        decided = decider.fired
         for f in (*read_fired, *decided):
             if f.mechanism not in self.mechanisms:
                 raise CirError(f"agent {self.name}: fired {f.mechanism!r}, which is not one of its mechanisms "
                                f"({', '.join(self.mechanisms)})")
         return reply, read_fired, decided
+
+    def _sampled(self, decider: Any, draws: Draws, reply: str) -> str:
+        """The command a softmax at the temperature draws among ``reply`` and the decider's
+        alternatives (``sampled_choice``), keyed by the sample index, the command and the turn."""
+        u = draws.u("sampled_choice", self.sample_index, reply, decider.turn)
+        chosen = softmax_choice(reply, decider.alternatives(reply), self.temperature, u)
+        if chosen != reply:
+            decider.fired.append(Fired("sampled_choice", f"{reply} -> {chosen}"))
+        return chosen
 
     def _read(self, context: list[dict[str, str]], draws: Draws) -> tuple[Any, list[Fired]]:
         """Beliefs after the whole context and what fired at its last message (memoised)."""

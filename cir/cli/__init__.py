@@ -36,6 +36,7 @@ COMMAND_MODULES = [
     "cir.cli.explain",  # cir explain
     "cir.cli.reproduce",  # cir reproduce
     "cir.cli.check_env",  # cir check-env
+    "cir.cli.check_agent",  # cir check-agent
 ]
 
 

@@ -67,6 +67,10 @@ def _register_table(subparsers: argparse._SubParsersAction) -> None:
     _common(p)
     p.add_argument("--by", default="condition,delay,operation", metavar="KEYS", help="comma list of grouping columns")
     p.add_argument("--operation", metavar="NAME", help="only the rows of this recovery operation")
+    p.add_argument("--bootstrap", choices=["tasks", "tasks+samples"], default="tasks",
+                   help="what the interval resamples in a table of --samples: the tasks (the effect over "
+                        "the population of tasks, each task's sampling noise included), or also each row's "
+                        "draws (wider: that noise counted twice) (default: %(default)s)")
     add_columns(p, TABLE_COLUMNS)
     p.set_defaults(handler=_table)
 
@@ -232,8 +236,9 @@ def _table(args: argparse.Namespace) -> int:
     df = _load(args)
     table = effect_table(df, by=_keys(args.by), cohort=args.cohort, resamples=args.resamples,
                          seed=args.seed, level=args.level,
-                         require_prefix_match=not args.keep_prefix_mismatch)
-    table = select_columns(table, list(table.attrs["by"]), args.columns, TABLE_COLUMNS, args.format)
+                         require_prefix_match=not args.keep_prefix_mismatch, bootstrap=args.bootstrap)
+    noise = [c for c in ("noise_floor_pp", "within_noise") if c in table.columns]  # a table of --samples
+    table = select_columns(table, list(table.attrs["by"]), args.columns, [*TABLE_COLUMNS, *noise], args.format)
     _emit(_render(_mark_partial(table, partial_label(df)), args.format), args.out)
     return 0
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import re
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -62,17 +63,24 @@ def handle(args: argparse.Namespace) -> int:
     check_int("--steps", args.steps, 1, 10_000)
     check_int("--seed", args.seed, 0)
     family = family_of(args, args.run)
-    options = family_options(args)
-    family.option_values(options)  # a bad option: one line before any work
+    family.option_values(family_options(args))  # a bad option: one line before any work
     if args.run is not None:
         factual, tasks = _run_factual(family, Path(args.run), args)
         return _check(family, tasks, args, factual)
+    return on_tasks(family, args, args.n or 3, _check)
+
+
+def on_tasks(family: Any, args: argparse.Namespace, n: int,
+             check: Callable[[Any, list, argparse.Namespace], int]) -> int:
+    """``check(family, tasks, args)`` on the tasks of ``--tasks`` (``--split``), or on ``n`` tasks
+    generated with ``--seed`` (and ``--family-option``) into a temporary folder (of ``--split``,
+    else the family's first)."""
     if args.tasks is not None:
-        return _check(family, family.load_tasks(args.tasks, split=args.split), args)
-    with tempfile.TemporaryDirectory(prefix="cir-check-env-") as folder:
+        return check(family, family.load_tasks(args.tasks, split=args.split), args)
+    with tempfile.TemporaryDirectory(prefix=f"cir-{args.command}-") as folder:
         split = args.split or family.splits[0]
-        family.generate(Path(folder), split, args.n or 3, args.seed, progress=False, family_options=options)
-        return _check(family, family.load_tasks(Path(folder) / split), args)
+        family.generate(Path(folder), split, n, args.seed, progress=False, family_options=family_options(args))
+        return check(family, family.load_tasks(Path(folder) / split), args)
 
 
 def _run_factual(family: Any, run_dir: Path, args: argparse.Namespace) -> tuple[dict[str, Any], list[Any]]:

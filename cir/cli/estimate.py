@@ -98,7 +98,8 @@ def handle(args: argparse.Namespace) -> int:
 
         with tempfile.TemporaryDirectory(prefix="cir-estimate-") as tmp:
             runs = study_runs(args.work or tmp, settings, quick=args.quick,
-                              experiments_dir=args.experiments, progress=not args.quiet)
+                              experiments_dir=args.experiments, progress=not args.quiet,
+                              samples=args.samples)
             result = estimate_runs(runs, name="study", chars_per_token=args.chars_per_token, keep=keep)
     else:
         tasks = settings.env_family().load_tasks(args.tasks, split=args.split)[: args.limit]
@@ -149,6 +150,11 @@ def report(result: Any, args: argparse.Namespace) -> str:
                  f"({args.chars_per_token:g} characters a token); {result.ended_early:,} of "
                  f"{result.episodes:,} episodes ended before their turn budget (an agent that "
                  "plays on needs more requests, up to the upper bound).")
+    if result.sample_requests:
+        lines.append(f"{result.sample_requests:,} of the requests are the further draws of --samples "
+                     f"{args.samples}: they start at the branch points (the factual runs and every prefix "
+                     "up to a branch point are asked once), so requests grow with the samples only after "
+                     f"the branch points: {result.requests - result.sample_requests:,} are the first draw's.")
     for what, seconds in _wall(result, args).items():
         lines.append(f"wall time at {what}: {_hours(seconds)}")
     return "\n".join(lines)

@@ -8,9 +8,10 @@ from typing import Any
 from cir.agents.factory import LLMConfig, parse_llm_options
 
 
-def add_llm_options(parser: argparse.ArgumentParser, cache_default: str) -> None:
+def add_llm_options(parser: argparse.ArgumentParser, cache_default: str | None) -> None:
     """``--temperature``, ``--max-tokens``, ``--think``, ``--logprobs``, ``--llm-option`` and
-    ``--cache-dir`` in a group of their own; ``cache_default`` says where replies go without it."""
+    ``--cache-dir`` in a group of their own; ``cache_default`` says where replies go without it
+    (None: a command that never keeps replies, without ``--cache-dir``)."""
     g = parser.add_argument_group("LLM agent (openai:MODEL, openai-completion:MODEL)")
     g.add_argument("--temperature", type=float, default=0.0, metavar="T",
                    help="sampling temperature; 0 is greedy. Replies are cached, so a rerun "
@@ -31,6 +32,8 @@ def add_llm_options(parser: argparse.ArgumentParser, cache_default: str) -> None
     g.add_argument("--prompt", default=None, metavar="FILE",
                    help="the LLM's prompt from a TOML file (instructions = \"...\", examples = [\"...\"]) "
                         "instead of the environment family's; replies are still parsed by the family")
+    if cache_default is None:
+        return
     g.add_argument("--cache-dir", default=None, metavar="DIR",
                    help=f"where the agent's replies are kept (default: {cache_default}); share "
                         "one between runs and `cir episode` and each reply is paid for once")

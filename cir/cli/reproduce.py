@@ -49,6 +49,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--perturb-at", type=int, default=None, metavar="N",
                    help="perturb env action N of every task (default: the one after 25%% of the factual run)")
     p.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES, help="bootstrap resamples")
+    p.add_argument("--samples", type=int, default=1, metavar="K",
+                   help="continuations per arm and branch from each branch point in every cohort, each "
+                        "its own draw of a sampling agent (an LLM, or the built-in agent at a "
+                        "--temperature): effects and routers use the outcome probabilities "
+                        "(one draw: as without samples) (default: %(default)s)")
     p.add_argument("--experiments", default=None, metavar="DIR",
                    help="folder of experiment configs (each names the family: env = \"NAME\"); without "
                         "it, the family's own, which travel with the package (their readable source: this "
@@ -72,5 +77,5 @@ def _reproduce(args: argparse.Namespace) -> int:
     with writer_lock(Path(args.out), "study folder"):
         reproduce(args.out, settings, quick=args.quick, replicates=args.replicates,
                   perturb_at=args.perturb_at, resamples=args.resamples,
-                  experiments_dir=args.experiments, progress=not args.quiet)
+                  experiments_dir=args.experiments, progress=not args.quiet, samples=args.samples)
     return 0

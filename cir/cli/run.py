@@ -44,6 +44,11 @@ def add_grid_options(p: argparse.ArgumentParser) -> None:
                         "nothing about the factual run's length)")
     p.add_argument("--max-turns", type=int, default=DEFAULT_MAX_TURNS, help="model-turn budget")
     p.add_argument("--max-actions", type=int, default=DEFAULT_MAX_ACTIONS, help="env-action budget")
+    p.add_argument("--samples", type=int, default=1, metavar="K",
+                   help="continuations per arm and branch from each branch point, each its own draw of "
+                        "a sampling agent (an LLM, or the built-in agent at a --temperature): the table "
+                        "gains success counts and outcome probabilities per row; the shared prefix is run "
+                        "once (one draw: as without samples) (default: %(default)s)")
 
 
 def grid_settings(args: argparse.Namespace) -> ReplaySettings:
@@ -52,7 +57,8 @@ def grid_settings(args: argparse.Namespace) -> ReplaySettings:
 
     return ReplaySettings.parse(args.conditions, args.delays, args.operations,
                                 perturb_fraction=args.perturb_fraction, perturb_at=args.perturb_at,
-                                max_turns=args.max_turns, max_actions=args.max_actions)
+                                max_turns=args.max_turns, max_actions=args.max_actions,
+                                samples=args.samples)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -33,6 +33,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from cir.agents.sampling import sample_agent
 from cir.envs.base import refresh_query
 from cir.episode.protocol import (
     DEFAULT_MAX_ACTIONS,
@@ -99,8 +100,25 @@ class Harness:
         self.on_call = on_call
         self._lock = threading.Lock()  # the costs
         self._in_flight: SingleFlight[tuple[Any, bool]] = SingleFlight()
+        self._samples: dict[int, Harness] = {}  # this harness for other samples of the agent
         # an agent that does not say it is thread-safe is called by one thread at a time
         self._agent_lock = None if getattr(agent, "thread_safe", False) is True else threading.Lock()
+
+    def sampled(self, index: int) -> Harness:
+        """This harness for sample ``index`` of its agent (:mod:`cir.agents.sampling`): the same
+        budgets, reply cache, costs, locks and calls in flight, with the agent drawing that
+        sample, whose settings key its replies apart. Sample 0 is this harness."""
+        if index == 0:
+            return self
+        with self._lock:
+            twin = self._samples.get(index)
+            if twin is None:
+                twin = object.__new__(type(self))  # a framework's harness stays one
+                twin.__dict__.update(self.__dict__)  # shared parts, not copies
+                twin.agent = sample_agent(self.agent, index)
+                twin.agent_settings = dict(twin.agent.settings())
+                self._samples[index] = twin
+        return twin
 
     def reset(self, env: Env, task_id: str) -> Transcript:
         """Reset ``env`` and start a transcript whose task text is the reset text."""

@@ -5,6 +5,9 @@ Every task stores its episodes: the ``factual`` run; per condition the ``no_reco
 its own); per condition, delay and operation the ``recovery`` *branch* from the arm's state
 (not ``executed``, and without a transcript, when the arm ended before the delay). An arm
 and a branch of the same condition and delay are a *pair*: one row of the paired table.
+With ``--samples K`` each executed branch point also has K - 1 further draws (``sample`` 1 to
+K - 1) of the arm's continuation from there (role ``no_recovery`` with its ``delay``) and of
+each operation's branch.
 
 :class:`EpisodeRecord` is the typed record; :meth:`EpisodeRecord.to_dict` and
 :meth:`EpisodeRecord.from_dict` are its JSON form, used only where the store writes and
@@ -41,6 +44,9 @@ class EpisodeRecord:
     won: bool = False
     env_actions: int | None = None
     model_turns: int | None = None
+    #: which draw of a sampling agent (``--samples``): 0, the arm or branch itself; above 0, a
+    #: further continuation from the branch point (an arm's, with ``delay`` and ``branch_step``)
+    sample: int = 0
 
     @classmethod
     def of(cls, task_id: str, role: str, condition: str, transcript: Transcript | None, *,
@@ -73,6 +79,7 @@ class EpisodeRecord:
                 "task_id": t.task_id, "task_text": t.task_text,
                 "steps": [{**s.__dict__, "events": list(s.events)} for s in t.steps]},
             "trace": None if t is None else [e.to_dict() for e in t.trace],
+            **({"sample": self.sample} if self.sample else {}),  # a store of one draw reads as before
         }
 
     @classmethod
@@ -90,7 +97,8 @@ class EpisodeRecord:
                        transcript=transcript, delay=data.get("delay"), operation=data.get("operation"),
                        executed=bool(data.get("executed", True)), branch_step=data.get("branch_step"),
                        same_as=data.get("same_as"), won=bool(data.get("won")),
-                       env_actions=data.get("env_actions"), model_turns=data.get("model_turns"))
+                       env_actions=data.get("env_actions"), model_turns=data.get("model_turns"),
+                       sample=int(data.get("sample") or 0))
         except (KeyError, TypeError, ValueError) as err:
             raise CirError(f"{source}: an episode record that is not one of this cir "
                            f"({type(err).__name__}: {err})") from None

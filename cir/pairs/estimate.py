@@ -17,6 +17,12 @@ An agent that uses its whole budget needs more (the issue's study: 183,546 calls
 prefix sharing, up to 446,626): the estimate says how many episodes ended before their
 budget, and ``budget_requests`` bounds the requests from above (every episode to its turn
 budget).
+
+With ``--samples K`` the K - 1 further draws of every arm and branch start at its branch point:
+the factual run and every prefix up to a branch point are asked once, so requests and tokens
+grow with K only after the branch points (``sample_requests`` counts those of the further draws,
+each its own request: the LLM agent sends each sample its own seed). The dry run's built-in
+agent plays each draw at temperature 0, so each is as long as the first.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from cir.agents.factory import FRAMEWORKS
+from cir.agents.sampling import sample_agent, samples_agent
 from cir.families.registry import make_agent
 from cir.pairs.replay import run_task_pairs
 from cir.pairs.settings import RunSettings
@@ -86,8 +93,8 @@ def framework_renderer(settings: RunSettings) -> Callable[[list[dict[str, str]]]
     return render
 
 
-def llm_renderer(settings: RunSettings) -> Callable[[list[dict[str, str]]], dict[str, Any]]:
-    """The request body the run's LLM agent would send for a context."""
+def llm_renderer(settings: RunSettings, sample: int = 0) -> Callable[[list[dict[str, str]]], dict[str, Any]]:
+    """The request body the run's LLM agent (drawing ``sample``: its own seed) would send for a context."""
     from cir.agents.llm import LLMAgent
 
     kind, _, model = settings.agent.partition(":")
@@ -101,16 +108,23 @@ def llm_renderer(settings: RunSettings) -> Callable[[list[dict[str, str]]], dict
     prompt = family.prompt.from_file(settings.prompt_file) if settings.prompt_file else family.prompt
     agent = LLMAgent(model, _NOWHERE, prompt=prompt, seed=settings.seed, temperature=llm.temperature,
                      max_tokens=llm.max_tokens, mode="chat" if kind == "openai" else "completion",
-                     think=llm.think, logprobs=llm.logprobs, options=llm.options)
+                     think=llm.think, logprobs=llm.logprobs, options=llm.options).sample(sample)
     return lambda context: agent.request(context)[1]
 
 
 class DryAgent:
-    """The built-in agent, each call recorded as the LLM agent's request would be."""
+    """The built-in agent, each call recorded as the LLM agent's request would be.
 
-    def __init__(self, agent: Any, render: Callable[[list[dict[str, str]]], dict[str, Any]]) -> None:
-        self.agent, self.render = agent, render
-        self.calls: list[tuple[dict[str, Any], str]] = []  # (request body, reply)
+    With ``--samples``, :meth:`sample` is the dry agent of a further draw: its requests are the
+    LLM agent's of that sample (its own seed, so each is a request of its own even where the
+    built-in agent's reply is the same), recorded in the same list with the sample index.
+    """
+
+    def __init__(self, agent: Any, render: Callable[[list[dict[str, str]]], dict[str, Any]],
+                 renderer: Callable[[int], Callable[[list[dict[str, str]]], dict[str, Any]]] | None = None,
+                 index: int = 0, calls: list[tuple[dict[str, Any], str, int]] | None = None) -> None:
+        self.agent, self.render, self.renderer, self.index = agent, render, renderer, index
+        self.calls: list[tuple[dict[str, Any], str, int]] = [] if calls is None else calls  # (body, reply, sample)
 
     def act(self, context: list[dict[str, str]]) -> str:
         return self.act_traced(context)[0]
@@ -118,8 +132,18 @@ class DryAgent:
     def act_traced(self, context: list[dict[str, str]]) -> tuple[str, Any, Any]:
         """The built-in agent's reply and explanation (the harness records both)."""
         reply, read, decided = self.agent.act_traced(context)
-        self.calls.append((self.render(context), reply))
+        self.calls.append((self.render(context), reply, self.index))
         return reply, read, decided
+
+    def settings(self) -> dict[str, Any]:
+        return {**self.agent.settings(), **({"sample": self.index} if self.index else {})}
+
+    def sample(self, index: int) -> DryAgent:
+        """The dry agent of sample ``index`` (the built-in agent's own sample, the LLM's request)."""
+        if self.renderer is None:
+            raise CirError("a dry agent without a renderer of samples cannot draw other samples")
+        return DryAgent(sample_agent(self.agent, index) if samples_agent(self.agent) else self.agent,
+                        self.renderer(index), self.renderer, index, self.calls)
 
     def __getattr__(self, name: str) -> Any:  # name, settings(), the explanation trace
         return getattr(self.agent, name)
@@ -137,6 +161,7 @@ class TaskCost:
     episodes: int
     budget_turns: int  # every episode to its turn budget, no prefix shared: an upper bound
     ended_early: int  # episodes that ended before their turn budget (won, or out of env actions)
+    samples: list[int] = field(default_factory=list)  # each request's sample (0 without --samples)
 
 
 def _shared_prefix(earlier: list[str], prompt: str) -> int:
@@ -163,7 +188,8 @@ def estimate_task(task: Any, settings: RunSettings, chars_per_token: float = CHA
     family = settings.env_family()
     if family.builtin_agent is None:
         raise CirError(f"env {family.name!r}: cir estimate needs the family's built-in agent for its dry run")
-    dry = DryAgent(family.builtin_agent(seed=settings.seed), llm_renderer(settings))
+    dry = DryAgent(family.builtin_agent(seed=settings.seed), llm_renderer(settings),
+                   lambda index: llm_renderer(settings, index))
     env = make_run_env(task, settings)
     try:
         result = run_task_pairs(task, dry, env, settings.replay,
@@ -171,8 +197,8 @@ def estimate_task(task: Any, settings: RunSettings, chars_per_token: float = CHA
     finally:
         if callable(getattr(env, "close", None)):
             env.close()
-    texts = [prompt_text(body) for body, _ in dry.calls]
-    per_message = [CHAT_MESSAGE_TOKENS * len(body.get("messages", ())) for body, _ in dry.calls]
+    texts = [prompt_text(body) for body, _, _ in dry.calls]
+    per_message = [CHAT_MESSAGE_TOKENS * len(body.get("messages", ())) for body, _, _ in dry.calls]
     earlier: list[str] = []
     new = 0
     for text in texts:
@@ -183,12 +209,14 @@ def estimate_task(task: Any, settings: RunSettings, chars_per_token: float = CHA
     ended = sum(1 for e in own if e.model_turns < turns)
     cost = TaskCost(
         task_id=str(task.task_id),
-        prompts=[hashlib.sha256(t.encode("utf-8")).hexdigest()[:16] for t in texts],
+        # a sample's request is another request even where its prompt is another sample's
+        prompts=[hashlib.sha256(f"{t}\x1f{i if i else ''}".encode()).hexdigest()[:16]
+                 for t, (_, _, i) in zip(texts, dry.calls, strict=True)],
         prompt_tokens=[approx_tokens(t, chars_per_token) + m for t, m in zip(texts, per_message, strict=True)],
-        completion_tokens=[approx_tokens(reply, chars_per_token) for _, reply in dry.calls],
+        completion_tokens=[approx_tokens(reply, chars_per_token) for _, reply, _ in dry.calls],
         new_prompt_tokens=new, episodes=len(own), budget_turns=turns * len(own),
-        ended_early=ended)
-    return cost, ([(t, r) for t, (_, r) in zip(texts, dry.calls, strict=True)] if keep else [])
+        ended_early=ended, samples=[i for _, _, i in dry.calls])
+    return cost, ([(t, r) for t, (_, r, _) in zip(texts, dry.calls, strict=True)] if keep else [])
 
 
 def _estimate_worker(task: Any, settings: RunSettings, chars_per_token: float,
@@ -209,11 +237,13 @@ class Estimate:
     episodes: int = 0
     ended_early: int = 0
     budget_requests: int = 0
+    #: of ``requests``, those of further draws (``--samples`` above 1): every one after a branch point
+    sample_requests: int = 0
     parts: list[Estimate] = field(default_factory=list)
 
     def add(self, other: Estimate) -> None:
         for key in ("tasks", "requests", "prompt_tokens", "completion_tokens", "new_prompt_tokens",
-                    "episodes", "ended_early", "budget_requests"):
+                    "episodes", "ended_early", "budget_requests", "sample_requests"):
             setattr(self, key, getattr(self, key) + getattr(other, key))
         self.parts.append(other)
 
@@ -253,11 +283,13 @@ def estimate_run(tasks: Sequence[Any], settings: RunSettings, *, name: str = "ru
         out.ended_early += cost.ended_early
         out.budget_requests += cost.budget_turns
         out.new_prompt_tokens += cost.new_prompt_tokens
-        for digest, p, c in zip(cost.prompts, cost.prompt_tokens, cost.completion_tokens, strict=True):
+        for digest, p, c, i in zip(cost.prompts, cost.prompt_tokens, cost.completion_tokens, cost.samples,
+                                   strict=True):
             if digest in seen:  # asked by an earlier task: the reply cache answers it
                 continue
             seen.add(digest)
             out.requests += 1
+            out.sample_requests += int(i > 0)
             out.prompt_tokens += p
             out.completion_tokens += c
         if keep is not None:

@@ -20,6 +20,8 @@ executed           whether the recovery ran (False: episode ended before delay)
 factual_success    whether the clean, no-recovery run succeeded
 prefix_match       both arms identical up to the branch point
 outcome            rescue, harm, stable_success, stable_failure
+k, y0_sum, ...     with ``--samples`` above 1: draws per arm, success counts and
+                   outcome probabilities (:mod:`cir.pairs.samples`)
 f_*                features at the decision point, from the no-recovery arm
 =================  ===========================================================
 
@@ -48,6 +50,7 @@ import pandas as pd
 
 from cir.episode.delays import MAX_DELAY
 from cir.pairs.record import RunRecord, foreign_member
+from cir.pairs.samples import check_sample_columns, has_samples
 from cir.pairs.store import EPISODES, PAIRED, RUN_JSON, RunStore, StoreScan, verify_members
 from cir.util.errors import CirError
 
@@ -209,6 +212,8 @@ def validate_paired(df: pd.DataFrame, source: str = "paired table", require_feat
             "each task may have one row per condition, delay and operation"
         )
     _check_consistency(out, source)
+    if has_samples(out):
+        out = check_sample_columns(out, source, _row_text)
     if require_features and not feature_columns(out):
         raise CirError(
             f"{source}: no feature columns (f_*); run `cir run` with this version to write them"

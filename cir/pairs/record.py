@@ -486,6 +486,9 @@ def check_extension(old: RunRecord, new: RunIdentity, new_ids: Sequence[str], so
         raise CirError(f"{head}: it has seed={was.seed!r}, this run {new.seed!r}; an extension keeps it")
     if was.family != new.family:
         raise CirError(f"{head}: it ran env {was.family!r}, this run {new.family!r}; an extension keeps it")
+    if new_replay.samples < old_replay.samples:
+        raise CirError(f"{head}: it has samples={old_replay.samples}, this run {new_replay.samples}; an "
+                       "extension keeps every draw and may add more")
     for name in ("conditions", "delays", "operations"):
         dropped = [v for v in getattr(old_replay, name) if v not in getattr(new_replay, name)]
         if dropped:

@@ -13,6 +13,11 @@ Per task, with one env (reset once) and one reply cache:
    the recovery step, then the agent continues. If the arm ended at or before p+d the
    recovery is not executed and ``y1 = y0``.
 
+5. with ``samples`` K above 1 (``--samples``), at each branch point the recovery runs at,
+   K - 1 further draws of the arm's continuation and of each operation's branch, each by the
+   agent drawing that sample (:mod:`cir.agents.sampling`) from the same restored state; the
+   row gains their counts (:mod:`cir.pairs.samples`, :func:`sample_pairs`).
+
 Every branch is checked to share its prefix with its arm (step dicts up to the branch
 point) and every perturbed arm with the factual run (up to the perturbed step, and that
 step's action and true observation); a mismatch is a :class:`ReplayError` naming the task.
@@ -40,6 +45,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
+from cir.agents.sampling import sample_agent
 from cir.envs.base import Env, refresh_query
 from cir.envs.branching import BranchingEnv
 from cir.envs.counting import CountingEnv
@@ -53,6 +59,7 @@ from cir.families.registry import resolve_extractor
 from cir.pairs.episode_record import ARM, BRANCH, FACTUAL, EpisodeRecord
 from cir.pairs.paired import outcome_of
 from cir.pairs.record import sent_text
+from cir.pairs.samples import sample_columns
 from cir.pairs.schedule import JobPool, run_fork
 from cir.pairs.settings import RESTORE_CHECKS, ReplaySettings, agent_label
 from cir.util.errors import CirError
@@ -148,6 +155,8 @@ def run_task_pairs(
     if restore_check not in RESTORE_CHECKS:
         raise CirError(f"restore_check {restore_check!r}: expected one of {', '.join(RESTORE_CHECKS)}")
     settings = settings or ReplaySettings()
+    if settings.samples > 1:
+        sample_agent(agent, 1)  # an agent that cannot sample is refused before any work
     started = time.perf_counter()
     conditions = settings.parsed_conditions()
     task_id = str(task.task_id)
@@ -176,13 +185,16 @@ def run_task_pairs(
         checked = check_restore(task_id, branching, snapshots, factual, result.point)
         fork = _Fork(harness, counted, settings, result, factual, snapshots, result.point,
                      resolve_extractor(extractor))
-        arms = []
+        arms, draws = [], []
         for cond, arm, branches in run_fork(fork, conditions, concurrency=concurrency, pool=pool,
                                             finished=finished):
             fork.record(cond, arm, branches)
             arms.append((cond.name, arm))
+            # the arm's further draws (--samples): (condition, delay, sample, the draw)
+            draws += [(cond.name, key[0], key[2], t) for key, t in branches.items() if len(key) == 3 and key[1] is None]
         if restore_check != "task":
-            check_branch_points(task_id, branching, fork, arms, checked={checked}, full=restore_check == "full")
+            check_branch_points(task_id, branching, fork, arms, checked={checked}, full=restore_check == "full",
+                                draws=draws)
     result.costs = _costs(harness, counted, branching)
     result.seconds = round(time.perf_counter() - started, 3)
     return result
@@ -206,6 +218,7 @@ class _Fork:
         self.start = ForkPoint(factual, snapshots, point)  # the perturbed prefix and its rewind checkpoints
         self.k_at, self.rewind = self.start.k_at, self.start.rewind
         self.operations = [get_operation(m, refresh_query(env)) for m in settings.operations]
+        self.samples = settings.samples  # draws per arm and branch from each branch point
 
     def no_recovery_arm(self, cond: Condition, env: CountingEnv | None = None,
                         at_branch_point: BranchPointCall | None = None) -> tuple[Transcript, dict[int, Any]]:
@@ -266,6 +279,9 @@ class _Fork:
                 reached = min(j, arm.env_actions)
                 decision = arm.prefix(arm.steps_until_env_action(reached))
                 features = _features(self.extractor, decision, reached - self.point, settings)
+            if self.samples > 1:
+                sampled, sample_episodes = sample_pairs(task_id, cond.name, arm, branches, d, k, executed,
+                                                        [op.name for op in self.operations], self.samples)
             for op in self.operations:
                 if k is not None and executed:
                     branch = branches[(d, op.name)]
@@ -284,23 +300,71 @@ class _Fork:
                     "factual_success": bool(self.factual.won), "prefix_match": True,
                     "outcome": outcome_of(y0, y1),
                 }
+                if self.samples > 1:
+                    row.update(sampled[op.name])
                 row.update(features)
                 result.rows.append(row)
+            if self.samples > 1:
+                result.episodes += sample_episodes
 
     def branch(self, cond: Condition, arm: Transcript, arm_snaps: dict[int, Any], d: int,
-               op: Operation, k: int, env: CountingEnv | None = None) -> Transcript:
-        """The arm's first ``k`` steps, the recovery, then the agent to the end; prefix checked."""
+               op: Operation, k: int, env: CountingEnv | None = None, sample: int = 0) -> Transcript:
+        """The arm's first ``k`` steps, the recovery, then the agent (drawing ``sample``: 0 is the
+        agent itself) to the end; prefix checked."""
         env = env or self.env
+        harness = self.harness.sampled(sample)
         branch = arm.prefix(k)
         env.restore(arm_snaps[k])
-        self.harness.recover(env, branch, op, self.rewind)
-        self.harness.run(env, branch)
+        harness.recover(env, branch, op, self.rewind)
+        harness.run(env, branch)
         if not _same(branch, arm, k):
             raise ReplayError(
                 f"task {self.result.task_id}: the {op.name} branch at delay {d} under {cond.name} "
-                f"differs from its no-recovery arm before the branch point (step {k})"
+                f"{_of_sample(sample)}differs from its no-recovery arm before the branch point (step {k})"
             )
         return branch
+
+    def continuation(self, cond: Condition, arm: Transcript, arm_snaps: dict[int, Any], d: int, k: int,
+                     sample: int, env: CountingEnv | None = None) -> Transcript:
+        """A further draw of the arm from its branch point at delay ``d`` (``--samples``): its first
+        ``k`` steps, then the agent drawing ``sample`` to the end, without recovery; prefix checked."""
+        env = env or self.env
+        draw = arm.prefix(k)
+        env.restore(arm_snaps[k])
+        self.harness.sampled(sample).run(env, draw)
+        if not _same(draw, arm, k):
+            raise ReplayError(
+                f"task {self.result.task_id}: the no-recovery continuation at delay {d} under {cond.name} "
+                f"{_of_sample(sample)}differs from its arm before the branch point (step {k})")
+        return draw
+
+
+def _of_sample(sample: int) -> str:
+    return f"(sample {sample}) " if sample else ""
+
+
+def sample_pairs(task_id: str, condition: str, arm: Transcript, branches: dict[tuple[Any, ...], Transcript],
+                 d: int, k: int | None, executed: bool, operations: list[str],
+                 samples: int) -> tuple[dict[str, dict[str, Any]], list[EpisodeRecord]]:
+    """The sample columns of each operation's row at delay ``d`` (:func:`cir.pairs.samples.sample_columns`)
+    and the episodes of the further draws (the arm's continuation, then each operation's branch,
+    sample by sample). An arm that ended before the delay has nothing to draw: every sample is its
+    outcome, and no episode is added."""
+    y0 = int(arm.won)
+    if k is None or not executed:
+        return {op: sample_columns([y0] * samples, [y0] * samples) for op in operations}, []
+    episodes: list[EpisodeRecord] = []
+    arm_draws, branch_draws = [y0], {op: [int(branches[(d, op)].won)] for op in operations}
+    for s in range(1, samples):
+        draw = branches[(d, None, s)]
+        episodes.append(EpisodeRecord.of(task_id, ARM, condition, draw, delay=d, branch_step=k, sample=s))
+        arm_draws.append(int(draw.won))
+        for op in operations:
+            branch = branches[(d, op, s)]
+            episodes.append(EpisodeRecord.of(task_id, BRANCH, condition, branch, delay=d, operation=op,
+                                             branch_step=k, sample=s))
+            branch_draws[op].append(int(branch.won))
+    return {op: sample_columns(arm_draws, branch_draws[op]) for op in operations}, episodes
 
 
 #: ``(delay, step count, snapshot, the arm's first steps, whether the arm goes on)``
@@ -342,7 +406,8 @@ def check_restore(task_id: str, env: BranchingEnv, snapshots: dict[int, Any], fa
 
 
 def check_branch_points(task_id: str, env: BranchingEnv, fork: _Fork, arms: list[tuple[str, Transcript]],
-                        checked: Collection[tuple[str, ...]] = (), *, full: bool = False) -> None:
+                        checked: Collection[tuple[str, ...]] = (), *, full: bool = False,
+                        draws: Collection[tuple[str, int, int, Transcript]] = ()) -> None:
     """The restore checked at every branch point, after the task's arms and branches ran and
     before its rows are returned: wherever an arm or a branch started from a restored snapshot
     (each arm where it starts, its branches at each delay whose recovery ran, a rewind where it
@@ -351,7 +416,9 @@ def check_branch_points(task_id: str, env: BranchingEnv, fork: _Fork, arms: list
     answer (observation, done, won) it must give; ``full``: every later env action of that
     episode, one after another, each answer the recorded one. A restore that forgets a field
     which matters only later (a counter, an item in hand) is met where it matters, not only at
-    the first branch point. States in ``checked`` (:func:`check_restore`'s, with its one action)
+    the first branch point. ``draws`` (``--samples``: condition, delay, sample, the arm's further
+    draw from that delay's branch point) are episodes that passed a branch point too: each
+    draw's own next env action (``full``: and those after it) is sent from there as well. States in ``checked`` (:func:`check_restore`'s, with its one action)
     and repeats are sent once; the checks are not counted in the costs. A
     :class:`RestoreError` at the first answer that differs."""
     #: by the state and the actions sent from it: (the state, what is sent, where, who)
@@ -380,6 +447,9 @@ def check_branch_points(task_id: str, env: BranchingEnv, fork: _Fork, arms: list
         for d, _, executed in fork.branch_points(arm):
             if executed:
                 sent_after(arm, p + d + 1, f"where the {name} arm's delay-{d} branches start", f"the {name} arm")
+    for name, d, sample, draw in draws:
+        sent_after(draw, p + d + 1, f"where the {name} arm's delay-{d} branches start",
+                   f"sample {sample} of the {name} arm")
     listed = list(checks.values())
     differs = env.verify_restores([(state, sent) for state, sent, *_ in listed])
     if differs is not None:

@@ -58,7 +58,10 @@ class Fork(Protocol):
     def branch_points(self, arm: Any) -> list[tuple[int, int | None, bool]]: ...
 
     def branch(self, cond: Any, arm: Any, arm_snaps: dict[int, Any], d: int, op: Any, k: int,
-               env: Any = None) -> Any: ...
+               env: Any = None, sample: int = 0) -> Any: ...
+
+    # and, with ``samples`` above 1 (an attribute; 1 when absent), the arm's own continuation of a
+    # further sample from a branch point: continuation(cond, arm, arm_snaps, d, k, sample, env)
 
 
 class JobPool:
@@ -118,12 +121,39 @@ class _Stoppable:
         self.env.restore(snapshot)
 
 
-Branches = dict[tuple[int, str], Any]
+#: by (delay, operation name) for the first sample; by (delay, operation name or None for the
+#: arm's own continuation, sample index) for the further samples (``--samples``)
+Branches = dict[tuple[Any, ...], Any]
+
+
+def branch_key(d: int, op: str | None, sample: int) -> tuple[Any, ...]:
+    """Where a branch (``op``) or, for ``op`` None, an arm's continuation from its branch point is
+    kept in :data:`Branches`: sample 0's branches as without samples."""
+    return (d, op) if sample == 0 else (d, op, sample)
+
+
+def delay_jobs(fork: Fork) -> list[tuple[str | None, int]]:
+    """The jobs of one branch point that the recovery runs at, as (operation name or None, sample):
+    each operation's branch; then, per further sample (``fork.samples``), the arm's continuation
+    from there and each operation's branch, each drawing that sample."""
+    ops = [op.name for op in fork.operations]
+    more = [(name, s) for s in range(1, getattr(fork, "samples", 1)) for name in (None, *ops)]
+    return [*((name, 0) for name in ops), *more]
+
+
+def _delay_job(fork: Fork, cond: Any, arm: Any, snaps: dict[int, Any], d: int, k: int, name: str | None,
+               sample: int, env: Any = None) -> Any:
+    """One job of :func:`delay_jobs`: a branch, or the arm's own continuation (``name`` None)."""
+    if name is None:
+        return fork.continuation(cond, arm, snaps, d, k, sample, env)  # type: ignore[attr-defined]
+    op = next(o for o in fork.operations if o.name == name)
+    return fork.branch(cond, arm, snaps, d, op, k, env, sample)
 
 
 def run_fork(fork: Fork, conditions: list[Any], *, concurrency: int = 1, pool: JobPool | None = None,
              finished: list[int] | None = None) -> list[tuple[Any, Any, Branches]]:
-    """Per condition, in order: ``(condition, arm, branches by (delay, operation name))``.
+    """Per condition, in order: ``(condition, arm, branches)`` (:data:`Branches`: by delay and
+    operation name, and for further samples by :func:`branch_key`).
 
     Sequential (in the settings' order, on the task's env) with ``concurrency == 1`` and no
     ``pool``; else the arms and branches run in ``pool``'s threads (or in ``concurrency``
@@ -147,8 +177,8 @@ def _run_in_order(fork: Fork, conditions: list[Any], finished: list[int]) -> lis
         branches: Branches = {}
         for d, k, executed in fork.branch_points(arm):
             if executed:
-                for op in fork.operations:
-                    branches[(d, op.name)] = fork.branch(cond, arm, snaps, d, op, k)
+                for name, sample in delay_jobs(fork):
+                    branches[branch_key(d, name, sample)] = _delay_job(fork, cond, arm, snaps, d, k, name, sample)
                     finished[0] += 1
         out.append((cond, arm, branches))
     return out
@@ -201,9 +231,9 @@ class _Concurrent:
         self._submit(("arm", cond), self.fork.no_recovery_arm, cond, self._cursor(), at_branch_point)
 
     def _submit_delay(self, cond: Any, arm: Any, snaps: dict[int, Any], d: int, k: int) -> None:
-        for op in self.fork.operations:
-            self._submit(("branch", cond, d, op.name, k), self.fork.branch, cond, arm, snaps, d, op, k,
-                         self._cursor())
+        for name, sample in delay_jobs(self.fork):
+            self._submit(("branch", cond, d, name, k, sample), _delay_job, self.fork, cond, arm, snaps, d, k,
+                         name, sample, self._cursor())
 
     def _arm_ended(self, cond: Any, arm: Any, snaps: dict[int, Any]) -> None:
         """The branches the finished arm confirms: those not started early start now."""
@@ -259,11 +289,11 @@ class _Concurrent:
             self.arms[cond.name] = arm
             self._arm_ended(cond, arm, snaps)
             return
-        _, cond, d, op, k = what
+        _, cond, d, op, k, sample = what
         with self.lock:
             current = self.early.get((cond.name, d)) == k
         if current:  # else started for a point the finished arm does not confirm
-            self.branches[cond.name][(d, op)] = value
+            self.branches[cond.name][branch_key(d, op, sample)] = value
 
     def _stop_all(self) -> None:
         with self.lock:

@@ -19,8 +19,9 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from cir.agents.factory import DEFAULT_AGENT, LLMConfig
+from cir.agents.factory import DEFAULT_AGENT, FRAMEWORK_SAMPLES, FRAMEWORKS, LLMConfig
 from cir.agents.limits import RequestLimits
+from cir.agents.sampling import check_samples
 from cir.episode.delays import check_delays
 from cir.episode.operations import check_operations
 from cir.episode.perturb import Condition, parse_conditions, perturbation_point
@@ -65,6 +66,9 @@ class ReplaySettings:
     perturb_at: int | None = None
     max_turns: int = DEFAULT_MAX_TURNS
     max_actions: int = DEFAULT_MAX_ACTIONS
+    #: continuations per arm and branch from each branch point, each its own draw of a sampling
+    #: agent (:mod:`cir.agents.sampling`); 1: one draw, the table of a run without sampling
+    samples: int = 1
 
     def __post_init__(self) -> None:
         conditions = tuple(c.name for c in parse_conditions(self.conditions))
@@ -74,12 +78,16 @@ class ReplaySettings:
         _check_int("max_turns", self.max_turns, 1, MAX_BUDGET)
         _check_int("max_actions", self.max_actions, 1, MAX_BUDGET)
         perturbation_point(10, self.perturb_fraction, self.perturb_at)  # checks the point rule
+        check_samples(self.samples)
 
     def parsed_conditions(self) -> list[Condition]:
         return parse_conditions(list(self.conditions))
 
     def as_dict(self) -> dict[str, Any]:
+        """Plain data (run.json); ``samples`` only above 1, so a record of one draw reads as before."""
         data = asdict(self)
+        if self.samples == 1:
+            del data["samples"]
         return {k: list(v) if isinstance(v, tuple) else v for k, v in data.items()}
 
     def cells(self) -> set[tuple[str, int, str]]:
@@ -158,6 +166,8 @@ class RunSettings:
             raise CirError(f"replay: expected ReplaySettings, got {type(self.replay).__name__}")
         if not isinstance(self.agent, str) or not self.agent.strip():
             raise SettingError("agent", self.agent, "an agent spec (builtin, openai:MODEL, ...)")
+        if self.replay.samples > 1 and self.agent_factory is None and self.agent.partition(":")[0] in FRAMEWORKS:
+            raise SettingError("samples", self.replay.samples, f"1 for agent {self.agent!r}: {FRAMEWORK_SAMPLES}")
         _check_int("seed", self.seed, 0, MAX_SEED)
         if self.backend not in BACKENDS:
             raise SettingError("backend", self.backend, f"one of {', '.join(BACKENDS)}")

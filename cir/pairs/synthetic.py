@@ -1,11 +1,13 @@
 """Synthetic paired tables with a known answer, for examples, tests and benchmarks.
 
-Two generators, one per layer that needs a planted truth:
+Generators, one per layer that needs a planted truth:
 
 * :func:`simulate_paired`: outcomes only, with task structure (rows of a task share a
   latent skill), for the statistics (:mod:`cir.stats.effects`, :mod:`cir.stats.joint`);
 * :func:`simulate`: outcomes and ``f_*`` feature columns with a planted signal that a
-  policy can learn, for CIR (:mod:`cir.router.policy`, :mod:`cir.router.evaluation`).
+  policy can learn, for CIR (:mod:`cir.router.policy`, :mod:`cir.router.evaluation`);
+* :func:`simulate_sampled`: K draws per arm from planted per-state success chances, with the
+  true effect, for the intervals of a table of ``--samples`` (``benchmarks/sample_coverage.py``).
 
 Both are deterministic functions of their seed.
 """
@@ -20,6 +22,7 @@ import pandas as pd
 
 from cir.episode.protocol import DEFAULT_CONDITIONS, DEFAULT_DELAYS
 from cir.pairs.paired import outcome_of, validate_paired
+from cir.pairs.samples import sample_columns
 
 #: The task types of a synthetic table: ALFWorld's six names, so that a table of planted
 #: answers reads like a study's (nothing here depends on what they mean)
@@ -185,3 +188,71 @@ def _other_outcome(profile: dict, rng: np.random.Generator, y0: int, y_rescued: 
     if y0 == 1 and rng.random() < (0.5 if harmful else 0.01):
         return 0
     return y0
+
+
+#: How the planted success chances of :func:`simulate_sampled` depend on the condition: the
+#: logit of success without recovery is ``skill + BASE[condition]`` and recovery adds
+#: ``LIFT[condition]`` to it (plus the task's own lift), so the true effect differs by condition.
+SAMPLED_BASE = {"clean": 1.0, "stale1": -0.2, "stale2": -0.5, "missing": -0.3}
+SAMPLED_LIFT = {"clean": -0.3, "stale1": 0.6, "stale2": 0.9, "missing": 0.7}
+
+
+def simulate_sampled(n_tasks: int = 80, samples: int = 4, seed: int = 0,
+                     conditions: Sequence[str] = ("clean", "stale2"), delays: Sequence[int] = (0, 2),
+                     operations: Sequence[str] = ("refresh",), coupling: float = 0.5,
+                     lift_sd: float = 0.6, delay_slope: float = -0.1) -> pd.DataFrame:
+    """A paired table of ``--samples`` with planted per-state success chances, and their truth.
+
+    Each task draws a skill ``s ~ N(0, 1)`` and a lift ``b ~ N(0, lift_sd)`` of its own. At
+    condition c and delay d the chance of success without recovery is
+    ``p0 = sigmoid(s + SAMPLED_BASE[c] + delay_slope d)`` and with any operation
+    ``p1 = sigmoid(logit p0 + SAMPLED_LIFT[c] + b)``. Each row holds K draws of each arm
+    (the arm's draws shared by the operations of its delay, as the replayer's are), draw s of
+    the branch sharing the uniform number of draw s of the arm with chance ``coupling`` (a
+    sampling seed shared by the two), else drawing its own. ``y0``/``y1`` are the first draws.
+
+    ``df.attrs["truth"]`` maps (condition, delay, operation) to the true effect over the
+    population of tasks, ``100 E[p1 - p0]`` in pp (Gauss-Hermite quadrature over s and b), and
+    ``df.attrs["conditional"]`` to the mean true effect of these tasks: what an interval of
+    the effect of a population of tasks, or of these tasks, should cover.
+    """
+    rng = np.random.default_rng([seed, samples])
+    records = []
+    conditional: dict[tuple[str, int, str], list[float]] = {}
+    for t in range(n_tasks):
+        skill, lift = rng.normal(), rng.normal(scale=lift_sd)
+        task_id = f"sam{t:04d}"
+        for condition in conditions:
+            for delay in delays:
+                z0 = skill + SAMPLED_BASE.get(condition, 0.0) + delay_slope * delay
+                p0 = _sigmoid(z0)
+                u = rng.random(samples)
+                arm = (u < p0).astype(int)
+                for operation in operations:
+                    p1 = _sigmoid(z0 + SAMPLED_LIFT.get(condition, 0.5) + lift)
+                    own = rng.random(samples)
+                    v = np.where(rng.random(samples) < coupling, u, own)
+                    branch = (v < p1).astype(int)
+                    conditional.setdefault((condition, int(delay), operation), []).append(100 * (p1 - p0))
+                    records.append({
+                        "task_id": task_id, "split": "valid_unseen", "task_type": TASK_TYPES[t % len(TASK_TYPES)],
+                        "agent": "builtin:synthetic", "condition": condition, "delay": int(delay),
+                        "operation": operation, "y0": int(arm[0]), "y1": int(branch[0]), "executed": 1,
+                        "factual_success": 1, "prefix_match": 1, "outcome": outcome_of(int(arm[0]), int(branch[0])),
+                        **sample_columns(arm.tolist(), branch.tolist()),
+                    })
+    df = pd.DataFrame.from_records(records)
+    df.attrs["truth"] = {key: _true_effect(key[0], key[1], lift_sd, delay_slope) for key in conditional}
+    df.attrs["conditional"] = {key: float(np.mean(v)) for key, v in conditional.items()}
+    return df
+
+
+def _true_effect(condition: str, delay: int, lift_sd: float, delay_slope: float, points: int = 40) -> float:
+    """``100 E[p1 - p0]`` of :func:`simulate_sampled` over skill ~ N(0, 1) and lift ~ N(0, lift_sd)."""
+    x, w = np.polynomial.hermite_e.hermegauss(points)  # nodes and weights for N(0, 1)
+    w = w / w.sum()
+    s, b = np.meshgrid(x, x * lift_sd, indexing="ij")
+    z0 = s + SAMPLED_BASE.get(condition, 0.0) + delay_slope * delay
+    p0 = 1 / (1 + np.exp(-z0))
+    p1 = 1 / (1 + np.exp(-(z0 + SAMPLED_LIFT.get(condition, 0.5) + b)))
+    return float(100 * (np.outer(w, w) * (p1 - p0)).sum())

@@ -16,7 +16,7 @@ from sklearn.metrics import brier_score_loss
 
 from cir.pairs.paired import validate_paired
 from cir.router.evaluation import as_router
-from cir.router.policy import CIRPolicy
+from cir.router.policy import CIRPolicy, is_soft
 from cir.router.rule import split_model_name
 from cir.router.runtime import Router
 from cir.router.walk import build_grid, check_features, model_labels
@@ -72,14 +72,28 @@ def calibration_table(model: CIRPolicy | Router, paired: pd.DataFrame | None = N
     rows = []
     for name, part in pred.groupby("model", sort=False):
         y, p = part["label"].to_numpy(), part["p"].to_numpy()
-        brier = float(brier_score_loss(y, p))
-        base = float(brier_score_loss(y, np.full(len(y), y.mean())))
-        frac, mean = calibration_curve(y, p, n_bins=n_bins, strategy=strategy)
+        if is_soft(y):  # soft labels of a table of --samples: the same scores, by hand
+            brier, base = float(np.mean((y - p) ** 2)), float(np.mean((y - y.mean()) ** 2))
+            frac, mean = _soft_curve(y, p, n_bins, strategy)
+        else:
+            brier = float(brier_score_loss(y, p))
+            base = float(brier_score_loss(y, np.full(len(y), y.mean())))
+            frac, mean = calibration_curve(y, p, n_bins=n_bins, strategy=strategy)
         for b, (fp, mp) in enumerate(zip(frac, mean, strict=True)):
             rows.append({"model": name, "bin": b, "mean_predicted": float(mp), "fraction_positive": float(fp),
                          "brier": brier, "brier_baseline": base, "n": int(len(y)),
                          "base_rate": float(y.mean())})
     return pd.DataFrame(rows)
+
+
+def _soft_curve(y: np.ndarray, p: np.ndarray, n_bins: int, strategy: str) -> tuple[np.ndarray, np.ndarray]:
+    """``calibration_curve`` for soft labels: per bin of the predictions (quantile or uniform, as
+    scikit-learn's), the mean label and the mean prediction, empty bins left out."""
+    edges = (np.quantile(p, np.linspace(0, 1, n_bins + 1)) if strategy == "quantile"
+             else np.linspace(0, 1, n_bins + 1))
+    which = np.searchsorted(edges[1:-1], p, side="right")
+    used = [b for b in range(n_bins) if (which == b).any()]
+    return (np.array([y[which == b].mean() for b in used]), np.array([p[which == b].mean() for b in used]))
 
 
 def calibration_figure(model: CIRPolicy | Router, paired: pd.DataFrame | None = None, n_bins: int = 10,

@@ -31,7 +31,7 @@ from cir.episode.protocol import DEFAULT_LEVEL, DEFAULT_RESAMPLES, DEFAULT_SEED
 from cir.pairs.paired import validate_paired
 from cir.router.rule import blocked_by, passes
 from cir.router.runtime import Router
-from cir.router.walk import build_grid, check_features, walk
+from cir.router.walk import DECIDE, build_grid, check_features, walk
 from cir.stats.bootstrap import bootstrap_ratios, percentile_ci
 from cir.stats.significance import sign_flip_test
 
@@ -129,7 +129,7 @@ def walk_policies(model: Router | Fitted, paired: pd.DataFrame, source: str = "p
         outcome, intervened, first = walk(grid, fire, y1)
         op_at = np.broadcast_to(op_index, grid.status.shape)
         picked = np.take_along_axis(op_at, np.maximum(first, 0)[:, None], axis=1)[:, 0]
-        out[f"y_{policy}"] = outcome.astype(int)
+        out[f"y_{policy}"] = outcome if grid.expected else outcome.astype(int)
         out[f"int_{policy}"] = intervened.astype(int)
         out[f"delay_{policy}"] = np.where(first >= 0, d[np.maximum(first, 0)], -1)
         out[f"op_{policy}"] = np.where(intervened, ops[np.clip(picked, 0, len(ops) - 1)], "")
@@ -218,12 +218,19 @@ def walk_oracle(paired: pd.DataFrame, delays: tuple[int, ...], d_min: int, opera
     """The oracle's walk: recover at the first candidate delay where some operation rescues,
     with the first operation that does (one row per arm: y, int, delay and op of ``oracle``)."""
     grid = build_grid(validate_paired(paired, source=source), delays, operations, source)
-    rescues = (grid.y0[:, None, None] == 0) & (grid.y1 == 1)
-    fire = grid.delay_ok(d_min) & rescues.any(axis=-1)
-    outcome, intervened, first = walk(grid, fire, rescues.any(axis=-1).astype(int))
-    picked = np.take_along_axis(np.argmax(rescues, axis=-1), np.maximum(first, 0)[:, None], axis=1)[:, 0]
+    if grid.expected:  # expected outcomes: where some operation raises the chance, the one raising it most
+        gain = np.where(grid.status[..., None] == DECIDE, grid.y1 - grid.y0[:, None, None], 0.0)
+        fire = grid.delay_ok(d_min) & (gain.max(axis=-1) > 0)
+        best = np.argmax(gain, axis=-1)
+        outcome, intervened, first = walk(grid, fire, np.take_along_axis(grid.y1, best[..., None], -1)[..., 0])
+    else:
+        rescues = (grid.y0[:, None, None] == 0) & (grid.y1 == 1)
+        fire = grid.delay_ok(d_min) & rescues.any(axis=-1)
+        outcome, intervened, first = walk(grid, fire, rescues.any(axis=-1).astype(int))
+        best = np.argmax(rescues, axis=-1)
+    picked = np.take_along_axis(best, np.maximum(first, 0)[:, None], axis=1)[:, 0]
     out = grid.arms[ARM_KEYS].copy()
-    out["y_oracle"] = outcome.astype(int)
+    out["y_oracle"] = outcome if grid.expected else outcome.astype(int)
     out["int_oracle"] = intervened.astype(int)
     out["delay_oracle"] = np.where(first >= 0, np.asarray(delays)[np.maximum(first, 0)], -1)
     out["op_oracle"] = np.where(intervened, np.asarray(operations, dtype=object)[picked], "")
@@ -243,6 +250,14 @@ def _task_sums(arms: pd.DataFrame, values: dict[str, np.ndarray], groups: list[s
             dens.append(np.bincount(tcode[mask], minlength=len(tasks)).astype(float))
             cols.append((name, g))
     return np.column_stack(nums), np.column_stack(dens), cols
+
+
+def _rises(before: np.ndarray, after: np.ndarray, mask: np.ndarray) -> int | float:
+    """How many of the masked arms go from failure to success: a count of 0/1 outcomes, or, for
+    the expected outcomes of a table of ``--samples``, the summed rise in the chance of success."""
+    if before.dtype.kind == "f" or after.dtype.kind == "f":
+        return float(np.maximum(after - before, 0.0)[mask].sum())
+    return int(((before == 0) & (after == 1) & mask).sum())
 
 
 def _summary_rows(arms: pd.DataFrame, policies: list[str], groups: list[str], diffs: dict[str, np.ndarray],
@@ -266,10 +281,9 @@ def _summary_rows(arms: pd.DataFrame, policies: list[str], groups: list[str], di
                 "effect_pp": 100 * float(diffs[p][m].mean()),
                 "ci_low_pp": 100 * ci[(p, g)][0], "ci_high_pp": 100 * ci[(p, g)][1],
                 "sign_flip_p": flip[(p, g)],
-                "rescues": int(((y0 == 0) & (yp == 1) & m).sum()), "harms": int(((y0 == 1) & (yp == 0) & m).sum()),
+                "rescues": _rises(y0, yp, m), "harms": _rises(yp, y0, m),
                 "interventions": int(intervened[m].sum()), "intervention_rate": float(intervened[m].mean()),
-                "clean_harm_rate": (float(((y0 == 1) & (yp == 0) & cm).sum() / cm.sum())
-                                    if cm.any() else float("nan")),
+                "clean_harm_rate": (float(_rises(yp, y0, cm)) / cm.sum() if cm.any() else float("nan")),
                 "oracle_fraction": (float(diffs[p][m].sum()) / oracle_gain if oracle_gain > 0 else float("nan")),
                 "oracle_policy": oracle,
             })

@@ -64,9 +64,11 @@ def fit_linear_model(X: np.ndarray, y: np.ndarray, C: float = DEFAULT_C, max_ite
     """Fit ``Pipeline(StandardScaler, LogisticRegression)`` and keep it as plain numbers.
 
     A label with one class only (possible for rare labels in a small fold) gives ``coef = 0``
-    and the class rate as a clipped logit.
+    and the class rate as a clipped logit. Soft labels in [0, 1] (a table of ``--samples``:
+    :func:`cir.router.walk.model_labels`) are fitted as weighted rows: the same cross-entropy.
     """
-    y = np.asarray(y, dtype=int)
+    soft = is_soft(y)
+    y = np.asarray(y, dtype=float if soft else int)
     if len(np.unique(y)) < 2:
         scaler = StandardScaler().fit(X)
         rate = min(max(float(y.mean()) if len(y) else 0.5, 1e-3), 1 - 1e-3)
@@ -77,10 +79,21 @@ def fit_linear_model(X: np.ndarray, y: np.ndarray, C: float = DEFAULT_C, max_ite
         # newton-cholesky: the same L2 objective as lbfgs, solved exactly in a few Newton
         # steps (few features); 10x faster than lbfgs on a busy machine.
         ("logit", LogisticRegression(C=C, solver="newton-cholesky", max_iter=max_iter)),
-    ]).fit(X, y)
+    ])
+    if soft:  # soft labels as weighted rows: each row once as a success (weight y), once not (1 - y)
+        pipe.fit(np.vstack([X, X]), np.r_[np.ones(len(y)), np.zeros(len(y))].astype(int),
+                 logit__sample_weight=np.r_[y, 1 - y])
+    else:
+        pipe.fit(X, y)
     scaler, logit = pipe.named_steps["scale"], pipe.named_steps["logit"]
     return LinearModel(scaler.mean_.copy(), scaler.scale_.copy(), logit.coef_[0].copy(),
                        float(logit.intercept_[0]))
+
+
+def is_soft(y: np.ndarray) -> bool:
+    """Whether labels are soft (some value strictly between 0 and 1)."""
+    y = np.asarray(y, dtype=float)
+    return bool(((y > 0) & (y < 1)).any())
 
 
 def choose_C(X: np.ndarray, y: np.ndarray, groups: np.ndarray, Cs: tuple[float, ...], folds: int,
@@ -91,7 +104,8 @@ def choose_C(X: np.ndarray, y: np.ndarray, groups: np.ndarray, Cs: tuple[float, 
     because a rare label (harm) can leave a training fold with one class, which
     ``LogisticRegressionCV`` refuses and :func:`fit_linear_model` handles.
     """
-    y = np.asarray(y, dtype=int)
+    soft = is_soft(y)
+    y = np.asarray(y, dtype=float if soft else int)
     n_groups = len(np.unique(groups))
     if len(np.unique(y)) < 2 or n_groups < 2:
         return float(min(Cs))
@@ -102,7 +116,9 @@ def choose_C(X: np.ndarray, y: np.ndarray, groups: np.ndarray, Cs: tuple[float, 
         pred = np.zeros(len(y))
         for tr, te in splits:
             pred[te] = fit_linear_model(X[tr], y[tr], C=C, max_iter=max_iter).predict_proba(X[te])
-        losses.append(log_loss(y, np.clip(pred, 1e-12, 1 - 1e-12), labels=[0, 1]))
+        pred = np.clip(pred, 1e-12, 1 - 1e-12)
+        losses.append(float(-np.mean(y * np.log(pred) + (1 - y) * np.log(1 - pred))) if soft
+                      else log_loss(y, pred, labels=[0, 1]))
     best = min(losses)
     return float(min(C for C, loss in zip(Cs, losses, strict=True) if loss <= best + 1e-12))
 
@@ -305,7 +321,8 @@ class CIRPolicy(BaseEstimator):
                    s: dict[str, np.ndarray], ops: tuple[str, ...]) -> pd.DataFrame:
         """One row per decision cell: its labels and fold, every model's OOF probability (by
         model name), the operation of highest utility and its scores."""
-        out = cells[["task_id", "condition", "delay", "y0", *[f"y1_{op}" for op in ops]]].copy()
+        sampled = [c for c in ("k", "p0_hat") if c in cells.columns]  # a table of --samples: soft labels
+        out = cells[["task_id", "condition", "delay", "y0", *sampled, *[f"y1_{op}" for op in ops]]].copy()
         if len(ops) == 1:
             out["y1"] = out[f"y1_{ops[0]}"]
         out["fold"] = fold_of
@@ -424,8 +441,9 @@ class CIRPolicy(BaseEstimator):
             f[:, j] = True
             outcome, intervened, _ = walk(grid, f, y1)
             s = summarize(grid, outcome, intervened)
-            always.append({"delay": d, "gain_count": int(s["gain_count"]),
-                           "clean_harm_count": int(s["clean_harm_count"]), "interventions": int(s["interventions"]),
+            count = float if grid.expected else int  # expected counts of a table of --samples
+            always.append({"delay": d, "gain_count": count(s["gain_count"]),
+                           "clean_harm_count": count(s["clean_harm_count"]), "interventions": int(s["interventions"]),
                            "net_gain": float(s["net_gain"]), "clean_harm": float(s["clean_harm"])})
         if not always:
             raise CirValueError(f"d_min={self.d_min} is above every candidate delay {grid.delays}")

@@ -7,6 +7,12 @@ an arm that already ended before a delay (``executed = 0``) keeps its no-recover
 Fitting (:mod:`cir.router.policy`) and the held-out evaluation (:mod:`cir.router.evaluation`)
 walk every policy this way, on the precomputed branches of every operation.
 
+A table of ``--samples`` (:mod:`cir.pairs.samples`) is walked in *expected* outcomes: the
+arm's outcome without recovery is the ``p0_hat`` of its first cell, recovering at a cell is
+worth that plus the cell's ``p1_hat - p0_hat``, and a clean harm is a drop in the chance of
+success (the models are fitted on soft labels: :func:`model_labels`). With one draw these are
+the 0/1 outcomes, and the walk is the one above.
+
 The *decision cells* are the (arm, delay) cells where every operation's recovery ran
 (``executed = 1``) and matched its arm up to the branch point (``prefix_match = 1``):
 a cell whose arm had already ended is not a decision a policy could make. Their features
@@ -25,6 +31,7 @@ import pandas as pd
 from cir.episode.extractor import FeatureExtractor
 from cir.families.registry import resolve_extractor
 from cir.pairs.paired import feature_columns
+from cir.pairs.samples import has_samples
 from cir.router.rule import Estimator, gates_pass, split_model_name
 from cir.util.errors import CirError, CirValueError
 
@@ -44,6 +51,8 @@ class Grid:
     row: np.ndarray  # (arms, delays): index into the decision-cell table, -1 where none
     cells: pd.DataFrame  # the decision cells: features, y0, and y1_<operation>
     meta: dict[str, int] = field(default_factory=dict)
+    #: a table of --samples: outcomes are expected ones (floats; see :func:`build_grid`)
+    expected: bool = False
 
     @property
     def clean(self) -> np.ndarray:
@@ -51,7 +60,7 @@ class Grid:
 
     @property
     def y0(self) -> np.ndarray:
-        return self.arms["y0"].to_numpy(dtype=int)
+        return self.arms["y0"].to_numpy(dtype=float if self.expected else int)
 
     def delay_ok(self, d_min: int) -> np.ndarray:
         """(1, delays): which candidate delays are at least ``d_min``."""
@@ -84,11 +93,21 @@ class Grid:
 def model_labels(cells: pd.DataFrame, name: str) -> np.ndarray:
     """What model ``name`` predicts, at each decision cell: ``p_err`` the condition is not
     clean, ``p0`` y0, ``p1[m]`` y1 of ``m``, ``p_rescue[m]`` / ``p_harm[m]`` the row of ``m``
-    is a rescue / a harm."""
+    is a rescue / a harm. In a table of ``--samples`` these are soft labels in [0, 1]:
+    ``p0_hat``, ``p1_hat`` and the positive and negative parts of ``p1_hat - p0_hat``."""
     base, op = split_model_name(name)
-    y0 = cells["y0"].to_numpy(dtype=int)
     if base == "p_err":
         return (cells["condition"] != "clean").to_numpy(dtype=int)
+    if has_samples(cells):  # soft labels from K draws (module docstring)
+        p0 = cells["p0_hat"].to_numpy(dtype=float)
+        if base == "p0":
+            return p0
+        p1 = cells[f"y1_{op}"].to_numpy(dtype=float)
+        soft = {"p1": p1, "p_rescue": np.maximum(p1 - p0, 0.0), "p_harm": np.maximum(p0 - p1, 0.0)}
+        if base not in soft:
+            raise ValueError(f"model_labels: unknown model {name!r}")
+        return soft[base]
+    y0 = cells["y0"].to_numpy(dtype=int)
     if base == "p0":
         return y0
     y1 = cells[f"y1_{op}"].to_numpy(dtype=int)
@@ -163,7 +182,9 @@ def build_grid(df: pd.DataFrame, delays: tuple[int, ...], operations: tuple[str,
     present = np.zeros((n, m, k), dtype=bool)
     ok = np.zeros((n, m, k), dtype=bool)
     ended = np.zeros((n, m), dtype=bool)
-    y1 = np.zeros((n, m, k), dtype=int)
+    expected = has_samples(df)
+    y1 = np.zeros((n, m, k), dtype=float if expected else int)
+    p0 = np.zeros((n, m))  # a sampled table's p0_hat of each cell
     first: dict[tuple[int, int], int] = {}  # the row whose features a decision cell carries
     for o, op in enumerate(operations):
         sub = df[(df["operation"] == op) & df["delay"].isin(delays)]
@@ -173,12 +194,17 @@ def build_grid(df: pd.DataFrame, delays: tuple[int, ...], operations: tuple[str,
         present[ei, dj, o] = True
         ok[ei, dj, o] = executed & (sub["prefix_match"].to_numpy() == 1)
         ended[ei[~executed], dj[~executed]] = True
-        y1[ei, dj, o] = sub["y1"].to_numpy()
+        y1[ei, dj, o] = sub["p1_hat" if expected else "y1"].to_numpy()
+        if expected:
+            p0[ei, dj] = sub["p0_hat"].to_numpy()
         if o == 0:
             first = {(e, d): i for e, d, i in zip(ei, dj, sub.index, strict=True)}
     decidable = ok.all(axis=-1) & ~ended
     status = np.where(ended, ENDED, np.where(decidable, DECIDE, MISSING))
     y1 = np.where(decidable[..., None], y1, 0)
+    cell_y1 = y1
+    if expected:
+        arms["y0"], y1 = _expected_walk(p0, y1, present.any(axis=-1))
     # the decision cells in the table's own row order (the fits see the rows as before)
     where = sorted(((i, e, d) for (e, d), i in first.items() if decidable[e, d]))
     row = np.full((n, m), -1, dtype=int)
@@ -187,11 +213,22 @@ def build_grid(df: pd.DataFrame, delays: tuple[int, ...], operations: tuple[str,
     cells = df.loc[[i for i, _, _ in where]].reset_index(drop=True)
     where = np.array([(e, d) for _, e, d in where], dtype=int).reshape(-1, 2)
     for o, op in enumerate(operations):
-        cells[f"y1_{op}"] = y1[where[:, 0], where[:, 1], o] if len(where) else np.zeros(0, dtype=int)
+        cells[f"y1_{op}"] = cell_y1[where[:, 0], where[:, 1], o] if len(where) else np.zeros(0, dtype=int)
     meta = {"arms": n, "tasks": int(arms["task_id"].nunique()), "cells": int(decidable.sum()),
             "ended_cells": int(ended.sum()),
             "prefix_mismatch_cells": int((present & ~ok).any(axis=-1)[~ended].sum())}
-    return Grid(arms, tuple(delays), operations, status, y1, row, cells, meta)
+    return Grid(arms, tuple(delays), operations, status, y1, row, cells, meta, expected)
+
+
+def _expected_walk(p0: np.ndarray, p1: np.ndarray, present: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A sampled table's walk in expected outcomes: each arm's outcome without recovery is the
+    ``p0_hat`` of its first cell, and recovering at a cell is worth that plus the cell's own
+    expected gain, ``p1_hat - p0_hat`` (both estimated from the same state, so the arm's drift
+    between cells, which is zero in expectation, adds no noise). Returns (the arms' outcomes
+    without recovery, the (arms, delays, operations) outcomes of recovering)."""
+    first = np.argmax(present, axis=1)
+    never = np.where(present.any(axis=1), p0[np.arange(len(p0)), first], 0.0)
+    return never, never[:, None, None] + (p1 - p0[..., None])
 
 
 def walk(grid: Grid, fire: np.ndarray, y1: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -226,8 +263,12 @@ def summarize(grid: Grid, outcome: np.ndarray, intervened: np.ndarray) -> dict[s
     clean = grid.clean
     y0 = grid.y0
     err = (~clean).astype(np.int64)
-    gain = outcome.astype(np.int64) @ err - int(y0 @ err)
-    harm = (1 - outcome.astype(np.int64)) @ (y0 * clean).astype(np.int64)
+    if grid.expected:  # expected outcomes: a clean harm is a drop in the chance of success
+        gain = outcome @ err - float(y0 @ err)
+        harm = np.maximum(y0 - outcome, 0.0) @ clean.astype(float)
+    else:
+        gain = outcome.astype(np.int64) @ err - int(y0 @ err)
+        harm = (1 - outcome.astype(np.int64)) @ (y0 * clean).astype(np.int64)
     n_err, n_clean = int((~clean).sum()), int(clean.sum())
     return {
         "gain_count": gain, "clean_harm_count": harm, "interventions": intervened.sum(axis=-1, dtype=np.int64),

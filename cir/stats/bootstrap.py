@@ -98,3 +98,38 @@ def task_group_sums(
     flat = tcodes * n_groups + gcodes
     return np.bincount(flat, weights=values, minlength=n_tasks * n_groups).reshape(n_tasks, n_groups)
 
+
+
+def two_stage_ratios(tcodes: np.ndarray, gcodes: np.ndarray, probabilities: dict[str, np.ndarray],
+                     n_tasks: int, n_groups: int, resamples: int, seed: int | Sequence[int]) -> np.ndarray:
+    """Bootstrap replicates of each group's mean effect that resample the tasks (the same task
+    weights as :func:`bootstrap_ratios` with this seed) and, within every row, its K draw pairs.
+
+    A row of ``k`` draw pairs with rescue share ``p_rescue`` and harm share ``p_harm``
+    (:func:`cir.pairs.samples.outcome_probabilities`) is redrawn as ``k`` pairs from those shares
+    (rescues binomial, then harms among the rest), so its effect ``(rescues - harms) / k`` varies
+    as a new set of draws would; a row of one draw (``k = 1``) is redrawn as itself. Returns a
+    (resamples x groups) array.
+    """
+    k = probabilities["k"].astype(np.int64)
+    rescue = np.clip(probabilities["p_rescue"], 0.0, 1.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        harm_rest = np.where(rescue < 1, np.clip(probabilities["p_harm"] / (1 - rescue), 0.0, 1.0), 0.0)
+    rows = len(k)
+    onehot = np.zeros((rows, n_groups))
+    onehot[np.arange(rows), gcodes] = 1.0
+    den = task_group_sums(tcodes, gcodes, np.ones(rows), n_tasks, n_groups)
+    draws = np.random.default_rng([*np.atleast_1d(seed).tolist(), 2])  # apart from the task draws
+    out = np.empty((resamples, n_groups))
+    start = 0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        for w in task_weights(n_tasks, resamples, seed):
+            for part in np.array_split(np.arange(len(w)), max(1, -(-len(w) * rows // CHUNK_CELLS))):
+                c = len(part)
+                r = draws.binomial(np.broadcast_to(k, (c, rows)), np.broadcast_to(rescue, (c, rows)))
+                h = draws.binomial(k[None, :] - r, np.broadcast_to(harm_rest, (c, rows)))
+                effect = (r - h) / k[None, :]
+                num = (w[part][:, tcodes] * effect) @ onehot
+                out[start: start + c] = num / (w[part] @ den)
+                start += c
+    return out

@@ -18,6 +18,7 @@ import pandas as pd
 
 from cir.episode.operations import OPERATIONS
 from cir.pairs.paired import OUTCOMES, validate_paired
+from cir.pairs.samples import SAMPLE_COLUMNS, has_samples, outcome_probabilities
 from cir.util.errors import CirError
 
 COHORTS = ("all", "factual-success")
@@ -31,7 +32,7 @@ _VALUE_ORDER = {
     "outcome": list(OUTCOMES),
 }
 # Columns that hold per-row results rather than labels: grouping by them is a mistake.
-_NOT_GROUPABLE = {"y0", "y1"}
+_NOT_GROUPABLE = {"y0", "y1", *SAMPLE_COLUMNS}
 
 
 def prepare(df: pd.DataFrame, source: str = "paired table") -> pd.DataFrame:
@@ -177,7 +178,9 @@ def outcome_counts(df: pd.DataFrame, by: Sequence[str] = DEFAULT_BY) -> pd.DataF
 
     Columns: the keys, ``n`` (pairs), ``n_tasks``, ``n_executed``, ``rescues``, ``harms``,
     ``stable_success``, ``stable_failure``, ``success_without`` (mean y0),
-    ``success_with`` (mean y1), ``rescue_rate``, ``harm_rate`` (rates in [0, 1]).
+    ``success_with`` (mean y1), ``rescue_rate``, ``harm_rate`` (rates in [0, 1]). For a table
+    of ``--samples`` K above 1 the four counts are *expected* counts over each row's K draw
+    pairs and the success rates the mean probabilities (:func:`expected_counts`).
     """
     return count_outcomes(prepare(df), check_keys(df, by))
 
@@ -208,10 +211,27 @@ def count_outcomes(rows: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
         "success_without": np.bincount(codes, weights=y0, minlength=k) / n,
         "success_with": np.bincount(codes, weights=y1, minlength=k) / n,
     }
+    if has_samples(rows):  # K draws per arm: the expected counts over their draw pairs
+        columns.update(expected_counts(rows, codes, k))
     columns["rescue_rate"] = columns["rescues"] / n
     columns["harm_rate"] = columns["harms"] / n
     base = groups.reset_index(drop=True) if keys else pd.DataFrame(index=range(1))
     return pd.concat([base, pd.DataFrame(columns, index=base.index)], axis=1)
+
+
+def expected_counts(rows: pd.DataFrame, codes: np.ndarray, k: int) -> dict[str, np.ndarray]:
+    """Per group of ``codes``: the expected counts of the four paired outcomes of a sampled table
+    (sums of each row's share of rescues, harms, stable successes and stable failures among its
+    K draw pairs: :mod:`cir.pairs.samples`) and the mean success probabilities without and with."""
+    p = outcome_probabilities(rows)
+    n = np.bincount(codes, minlength=k)
+
+    def total(values: np.ndarray) -> np.ndarray:
+        return np.bincount(codes, weights=values, minlength=k)
+
+    return {"rescues": total(p["p_rescue"]), "harms": total(p["p_harm"]),
+            "stable_success": total(p["p0"] - p["p_harm"]), "stable_failure": total(1 - p["p1"] - p["p_harm"]),
+            "success_without": total(p["p0"]) / n, "success_with": total(p["p1"]) / n}
 
 
 def decompose(

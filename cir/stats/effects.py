@@ -18,7 +18,14 @@ import pandas as pd
 
 from cir import __version__
 from cir.episode.protocol import DEFAULT_LEVEL, DEFAULT_RESAMPLES, DEFAULT_SEED
-from cir.stats.bootstrap import bootstrap_ratios, check_resamples, percentile_ci, task_group_sums
+from cir.pairs.samples import has_samples, outcome_probabilities
+from cir.stats.bootstrap import (
+    bootstrap_ratios,
+    check_resamples,
+    percentile_ci,
+    task_group_sums,
+    two_stage_ratios,
+)
 from cir.stats.decompose import (
     DEFAULT_BY,
     check_keys,
@@ -30,6 +37,7 @@ from cir.stats.decompose import (
     select_cohort,
     task_index,
 )
+from cir.stats.noise import floor_of, noise_floor
 from cir.stats.significance import group_seed, mcnemar_p, sign_flip_test
 from cir.util.errors import CirError
 
@@ -55,6 +63,11 @@ EFFECT_COLUMNS = [
     "harm_bound_low_pp",
     "harm_bound_high_pp",
 ]
+
+#: the columns an effect table of ``--samples`` above 1 adds (:func:`effect_table`)
+SAMPLED_COLUMNS = ["k", "noise_floor_pp", "within_noise"]
+#: what an interval may resample (:func:`effect_table`)
+BOOTSTRAPS = ("tasks", "tasks+samples")
 
 CONTRAST_COLUMNS = [
     "a",
@@ -99,6 +112,7 @@ def effect_table(
     seed: int = DEFAULT_SEED,
     level: float = DEFAULT_LEVEL,
     require_prefix_match: bool = True,
+    bootstrap: str = "tasks",
 ) -> pd.DataFrame:
     """Paired outcome counts, effect of recovery (pp) with cluster-bootstrap CI, tests, bounds.
 
@@ -108,8 +122,22 @@ def effect_table(
     y1 - y0; ``mcnemar_p`` is McNemar's exact test on rescues vs harms (NaN when a task
     has several rows in the group, as its pairs are then not independent). Tian-Pearl
     bounds on the rescue and harm probabilities (pp) sit beside the observed rates.
+
+    A table of ``--samples`` K above 1 (:mod:`cir.pairs.samples`): the effect is
+    ``100 * mean(p1_hat - p0_hat)`` over all K draws of every row, the counts are expected
+    counts (:func:`cir.stats.decompose.expected_counts`), McNemar's test is NaN (its pairs
+    are not independent draws), and three columns follow: ``k``, ``noise_floor_pp`` (how
+    often two draws of the same arm disagree, in the group's condition:
+    :mod:`cir.stats.noise`) and ``within_noise`` (the effect's size is within that floor).
+    ``bootstrap`` says what the interval resamples: ``tasks`` (the task-level cluster
+    bootstrap: the effect over the population of tasks, each task's sampling noise
+    included) or ``tasks+samples`` (also, within each drawn task, each row's K draw pairs:
+    conservative, for it counts the sampling noise twice); see
+    ``benchmarks/sample_coverage.py`` for their coverage.
     """
     check_resamples(resamples, level)
+    if bootstrap not in BOOTSTRAPS:
+        raise CirError(f"bootstrap {bootstrap!r}: expected one of {', '.join(BOOTSTRAPS)}")
     rows = select_cohort(df, cohort, require_prefix_match)
     keys = check_keys(rows, by)
     check_pooling(rows, keys)
@@ -117,10 +145,14 @@ def effect_table(
     gcodes, groups = group_index(rows, keys)
     tcodes, tasks = task_index(rows)
     n_tasks, n_groups = len(tasks), len(groups)
-    diff = (rows["y1"] - rows["y0"]).to_numpy(dtype=float)
+    p = outcome_probabilities(rows)
+    diff = p["p1"] - p["p0"]  # y1 - y0 for a table of one draw
     num = task_group_sums(tcodes, gcodes, diff, n_tasks, n_groups)
     den = task_group_sums(tcodes, gcodes, np.ones(len(rows)), n_tasks, n_groups)
-    reps = bootstrap_ratios(num, den, resamples, seed)
+    if bootstrap == "tasks":
+        reps = bootstrap_ratios(num, den, resamples, seed)
+    else:
+        reps = two_stage_ratios(tcodes, gcodes, p, n_tasks, n_groups, resamples, seed)
     low, high = percentile_ci(reps, level)
     table["effect_pp"] = 100 * num.sum(axis=0) / den.sum(axis=0)
     table["ci_low_pp"] = 100 * low
@@ -130,20 +162,39 @@ def effect_table(
         for g in range(n_groups)
     ]
     # McNemar treats pairs as independent: only sensible when each task gives one pair to the group.
+    sampled = has_samples(rows)
     table["mcnemar_p"] = [
-        mcnemar_p(r, h) if n == nt else np.nan
+        mcnemar_p(r, h) if n == nt and not sampled else np.nan
         for r, h, n, nt in zip(table["rescues"], table["harms"], table["n"], table["n_tasks"], strict=True)
     ]
     bounds = tian_pearl_bounds(table["success_with"].to_numpy(), table["success_without"].to_numpy())
     for name, values in bounds.items():
         table[f"{name.replace('_', '_bound_')}_pp"] = 100 * values
-    table = table[keys + EFFECT_COLUMNS]
+    extra = []
+    if sampled:
+        _noise_columns(table, rows, keys, gcodes)
+        extra = SAMPLED_COLUMNS
+    table = table[keys + EFFECT_COLUMNS + extra]
     table.attrs.update(
         cir_version=__version__, kind="effects", by=keys, cohort=cohort, resamples=int(resamples),
         seed=int(seed), level=level, require_prefix_match=require_prefix_match,
         dropped_prefix_mismatch=rows.attrs.get("dropped_prefix_mismatch", 0), tasks=n_tasks,
+        **({"bootstrap": bootstrap} if sampled or bootstrap != "tasks" else {}),
     )
     return table
+
+
+def _noise_columns(table: pd.DataFrame, rows: pd.DataFrame, keys: list[str], gcodes: np.ndarray) -> None:
+    """``k``, ``noise_floor_pp`` (the floor of the group's condition, or of the group's rows when
+    the grouping has no condition) and ``within_noise`` for a table of samples."""
+    floors = noise_floor(rows).set_index("condition")["noise_floor_pp"]
+    if "condition" in keys:
+        floor = [float(floors.get(c, np.nan)) for c in table["condition"]]
+    else:
+        floor = [floor_of(rows.loc[gcodes == g]) for g in range(len(table))]
+    table["k"] = [int(rows.loc[gcodes == g, "k"].max()) for g in range(len(table))]
+    table["noise_floor_pp"] = floor
+    table["within_noise"] = np.abs(table["effect_pp"].to_numpy()) <= np.asarray(floor)
 
 
 def contrast_table(
@@ -170,7 +221,8 @@ def contrast_table(
     gcodes, groups = group_index(rows, keys)
     tcodes, tasks = task_index(rows)
     n_tasks, n_groups = len(tasks), len(groups)
-    diff = (rows["y1"] - rows["y0"]).to_numpy(dtype=float)
+    p = outcome_probabilities(rows)
+    diff = p["p1"] - p["p0"]  # y1 - y0 for a table of one draw
     ones = np.ones(len(rows))
     num_a = task_group_sums(tcodes, gcodes, diff * is_a, n_tasks, n_groups)
     den_a = task_group_sums(tcodes, gcodes, ones * is_a, n_tasks, n_groups)
@@ -184,9 +236,10 @@ def contrast_table(
     for name, side in (("a", is_a), ("b", ~is_a)):
         counts = count_outcomes(rows.loc[side], keys)
         merged = table[keys].merge(counts, on=keys, how="left") if keys else counts
+        count = float if has_samples(rows) else int  # expected counts of a table of samples
         table[f"n_{name}"] = merged["n"].fillna(0).astype(int).to_numpy()
-        table[f"rescues_{name}"] = merged["rescues"].fillna(0).astype(int).to_numpy()
-        table[f"harms_{name}"] = merged["harms"].fillna(0).astype(int).to_numpy()
+        table[f"rescues_{name}"] = merged["rescues"].fillna(0).astype(count).to_numpy()
+        table[f"harms_{name}"] = merged["harms"].fillna(0).astype(count).to_numpy()
     _contrast_effects(table, (num_a, den_a), (num_b, den_b), groups, keys, resamples, seed)
     table["ci_low_pp"] = 100 * low
     table["ci_high_pp"] = 100 * high

@@ -12,6 +12,11 @@ agent, where an unexplained divergence is a defect of the instrument. An agent t
 no mechanisms (an LLM, most agents of one's own) leaves every divergence unexplained: the
 counts still say where the arms part.
 
+With ``--samples`` K above 1 every further draw is explained too: each draw's branch against
+the same draw of its arm, and each further draw of an arm against its first draw from the same
+branch point (operation :data:`ANOTHER_DRAW`), where a built-in agent at a temperature parts
+only by its ``sampled_choice`` mechanism.
+
 Reads only the episode store (``episodes.jsonl.gz``), the explanation traces included, of a
 run folder checked as every analysis checks it (:func:`cir.pairs.paired.check_run`: a partial
 run is refused unless ``allow_partial``, another run's tasks are left out); nothing here feeds
@@ -57,6 +62,7 @@ class PairExplanation:
     arm_divergence: int | None = None  # the same moment in the no-recovery arm
     mechanisms: list[TraceEvent] = field(default_factory=list)  # explaining events in the branch
     arm_mechanisms: list[TraceEvent] = field(default_factory=list)  # events in the arm from the branch point
+    sample: int = 0  # which draw (--samples): of the branch and of the arm it is compared with
 
     @property
     def y0(self) -> int:
@@ -132,27 +138,54 @@ def iter_pair_explanations(run_dir: str | Path, *, task_id: str | None = None,
     return _explained(run_dir, scan, task_id, run_mechanisms(run_dir, env))
 
 
+#: the ``operation`` of a pair of two draws of the same no-recovery arm (``--samples``): the
+#: arm's first draw and a further one from the same branch point, a placebo of nothing
+ANOTHER_DRAW = "another_draw"
+
+
+def explain_draw(task_id: str, condition: str, delay: int, arm: Transcript, draw: Transcript,
+                 branch_step: int, sample: int, mechanisms: frozenset[str]) -> PairExplanation:
+    """Two draws of one arm from its branch point: where they part and what fired there in
+    either (the agent's sampling mechanisms, which are among its divergence mechanisms)."""
+    ex = explain_pair(task_id, condition, delay, ANOTHER_DRAW, arm, draw, branch_step, mechanisms)
+    ex.sample = sample
+    if ex.divergence is not None and ex.arm_divergence is not None:
+        ex.mechanisms += [e for e in arm.trace if e.mechanism in mechanisms
+                          and branch_step <= e.at <= ex.arm_divergence]
+    return ex
+
+
 def _explained(run_dir: str | Path, scan: StoreScan | None, task_id: str | None,
                mechanisms: frozenset[str]) -> Iterator[PairExplanation]:
     factual: dict[str, Transcript] = {}
     arms: dict[tuple[str, str], Transcript] = {}
+    draws: dict[tuple[str, str, int, int], Transcript] = {}  # further draws of an arm (--samples)
     for ep in read_episodes(Path(run_dir) / EPISODES, scan):
         if task_id is not None and ep.task_id != task_id:
             continue
         if ep.role == FACTUAL:
             factual[ep.task_id] = _transcript(ep)
+        elif ep.is_arm and ep.sample:
+            draw = draws[(ep.task_id, ep.condition, int(ep.delay or 0), ep.sample)] = _transcript(ep)
+            yield explain_draw(ep.task_id, ep.condition, int(ep.delay or 0), arms[(ep.task_id, ep.condition)],
+                               draw, int(ep.branch_step or 0), ep.sample, mechanisms)
         elif ep.is_arm:
             arms[(ep.task_id, ep.condition)] = (factual[ep.task_id] if ep.same_as == FACTUAL
                                                 else _transcript(ep))
         elif ep.is_branch:
-            arm = arms[(ep.task_id, ep.condition)]
+            arm = (draws[(ep.task_id, ep.condition, int(ep.delay or 0), ep.sample)] if ep.sample
+                   else arms[(ep.task_id, ep.condition)])
             branch = _transcript(ep) if ep.executed else None
-            yield explain_pair(ep.task_id, ep.condition, int(ep.delay or 0), str(ep.operation), arm,
-                               branch, ep.branch_step, mechanisms)
+            ex = explain_pair(ep.task_id, ep.condition, int(ep.delay or 0), str(ep.operation), arm,
+                              branch, ep.branch_step, mechanisms)
+            ex.sample = ep.sample
+            yield ex
 
 
 def explain_table(explanations: Iterable[PairExplanation]) -> pd.DataFrame:
-    """One row per pair: outcome, whether the arms diverged, and the explaining mechanisms."""
+    """One row per pair: outcome, whether the arms diverged, and the explaining mechanisms; for a
+    run of ``--samples`` also each pair's ``sample``, and the pairs of two draws of one arm
+    (operation :data:`ANOTHER_DRAW`: ``y1`` is the further draw's outcome)."""
     rows = []
     for ex in explanations:
         rows.append({
@@ -162,8 +195,11 @@ def explain_table(explanations: Iterable[PairExplanation]) -> pd.DataFrame:
             "divergence_step": ex.divergence if ex.divergence is not None else -1,
             "mechanisms": ",".join(sorted({e.mechanism for e in ex.mechanisms})),
             "arm_mechanisms": ",".join(sorted({e.mechanism for e in ex.arm_mechanisms})),
+            "sample": ex.sample,
         })
-    return pd.DataFrame(rows, columns=EXPLAIN_COLUMNS)
+    table = pd.DataFrame(rows, columns=[*EXPLAIN_COLUMNS, "sample"])
+    # a run of one draw per arm: the table as it was before samples
+    return table if (table["sample"] > 0).any() else table.drop(columns="sample")
 
 
 def explain_run(run_dir: str | Path, allow_partial: bool = False, env: Any = None) -> pd.DataFrame:

@@ -99,8 +99,8 @@ def control_cells(df: pd.DataFrame) -> pd.DataFrame:
 def _effect_rows(tab: pd.DataFrame, headline: str, cohort: str) -> list[dict]:
     return [{"headline": headline, "cohort": cohort, "condition": r["condition"], "delay": int(r["delay"]),
              "operation": r["operation"], "n": int(r["n"]), "n_tasks": int(r["n"]), "value_pp": r["effect_pp"],
-             "ci_low_pp": r["ci_low_pp"], "ci_high_pp": r["ci_high_pp"], "rescues": int(r["rescues"]),
-             "harms": int(r["harms"])} for _, r in tab.iterrows()]
+             "ci_low_pp": r["ci_low_pp"], "ci_high_pp": r["ci_high_pp"], "rescues": _count(r["rescues"]),
+             "harms": _count(r["harms"])} for _, r in tab.iterrows()]
 
 
 def headlines(primary: pd.DataFrame, mechanism: pd.DataFrame | None, summary: pd.DataFrame,
@@ -206,3 +206,8 @@ def spread_figure(per_replicate: pd.DataFrame, pooled: pd.DataFrame, headline_fi
     ax.set_title("Headlines: each replicate and the pool", fontsize=10)
     fig.tight_layout()
     return fig
+
+
+def _count(value: float) -> int | float:
+    """A count as an int; an expected count (a table of --samples) as it is."""
+    return int(value) if float(value).is_integer() else float(value)

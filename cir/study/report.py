@@ -26,12 +26,14 @@ from cir.episode.protocol import (
 from cir.families.registry import get_family
 from cir.pairs.paired import CheckedRun, feature_columns, read_run
 from cir.pairs.record import RunRecord
+from cir.pairs.samples import has_samples
 from cir.pairs.store import PAIRED
 from cir.router.calibration import calibration_figure, calibration_table
 from cir.stats.decompose import decompose, select_cohort
-from cir.stats.effects import contrast_table, effect_table
+from cir.stats.effects import SAMPLED_COLUMNS, contrast_table, effect_table
 from cir.stats.explain import explain_checked, mechanism_counts
 from cir.stats.joint import joint_effects, joint_matrix, joint_outcomes
+from cir.stats.noise import noise_floor
 from cir.study.experiments import Experiment
 from cir.study.figures import (
     FigureSkipped,
@@ -63,7 +65,8 @@ from cir.util.errors import CirError
 
 # the columns of the stats tables that the report shows
 EFFECT_SHOWN = ["n", "rescues", "harms", "stable_success", "stable_failure", "success_without",
-                "success_with", "effect_pp", "ci_low_pp", "ci_high_pp", "sign_flip_p"]
+                "success_with", "effect_pp", "ci_low_pp", "ci_high_pp", "sign_flip_p",
+                *SAMPLED_COLUMNS]  # the last only in a study of --samples above 1
 EVAL_SHOWN = ["n", "success_never", "success_policy", "effect_pp", "ci_low_pp", "ci_high_pp", "sign_flip_p",
               "rescues", "harms", "intervention_rate", "clean_harm_rate"]
 FIT_SHOWN = ["estimator", "operations", "alpha", "beta", "gamma", "settings_searched", "settings_within_epsilon",
@@ -159,6 +162,8 @@ def _effects_section(report: Report, out: Path, experiments: list[Experiment], r
             report.table(tab, tab_csv, f"{exp.name} cohort ({cohort}): refresh effect by condition and delay")
             report.table(con, con_csv,
                          f"{exp.name} cohort ({cohort}): {PRIMARY_STALE} minus clean effect at each delay")
+        if has_samples(df):
+            _noise_floor(report, out, exp, df)
         fig = plot_effects(df, cohort="factual-success", resamples=resamples, seed=seed)
         report.figure(save_figure(fig, out / "figures", f"effects_{exp.name}"),
                       f"{exp.name}: refresh effects by delay and condition (factual-success cohort)")
@@ -168,6 +173,21 @@ def _effects_section(report: Report, out: Path, experiments: list[Experiment], r
         report.figure(save_figure(plot_partitions(d1, cohort="factual-success"), out / "figures", f"partitions_{exp.name}"),
                       f"{exp.name}: paired outcomes at delay {int(d1['delay'].iloc[0])} (factual-success cohort)")
     return finding
+
+
+def _noise_floor(report: Report, out: Path, exp: Experiment, df: pd.DataFrame) -> None:
+    """A study of ``--samples``: how often two draws of the same arm disagree, per condition."""
+    floor = noise_floor(df)
+    k = int(floor["k"].max()) if len(floor) else 0
+    report.text(
+        f"Each arm and branch was drawn {k} times from each branch point (`--samples {k}`): the counts "
+        "above are expected counts over the draw pairs, the effects the mean of `p1_hat - p0_hat`, and "
+        "their intervals resample tasks. Two draws of the same no-recovery arm are a placebo of nothing: "
+        "the rate at which they disagree is the noise floor, what one draw per arm would label a rescue "
+        "or a harm with no recovery at all. `within_noise` flags an effect no larger than its condition's "
+        "floor.")
+    report.table(floor, save_csv(floor, out / "tables" / f"noise_floor_{exp.name}.csv"),
+                 f"{exp.name} cohort: the noise floor per condition (two draws of one arm disagree)")
 
 
 def _mechanism_section(report: Report, out: Path, experiments: list[Experiment], runs: dict[str, CheckedRun],

@@ -46,19 +46,25 @@ class StudySettings:
     base_url: str | None = None
     llm: dict[str, Any] | None = None  # the LLM agent's settings (LLMConfig), None for the default
     perturb_at: int | None = None  # a fixed perturbed env action for every cohort (None: the paper's 25%)
+    samples: int = 1  # draws per arm and branch in every cohort (--samples; recorded only above 1)
 
     @classmethod
-    def of(cls, run: RunSettings, quick: bool, resamples: int, perturb_at: int | None = None) -> StudySettings:
+    def of(cls, run: RunSettings, quick: bool, resamples: int, perturb_at: int | None = None,
+           samples: int = 1) -> StudySettings:
         return cls(quick=quick, agent=run.agent, seed=run.seed, resamples=resamples, base_url=run.base_url,
-                   llm=None if run.llm.is_default() else run.llm.as_dict(), perturb_at=perturb_at)
+                   llm=None if run.llm.is_default() else run.llm.as_dict(), perturb_at=perturb_at,
+                   samples=samples)
 
 
 def _identity(settings: RunSettings, quick: bool, resamples: int, perturb_at: int | None,
-              experiments: list[Experiment]) -> dict[str, Any]:
+              experiments: list[Experiment], samples: int = 1) -> dict[str, Any]:
     """What study.json records as the study's settings (the family in its configs' records; a
-    prompt file by its content's version)."""
-    identity = {**asdict(StudySettings.of(settings, quick, resamples, perturb_at)),
+    prompt file by its content's version; the samples only above 1, so a study of one draw
+    reads as before)."""
+    identity = {**asdict(StudySettings.of(settings, quick, resamples, perturb_at, samples)),
                 "experiments": [e.identity() for e in experiments]}
+    if samples == 1:
+        del identity["samples"]
     if settings.prompt_file:
         identity["prompt"] = settings.env_family().prompt.from_file(settings.prompt_file).version
     return identity
@@ -138,7 +144,7 @@ def cohort_tasks(out: Path, experiments: list[Experiment], quick: bool, seed: in
 def reproduce(out: str | Path, settings: RunSettings | None = None, *, quick: bool = False,
               replicates: int = 1, perturb_at: int | None = None, resamples: int = DEFAULT_RESAMPLES,
               experiments_dir: str | Path | None = None, progress: bool = True,
-              echo: Callable[[str], None] = print) -> Path:
+              echo: Callable[[str], None] = print, samples: int = 1) -> Path:
     """Run the study into ``out``; return the path of ``report.md``.
 
     ``settings`` are every cohort's run settings but the grid (each experiment's): the agent,
@@ -152,19 +158,20 @@ def reproduce(out: str | Path, settings: RunSettings | None = None, *, quick: bo
     :func:`cir.study.replicates.replicate_seeds`: replicate 0 is this study), each a complete
     study folder under ``out/replicates/seed-S/``, and writes the pooled report into ``out``
     (:mod:`cir.study.pooled`). ``perturb_at`` perturbs the same env action in every task
-    instead of the one after 25% of the factual run (:mod:`cir.episode.perturb`).
+    instead of the one after 25% of the factual run (:mod:`cir.episode.perturb`). ``samples``
+    runs every cohort with that many draws per arm and branch (``--samples``: a sampling agent).
     """
     out = Path(out)
     settings = settings or RunSettings()
     if isinstance(replicates, bool) or not isinstance(replicates, int) or replicates < 1:
         raise CirError(f"replicates {replicates!r}: expected an integer >= 1")
     kwargs = dict(quick=quick, perturb_at=perturb_at, resamples=resamples, experiments_dir=experiments_dir,
-                  progress=progress, echo=echo)
+                  progress=progress, echo=echo, samples=samples)
     if replicates == 1:
         return _study(out, settings, **kwargs)
     experiments = _experiments(settings, experiments_dir)
     seeds = replicate_seeds(settings.seed, replicates)
-    identity = {**_identity(settings, quick, resamples, perturb_at, experiments), "replicates": replicates}
+    identity = {**_identity(settings, quick, resamples, perturb_at, experiments, samples), "replicates": replicates}
     out.mkdir(parents=True, exist_ok=True)
     earlier = _check_study(out, identity)
     study = {"cir_version": __version__, "settings": identity, "replicate_seeds": seeds, "timings": {},
@@ -191,36 +198,42 @@ def reproduce(out: str | Path, settings: RunSettings | None = None, *, quick: bo
 
 
 def study_experiments(settings: RunSettings, experiments_dir: str | Path | None,
-                      perturb_at: int | None = None) -> list[Experiment]:
+                      perturb_at: int | None = None, samples: int = 1) -> list[Experiment]:
     """The study's experiment configs (of the run's family), each perturbed at ``perturb_at``
-    when given."""
+    when given, each with ``samples`` draws per arm and branch."""
     experiments = _experiments(settings, experiments_dir)
     if perturb_at is not None:
         try:
             experiments = [replace(e, replay=replace(e.replay, perturb_at=perturb_at)) for e in experiments]
         except CirError as err:
             raise CirError(f"--perturb-at: {err}") from None
+    if samples != 1:
+        try:
+            experiments = [replace(e, replay=replace(e.replay, samples=samples)) for e in experiments]
+        except CirError as err:
+            raise CirError(f"--samples: {err}") from None
     return experiments
 
 
 def study_runs(out: str | Path, settings: RunSettings, *, quick: bool = False, perturb_at: int | None = None,
                experiments_dir: str | Path | None = None,
-               progress: bool = True) -> list[tuple[str, list[Any], RunSettings]]:
+               progress: bool = True, samples: int = 1) -> list[tuple[str, list[Any], RunSettings]]:
     """Each run of the study ``reproduce`` would make: its name, its tasks (generated under
     ``out/tasks`` as the study does) and its settings (for ``cir estimate --study``)."""
     out = Path(out)
-    experiments = study_experiments(settings, experiments_dir, perturb_at)
+    experiments = study_experiments(settings, experiments_dir, perturb_at, samples)
     cohorts = cohort_tasks(out, experiments, quick, settings.seed, progress, settings.jobs,
                            settings.family_options, settings.family)
     return [(e.name, cohorts[e.name], settings.with_replay(e.replay)) for e in experiments]
 
 
 def _study(out: Path, settings: RunSettings, *, quick: bool, perturb_at: int | None, resamples: int,
-           experiments_dir: str | Path | None, progress: bool, echo: Callable[[str], None]) -> Path:
+           experiments_dir: str | Path | None, progress: bool, echo: Callable[[str], None],
+           samples: int = 1) -> Path:
     """One study (one replicate) into ``out``; the path of its ``report.md``."""
-    experiments = study_experiments(settings, experiments_dir, perturb_at)
+    experiments = study_experiments(settings, experiments_dir, perturb_at, samples)
     run_agent_identity(settings)  # a bad agent setting: before any folder
-    identity = _identity(settings, quick, resamples, perturb_at, experiments)
+    identity = _identity(settings, quick, resamples, perturb_at, experiments, samples)
     out.mkdir(parents=True, exist_ok=True)
     earlier = _check_study(out, identity)
     # a resumed study keeps what earlier calls took; "timings" is this call's

@@ -30,7 +30,7 @@ from sklearn.metrics import roc_auc_score
 
 from cir.families.registry import get_family
 from cir.router.evaluation import as_router, evaluate
-from cir.router.policy import CIRPolicy
+from cir.router.policy import CIRPolicy, is_soft
 from cir.router.runtime import Router
 from cir.router.walk import build_grid, model_labels
 
@@ -131,7 +131,8 @@ def optimism_table(policies: dict[str, CIRPolicy], arms: pd.DataFrame) -> pd.Dat
         oof = p.oof_summary_
         y, y0 = arms[f"y_{name}"], arms["y_never"]
         gain = (y - y0)[err].mean() if err.any() else float("nan")
-        harm = ((y0 == 1) & (y == 0))[clean].mean() if clean.any() else float("nan")
+        # a drop in success: a harm (0/1), or a drop in the chance of success (expected outcomes)
+        harm = np.maximum(y0 - y, 0)[clean].mean() if clean.any() else float("nan")
         rows += [
             {"router": name, "estimate": "out of fold (fitting tasks)", "net_gain_erroneous_pp": 100 * oof["net_gain"],
              "clean_harm": oof["clean_harm"], "intervention_rate": oof["intervention_rate"]},
@@ -142,7 +143,14 @@ def optimism_table(policies: dict[str, CIRPolicy], arms: pd.DataFrame) -> pd.Dat
 
 
 def _auc(labels: np.ndarray, score: np.ndarray) -> float:
-    return float(roc_auc_score(labels, score)) if 0 < labels.sum() < len(labels) else float("nan")
+    """ROC AUC; soft labels (a table of --samples) as weighted rows, each once a positive (weight
+    the label) and once a negative (one minus it)."""
+    if not 0 < labels.sum() < len(labels):
+        return float("nan")
+    if is_soft(labels):
+        return float(roc_auc_score(np.r_[np.ones(len(labels)), np.zeros(len(labels))], np.r_[score, score],
+                                   sample_weight=np.r_[labels, 1 - labels]))
+    return float(roc_auc_score(labels, score))
 
 
 def _discrimination_rows(name: str, where: str, estimator: str, cells: pd.DataFrame,
@@ -153,7 +161,8 @@ def _discrimination_rows(name: str, where: str, estimator: str, cells: pd.DataFr
     for outcome, score, sign in (("rescue", rescue_score, 1), ("harm", harm_score, -1)):
         labels = model_labels(cells, f"p_{outcome}[{operation}]")
         rows.append({"router": name, "where": where, "operation": operation, "outcome": outcome,
-                     "cells": int(len(labels)), "positives": int(labels.sum()), "score": score,
+                     "cells": int(len(labels)),
+                     "positives": float(labels.sum()) if is_soft(labels) else int(labels.sum()), "score": score,
                      "auc_score": _auc(labels, scores[score]),
                      # the utility should rank rescues high and harms low
                      "auc_utility": _auc(labels, sign * scores["utility"])})

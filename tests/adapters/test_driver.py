@@ -8,6 +8,7 @@ framework's message list exactly where the replayer forks a transcript.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pandas as pd
 import pytest
@@ -19,7 +20,8 @@ from cir.episode.perturb import MISSING_TEXT
 from cir.episode.protocol import PLACEBO_TEXT, RECOVERY_CALL_PREFIX, REFRESH_PREFIX
 from cir.episode.transcript import Transcript
 from cir.pairs.replay import ReplaySettings, run_task_pairs
-from cir.util.errors import CirError
+from cir.pairs.settings import RunSettings
+from cir.util.errors import CirError, SettingError
 
 GRID = ReplaySettings(conditions=("clean", "stale2", "missing"), delays=(0, 2),
                       operations=("refresh", "replan", "rewind", "placebo"), max_turns=30, max_actions=30)
@@ -215,3 +217,22 @@ def test_a_malformed_tool_call_the_framework_answers_itself_is_a_reply_without_a
     invalid = [s for s in factual.steps if "invalid_tool_call" in s.events]
     assert invalid and all(s.action is None and s.shown == "Invalid JSON input for tool act" for s in invalid)
     assert all(r["prefix_match"] for r in result.rows)
+
+
+def test_a_framework_agent_draws_one_sample_and_more_are_refused_before_any_work(tasks):
+    # its framework makes its own model calls (no per-draw seed cir can set) and its replies are
+    # kept by request: K draws of one state would be one draw K times
+    agent = toy_agent()
+    assert agent.sample(0) is agent
+    with pytest.raises(CirError, match="sample 1: a framework agent draws one sample"):
+        agent.sample(1)
+    calls = []
+    with pytest.raises(CirError, match="a framework agent draws one sample"):
+        run_task_pairs(tasks[0], agent, KeyDoorEnv(tasks[0]), replace(GRID, samples=2), extractor=FAMILY.extractor,
+                       progress=lambda *a: calls.append(a))
+    assert calls == []  # refused before the factual run
+    with pytest.raises(SettingError, match="samples 2: expected 1 for agent 'langgraph:mod:attr': a framework "
+                                           "agent draws one sample") as err:
+        RunSettings(agent="langgraph:mod:attr", replay=replace(GRID, samples=2))
+    assert err.value.as_option().startswith("--samples 2: expected 1 for agent")
+    assert RunSettings(agent="langgraph:mod:attr", replay=GRID).replay.samples == 1

@@ -40,7 +40,7 @@ def test_a_run_reads_its_label_without_making_an_llm_agent(monkeypatch):
     ("openai:", {"base_url": URL}, "name the model"),
     ("openai:Q", {}, "no server address"),
     ("builtin:nope", {}, "agent profile 'nope': unknown"),
-    ("builtin", {"llm": LLMConfig(temperature=0.5)}, "are for openai:MODEL"),
+    ("builtin", {"llm": LLMConfig(max_tokens=64)}, "are for openai:MODEL"),
     ("gpt", {}, "unknown agent 'gpt'"),
 ])
 def test_it_refuses_what_make_agent_refuses(monkeypatch, spec, options, needle):

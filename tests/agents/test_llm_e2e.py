@@ -228,3 +228,48 @@ def test_a_run_at_concurrency_over_two_real_servers_gives_the_sequential_table(
     if seq == par:
         assert sum(spread) == asked
     assert min(spread) > 0 and peak > 1
+
+
+def test_a_sampled_run_at_temperature_0_7_with_four_draws(
+    server: LlamaServer, pick_place_task, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """CI's real-model stage of --samples: the action-match rate of check-agent at temperature 0.7,
+    then a run of K = 4 draws per arm and branch (and its K = 1 twin on the same task), whose
+    table `cir table` reads with the noise floor beside each effect."""
+    from cir.agents.check import check_agent
+    from cir.agents.factory import LLMConfig
+    from cir.cli import main
+    from cir.cli.check_agent import study_contexts
+    from cir.families.registry import get_family
+    from cir.pairs.paired import read_paired
+    from cir.pairs.replay import ReplaySettings
+    from cir.pairs.run import run_experiment
+    from cir.pairs.settings import RunSettings
+
+    agent = smollm2(server.base_url, None, temperature=0.7)
+    contexts = study_contexts(get_family("alfworld"), [pick_place_task], 2)
+    checked = check_agent(agent, contexts, 6)
+    assert checked.requests == len(contexts) * 6  # every answer its own request (its own seed)
+    assert 0 <= checked.match_rate <= 1
+
+    def run(samples: int):
+        settings = RunSettings(replay=ReplaySettings(conditions=("clean", "stale1"), delays=(0, 1),
+                                                     operations=("refresh",), max_turns=MAX_TURNS,
+                                                     max_actions=MAX_ACTIONS, samples=samples),
+                               agent=f"openai-completion:{MODEL_NAME}", base_url=server.base_url,
+                               llm=LLMConfig(temperature=0.7, max_tokens=48))
+        return run_experiment([pick_place_task], tmp_path / f"k{samples}", settings, tasks_source="one task",
+                              progress=False, echo=lambda s: None)
+
+    one, four = run(1), run(4)
+    requests = {k: r.sessions[-1].llm["http_requests"] for k, r in ((1, one), (4, four))}
+    df = read_paired(tmp_path / "k4")
+    assert (df["k"] == 4).all() and len(df) == 4
+    assert main(["table", str(tmp_path / "k4"), "--by", "condition", "--resamples", "200"]) == 0
+    shown = capsys.readouterr().out
+    assert "noise_floor_pp" in shown
+    with capsys.disabled():
+        print(f"\ncheck-agent at temperature 0.7: {checked.summary()}")
+        print(f"HTTP requests at temperature 0.7: K=1 {requests[1]}, K=4 {requests[4]} "
+              f"({requests[4] / max(requests[1], 1):.2f}x)")
+        print(shown)

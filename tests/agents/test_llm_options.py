@@ -99,10 +99,12 @@ def test_llm_option_values_are_json_when_they_parse() -> None:
             parse_llm_options(bad)
 
 
-def test_builtin_agent_refuses_llm_settings() -> None:
+def test_builtin_agent_refuses_llm_settings_but_its_temperature() -> None:
     assert make_agent("builtin", llm=LLMConfig()).name.startswith("builtin")
-    with pytest.raises(CirError, match="--temperature"):
-        make_agent("builtin", llm=LLMConfig(temperature=0.5))
+    assert make_agent("builtin", llm=LLMConfig(temperature=0.5)).settings()["temperature"] == 0.5  # it samples
+    for llm in (LLMConfig(max_tokens=10), LLMConfig(think=True), LLMConfig(logprobs=2), LLMConfig(options={"a": 1})):
+        with pytest.raises(CirError, match="--max-tokens, --think, --logprobs and --llm-option"):
+            make_agent("builtin", llm=llm)
     agent = make_agent("openai:m", base_url="http://127.0.0.1:9/v1",
                        llm=LLMConfig(temperature=0.2, think=True, logprobs=3, options={"top_k": 5}))
     assert (agent.temperature, agent.think, agent.logprobs, agent.options) == (0.2, True, 3, {"top_k": 5})

@@ -31,7 +31,7 @@ COMMANDS = _commands()
 
 def test_every_command_is_listed():
     assert {"tasks", "tasks generate", "tasks list", "tasks play", "episode", "run", "table", "contrast",
-            "joint", "figures", "fit", "evaluate", "explain", "reproduce", "repair", "check-env",
+            "joint", "figures", "fit", "evaluate", "explain", "reproduce", "repair", "check-env", "check-agent",
             "estimate"} == set(COMMANDS)
 
 

@@ -76,3 +76,24 @@ def test_bad_estimate_options_are_one_line(tmp_path, capsys, argv, needle):
     assert main(args) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("cir: error: ") and needle in err[0], err
+
+
+def test_with_samples_the_estimate_is_the_real_runs_and_grows_only_after_the_branch_points(tmp_path):
+    tasks = fake_tasks(4)
+    sampled = RunSettings(replay=ReplaySettings(**{**GRID.as_dict(), "samples": 3}),
+                          agent="openai-completion:fake", env_factory=make_fake_env)
+    one = estimate_run(tasks, settings())
+    prompts: list[tuple[str, str]] = []
+    three = estimate_run(tasks, sampled, keep=prompts)
+    assert one.sample_requests == 0 and three.sample_requests > 0
+    assert three.requests - three.sample_requests == one.requests  # the first draw's are the run of one draw
+    # every further draw repeats an episode from its branch point on, never the prefix before it
+    assert one.requests < three.requests < 3 * one.requests
+    answer = recorded_answers(prompts)
+    from dataclasses import replace
+
+    with FakeOpenAI(answer=answer) as server:
+        run_experiment(tasks, tmp_path / "run", replace(sampled, base_url=server.base_url),
+                       progress=False, echo=lambda _: None)
+        assert server.count == three.requests
+        assert len({body["seed"] for _, _, body in server.requests}) == 3

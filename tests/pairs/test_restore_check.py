@@ -3,6 +3,10 @@ stops before a wrong label."""
 
 from __future__ import annotations
 
+import hashlib
+import json
+from dataclasses import replace
+
 import pytest
 from support.keydoor import FAMILY, FORGETFUL, FORGETS_KEY, KeyDoorAgent, generate_tasks, load_tasks
 
@@ -183,3 +187,61 @@ def test_the_full_check_names_the_restored_state_and_the_later_action_that_diffe
     assert "restored to the state after env action 3 (where the clean arm starts) and sent the actions " \
            "after it, to env action 6 ('open door'), it answered 'Nothing happens. The door locks.'" in str(err.value)
     assert err.value.failure["after_env_action"] == 3 and err.value.failure["env_action"] == 6
+
+
+class _SamplingKeyDoor(KeyDoorAgent):
+    """The key-and-door agent drawing sample ``index``: above 0 it turns the other way with chance
+    3/8, keyed by the index and the context (a pure function of both)."""
+
+    name = "keydoor-sampling"
+
+    def __init__(self, index: int = 0) -> None:
+        self.index = index
+
+    def settings(self):
+        return {"version": 1, **({"sample": self.index} if self.index else {})}
+
+    def sample(self, index: int) -> _SamplingKeyDoor:
+        return _SamplingKeyDoor(index)
+
+    def act_traced(self, context):
+        reply, read, decided = super().act_traced(context)
+        key = hashlib.sha256(json.dumps([self.index, context]).encode()).digest()
+        if self.index and key[0] < 96 and reply in ("left", "right"):
+            reply = "left" if reply == "right" else "right"
+        return reply, read, decided
+
+
+def test_the_further_draws_of_an_arm_are_checked_from_their_branch_points(tasks, monkeypatch):
+    # a further draw (--samples) starts from a restored branch point like the arm; its own next
+    # env action, where it differs from the arm's, is sent from there as well
+    sent = []
+    real = BranchingEnv.verify_restores
+
+    def spy(self, checks):
+        checks = list(checks)
+        sent.extend(checks)
+        return real(self, checks)
+
+    monkeypatch.setattr(BranchingEnv, "verify_restores", spy)
+    wanted = set()
+    for t in tasks:
+        result = run_task_pairs(t, _SamplingKeyDoor(), FAMILY.env(t), replace(GRID, samples=3),
+                                extractor=FAMILY.extractor)
+        arms = {e.condition: e.transcript for e in result.episodes if e.is_arm and not e.sample}
+        arms["clean"] = next(e.transcript for e in result.episodes if e.role == "factual")
+        for e in (e for e in result.episodes if e.is_arm and e.sample):
+            j = result.point + e.delay + 1
+            acts = [s.action for s in e.transcript.steps if s.action is not None]
+            arm = [s.action for s in arms[e.condition].steps if s.action is not None]
+            if len(acts) >= j and (len(arm) < j or arm[j - 1] != acts[j - 1]):
+                wanted.add((tuple(acts[: j - 1]), acts[j - 1]))
+    checked = {(state, actions[0][0]) for state, actions in sent}
+    assert len(wanted) >= 3 and wanted <= checked
+    # at one draw the check is the arm's alone: the rows and the checks of one draw are as before
+    sent.clear()
+    one = run_task_pairs(tasks[0], _SamplingKeyDoor(), FAMILY.env(tasks[0]), GRID, extractor=FAMILY.extractor)
+    alone = list(sent)
+    sent.clear()
+    plain = run_task_pairs(tasks[0], KeyDoorAgent(), FAMILY.env(tasks[0]), GRID, extractor=FAMILY.extractor)
+    assert alone == sent and [dict(r, agent="") for r in one.rows] == [dict(r, agent="") for r in plain.rows]

@@ -207,7 +207,7 @@ def test_cli_options_reach_the_request_and_the_run_record(tmp_path: Path, server
     assert main(argv) == 0
     assert len(server.requests) == asked
     assert "LLM: 0 HTTP requests" in capsys.readouterr().err
-    # a builtin agent with an LLM option: one line, before anything runs
+    # a builtin agent with an LLM-only option (it takes --temperature): one line, before anything runs
     assert main(["run", "--tasks", str(tmp_path / "tasks"), "--out", str(tmp_path / "b"),
-                 "--temperature", "0.5"]) == 2
-    assert "--temperature" in capsys.readouterr().err and not (tmp_path / "b").exists()
+                 "--max-tokens", "20"]) == 2
+    assert "--max-tokens" in capsys.readouterr().err and not (tmp_path / "b").exists()

@@ -169,7 +169,7 @@ class StubFork:
     def branch_points(self, arm):
         return [(1, 5, True), (2, 8, True), (3, 9, False)]
 
-    def branch(self, cond, arm, snaps, d, op, k, env=None):
+    def branch(self, cond, arm, snaps, d, op, k, env=None, sample=0):
         self._event("branch", d, op.name, arm)
         return f"{arm}-{d}-{op.name}-{k}"
 

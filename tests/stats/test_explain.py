@@ -111,3 +111,33 @@ def test_every_divergence_is_explained_on_six_task_types(tmp_path: Path, capsys)
 @pytest.mark.slow
 def test_every_divergence_is_explained_on_forty_tasks(tmp_path: Path) -> None:
     _check(_grid(tmp_path, 40))
+
+
+def test_every_draw_of_a_sampled_run_is_explained(tmp_path, pick_place_task):
+    """At a temperature, K draws per arm: each further draw of an arm parts from the first only by
+    sampled_choice (at the first divergent reply), and each draw's branches are explained against
+    the same draw of their arm, as at one draw."""
+    from cir.agents.factory import LLMConfig
+
+    out = tmp_path / "sampled"
+    run_experiment([pick_place_task], out, RunSettings(
+        replay=ReplaySettings(conditions=("clean", "stale2"), delays=(0, 2), operations=("refresh", "placebo"),
+                              samples=4), llm=LLMConfig(temperature=1.0)), progress=False, echo=lambda s: None)
+    table = explain_run(out)
+    assert (table["sample"] > 0).any() and table["explained"].all()
+    draws = table[table["operation"] == "another_draw"]
+    assert len(draws) == 2 * 2 * 3  # conditions x delays x further draws
+    assert draws["diverged"].any()
+    assert set(draws.loc[draws["diverged"], "mechanisms"]) == {"sampled_choice"}
+    paired = pd.read_csv(out / "paired.csv")
+    assert len(table) == len(paired) * 4 + len(draws)  # every draw's pair, and the draw pairs
+    one = explain_run(_one_draw(tmp_path, pick_place_task))
+    assert "sample" not in one.columns  # a run of one draw explains as before
+
+
+def _one_draw(tmp_path: Path, task) -> Path:
+    out = tmp_path / "one"
+    run_experiment([task], out, RunSettings(replay=ReplaySettings(conditions=("clean",), delays=(0,),
+                                                                  operations=("refresh",))),
+                   progress=False, echo=lambda s: None)
+    return out

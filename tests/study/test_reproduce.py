@@ -150,8 +150,8 @@ def test_llm_settings_are_checked_before_the_study_folder_and_part_of_its_settin
     from cir.agents.factory import LLMConfig
     from cir.study.reproduce import StudySettings, _differences
 
-    with pytest.raises(CirError, match="--temperature"):
-        reproduce(tmp_path / "out", RunSettings(llm=LLMConfig(temperature=0.5)), quick=True, progress=False,
+    with pytest.raises(CirError, match="--max-tokens"):  # a built-in agent takes --temperature only
+        reproduce(tmp_path / "out", RunSettings(llm=LLMConfig(max_tokens=20)), quick=True, progress=False,
                   echo=lambda line: None)
     with pytest.raises(CirError, match="LLM option 'seed'"):
         reproduce(tmp_path / "out", RunSettings(agent="openai:m", base_url="http://127.0.0.1:9/v1",

@@ -116,6 +116,18 @@ def tool_call(name: str, arguments: dict[str, Any], *parts: Any) -> dict[str, An
             "function": {"name": name, "arguments": json.dumps(arguments)}}
 
 
+def sampling_answer(path: str, body: dict[str, Any], attempt: int) -> Reply:
+    """A server that samples: at the request's ``temperature`` T, the answer of
+    :func:`alfworld_answer` for the prompt with chance ``1 - T / 2``, else the one for the prompt
+    and the request's ``seed`` (a draw of that seed); at T = 0 greedy. A pure function of the
+    request, so one sample index asked twice is answered the same."""
+    text = prompt_text(body)
+    temperature = float(body.get("temperature") or 0.0)
+    if temperature <= 0 or digest(text, body.get("seed"), "draw") % 1000 >= 500 * temperature:
+        return alfworld_answer(path, body, attempt)
+    return alfworld_answer(path, {**body, "prompt": f"{text}\x1f{body.get('seed')}"}, attempt)
+
+
 def recorded_answers(prompts: Iterable[tuple[str, str]],
                      chars_per_token: float = 4.0) -> Callable[[str, dict[str, Any], int], Reply]:
     """A server that answers each prompt with the reply recorded for it (``(prompt, reply)``

@@ -131,6 +131,33 @@ class FakeAgent:
         return f"go to {todo[0]}"
 
 
+class SamplingFakeAgent(FakeAgent):
+    """:class:`FakeAgent` that samples (``cir.agents.sampling``): sample ``index`` goes to a
+    receptacle of its own choice instead of the planned reply with chance ``temperature / 2``,
+    keyed by the index and the context (a pure function of both); sample 0 at temperature 0
+    is the FakeAgent."""
+
+    name = "fake-sampling"
+
+    def __init__(self, seed: int = 0, temperature: float = 0.8, index: int = 0) -> None:
+        super().__init__(seed)
+        self.temperature, self.index = temperature, index
+
+    def settings(self) -> dict:
+        return {**super().settings(), "temperature": self.temperature, "sample": self.index}
+
+    def sample(self, index: int) -> SamplingFakeAgent:
+        return SamplingFakeAgent(self.seed, self.temperature, index)
+
+    def act(self, context: list[dict[str, str]]) -> str:
+        planned = super().act(context)
+        key = hashlib.sha256(json.dumps([self.index, context]).encode()).digest()
+        if planned.startswith("think") or key[0] / 256 >= self.temperature / 2:
+            return planned
+        recs = re.findall(r"a (\w+ \d+)", context[0]["content"].split("Your task")[0])
+        return f"go to {recs[key[1] % len(recs)]}"
+
+
 @dataclass(frozen=True)
 class FakeTask:
     """Stands in for :class:`cir.families.alfworld.tasks.TaskRef` (same fields)."""

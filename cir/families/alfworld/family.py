@@ -44,11 +44,12 @@ def generate_tasks(folder: str | Path, split: str, n: int, seed: int, *, progres
             f"({per:.2f} s/task, {stats['draws']} draws)")
 
 
-def builtin_agent(profile: str = "default", *, seed: int = 0) -> Any:
-    """The built-in agent (:class:`.agent.builtin.BuiltinAgent`) of a skill profile."""
+def builtin_agent(profile: str = "default", *, seed: int = 0, temperature: float = 0.0) -> Any:
+    """The built-in agent (:class:`.agent.builtin.BuiltinAgent`) of a skill profile (sampling at
+    ``temperature`` above 0)."""
     from cir.families.alfworld.agent.builtin import BuiltinAgent
 
-    return BuiltinAgent(profile=profile, seed=seed)
+    return BuiltinAgent(profile=profile, seed=seed, temperature=temperature)
 
 
 def walk_actions(env: Any, observation: str) -> list[str]:

@@ -37,13 +37,14 @@ def generate_tasks(folder: str | Path, split: str, n: int, seed: int, *, progres
     return generate_split(folder, split, n, seed, progress=progress, jobs=jobs)
 
 
-def builtin_agent(profile: str = "default", *, seed: int = 0) -> Any:
-    """The model-free agent (:class:`.agent.builtin.CookingAgent`); it has one profile, ``default``."""
+def builtin_agent(profile: str = "default", *, seed: int = 0, temperature: float = 0.0) -> Any:
+    """The model-free agent (:class:`.agent.builtin.CookingAgent`); it has one profile, ``default``
+    (sampling at ``temperature`` above 0)."""
     from cir.families.textworld_cooking.agent.builtin import CookingAgent
 
     if profile != "default":
         raise CirError(f"agent profile {profile!r}: the textworld-cooking agent has one profile, 'default'")
-    return CookingAgent(seed=seed)
+    return CookingAgent(seed=seed, temperature=temperature)
 
 
 def walk_actions(env: Any, observation: str) -> list[str]:

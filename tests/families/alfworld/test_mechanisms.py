@@ -402,10 +402,11 @@ def test_every_slip_fires_when_on_and_never_when_off(name, envs):
 
 def test_every_mechanism_is_documented_with_a_role():
     assert {m.role for m in MECHANISMS.values()} <= {"slip", "self_correction", "error", "rescue", "harm",
-                                                     "harness"}
+                                                     "sampling", "harness"}
     for m in MECHANISMS.values():
         assert m.meaning and (m.parameter is None or m.parameter in PARAMETERS)
-    assert {m.name for m in MECHANISMS.values() if m.parameter is None} == {"budget", "rewind"}
+    # the harness decides these; sampled_choice is set by the agent's temperature, not by a profile
+    assert {m.name for m in MECHANISMS.values() if m.parameter is None} == {"budget", "rewind", "sampled_choice"}
 
 
 def test_the_agent_reads_only_what_it_is_shown(envs):

@@ -102,3 +102,19 @@ def test_bad_settings_are_one_clear_error():
     with pytest.raises(CirError, match="one profile, 'default'"):
         builtin_agent("strong")
     assert builtin_agent(seed=3).settings() == CookingAgent(seed=3).settings()
+
+
+def test_at_a_temperature_it_samples_by_content_and_index():
+    context = _context(*COOKED)
+    cold = CookingAgent()
+    assert cold.sample(2) is cold and "temperature" not in cold.settings()
+    hot = CookingAgent(temperature=1.0)
+    assert hot.sample(2).settings()["sample"] == 2 and hot.settings()["temperature"] == 1.0
+    decided = cold.act(context)
+    draws = {i: hot.sample(i).act_traced(context) for i in range(60)}
+    assert all(CookingAgent(temperature=1.0).sample(i).act(context) == draws[i][0] for i in range(60))
+    assert 0 < sum(reply != decided for reply, _, _ in draws.values()) < 60
+    for reply, _, fired in draws.values():  # a reply other than the decided one is a named draw
+        assert (reply != decided) == any(f.mechanism == "sampled_choice" for f in fired)
+    assert "sampled_choice" in DIVERGENCE_MECHANISMS
+    assert builtin_agent(seed=0, temperature=0.5).settings()["temperature"] == 0.5

@@ -99,13 +99,17 @@ class BuiltinAgent(ModelFreeAgent):
     """The model-free agent (see module docstring). ``act`` reads only ``context``.
 
     ``overrides`` sets single parameters of the profile (``{"hidden_pickup": 1.0}``); they
-    are part of :meth:`settings`, so they name the agent and key its replies.
+    are part of :meth:`settings`, so they name the agent and key its replies. ``temperature``
+    (0: the agent as calibrated) makes it sample (:mod:`cir.agents.sampling`): a softmax
+    draw may replace a command by a plausible alternative (``sampled_choice``), keyed by the
+    command and the sample index (:meth:`sample`).
     """
 
     mechanisms = MECHANISMS
 
     def __init__(self, profile: str = "default", seed: int = 0, *,
-                 overrides: dict[str, float] | None = None, memo: bool = True) -> None:
+                 overrides: dict[str, float] | None = None, memo: bool = True,
+                 temperature: float = 0.0) -> None:
         if profile not in PROFILES:
             raise CirError(
                 f"agent profile {profile!r}: unknown; expected one of {', '.join(sorted(PROFILES))}"
@@ -121,8 +125,10 @@ class BuiltinAgent(ModelFreeAgent):
         # draws keyed by the seed, never by the profile's parameters (ModelFreeAgent): every
         # profile and override shares one set, so two profiles are compared pair by pair
         super().__init__({"agent": "builtin", "seed": self.seed}, {**PROFILES[profile], **(overrides or {})},
-                         start=initial_beliefs, fold=fold, decider=Decider, memo=memo)
+                         start=initial_beliefs, fold=fold, decider=Decider, memo=memo, temperature=temperature)
 
     def settings(self) -> dict[str, Any]:
-        """Profile name and parameters plus the seed: with the context they fix the reply."""
-        return {"agent": "builtin", "profile": self.profile, "seed": self.seed, **self.params}
+        """Profile name and parameters plus the seed (and, when it samples, the temperature and
+        the sample index): with the context they fix the reply."""
+        return {"agent": "builtin", "profile": self.profile, "seed": self.seed, **self.params,
+                **self.sampling_settings()}

@@ -393,6 +393,28 @@ class Decider:
                 return f"go to {r}" if b.location != r else f"examine {r}"
         return self.explore(g.obj)
 
+    # -- sampling (at a temperature: cir.agents.modelfree's sampled_choice) ---------------------
+    @property
+    def turn(self) -> int:
+        """How many commands it has sent (a sampled choice is drawn afresh each turn)."""
+        return self.b.clock
+
+    def alternatives(self, reply: str) -> list[str]:
+        """What else an agent in these beliefs might plausibly say instead of the command
+        ``reply``: look, check its hands, examine where it is, or go to the likeliest unsearched
+        place it did not choose; none instead of a thought (a thought is never replaced)."""
+        if reply.strip().lower().startswith(THINK_PREFIX):
+            return []
+        b = self.b
+        alts = ["look", "inventory"]
+        if b.location is not None:
+            alts.append(f"examine {b.location}")
+        others = [r for r in b.receptacles if r not in b.searched and r != b.location and f"go to {r}" != reply]
+        if others:
+            target = self.goal.obj if self.goal is not None else None
+            alts.append("go to " + (max(others, key=lambda r: self.score(target, r)) if target else others[0]))
+        return alts
+
     # -- searching ---------------------------------------------------------------------------
     def score(self, target: str, recep: str) -> float:
         noise = self.draws.u("order", target, recep) - 0.5

@@ -5,9 +5,11 @@ by the task and by *content*: the mechanism's name and what it is about (a recep
 number, the sub-goal in progress, the attempt count of a command, the ordinal of a
 harness message of one kind). Never by a message's position or by the whole message
 list. So an extra harness message changes an episode only through what it says and
-through the mechanisms whose role is ``rescue``, ``harm`` or ``harness`` below: those
+through the mechanisms whose role is ``rescue``, ``harm``, ``sampling`` or ``harness`` below: those
 are the ones that can explain why two arms of a pair diverge
-(:data:`DIVERGENCE_MECHANISMS`).
+(:data:`DIVERGENCE_MECHANISMS`). At a temperature above 0 (:mod:`cir.agents.sampling`) one
+more draw is keyed by the sample index too: ``sampled_choice``, where two samples of the
+same state part, and which a recovery can also reach (through the commands it changes).
 
 A fired mechanism is recorded as a :class:`cir.agents.modelfree.Fired` (name and what it
 was about; :class:`Mechanism` and the draws live there too, shared by every model-free agent);
@@ -17,7 +19,13 @@ in it, so no feature and no router can read them.
 
 from __future__ import annotations
 
-from cir.agents.modelfree import BUDGET, Mechanism, divergence_mechanisms, mechanism_table
+from cir.agents.modelfree import (
+    BUDGET,
+    Mechanism,
+    divergence_mechanisms,
+    mechanism_table,
+    sampled_choice,
+)
 
 _ALL = (
     # slips of a plain run (any arm, any condition)
@@ -78,6 +86,8 @@ _ALL = (
     Mechanism("distraction", "harm", "distraction",
               "a refreshed text that names a place pulls it there: a look-alike of the goal's object it knows "
               "is there is taken for the goal's object; else, a place it had ruled out is searched again"),
+    # what sampling does (only at a temperature above 0: cir.agents.sampling)
+    sampled_choice("a look, the inventory, the next-likeliest place, examining where it is"),
     # what the harness does
     BUDGET,
     Mechanism("rewind", "harness", None,
@@ -87,5 +97,6 @@ _ALL = (
 
 MECHANISMS: dict[str, Mechanism] = mechanism_table(_ALL)
 
-#: the mechanisms through which a recovery operation can change an episode
+#: the mechanisms through which a recovery operation can change an episode (and, at a
+#: temperature, the sampled choices through which two draws of one state part)
 DIVERGENCE_MECHANISMS: frozenset[str] = divergence_mechanisms(_ALL)

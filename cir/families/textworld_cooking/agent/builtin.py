@@ -55,13 +55,15 @@ class CookingAgent(ModelFreeAgent):
     """The model-free cooking agent (see the module docstring). ``act`` reads only ``context``.
 
     ``overrides`` sets single parameters (``{"hidden_cook": 1.0}``); they are part of
-    :meth:`settings`, so they name the agent and key its replies.
+    :meth:`settings`, so they name the agent and key its replies. ``temperature`` above 0 makes
+    it sample (``sampled_choice``, :mod:`cir.agents.sampling`; :meth:`sample`).
     """
 
     name = "builtin-cooking"
     mechanisms = MECHANISMS
 
-    def __init__(self, seed: int = 0, *, overrides: dict[str, float] | None = None, memo: bool = True) -> None:
+    def __init__(self, seed: int = 0, *, overrides: dict[str, float] | None = None, memo: bool = True,
+                 temperature: float = 0.0) -> None:
         if not isinstance(seed, int) or isinstance(seed, bool):
             raise CirError(f"agent seed {seed!r}: expected an integer")
         unknown = sorted(set(overrides or {}) - set(DEFAULTS))
@@ -74,8 +76,10 @@ class CookingAgent(ModelFreeAgent):
         # draws keyed by the seed only: every override shares them (common random numbers)
         params = {**DEFAULTS, **{k: float(v) for k, v in (overrides or {}).items()}}
         super().__init__({"agent": "builtin-cooking", "seed": seed}, params, start=initial_beliefs, fold=fold,
-                         decider=Decider, memo=memo)
+                         decider=Decider, memo=memo, temperature=temperature)
 
     def settings(self) -> dict[str, Any]:
-        """The parameters and the seed: with the context they fix the reply."""
-        return {"agent": "builtin-cooking", "version": 1, "seed": self.seed, **self.params}
+        """The parameters and the seed (and, when it samples, the temperature and the sample
+        index): with the context they fix the reply."""
+        return {"agent": "builtin-cooking", "version": 1, "seed": self.seed, **self.params,
+                **self.sampling_settings()}

@@ -58,6 +58,17 @@ class Decider:
             return f"cook {ingredient} with {tool}" if place == b.room else self._go_to(place)
         return "prepare meal" if b.room == KITCHEN else self._go_to(KITCHEN)
 
+    # -- sampling (at a temperature: cir.agents.modelfree's sampled_choice) ---------------------
+    @property
+    def turn(self) -> int:
+        """How many commands it has sent (a sampled choice is drawn afresh each turn)."""
+        return sum(self.b.sent.values())
+
+    def alternatives(self, reply: str) -> list[str]:
+        """What else it might plausibly say instead of ``reply``: look, check its hands, or take
+        the room's first exit."""
+        return ["look", "inventory", *(f"go {d}" for d in self.b.exits.get(self.b.room or "", ())[:1])]
+
     def _fetch(self, item: str) -> str:
         place = self.b.where(item)
         if place is None:

@@ -11,7 +11,13 @@ is ``rescue``, ``harm`` or ``harness`` (:data:`DIVERGENCE_MECHANISMS`), which is
 
 from __future__ import annotations
 
-from cir.agents.modelfree import BUDGET, Mechanism, divergence_mechanisms, mechanism_table
+from cir.agents.modelfree import (
+    BUDGET,
+    Mechanism,
+    divergence_mechanisms,
+    mechanism_table,
+    sampled_choice,
+)
 
 _ALL = (
     # slips of a plain run
@@ -53,6 +59,8 @@ _ALL = (
     Mechanism("interruption", "harm", "interruption",
               "a harness message makes it re-plan from the cookbook: it goes back to the kitchen and reads it "
               "again before going on"),
+    # what sampling does (only at a temperature above 0: cir.agents.sampling)
+    sampled_choice("a look, the inventory, an exit of the room"),
     # what the harness does
     BUDGET,
     Mechanism("rewind", "harness", None,
@@ -61,5 +69,6 @@ _ALL = (
 
 MECHANISMS: dict[str, Mechanism] = mechanism_table(_ALL)
 
-#: the mechanisms through which a recovery operation can change an episode
+#: the mechanisms through which a recovery operation can change an episode (and, at a
+#: temperature, the sampled choices through which two draws of one state part)
 DIVERGENCE_MECHANISMS: frozenset[str] = divergence_mechanisms(_ALL)
