@@ -33,7 +33,7 @@ def _comma(values: tuple[object, ...]) -> str:
 def add_grid_options(p: argparse.ArgumentParser) -> None:
     """What runs per task (``ReplaySettings``): the same on ``cir run`` and ``cir estimate``."""
     p.add_argument("--conditions", default=_comma(DEFAULT_CONDITIONS),
-                   help="comma list of clean, staleK (K>=1), missing")
+                   help="comma list of clean, staleK, lagK (K>=1), missing")
     p.add_argument("--delays", default=_comma(DEFAULT_DELAYS), help="comma list of delays >= 0")
     p.add_argument("--operations", default=_comma(DEFAULT_OPERATIONS),
                    help=f"comma list of {', '.join(OPERATIONS)}")

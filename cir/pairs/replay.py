@@ -7,8 +7,9 @@ Per task, with one env (reset once) and one reply cache:
 2. the perturbation point p (``cir.episode.perturb``) and prefix-feasibility for all conditions;
 3. per condition, one no-recovery arm shared by all delays: for ``clean`` it IS the
    factual run; otherwise the factual prefix up to env action p with the shown text of
-   action p perturbed (the env is unchanged, so no env step is repeated), continued from
-   the factual snapshot after action p;
+   action p perturbed (the env is unchanged, so no env step is repeated; a ``lagK`` text is
+   the env's answer to action p from the factual state K env actions earlier, one more env
+   step), continued from the factual snapshot after action p;
 4. per delay d and operation m, a branch from the arm's snapshot after env action p+d:
    the recovery step, then the agent continues. If the arm ended at or before p+d the
    recovery is not executed and ``y1 = y0``.
@@ -45,7 +46,7 @@ from cir.envs.branching import BranchingEnv
 from cir.envs.counting import CountingEnv
 from cir.episode.extractor import FeatureExtractor, extract
 from cir.episode.harness import Harness, SnapshotHook
-from cir.episode.perturb import Condition, Perturbation, feasibility, perturbation_point
+from cir.episode.perturb import Condition, feasibility, perturbation_point, perturbed_step
 from cir.episode.recovery import Checkpoints, Operation, get_operation
 from cir.episode.transcript import Transcript
 from cir.families.registry import resolve_extractor
@@ -198,8 +199,7 @@ class _Fork:
         if cond.kind == "clean":
             return factual, {k: s for k, s in self.snapshots.items() if k >= k_at}
         arm = factual.prefix(k_at)
-        perturbation = Perturbation(cond, self.point)
-        arm.steps[-1] = perturbation.apply(factual.prefix(k_at - 1), arm.steps[-1])
+        arm.steps[-1] = perturbed_step(cond, self.point, factual, self.snapshots, env)  # lagK: env work
         env.restore(self.snapshots[k_at])
         hook = SnapshotHook(at={self.point + d for d in self.settings.delays})
         hooks: list[Any] = [hook]

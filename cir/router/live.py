@@ -13,7 +13,7 @@ from typing import Any
 from cir.envs.base import Env
 from cir.envs.counting import CountingEnv
 from cir.episode.harness import Harness
-from cir.episode.perturb import Perturbation, feasibility, parse_conditions, perturbation_point
+from cir.episode.perturb import feasibility, parse_conditions, perturbation_point, perturbed_step
 from cir.episode.protocol import DEFAULT_FRACTION, DEFAULT_MAX_ACTIONS, DEFAULT_MAX_TURNS
 from cir.episode.recovery import Checkpoints
 from cir.episode.transcript import Transcript
@@ -58,7 +58,7 @@ def run_episode(
     info["point"] = p
     k_at = factual.steps_until_env_action(p)
     episode = factual.prefix(k_at)
-    episode.steps[-1] = Perturbation(cond, p).apply(factual.prefix(k_at - 1), episode.steps[-1])
+    episode.steps[-1] = perturbed_step(cond, p, factual, snapshots, env)
     env.restore(snapshots[k_at])
     # a rewind returns to the factual state before the perturbed env action
     k_before = factual.steps_until_env_action(p - 1)
