@@ -19,13 +19,14 @@ Conditions (DESIGN.md):
 The perturbation point of a task is the env action after ``fraction`` (0.25) of the
 factual run's N env actions: number ``ceil(fraction * N) + 1`` (1-based), the paper's
 protocol. That point depends on the factual run's length, which a live harness never
-knows (and ``f_env_actions - f_delay`` then encodes it); the other protocol, ``at``, is a
-fixed env-action number for every task, so the decision point says nothing about the
-factual run.
+knows (and ``f_env_actions - f_delay`` then encodes it); the other protocols, ``at``, are a
+fixed env-action number for every task, or one drawn per task from a range by a digest of
+its id (:func:`random_point`), so the decision point says nothing about the factual run.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from dataclasses import dataclass
@@ -99,6 +100,17 @@ def perturbation_point(n_env_actions: int, fraction: float = DEFAULT_FRACTION, a
         raise CirError(f"perturbation fraction {fraction!r}: expected a number in [0, 1)")
     # round() first so that e.g. 0.25 * 12 = 3.0000000000000004 does not become 4
     return math.ceil(round(fraction * n_env_actions, 9)) + 1
+
+
+def random_point(task_id: str, low: int, high: int) -> int:
+    """An env-action number from ``low`` to ``high`` drawn for a task by a digest of its id alone
+    (never of its factual run, so the point says nothing about the run's length; the same task
+    always gets the same point)."""
+    if isinstance(low, bool) or isinstance(high, bool) or not isinstance(low, int) \
+            or not isinstance(high, int) or not 1 <= low <= high:
+        raise CirError(f"perturbation points {low!r} to {high!r}: expected env-action numbers 1 <= LO <= HI")
+    digest = hashlib.sha256(f"perturbation point\x1f{task_id}".encode()).digest()
+    return low + int.from_bytes(digest[:8], "big") % (high - low + 1)
 
 
 def feasibility(

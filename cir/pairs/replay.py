@@ -153,9 +153,10 @@ def run_task_pairs(
     finished[0] = 1
 
     # 2. the perturbation point; 3. and 4. per condition
-    result.feasible, result.reason = feasibility(n, conditions, settings.perturb_fraction, settings.perturb_at)
+    at = settings.point_at(task_id)
+    result.feasible, result.reason = feasibility(n, conditions, settings.perturb_fraction, at)
     if result.feasible:
-        result.point = perturbation_point(n, settings.perturb_fraction, settings.perturb_at)
+        result.point = perturbation_point(n, settings.perturb_fraction, at)
         check_restore(task_id, branching, snapshots, factual, result.point)
         fork = _Fork(harness, counted, settings, result, factual, snapshots, result.point,
                      resolve_extractor(extractor))
