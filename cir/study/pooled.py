@@ -156,6 +156,8 @@ SPREAD_SHOWN = [
     ("cir_paired - anomaly", {"headline": "held-out margin", "policy": "cir_paired", "versus": "anomaly"}),
     ("cir_paired - rate-matched anomaly", {"headline": "held-out margin", "policy": "cir_paired",
                                            "versus": "anomaly_matched_cir_paired"}),
+    ("cir_paired - anomaly matched held out", {"headline": "held-out margin", "policy": "cir_paired",
+                                               "versus": "anomaly_matched_heldout_cir_paired"}),
     ("cir - anomaly", {"headline": "held-out margin", "policy": "cir", "versus": "anomaly"}),
 ]
 

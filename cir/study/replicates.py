@@ -41,7 +41,8 @@ HEADLINE_COLUMNS = ["replicate", "seed", "headline", "cohort", "condition", "del
                     "versus", "n", "n_tasks", "value_pp", "ci_low_pp", "ci_high_pp", "rescues", "harms",
                     "intervention_rate", "clean_harm_rate", "oracle_fraction"]
 #: The baselines each router's margin is reported against.
-VERSUS = ("never", "always", "anomaly", "anomaly_rate_matched", "anomaly_matched_cir_paired", "oracle")
+VERSUS = ("never", "always", "anomaly", "anomaly_rate_matched", "anomaly_rate_matched_heldout",
+          "anomaly_matched_cir_paired", "anomaly_matched_heldout_cir_paired", "oracle")
 
 
 def replicate_seeds(seed: int, replicates: int) -> list[int]:

@@ -256,7 +256,10 @@ def _cir_section(report: Report, out: Path, experiments: list[Experiment], resam
         "and rewind, and `cir_multi` chooses among the operations (see Which recovery?). All search their "
         "thresholds on 5-fold out-of-fold predictions grouped "
         "by task under the same clean-harm budget epsilon, then refit on all fitting tasks; every "
-        "baseline is chosen the same way (`anomaly_matched_cir_paired` matches cir_paired's rate)."
+        "baseline is chosen the same way (`anomaly_matched_cir_paired` matches cir_paired's rate). A rate "
+        "matched on the fitting tasks can drift on held-out ones, so each rate-matched anomaly rule is also "
+        "matched on the held-out arms themselves (`anomaly_rate_matched_heldout` to cir's rate there, "
+        "`anomaly_matched_heldout_<router>` to each other router's), from the router's rate alone."
     )
     report.table(_cols(fit, ["router"], FIT_SHOWN), save_csv(fit, out / "tables" / "cir_fit.csv"),
                  "The fits: thresholds, budget and out-of-fold results (lambda, epsilon, d_min, delays and "
