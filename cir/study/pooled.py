@@ -16,6 +16,7 @@ import pandas as pd
 
 from cir.episode.protocol import PRIMARY_STALE
 from cir.stats.effects import contrast_table, effect_table
+from cir.stats.explain import harm_table
 from cir.stats.joint import joint_effects
 from cir.study.experiments import Experiment
 from cir.study.figures import plot_effects
@@ -36,10 +37,17 @@ from cir.study.replicates import (
     spread,
     spread_figure,
 )
-from cir.study.report import EFFECT_SHOWN, EVAL_SHOWN, budget_sentence, which_recovery_section
+from cir.study.report import (
+    EFFECT_SHOWN,
+    EVAL_SHOWN,
+    budget_sentence,
+    explanation_tables,
+    which_recovery_section,
+)
 
 #: Per-replicate tables each replicate's own report wrote, gathered with a seed column.
-GATHERED = ("cohorts", "cir_fit", "cir_optimism", "cir_discrimination", "mechanisms_explained")
+GATHERED = ("cohorts", "cir_fit", "cir_optimism", "cir_discrimination", "mechanisms_explained",
+            "attribution_split", "harm_pairs")
 
 
 def _gather(studies: dict[int, Path], name: str) -> pd.DataFrame:
@@ -193,10 +201,16 @@ def write_pooled_report(out: Path, experiments: list[Experiment], studies: dict[
     mechanism_f = _mechanism(body, out, studies, experiments, resamples, seed)
     counts = _gather(studies, "mechanisms_explained")
     if len(counts):
+        body.heading("What the agent's mechanisms explain (pooled)")
         total = counts.groupby(["operation", "mechanism"], as_index=False)[
             [c for c in ("pairs", "rescues", "harms") if c in counts.columns]].sum()
-        body.table(total, save_csv(total, out / "tables" / "mechanisms_explained_pooled.csv"),
-                   "Pairs, rescues and harms each mechanism of the agent explains, all replicates")
+        split = _gather(studies, "attribution_split").drop(columns="seed")
+        split = split.groupby("operation", as_index=False, sort=False).sum()
+        harms = _gather(studies, "harm_pairs")
+        harms = harm_table(harms.fillna({"decision_mechanisms": "", "mechanisms": "", "attribution": ""})
+                           ) if len(harms) else harms
+        explanation_tables(body, split, total, harms, out, int(split.loc[split["operation"] == "all", "pairs"].iloc[0]),
+                           "_pooled")
     selective = _selective(body, out, studies, evaluation)
     which_recovery_section(body, out, evaluation[0], evaluation[1], evaluation[2], suffix="_pooled")
     findings = [f for f in (effects, mechanism_f, selective) if f is not None]

@@ -25,7 +25,7 @@ from cir.pairs.record import RunRecord
 from cir.router.calibration import calibration_figure, calibration_table
 from cir.stats.decompose import decompose, select_cohort
 from cir.stats.effects import contrast_table, effect_table
-from cir.stats.explain import explain_run, mechanism_counts
+from cir.stats.explain import attribution_split, explain_run, harm_table, mechanism_counts
 from cir.stats.joint import joint_effects, joint_matrix, joint_outcomes
 from cir.study.experiments import Experiment
 from cir.study.figures import (
@@ -217,21 +217,49 @@ def _explanation_section(report: Report, out: Path, experiments: list[Experiment
     if not traced:
         return
     report.heading("What the agent's mechanisms explain")
-    diverged = table[table["diverged"]]
-    unexplained = int((~table["explained"]).sum())
+    split = attribution_split(table)
+    save_csv(table[table["outcome"] == "harm"], out / "tables" / "harm_pairs.csv")
+    counts = mechanism_counts(table)
+    explanation_tables(report, split, counts, harm_table(table), out, len(table), "")
+
+
+def explanation_tables(report: Report, split: pd.DataFrame, counts: pd.DataFrame, harms: pd.DataFrame,
+                       out: Path, pairs: int, suffix: str) -> None:
+    """The explanation section's text and tables (one study's, or the replicates' pooled)."""
+    every = split[split["operation"] == "all"].iloc[0]
+    diverged = int(every["diverged"])
     report.text(
         "The built-in agent records which of its named mechanisms fired at each step (the explanation "
         "trace, beside each transcript in the episode store; never read by features or the router). Two "
-        "arms of a pair diverge when the agent's replies after the branch point differ; a divergence is "
-        "explained by the recovery-reachable mechanisms that fired between the recovery step and the first "
-        f"divergent reply (`cir explain` shows one pair). {len(diverged)} of {len(table)} pairs diverge. "
-        f"A check of the instrument, not a finding about recovery: {unexplained} divergences are explained "
-        "by no mechanism (an unexplained one would be a defect of the agent). What the table says is which "
-        "mechanisms make the rescues and harms."
+        "arms of a pair diverge when the agent's replies after the branch point differ. A divergence is "
+        "attributed only to the recovery-reachable mechanisms that fired on the divergent decision itself "
+        "(a rewind acts on the first decision after it), else to the budget when the arms gave the same "
+        "replies until one ran out, else it is unattributed (`cir explain` shows one pair). "
+        f"{diverged} of {pairs} pairs diverge: {int(every['mechanism'])} attributed to a mechanism, "
+        f"{int(every['budget'])} to the budget, {int(every['unattributed'])} unattributed (of which "
+        f"{int(every['unattributed_mechanism_earlier'])} had a recovery-reachable mechanism fire on an earlier "
+        "decision, whose reply was the arm's). A check of the instrument, not a finding about recovery: "
+        f"{int(every['unexplained'])} divergences have no such mechanism at all since the recovery (one would "
+        "be a defect of the agent)."
     )
-    counts = mechanism_counts(table)
-    report.table(counts, save_csv(counts, out / "tables" / "mechanisms_explained.csv"),
-                 "Pairs, rescues and harms each mechanism explains, by operation (all cohorts)")
+    report.table(split, save_csv(split, out / "tables" / f"attribution_split{suffix}.csv"),
+                 "Divergences by what they are attributed to, by operation (all cohorts)")
+    report.table(counts, save_csv(counts, out / "tables" / f"mechanisms_explained{suffix}.csv"),
+                 "Pairs, rescues and harms attributed to each cause, by operation (all cohorts)")
+    if len(harms):
+        budget, total = int(harms["ended_by_budget"].sum()), int(harms["harms"].sum())
+        circles = int(harms["ended_in_circles"].sum())
+        text = (f"{budget} of {total} harm attributions end on the budget and {circles} end going round one or "
+                "two commands (`ended_in_circles`); the model turns each branch took beyond what its "
+                "no-recovery arm needed to succeed are below.")
+        if budget * 2 > total:
+            text += (" Most harms are long episodes, not quick failures: that persistence is a property of "
+                     "this instrument (a language model rarely repeats itself that long), to be read as such, "
+                     "not as a finding about recovery.")
+        report.text(text)
+        report.table(harms, save_csv(harms, out / "tables" / f"harms_by_mechanism{suffix}.csv"),
+                     "Harms by cause: ended on the budget, model turns lost (branch minus arm, from the "
+                     "branch point), ended going round one or two commands (>= 4 env actions)")
 
 
 def _cir_section(report: Report, out: Path, experiments: list[Experiment], resamples: int,
