@@ -27,12 +27,14 @@ from cir.study.findings import (
     mechanism_finding,
     small_cohort_warning,
 )
+from cir.study.kinds import error_detection, kind_section, lag_visibility
 from cir.study.page import Report, format_number, save_csv, save_figure
 from cir.study.replicates import (
     control_cells,
     headlines,
     pooled_evaluation,
     pooled_paired,
+    pooled_scored_cells,
     replicate_headlines,
     spread,
     spread_figure,
@@ -44,6 +46,7 @@ from cir.study.report import (
     explanation_tables,
     which_recovery_section,
 )
+from cir.study.validation import validation_section
 
 #: Per-replicate tables each replicate's own report wrote, gathered with a seed column.
 GATHERED = ("cohorts", "cir_fit", "cir_optimism", "cir_discrimination", "mechanisms_explained",
@@ -171,8 +174,9 @@ SPREAD_SHOWN = [
 
 
 def write_pooled_report(out: Path, experiments: list[Experiment], studies: dict[int, Path], *, resamples: int,
-                        seed: int, agent: str, quick: bool) -> Path:
-    """Write the pooled tables, figures and ``report.md`` / ``report.html`` into ``out``."""
+                        seed: int, agent: str, quick: bool, validation: int = 0, jobs: int = 1) -> Path:
+    """Write the pooled tables, figures and ``report.md`` / ``report.html`` into ``out`` (with
+    ``validation`` replicates of each planted world: :mod:`cir.study.validation`)."""
     per, pooled, evaluation, spread_table = _pooled_tables(out, experiments, studies, resamples, seed)
     title = f"cir reproduction{' (quick)' if quick else ''}, {len(studies)} replicates: when harnesses lose the signal"
     body = Report(title)
@@ -213,6 +217,13 @@ def write_pooled_report(out: Path, experiments: list[Experiment], studies: dict[
                            "_pooled")
     selective = _selective(body, out, studies, evaluation)
     which_recovery_section(body, out, evaluation[0], evaluation[1], evaluation[2], suffix="_pooled")
+    arms = evaluation[0]
+    kind_section(body, out, arms, arms.attrs["policies"], arms.attrs["routers"],
+                 error_detection(pooled_scored_cells(studies, experiments)),
+                 lag_visibility(d / "runs" / e.name for d in studies.values() for e in experiments),
+                 resamples=resamples, seed=seed, suffix="_pooled")
+    if validation:
+        validation_section(body, out, validation, seed=seed, jobs=jobs)
     findings = [f for f in (effects, mechanism_f, selective) if f is not None]
     report = _findings(title, findings, spread_table, quick)
     report.blocks += body.blocks

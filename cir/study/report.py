@@ -43,6 +43,7 @@ from cir.study.findings import (
     mechanism_finding,
     small_cohort_warning,
 )
+from cir.study.kinds import error_detection, kind_section, lag_visibility, scored_cells
 from cir.study.page import Report, format_number, save_csv, save_figure
 from cir.study.selective import (
     MULTI,
@@ -53,6 +54,7 @@ from cir.study.selective import (
     optimism_table,
     run_selective,
 )
+from cir.study.validation import validation_section
 
 # the columns of the stats tables that the report shows
 EFFECT_SHOWN = ["n", "rescues", "harms", "stable_success", "stable_failure", "success_without",
@@ -318,6 +320,9 @@ def _cir_section(report: Report, out: Path, experiments: list[Experiment], resam
     report.table(brier, cal_csv, "Brier scores of cir's three models on the held-out cohort")
     report.figure(save_figure(calibration_figure(router, test_df), out / "figures", "cir_calibration"),
                   "Reliability of p_err, p0 and p1 on the held-out cohort")
+    kind_section(report, out, result["episodes"], list(dict.fromkeys(summary["policy"])), list(sel.routers),
+                 error_detection(scored_cells(sel.routers, test_df)),
+                 lag_visibility(out / "runs" / e.name for e in experiments), resamples=resamples, seed=seed)
     return cir_finding(summary, float(fit["epsilon"].iloc[0]))
 
 
@@ -393,8 +398,10 @@ def _findings_section(report: Report, findings: list[Finding], quick: bool) -> N
 
 
 def write_study_report(out: Path, experiments: list[Experiment], runs: dict[str, RunRecord], *,
-                       resamples: int, seed: int, agent: str, quick: bool) -> Path:
-    """Write tables, figures, ``router.json`` and ``report.md`` / ``report.html`` into ``out``."""
+                       resamples: int, seed: int, agent: str, quick: bool, validation: int = 0,
+                       jobs: int = 1) -> Path:
+    """Write tables, figures, ``router.json`` and ``report.md`` / ``report.html`` into ``out``
+    (with ``validation`` replicates of each planted world: :mod:`cir.study.validation`)."""
     title = f"cir reproduction{' (quick)' if quick else ''}: when harnesses lose the signal"
     body = Report(title)
     _setup_section(body, out, experiments, runs, agent, quick)
@@ -402,6 +409,8 @@ def write_study_report(out: Path, experiments: list[Experiment], runs: dict[str,
     mechanism = _mechanism_section(body, out, experiments, resamples, seed)
     _explanation_section(body, out, experiments)
     selective = _cir_section(body, out, experiments, resamples, seed)
+    if validation:
+        validation_section(body, out, validation, seed=seed, jobs=jobs)
     report = Report(title)
     _findings_section(report, [f for f in (effects, mechanism, selective) if f is not None], quick)
     report.blocks += body.blocks

@@ -92,3 +92,27 @@ def test_the_summary_pools_replicates_and_the_criteria_read_it():
     assert checks[("a", "cir_paired - anomaly: lower end of the 95% interval (pp)")]
     assert not checks[("b", "cir_paired: share of replicates whose interval vs never excludes 0")]
     assert checks[("c", "certified budget: share of replicates whose expected clean harm exceeds epsilon")]
+
+
+def test_a_study_report_section_of_the_planted_worlds_kept_for_a_resume(tmp_path, monkeypatch):
+    """The report's section: the checks, the pooled worlds; the rows kept with their settings in
+    validation/ and read back, not fitted again, by a call with the same settings."""
+    import cir.study.validation as validation
+    from cir.study.page import Report
+
+    report = Report("t")
+    validation.validation_section(report, tmp_path, 1, seed=0)
+    kinds = [k for k, _ in report.blocks]
+    assert report.blocks[0] == ("heading", (2, "Does the router work when there is something to learn?"))
+    assert kinds.count("table") == 2
+    for name in ("router_validation.csv", "router_validation_margins.csv", "router_validation_criteria.csv"):
+        assert (tmp_path / "tables" / name).is_file()
+    checks = pd.read_csv(tmp_path / "tables" / "router_validation_criteria.csv")
+    assert set(checks["world"]) == {"a", "b", "c"}
+    # one replicate: no interval over replicates, so the margin's check is not decided
+    margin = checks[checks["criterion"].str.startswith("cir_paired - anomaly:")]
+    assert margin["met"].isna().all()
+    before = (tmp_path / "validation" / "validation_rows.csv").read_bytes()
+    monkeypatch.setattr(validation, "run_validation", lambda *a, **k: pytest.fail("fitted again"))
+    validation.validation_section(Report("t"), tmp_path, 1, seed=0)
+    assert (tmp_path / "validation" / "validation_rows.csv").read_bytes() == before
