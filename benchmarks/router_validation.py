@@ -16,7 +16,8 @@ Usage::
 
     python benchmarks/router_validation.py --replicates 200 --jobs 2 --out /tmp/router-validation
 
-writes ``validation_rows.csv`` (one row per world, replicate and policy), ``validation.csv``,
+writes each replicate's rows as it finishes (the same command resumes), then
+``validation_rows.csv`` (one row per world, replicate and policy), ``validation.csv``,
 ``validation_margins.csv``, ``validation_criteria.csv`` and ``validation.json`` (the settings
 and timings) into ``--out``; ``cir reproduce`` writes the same tables (``tables/router_validation*.csv``).
 """
@@ -48,7 +49,9 @@ def main(argv: list[str] | None = None) -> int:
     worlds = tuple(w.strip() for w in args.worlds.split(",") if w.strip())
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    rows = run_validation(args.replicates, worlds=worlds, seed=args.seed, jobs=args.jobs, resamples=args.resamples)
+    # each replicate's rows in OUT/replicates/ as it finishes: the same command resumes
+    rows = run_validation(args.replicates, worlds=worlds, seed=args.seed, jobs=args.jobs, resamples=args.resamples,
+                          folder=args.out / f"replicates-seed{args.seed}-resamples{args.resamples}")
     seconds = time.perf_counter() - started
     summary, margins = validation_summary(rows)
     checks = criteria(summary, margins)

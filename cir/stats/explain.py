@@ -133,9 +133,9 @@ def _attribute(ex: PairExplanation, mechanisms: frozenset[str]) -> tuple[list[Tr
     d, steps = ex.divergence, ex.branch.steps
     on = [e for e in ex.branch.trace if e.mechanism in mechanisms and e.at == d]
     # a rewind changes the context the next decision reads: its event is on the harness step
-    first_after = d > 0 and all(steps[i].actor != AGENT for i in range(_last_agent_before(steps, d) + 1, d))
-    on += [e for e in ex.branch.trace if e.mechanism == "rewind" and first_after
-           and _last_agent_before(steps, d) < e.at < d]
+    # between that decision and the agent's step before it
+    before = _last_agent_before(steps, d)
+    on += [e for e in ex.branch.trace if e.mechanism == "rewind" and e.mechanism in mechanisms and before < e.at < d]
     budget = [e for e in on if e.mechanism == "budget"]
     budget += [e for e in ex.arm.trace if e.mechanism == "budget" and e.at == ex.arm_divergence
                and "budget" in mechanisms]

@@ -122,15 +122,38 @@ def world_replicate(world: str, replicate: int, *, seed: int = 0, resamples: int
     return pd.DataFrame(rows, columns=ROW_COLUMNS)
 
 
-def _one(job: tuple[str, int], options: dict[str, Any]) -> pd.DataFrame:
-    return world_replicate(job[0], job[1], **options)
+def _one(job: tuple[str, int], options: dict[str, Any], folder: str | None) -> pd.DataFrame:
+    rows = world_replicate(job[0], job[1], **options)
+    if folder is not None:  # written as it goes: a run that stops keeps what it finished
+        from cir.util.files import write_atomic
+
+        write_atomic(_part(Path(folder), *job), rows.to_csv(index=False))
+    return rows
+
+
+def _part(folder: Path, world: str, replicate: int) -> Path:
+    return folder / f"world-{world}-{replicate:04d}.csv"
 
 
 def run_validation(replicates: int, *, worlds: tuple[str, ...] = WORLDS, seed: int = 0, jobs: int = 1,
-                   **options: Any) -> pd.DataFrame:
-    """Every replicate of every world (:func:`world_replicate`), in order, as one table."""
-    jobs_list = [(w, r) for w in worlds for r in range(replicates)]
-    parts = list(parallel_map(_one, jobs_list, {"seed": seed, **options}, jobs=jobs))
+                   folder: str | Path | None = None, **options: Any) -> pd.DataFrame:
+    """Every replicate of every world (:func:`world_replicate`), in order, as one table.
+
+    With ``folder``, each replicate's rows are written there as it finishes and a replicate
+    already there is read back instead of fitted again, so a long run resumes; the folder must
+    hold replicates of the same settings (``seed``, ``options``: the caller keeps it so)."""
+    todo = [(w, r) for w in worlds for r in range(replicates)]
+    done: dict[tuple[str, int], pd.DataFrame] = {}
+    if folder is not None:
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        for job in todo:
+            if _part(folder, *job).exists():
+                done[job] = pd.read_csv(_part(folder, *job))
+    missing = [job for job in todo if job not in done]
+    ran = parallel_map(_one, missing, {"seed": seed, **options}, None if folder is None else str(folder), jobs=jobs)
+    done.update(zip(missing, ran, strict=True))
+    parts = [done[job] for job in todo]
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=ROW_COLUMNS)
 
 
@@ -242,28 +265,28 @@ VALIDATION_DIR = "validation"
 def study_validation(out: Path, replicates: int, *, seed: int, jobs: int = 1) -> tuple[pd.DataFrame, pd.DataFrame,
                                                                                pd.DataFrame]:
     """(summary, margins, criteria) of ``replicates`` replicates of every world, for a study's
-    report; the rows are kept in ``out/validation/`` with their settings and reused by a later
-    call with the same settings (a resumed study does not fit them again)."""
+    report; each replicate's rows are kept in ``out/validation/replicates/`` as it finishes, with
+    the settings they were made with, and reused by a later call with the same settings (a
+    resumed study does not fit them again; more replicates add to them)."""
     import json
+    import shutil
 
     from cir import __version__
     from cir.util.files import write_atomic
 
     folder = Path(out) / VALIDATION_DIR
-    settings = {"replicates": int(replicates), "seed": int(seed), "worlds": list(WORLDS), "cir_version": __version__}
-    rows_path, settings_path = folder / "validation_rows.csv", folder / "validation.json"
-    rows = None
-    if rows_path.exists() and settings_path.exists():
-        try:
-            if json.loads(settings_path.read_text(encoding="utf-8")) == settings:
-                rows = pd.read_csv(rows_path)
-        except (OSError, ValueError):
-            rows = None
-    if rows is None:
-        rows = run_validation(replicates, seed=seed, jobs=jobs)
-        folder.mkdir(parents=True, exist_ok=True)
-        write_atomic(rows_path, rows.to_csv(index=False))
-        write_atomic(settings_path, json.dumps(settings, indent=2, sort_keys=True) + "\n")
+    settings = {"seed": int(seed), "worlds": list(WORLDS), "cir_version": __version__}
+    settings_path = folder / "validation.json"
+    try:
+        kept = json.loads(settings_path.read_text(encoding="utf-8")) if settings_path.exists() else None
+    except (OSError, ValueError):
+        kept = None
+    if kept != settings and folder.exists():  # another seed or version: its replicates are not these
+        shutil.rmtree(folder / "replicates", ignore_errors=True)
+    folder.mkdir(parents=True, exist_ok=True)
+    write_atomic(settings_path, json.dumps(settings, indent=2, sort_keys=True) + "\n")
+    rows = run_validation(replicates, seed=seed, jobs=jobs, folder=folder / "replicates")
+    write_atomic(folder / "validation_rows.csv", rows.to_csv(index=False))
     summary, margins = validation_summary(rows)
     return summary, margins, criteria(summary, margins)
 

@@ -113,6 +113,10 @@ def test_a_study_report_section_of_the_planted_worlds_kept_for_a_resume(tmp_path
     margin = checks[checks["criterion"].str.startswith("cir_paired - anomaly:")]
     assert margin["met"].isna().all()
     before = (tmp_path / "validation" / "validation_rows.csv").read_bytes()
-    monkeypatch.setattr(validation, "run_validation", lambda *a, **k: pytest.fail("fitted again"))
+    assert len(list((tmp_path / "validation" / "replicates").glob("world-*.csv"))) == 3
+    monkeypatch.setattr(validation, "world_replicate", lambda *a, **k: pytest.fail("fitted again"))
     validation.validation_section(Report("t"), tmp_path, 1, seed=0)
     assert (tmp_path / "validation" / "validation_rows.csv").read_bytes() == before
+    # another seed: the kept replicates are not its own
+    with pytest.raises(pytest.fail.Exception, match="fitted again"):
+        validation.validation_section(Report("t"), tmp_path, 1, seed=1)
