@@ -23,7 +23,7 @@ from cir.agents.factory import DEFAULT_AGENT, LLMConfig
 from cir.agents.limits import RequestLimits
 from cir.episode.delays import check_delays
 from cir.episode.operations import check_operations
-from cir.episode.perturb import Condition, parse_conditions, perturbation_point
+from cir.episode.perturb import Condition, parse_conditions, perturbation_point, random_point
 from cir.episode.protocol import (
     DEFAULT_CONDITIONS,
     DEFAULT_DELAYS,
@@ -65,6 +65,8 @@ class ReplaySettings:
     perturb_at: int | None = None
     max_turns: int = DEFAULT_MAX_TURNS
     max_actions: int = DEFAULT_MAX_ACTIONS
+    #: a perturbed env action drawn per task from LO..HI by its id (random_point); None: not so
+    perturb_between: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
         conditions = tuple(c.name for c in parse_conditions(self.conditions))
@@ -74,12 +76,28 @@ class ReplaySettings:
         _check_int("max_turns", self.max_turns, 1, MAX_BUDGET)
         _check_int("max_actions", self.max_actions, 1, MAX_BUDGET)
         perturbation_point(10, self.perturb_fraction, self.perturb_at)  # checks the point rule
+        if self.perturb_between is not None:
+            between = tuple(self.perturb_between)
+            if len(between) != 2 or self.perturb_at is not None:
+                raise SettingError("perturb_between", self.perturb_between,
+                                   "two env-action numbers LO, HI (and no perturb_at)")
+            random_point("", *between)  # checks them
+            object.__setattr__(self, "perturb_between", between)
 
     def parsed_conditions(self) -> list[Condition]:
         return parse_conditions(list(self.conditions))
 
+    def point_at(self, task_id: str) -> int | None:
+        """The task's fixed perturbed env action (``perturb_at``, or its draw from
+        ``perturb_between``); None: the fraction of its factual run decides."""
+        if self.perturb_between is not None:
+            return random_point(task_id, *self.perturb_between)
+        return self.perturb_at
+
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
+        if data["perturb_between"] is None:  # absent unless set: run records stay as they were
+            del data["perturb_between"]
         return {k: list(v) if isinstance(v, tuple) else v for k, v in data.items()}
 
     def cells(self) -> set[tuple[str, int, str]]:

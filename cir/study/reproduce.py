@@ -28,6 +28,7 @@ from cir.study.experiments import Experiment, load_experiments, task_slices
 from cir.study.pooled import write_pooled_report
 from cir.study.replicates import replicate_dir, replicate_seeds
 from cir.study.report import write_study_report
+from cir.study.validation import STUDY_REPLICATES
 from cir.util.errors import CirError
 from cir.util.files import read_json, write_atomic
 
@@ -53,12 +54,24 @@ class StudySettings:
                    llm=None if run.llm.is_default() else run.llm.as_dict(), perturb_at=perturb_at)
 
 
+def validation_replicates(quick: bool, replicates: int | None) -> int:
+    """The planted worlds' replicates a study's report runs (None: the default of its size)."""
+    if replicates is None:
+        return STUDY_REPLICATES[bool(quick)]
+    if isinstance(replicates, bool) or not isinstance(replicates, int) or replicates < 0:
+        raise CirError(f"validation replicates {replicates!r}: expected an integer >= 0 (0: none)")
+    return replicates
+
+
 def _identity(settings: RunSettings, quick: bool, resamples: int, perturb_at: int | None,
-              experiments: list[Experiment]) -> dict[str, Any]:
+              experiments: list[Experiment], validation: int | None = None) -> dict[str, Any]:
     """What study.json records as the study's settings (the family in its configs' records; a
-    prompt file by its content's version)."""
+    prompt file by its content's version; the planted worlds' replicates when not the default,
+    so the records of studies written before them read as before)."""
     identity = {**asdict(StudySettings.of(settings, quick, resamples, perturb_at)),
                 "experiments": [e.identity() for e in experiments]}
+    if validation is not None and validation != STUDY_REPLICATES[bool(quick)]:
+        identity["validation_replicates"] = validation
     if settings.prompt_file:
         identity["prompt"] = settings.env_family().prompt.from_file(settings.prompt_file).version
     return identity
@@ -138,7 +151,7 @@ def cohort_tasks(out: Path, experiments: list[Experiment], quick: bool, seed: in
 def reproduce(out: str | Path, settings: RunSettings | None = None, *, quick: bool = False,
               replicates: int = 1, perturb_at: int | None = None, resamples: int = DEFAULT_RESAMPLES,
               experiments_dir: str | Path | None = None, progress: bool = True,
-              echo: Callable[[str], None] = print) -> Path:
+              echo: Callable[[str], None] = print, validation: int | None = None) -> Path:
     """Run the study into ``out``; return the path of ``report.md``.
 
     ``settings`` are every cohort's run settings but the grid (each experiment's): the agent,
@@ -153,18 +166,22 @@ def reproduce(out: str | Path, settings: RunSettings | None = None, *, quick: bo
     study folder under ``out/replicates/seed-S/``, and writes the pooled report into ``out``
     (:mod:`cir.study.pooled`). ``perturb_at`` perturbs the same env action in every task
     instead of the one after 25% of the factual run (:mod:`cir.episode.perturb`).
+    ``validation``: replicates of each planted world the report checks the routers on
+    (:mod:`cir.study.validation`; None: 1 for ``quick``, else 200; 0: none), once per call (the
+    pooled report's, not each replicate's).
     """
     out = Path(out)
     settings = settings or RunSettings()
     if isinstance(replicates, bool) or not isinstance(replicates, int) or replicates < 1:
         raise CirError(f"replicates {replicates!r}: expected an integer >= 1")
+    worlds = validation_replicates(quick, validation)
     kwargs = dict(quick=quick, perturb_at=perturb_at, resamples=resamples, experiments_dir=experiments_dir,
                   progress=progress, echo=echo)
     if replicates == 1:
-        return _study(out, settings, **kwargs)
+        return _study(out, settings, validation=worlds, **kwargs)
     experiments = _experiments(settings, experiments_dir)
     seeds = replicate_seeds(settings.seed, replicates)
-    identity = {**_identity(settings, quick, resamples, perturb_at, experiments), "replicates": replicates}
+    identity = {**_identity(settings, quick, resamples, perturb_at, experiments, worlds), "replicates": replicates}
     out.mkdir(parents=True, exist_ok=True)
     earlier = _check_study(out, identity)
     study = {"cir_version": __version__, "settings": identity, "replicate_seeds": seeds, "timings": {},
@@ -175,14 +192,14 @@ def reproduce(out: str | Path, settings: RunSettings | None = None, *, quick: bo
     for i, s in enumerate(seeds, 1):
         echo(f"== replicate {i}/{replicates} (seed {s}) in {replicate_dir(out, s)}")
         t0 = time.perf_counter()
-        _study(replicate_dir(out, s), replace(settings, seed=s), **kwargs)
+        _study(replicate_dir(out, s), replace(settings, seed=s), validation=0, **kwargs)
         studies[s] = replicate_dir(out, s)
         study["timings"][f"replicate_seed_{s}_seconds"] = round(time.perf_counter() - t0, 1)
         _write_study(out, study)
     echo(f"== pooled: {replicates} replicates, tables, figures and the report")
     t0 = time.perf_counter()
     report = write_pooled_report(out, experiments, studies, resamples=resamples, seed=settings.seed,
-                                 agent=settings.agent, quick=quick)
+                                 agent=settings.agent, quick=quick, validation=worlds, jobs=settings.jobs)
     study["timings"]["pooled_analysis_seconds"] = round(time.perf_counter() - t0, 1)
     study["timings"]["total_seconds"] = round(time.perf_counter() - t_start, 1)
     _write_study(out, study)
@@ -216,11 +233,13 @@ def study_runs(out: str | Path, settings: RunSettings, *, quick: bool = False, p
 
 
 def _study(out: Path, settings: RunSettings, *, quick: bool, perturb_at: int | None, resamples: int,
-           experiments_dir: str | Path | None, progress: bool, echo: Callable[[str], None]) -> Path:
-    """One study (one replicate) into ``out``; the path of its ``report.md``."""
+           experiments_dir: str | Path | None, progress: bool, echo: Callable[[str], None],
+           validation: int = 0) -> Path:
+    """One study (one replicate) into ``out``; the path of its ``report.md`` (with ``validation``
+    replicates of each planted world checked in it)."""
     experiments = study_experiments(settings, experiments_dir, perturb_at)
     run_agent_identity(settings)  # a bad agent setting: before any folder
-    identity = _identity(settings, quick, resamples, perturb_at, experiments)
+    identity = _identity(settings, quick, resamples, perturb_at, experiments, validation or None)
     out.mkdir(parents=True, exist_ok=True)
     earlier = _check_study(out, identity)
     # a resumed study keeps what earlier calls took; "timings" is this call's
@@ -238,7 +257,7 @@ def _study(out: Path, settings: RunSettings, *, quick: bool, perturb_at: int | N
     echo("[3/4] analysis: tables, figures, CIR fit and held-out evaluation")
     t0 = time.perf_counter()
     report = write_study_report(out, experiments, runs, resamples=resamples, seed=settings.seed,
-                                agent=settings.agent, quick=quick)
+                                agent=settings.agent, quick=quick, validation=validation, jobs=settings.jobs)
     study["timings"]["analysis_seconds"] = round(time.perf_counter() - t0, 1)
     study["timings"]["total_seconds"] = round(time.perf_counter() - t_start, 1)
     _write_study(out, study)
