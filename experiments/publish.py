@@ -138,7 +138,8 @@ def summary(study: Path) -> str:
     rows = evaluation[evaluation["condition"] == "all"].set_index("policy")
     clean = evaluation[evaluation["condition"] == "clean"].set_index("policy")
     held = []
-    for policy in ("cir", "cir_paired", "cir_multi", "anomaly", "anomaly_rate_matched", "oracle_refresh", "oracle"):
+    for policy in ("cir", "cir_paired", "cir_multi", "anomaly", "anomaly_rate_matched", "anomaly_rate_matched_heldout",
+                   "oracle_refresh", "oracle"):
         if policy in rows.index:
             p = rows.loc[policy]
             own = p.get("oracle_policy") if isinstance(p.get("oracle_policy"), str) else "oracle"
@@ -149,14 +150,94 @@ def summary(study: Path) -> str:
                         f"{100 * clean.loc[policy, 'clean_harm_rate']:.1f}%")
     lines.append(f"- **Held out** ({int(rows.loc['never', 'n_tasks'])} tasks): " + "; ".join(held) + ".")
     margins = [f"`{a}` - `{b}` {_headline(r)}" for a, b in (
-        ("cir_paired", "anomaly"), ("cir_paired", "anomaly_matched_cir_paired"), ("cir", "anomaly"))
+        ("cir_paired", "anomaly"), ("cir_paired", "anomaly_matched_cir_paired"),
+        ("cir_paired", "anomaly_matched_heldout_cir_paired"), ("cir", "anomaly"))
         if (r := _row(spread, headline="held-out margin", policy=a, versus=b)) is not None]
     if margins:
         lines.append("- **Margins**: " + "; ".join(margins) + ".")
     bound = fits.groupby("router")["budget_bound"].apply(lambda b: int(b.astype(bool).sum()))
     lines.append("- **The clean-harm budget** bound the threshold search in " + ", ".join(
         f"{bound[r]} of {n} replicates for `{r}`" for r in bound.index) + ".")
+    lines += _kind_lines(tables) + _explain_lines(tables) + _validation_lines(tables)
     return "\n".join(lines)
+
+
+def _interval(r: object) -> str:
+    return f"{_pp(r['effect_pp'])} pp [{_pp(r['ci_low_pp'])}, {_pp(r['ci_high_pp'])}]"
+
+
+def _kind_lines(tables: Path) -> list[str]:
+    """By perturbation kind (a study with lagK beside staleK): the error model's AUC, the held-out
+    policies and the margins on the lag arms (nothing for a study without them)."""
+    import pandas as pd
+
+    if not (tables / "cir_eval_by_kind_pooled.csv").exists():
+        return []
+    lines = []
+    detection = pd.read_csv(tables / "cir_error_detection_pooled.csv")
+    auc = detection[detection["router"] == "cir_paired"].set_index("kind")["auc_p_err"]
+    kinds = [k for k in ("stale", "lag", "missing") if k in auc.index]
+    if kinds:
+        lines.append("- **The error model** (`p_err` of `cir_paired`, held out, ROC AUC against the clean cells): "
+                     + "; ".join(f"{k} {auc[k]:.3f}" for k in kinds) + ".")
+    evaluation = pd.read_csv(tables / "cir_eval_by_kind_pooled.csv")
+    lag = evaluation[evaluation["condition"] == "lag"].set_index("policy")
+    held = []
+    for policy in ("cir", "cir_paired", "cir_multi", "anomaly", "anomaly_rate_matched_heldout",
+                   "anomaly_matched_heldout_cir_paired", "oracle_refresh", "oracle"):
+        if policy in lag.index:
+            r = lag.loc[policy]
+            share = "" if policy.startswith("oracle") or pd.isna(r["oracle_fraction"]) else (
+                f", {100 * r['oracle_fraction']:.0f}% of the gain of `{r['oracle_policy']}`")
+            held.append(f"`{policy}` {_interval(r)}{share}, recovering in {100 * r['intervention_rate']:.1f}% of arms")
+    if held:
+        lines.append(f"- **On the lagK arms** ({int(lag['n'].iloc[0]):,} held-out arms): " + "; ".join(held) + ".")
+    margins = pd.read_csv(tables / "cir_margins_by_kind_pooled.csv")
+    parts = []
+    for a, b in (("cir_paired", "anomaly"), ("cir_paired", "anomaly_matched_heldout_cir_paired"),
+                 ("cir_multi", "anomaly"), ("cir", "anomaly")):
+        for kind in ("stale", "lag"):
+            r = margins[(margins["policy"] == a) & (margins["versus"] == b) & (margins["condition"] == kind)]
+            if len(r):
+                r = r.iloc[0]
+                parts.append(f"`{a}` - `{b}` on {kind} {_pp(r['margin_pp'])} pp [{_pp(r['ci_low_pp'])}, "
+                             f"{_pp(r['ci_high_pp'])}]")
+    if parts:
+        lines.append("- **Margins by kind**: " + "; ".join(parts) + ".")
+    return lines
+
+
+def _explain_lines(tables: Path) -> list[str]:
+    """How the divergences of every pair split: a mechanism on the divergent decision, the budget,
+    none; and the harms that ended on the budget."""
+    import pandas as pd
+
+    if not (tables / "attribution_split_pooled.csv").exists():
+        return []
+    r = pd.read_csv(tables / "attribution_split_pooled.csv").set_index("operation").loc["all"]
+    line = (f"- **Why arms diverge** ({int(r['diverged']):,} of {int(r['pairs']):,} pairs): {int(r['mechanism']):,} "
+            f"attributed to a mechanism that fired on the divergent decision, {int(r['budget']):,} to the budget, "
+            f"{int(r['unattributed']):,} unattributed; {int(r['unexplained'])} with no mechanism at all")
+    if (tables / "harms_by_mechanism_pooled.csv").exists():
+        harms = pd.read_csv(tables / "harms_by_mechanism_pooled.csv")
+        line += (f"; of {int(harms['harms'].sum()):,} harm attributions {int(harms['ended_by_budget'].sum()):,} "
+                 "ended on the budget")
+    return [line + "."]
+
+
+def _validation_lines(tables: Path) -> list[str]:
+    """The planted worlds' checks, as measured."""
+    import pandas as pd
+
+    if not (tables / "router_validation_criteria.csv").exists():
+        return []
+    checks = pd.read_csv(tables / "router_validation_criteria.csv")
+    summary = pd.read_csv(tables / "router_validation.csv")
+    reps = int(summary["replicates"].max())
+    parts = [f"({r['world']}) {r['criterion']}: {r['value']:.3f}" + (
+        "" if pd.isna(r["met"]) else f" (target {r['target']}: {'met' if str(r['met']) == 'True' else 'missed'})")
+        for _, r in checks.iterrows()]
+    return [f"- **Where the answer is known** (planted worlds, {reps} replicates each): " + "; ".join(parts) + "."]
 
 
 def fill_summary(path: Path, text: str) -> bool:

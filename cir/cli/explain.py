@@ -1,10 +1,12 @@
 """``cir explain``: why the two arms of a pair differ, from a run's explanation traces.
 
 With ``--task``, ``--condition``, ``--delay`` and ``--operation`` it prints the two arms
-side by side from the branch point, marks the first divergence and names the mechanisms
-that caused it. Without them it prints, per operation, how many pairs diverge and which
-mechanisms explain them (and the count of unexplained divergences, which must be 0 for
-the built-in agent).
+side by side from the branch point, marks the first divergence and names what it is
+attributed to. Without them it prints, per operation, how many pairs diverge and how their
+divergences split: attributed to a mechanism that fired on the divergent decision, to the
+budget, or unattributed (with the count no mechanism explains at all, which must be 0 for the
+built-in agent); then the pairs, rescues and harms of each cause, and per cause of a harm how
+many ended on the budget and how many turns the branch lost (:mod:`cir.stats.explain`).
 """
 
 from __future__ import annotations
@@ -36,7 +38,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _explain(args: argparse.Namespace) -> int:
     from cir.cli.analysis import partial_label
     from cir.cli.env import env_spec
-    from cir.stats.explain import explain_run, find_pair, format_pair, mechanism_counts
+    from cir.stats.explain import (
+        attribution_split,
+        explain_run,
+        find_pair,
+        format_pair,
+        harm_table,
+        mechanism_counts,
+    )
     from cir.study.page import markdown_table
     from cir.util.errors import CirError
 
@@ -51,15 +60,19 @@ def _explain(args: argparse.Namespace) -> int:
     table = explain_run(args.run, allow_partial=args.allow_partial, env=env)
     if table.empty:
         raise CirError(f"{args.run}: no recovery pairs in the episode store")
-    by_op = table.groupby("operation", sort=False).agg(
-        pairs=("diverged", "size"), diverged=("diverged", "sum"),
-        unexplained=("explained", lambda s: int((~s).sum()))).reset_index()
     partial = partial_label(table)
     if partial:
         print(f"partial run: these pairs are those of {partial}\n")
-    print(markdown_table(by_op))
+    print("Divergences by what they are attributed to (a mechanism on the divergent decision, the budget, "
+          "none); unexplained: no mechanism at all since the recovery")
+    print(markdown_table(attribution_split(table)))
     print()
     print(markdown_table(mechanism_counts(table)))
+    harms = harm_table(table)
+    if len(harms):
+        print("\nHarms by cause: ended on the budget, model turns the branch took beyond the arm's, "
+              "ended going round one or two commands")
+        print(markdown_table(harms))
     unexplained = int((~table["explained"]).sum())
     if unexplained:
         print(f"\n{unexplained} divergences are explained by no mechanism (the agent records none, "

@@ -54,6 +54,9 @@ def register(subparsers: Any) -> None:
                         "its own draw of a sampling agent (an LLM, or the built-in agent at a "
                         "--temperature): effects and routers use the outcome probabilities "
                         "(one draw: as without samples) (default: %(default)s)")
+    p.add_argument("--validation-replicates", type=int, default=None, metavar="N",
+                   help="replicates of each planted world the report checks the routers on (default: 1 with "
+                        "--quick, else 200; 0: none), once per call")
     p.add_argument("--experiments", default=None, metavar="DIR",
                    help="folder of experiment configs (each names the family: env = \"NAME\"); without "
                         "it, the family's own, which travel with the package (their readable source: this "
@@ -73,9 +76,12 @@ def _reproduce(args: argparse.Namespace) -> int:
     check_int("--replicates", args.replicates, 1, MAX_REPLICATES)
     if args.perturb_at is not None:
         check_int("--perturb-at", args.perturb_at, 1, MAX_BUDGET)
+    if args.validation_replicates is not None:
+        check_int("--validation-replicates", args.validation_replicates, 0, 10_000)
     # one study per folder (each run folder also has its own lock)
     with writer_lock(Path(args.out), "study folder"):
         reproduce(args.out, settings, quick=args.quick, replicates=args.replicates,
                   perturb_at=args.perturb_at, resamples=args.resamples,
-                  experiments_dir=args.experiments, progress=not args.quiet, samples=args.samples)
+                  experiments_dir=args.experiments, progress=not args.quiet, samples=args.samples,
+                  validation=args.validation_replicates)
     return 0

@@ -33,7 +33,7 @@ def _comma(values: tuple[object, ...]) -> str:
 def add_grid_options(p: argparse.ArgumentParser) -> None:
     """What runs per task (``ReplaySettings``): the same on ``cir run`` and ``cir estimate``."""
     p.add_argument("--conditions", default=_comma(DEFAULT_CONDITIONS),
-                   help="comma list of clean, staleK (K>=1), missing")
+                   help="comma list of clean, staleK, lagK (K>=1), missing")
     p.add_argument("--delays", default=_comma(DEFAULT_DELAYS), help="comma list of delays >= 0")
     p.add_argument("--operations", default=_comma(DEFAULT_OPERATIONS),
                    help=f"comma list of {', '.join(OPERATIONS)}")
@@ -42,6 +42,9 @@ def add_grid_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--perturb-at", type=int, default=None, metavar="N",
                    help="perturb env action N of every task instead (the decision point then says "
                         "nothing about the factual run's length)")
+    p.add_argument("--perturb-between", default=None, metavar="LO,HI",
+                   help="perturb an env action from LO to HI drawn per task from a digest of its id "
+                        "(it says nothing about the factual run's length either)")
     p.add_argument("--max-turns", type=int, default=DEFAULT_MAX_TURNS, help="model-turn budget")
     p.add_argument("--max-actions", type=int, default=DEFAULT_MAX_ACTIONS, help="env-action budget")
     p.add_argument("--samples", type=int, default=1, metavar="K",
@@ -51,6 +54,18 @@ def add_grid_options(p: argparse.ArgumentParser) -> None:
                         "once (one draw: as without samples) (default: %(default)s)")
 
 
+def _between(text: str | None) -> tuple[int, int] | None:
+    """``LO,HI`` as two integers (a CirError naming the option otherwise)."""
+    if text is None:
+        return None
+    parts = [p.strip() for p in str(text).split(",")]
+    if len(parts) != 2 or not all(p.isdigit() for p in parts):
+        from cir.util.errors import CirError
+
+        raise CirError(f"--perturb-between {text!r}: expected two env-action numbers LO,HI (e.g. 3,7)")
+    return int(parts[0]), int(parts[1])
+
+
 def grid_settings(args: argparse.Namespace) -> ReplaySettings:
     """The grid of the parsed options (checked: one error line naming the option)."""
     from cir.pairs.settings import ReplaySettings
@@ -58,7 +73,7 @@ def grid_settings(args: argparse.Namespace) -> ReplaySettings:
     return ReplaySettings.parse(args.conditions, args.delays, args.operations,
                                 perturb_fraction=args.perturb_fraction, perturb_at=args.perturb_at,
                                 max_turns=args.max_turns, max_actions=args.max_actions,
-                                samples=args.samples)
+                                samples=args.samples, perturb_between=_between(args.perturb_between))
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -16,9 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from cir.episode.perturb import Condition, Perturbation
+from cir.episode.perturb import Condition, perturbed_step
 from cir.episode.recovery import Checkpoints
 from cir.episode.transcript import Transcript
+from cir.util.errors import CirError
 
 
 @dataclass
@@ -42,9 +43,14 @@ class ForkPoint:
         """The env's state after the first ``k_at`` factual steps (the perturbed step's)."""
         return self.snapshots[self.k_at]
 
-    def episode(self, condition: Condition) -> Transcript:
-        """The factual run's first ``k_at`` steps, the last one's observation shown as ``condition`` says."""
+    def episode(self, condition: Condition, env: Any = None) -> Transcript:
+        """The factual run's first ``k_at`` steps, the last one's observation shown as ``condition`` says.
+
+        A ``lagK`` condition's text is env work (:func:`~cir.episode.perturb.lagged_answer`): it is
+        computed on ``env`` from the snapshots, which leaves the env in the state of
+        :attr:`snapshot`; the other conditions do not touch the env."""
+        if condition.kind == "lag" and env is None:
+            raise CirError(f"task {self.factual.task_id}: {condition.name} is computed on the env; pass it")
         episode = self.factual.prefix(self.k_at)
-        episode.steps[-1] = Perturbation(condition, self.point).apply(self.factual.prefix(self.k_at - 1),
-                                                                      episode.steps[-1])
+        episode.steps[-1] = perturbed_step(condition, self.point, self.factual, self.snapshots, env)
         return episode

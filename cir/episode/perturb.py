@@ -7,22 +7,30 @@ what the agent believed, not from a different world.
 Conditions (DESIGN.md):
 
 - ``clean``: the true observation (no change, no event).
-- ``staleK`` (K >= 1): the TRUE observation of the env action K actions earlier.
+- ``staleK`` (K >= 1): the TRUE observation of the env action K actions earlier (the answer
+  to another command, so a check of text against command can see it);
+- ``lagK`` (K >= 1): the answer the SAME command would have got K env actions earlier (a
+  stale cache or a lagging replica): the env restored to the state K env actions back, the
+  command sent, the env restored (:func:`lagged_answer`). The text answers the command it is
+  shown for, so no check of text against command can see it; it is computed with the env's
+  exact snapshots, and its env work is counted like any other;
 - ``missing``: the fixed text :data:`MISSING_TEXT`.
 
 The perturbation point of a task is the env action after ``fraction`` (0.25) of the
 factual run's N env actions: number ``ceil(fraction * N) + 1`` (1-based), the paper's
 protocol. That point depends on the factual run's length, which a live harness never
-knows (and ``f_env_actions - f_delay`` then encodes it); the other protocol, ``at``, is a
-fixed env-action number for every task, so the decision point says nothing about the
-factual run.
+knows (and ``f_env_actions - f_delay`` then encodes it); the other protocols, ``at``, are a
+fixed env-action number for every task, or one drawn per task from a range by a digest of
+its id (:func:`random_point`), so the decision point says nothing about the factual run.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from cir.episode.protocol import DEFAULT_FRACTION
 from cir.episode.transcript import Step, Transcript
@@ -30,12 +38,13 @@ from cir.util.errors import CirError
 
 MISSING_TEXT = "[Observation unavailable.]"
 
-_STALE = re.compile(r"^stale(\d+)$")
+#: the conditions with a K: their name's prefix is their kind
+_WITH_K = re.compile(r"^(stale|lag)(\d+)$")
 
 
 @dataclass(frozen=True)
 class Condition:
-    """A parsed observation condition: ``kind`` in clean/stale/missing, ``k`` for stale."""
+    """A parsed observation condition: ``kind`` in clean/stale/lag/missing, ``k`` for stale and lag."""
 
     name: str
     kind: str
@@ -43,25 +52,27 @@ class Condition:
 
     @property
     def lookback(self) -> int:
-        """Earlier env actions needed to build the shown text (K for staleK, else 0)."""
-        return self.k if self.kind == "stale" else 0
+        """Earlier env actions needed to build the shown text (K for staleK and lagK, else 0)."""
+        return self.k if self.kind in ("stale", "lag") else 0
 
 
 def parse_condition(name: str) -> Condition:
-    """``clean``, ``missing`` or ``staleK`` with K >= 1; anything else is a :class:`CirError`."""
+    """``clean``, ``missing``, ``staleK`` or ``lagK`` with K >= 1; anything else is a :class:`CirError`."""
     text = str(name).strip()
     if text in ("clean", "missing"):
         return Condition(text, text)
-    match = _STALE.match(text)
+    match = _WITH_K.match(text)
     if match:
-        k = int(match.group(1))
-        if k < 1 or match.group(1) != str(k):
+        kind, digits = match.groups()
+        k = int(digits)
+        if k < 1 or digits != str(k):
             raise CirError(
-                f"condition {name!r}: staleK needs an integer K >= 1 without leading zeros "
-                "(e.g. stale1, stale2)"
+                f"condition {name!r}: {kind}K needs an integer K >= 1 without leading zeros "
+                f"(e.g. {kind}1, {kind}2)"
             )
-        return Condition(text, "stale", k)
-    raise CirError(f"unknown condition {name!r}: expected clean, missing or staleK with K >= 1 (e.g. stale2)")
+        return Condition(text, kind, k)
+    raise CirError(f"unknown condition {name!r}: expected clean, missing, staleK or lagK with K >= 1 "
+                   "(e.g. stale2, lag2)")
 
 
 def parse_conditions(spec: str | list[str] | tuple[str, ...]) -> list[Condition]:
@@ -69,7 +80,7 @@ def parse_conditions(spec: str | list[str] | tuple[str, ...]) -> list[Condition]
     names = [s.strip() for s in spec.split(",")] if isinstance(spec, str) else [str(s) for s in spec]
     names = [n for n in names if n]
     if not names:
-        raise CirError("conditions: expected at least one of clean, missing, staleK")
+        raise CirError("conditions: expected at least one of clean, missing, staleK, lagK")
     parsed = [parse_condition(n) for n in names]
     seen: set[str] = set()
     for cond in parsed:
@@ -91,13 +102,24 @@ def perturbation_point(n_env_actions: int, fraction: float = DEFAULT_FRACTION, a
     return math.ceil(round(fraction * n_env_actions, 9)) + 1
 
 
+def random_point(task_id: str, low: int, high: int) -> int:
+    """An env-action number from ``low`` to ``high`` drawn for a task by a digest of its id alone
+    (never of its factual run, so the point says nothing about the run's length; the same task
+    always gets the same point)."""
+    if isinstance(low, bool) or isinstance(high, bool) or not isinstance(low, int) \
+            or not isinstance(high, int) or not 1 <= low <= high:
+        raise CirError(f"perturbation points {low!r} to {high!r}: expected env-action numbers 1 <= LO <= HI")
+    digest = hashlib.sha256(f"perturbation point\x1f{task_id}".encode()).digest()
+    return low + int.from_bytes(digest[:8], "big") % (high - low + 1)
+
+
 def feasibility(
     n_env_actions: int, conditions: list[Condition], fraction: float = DEFAULT_FRACTION, at: int | None = None
 ) -> tuple[bool, str]:
     """Whether a factual run of N env actions is prefix-feasible for all ``conditions``.
 
     Feasible when the perturbed env action (:func:`perturbation_point`) exists in the
-    factual run and at least K earlier env actions exist for the largest staleK. Returns
+    factual run and at least K earlier env actions exist for the largest staleK or lagK. Returns
     ``(ok, reason)``.
     """
     point = perturbation_point(n_env_actions, fraction, at)
@@ -116,12 +138,37 @@ def feasibility(
     return True, "ok"
 
 
+def lagged_answer(env: Any, snapshots: dict[int, Any], factual: Transcript, at: int, k: int) -> str:
+    """What the command of env action ``at`` of ``factual`` would have got K env actions earlier.
+
+    ``snapshots`` are the env's snapshots of ``factual`` by step count (after the reset: 0, after
+    each env action: its step count), as :meth:`cir.episode.harness.Harness.episode_with_snapshots`
+    keeps them. The env is restored to the state after env action ``at - 1 - k``, sent the
+    command, and restored to the state after env action ``at``: the env's own exact restore, so
+    the answer is the one that state gives, and the step is env work like any other (a
+    :class:`~cir.envs.counting.CountingEnv` counts it; a branching env does it once).
+    """
+    if k < 1 or at - 1 - k < 0:
+        raise CirError(f"task {factual.task_id}: lag{k} at env action {at} needs {k} earlier env actions; "
+                       f"only {max(at - 1, 0)} exist")
+    step = factual.steps[factual.steps_until_env_action(at) - 1]
+    env.restore(snapshots[factual.steps_until_env_action(at - 1 - k)])
+    obs, _, _ = env.step(str(step.action))
+    env.restore(snapshots[factual.steps_until_env_action(at)])
+    return str(obs)
+
+
 @dataclass(frozen=True)
 class Perturbation:
-    """Replace the shown observation of env action ``at`` (1-based) under ``condition``."""
+    """Replace the shown observation of env action ``at`` (1-based) under ``condition``.
+
+    ``lagged``: for a ``lagK`` condition, the answer the command got K env actions earlier
+    (:func:`lagged_answer`, which needs the env and its snapshots, so the caller computes it).
+    """
 
     condition: Condition
     at: int
+    lagged: str | None = None
 
     def shown_text(self, transcript: Transcript, true_observation: str) -> str:
         """The text shown for env action ``at`` given the steps before it."""
@@ -130,6 +177,13 @@ class Perturbation:
             return true_observation
         if cond.kind == "missing":
             return MISSING_TEXT
+        if cond.kind == "lag":
+            if self.lagged is None:
+                raise CirError(
+                    f"task {transcript.task_id}: {cond.name} needs the answer the command got {cond.k} env "
+                    "actions earlier, from the env's snapshots (lagged_answer); the paired replayer and "
+                    "`cir episode` compute it, a plain harness run cannot")
+            return self.lagged
         earlier = [s.observation for s in transcript.steps if s.action is not None]
         index = self.at - cond.k  # 1-based number of the env action whose observation is used
         if index < 1 or index > len(earlier):
@@ -159,3 +213,14 @@ class Perturbation:
             won=step.won,
             rewind_to=step.rewind_to,
         )
+
+
+def perturbed_step(condition: Condition, at: int, factual: Transcript, snapshots: dict[int, Any],
+                   env: Any) -> Step:
+    """Env action ``at`` of the factual run as it is shown under ``condition``: the step the
+    paired replayer's arms and ``cir episode`` start from. A ``lagK`` answer is computed on
+    ``env`` from the factual run's ``snapshots`` (:func:`lagged_answer`), which leaves the env in
+    the state after env action ``at``; the other conditions do not touch the env."""
+    k_at = factual.steps_until_env_action(at)
+    lagged = lagged_answer(env, snapshots, factual, at, condition.k) if condition.kind == "lag" else None
+    return Perturbation(condition, at, lagged).apply(factual.prefix(k_at - 1), factual.steps[k_at - 1])

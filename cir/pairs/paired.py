@@ -11,7 +11,7 @@ task_id            the task (cluster for the bootstrap)
 split              ALFWorld split the task came from
 task_type          one of the six ALFWorld task types
 agent              agent name with its settings digest
-condition          clean, staleK, missing
+condition          clean, staleK, lagK, missing
 delay              env actions between the modified observation and the decision
 operation          refresh, refresh_ablated, replan, rewind
 y0                 success without recovery (0/1)

@@ -478,7 +478,7 @@ def check_extension(old: RunRecord, new: RunIdentity, new_ids: Sequence[str], so
                        f"{' (' + '; '.join(diff) + ')' if diff and there else ''}; an extension "
                        "needs the same agent, or none of its replies can be reused")
     old_replay, new_replay = was.replay, new.replay
-    for name in ("perturb_fraction", "perturb_at", "max_turns", "max_actions"):
+    for name in ("perturb_fraction", "perturb_at", "perturb_between", "max_turns", "max_actions"):
         if getattr(old_replay, name) != getattr(new_replay, name):
             raise CirError(f"{head}: it has {name}={getattr(old_replay, name)!r}, this run "
                            f"{getattr(new_replay, name)!r}; an extension keeps it")

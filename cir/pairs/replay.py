@@ -7,8 +7,9 @@ Per task, with one env (reset once) and one reply cache:
 2. the perturbation point p (``cir.episode.perturb``) and prefix-feasibility for all conditions;
 3. per condition, one no-recovery arm shared by all delays: for ``clean`` it IS the
    factual run; otherwise the factual prefix up to env action p with the shown text of
-   action p perturbed (the env is unchanged, so no env step is repeated), continued from
-   the factual snapshot after action p;
+   action p perturbed (the env is unchanged, so no env step is repeated; a ``lagK`` text is
+   the env's answer to action p from the factual state K env actions earlier, one more env
+   step), continued from the factual snapshot after action p;
 4. per delay d and operation m, a branch from the arm's snapshot after env action p+d:
    the recovery step, then the agent continues. If the arm ended at or before p+d the
    recovery is not executed and ``y1 = y0``.
@@ -179,9 +180,10 @@ def run_task_pairs(
     finished[0] = 1
 
     # 2. the perturbation point; 3. and 4. per condition
-    result.feasible, result.reason = feasibility(n, conditions, settings.perturb_fraction, settings.perturb_at)
+    at = settings.point_at(task_id)
+    result.feasible, result.reason = feasibility(n, conditions, settings.perturb_fraction, at)
     if result.feasible:
-        result.point = perturbation_point(n, settings.perturb_fraction, settings.perturb_at)
+        result.point = perturbation_point(n, settings.perturb_fraction, at)
         checked = check_restore(task_id, branching, snapshots, factual, result.point)
         fork = _Fork(harness, counted, settings, result, factual, snapshots, result.point,
                      resolve_extractor(extractor))
@@ -231,7 +233,7 @@ class _Fork:
         env = env or self.env
         if cond.kind == "clean":
             return factual, {k: s for k, s in self.snapshots.items() if k >= k_at}
-        arm = self.start.episode(cond)
+        arm = self.start.episode(cond, env)  # lagK: env work
         env.restore(self.start.snapshot)
         hook = SnapshotHook(at={self.point + d for d in self.settings.delays})
         hooks: list[Any] = [hook]

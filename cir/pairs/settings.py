@@ -24,7 +24,7 @@ from cir.agents.limits import RequestLimits
 from cir.agents.sampling import check_samples
 from cir.episode.delays import check_delays
 from cir.episode.operations import check_operations
-from cir.episode.perturb import Condition, parse_conditions, perturbation_point
+from cir.episode.perturb import Condition, parse_conditions, perturbation_point, random_point
 from cir.episode.protocol import (
     DEFAULT_CONDITIONS,
     DEFAULT_DELAYS,
@@ -69,6 +69,8 @@ class ReplaySettings:
     #: continuations per arm and branch from each branch point, each its own draw of a sampling
     #: agent (:mod:`cir.agents.sampling`); 1: one draw, the table of a run without sampling
     samples: int = 1
+    #: a perturbed env action drawn per task from LO..HI by its id (random_point); None: not so
+    perturb_between: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
         conditions = tuple(c.name for c in parse_conditions(self.conditions))
@@ -79,15 +81,31 @@ class ReplaySettings:
         _check_int("max_actions", self.max_actions, 1, MAX_BUDGET)
         perturbation_point(10, self.perturb_fraction, self.perturb_at)  # checks the point rule
         check_samples(self.samples)
+        if self.perturb_between is not None:
+            between = tuple(self.perturb_between)
+            if len(between) != 2 or self.perturb_at is not None:
+                raise SettingError("perturb_between", self.perturb_between,
+                                   "two env-action numbers LO, HI (and no perturb_at)")
+            random_point("", *between)  # checks them
+            object.__setattr__(self, "perturb_between", between)
 
     def parsed_conditions(self) -> list[Condition]:
         return parse_conditions(list(self.conditions))
+
+    def point_at(self, task_id: str) -> int | None:
+        """The task's fixed perturbed env action (``perturb_at``, or its draw from
+        ``perturb_between``); None: the fraction of its factual run decides."""
+        if self.perturb_between is not None:
+            return random_point(task_id, *self.perturb_between)
+        return self.perturb_at
 
     def as_dict(self) -> dict[str, Any]:
         """Plain data (run.json); ``samples`` only above 1, so a record of one draw reads as before."""
         data = asdict(self)
         if self.samples == 1:
             del data["samples"]
+        if data["perturb_between"] is None:  # absent unless set: run records stay as they were
+            del data["perturb_between"]
         return {k: list(v) if isinstance(v, tuple) else v for k, v in data.items()}
 
     def cells(self) -> set[tuple[str, int, str]]:

@@ -256,3 +256,113 @@ def _true_effect(condition: str, delay: int, lift_sd: float, delay_slope: float,
     p0 = 1 / (1 + np.exp(-z0))
     p1 = 1 / (1 + np.exp(-(z0 + SAMPLED_LIFT.get(condition, 0.5) + b)))
     return float(100 * (np.outer(w, w) * (p1 - p0)).sum())
+
+
+# -- planted worlds: where the answer about recovery is known, to validate the router ------------
+#: The worlds of :func:`planted_world` (benchmarks/router_validation.py runs them).
+WORLDS = ("a", "b", "c")
+#: The error signal's shift under an erroneous observation, per world: in (a) errors are only
+#: partly detectable (a unit-variance signal shifted by 0.95: an ideal detector's AUC is
+#: Phi(0.95 / sqrt 2) = 0.75); in (b) and (c) they are plainly detectable (AUC 0.86).
+SIGNAL_SHIFT = {"a": 0.95, "b": 1.5, "c": 1.5}
+#: Success without recovery: logit 1.8 + skill on clean arms, 0.6 + skill on erroneous ones.
+_Y0_LOGIT = {0: 1.8, 1: 0.6}
+
+
+def _expit(z: np.ndarray | float) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-np.asarray(z, dtype=float)))
+
+
+def _recovery(world: str, err: np.ndarray, holding: np.ndarray, progress: np.ndarray,
+              p0: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(rescue, harm): the chance that recovering turns a failing run into a success, and a
+    succeeding one into a failure, in each cell of the world.
+
+    (a) the effect of recovery varies with what is visible: after an error it rescues most when
+    the agent holds nothing and early in the task, and harms a run that holds an object, the more
+    the later (clean or not); (b) a null world: rescue and harm balance in every state
+    (``(1 - p0) rescue = p0 harm``), though each varies with the features, so recovery has no
+    effect anywhere and nothing about it can be learned; (c) recovery rescues after an error and
+    harms clean runs that succeed (more when holding), so gaining more means harming more clean
+    runs: the clean-harm budget decides.
+    """
+    if world == "a":
+        rescue = _expit(-3.0 + 3.2 * err - 2.0 * holding + 1.0 * (1 - progress))
+        harm = _expit(-4.5 + 3.5 * holding + 1.5 * progress)
+    elif world == "b":
+        scale = _expit(-1.0 + 2.0 * holding - progress)
+        rescue, harm = scale * p0, scale * (1 - p0)
+    elif world == "c":
+        rescue = np.where(err == 1, 0.5, 0.05)
+        harm = np.where(err == 1, 0.02, _expit(-2.5 + 1.5 * holding))
+    else:
+        raise ValueError(f"planted_world: unknown world {world!r}; expected one of {', '.join(WORLDS)}")
+    return rescue, harm
+
+
+_GH_NODES, _GH_WEIGHTS = np.polynomial.hermite_e.hermegauss(41)  # E over the skill ~ N(0, 1)
+
+
+def planted_world(world: str, n_tasks: int = 200, seed: int | Sequence[int] = 0,
+                  delays: tuple[int, ...] = DEFAULT_DELAYS, task_prefix: str = "w") -> pd.DataFrame:
+    """A paired table (conditions ``clean`` and ``stale2``, operation ``refresh``) of a world
+    whose answer about recovery is known, with the planted truth beside each row.
+
+    Each task has a skill (never visible); each arm (task, condition) an error signal
+    (``f_suspect_words``: N(0, 1), shifted by :data:`SIGNAL_SHIFT` after an error), whether the
+    agent holds an object (``f_holding``), how far it has come (``f_progress``) and an
+    irrelevant count (``f_env_actions``); success without recovery has logit
+    :data:`_Y0_LOGIT` + skill; every cell's recovery rescues or harms with the chances of
+    :func:`_recovery`. The planted columns (never ``f_*``, so no router reads them):
+    ``planted_success`` (the chance of success without recovery), ``planted_rescue`` and
+    ``planted_harm`` (the chances of :func:`_recovery`), ``planted_gain`` (the expected
+    effect of recovering there, y1 - y0, knowing the skill and whether the observation was
+    erroneous) and ``planted_feature_gain`` (the same knowing only what a router sees: the
+    error's posterior from the signal, the skill averaged out). Deterministic in ``seed`` (an
+    integer or a sequence of them).
+    """
+    if world not in WORLDS:
+        raise ValueError(f"planted_world: unknown world {world!r}; expected one of {', '.join(WORLDS)}")
+    rng = np.random.default_rng([*np.atleast_1d(seed).tolist(), WORLDS.index(world)])
+    n_arms, d = 2 * n_tasks, np.asarray(delays)
+    task = np.repeat(np.arange(n_tasks), 2)
+    err = np.tile([0, 1], n_tasks)
+    skill = rng.normal(size=n_tasks)[task]
+    shift = SIGNAL_SHIFT[world]
+    signal = rng.normal(size=n_arms) + shift * err
+    holding = (rng.random(n_arms) < 0.35).astype(int)
+    progress = np.round(rng.random(n_arms), 6)
+    p0 = _expit(np.where(err == 1, _Y0_LOGIT[1], _Y0_LOGIT[0]) + skill)
+    y0 = (rng.random(n_arms) < p0).astype(int)
+    factual = np.where(err == 0, y0, 0)
+    factual = factual.reshape(n_tasks, 2)[:, 0][task]  # the clean arm's outcome is the task's factual run
+    rescue, harm = _recovery(world, err, holding, progress, p0)
+    gain = (1 - p0) * rescue - p0 * harm
+    posterior = _expit(shift * signal - shift ** 2 / 2)  # P(error | signal), equal priors
+    feature_gain = np.zeros(n_arms)
+    for e, weight in ((1, posterior), (0, 1 - posterior)):
+        # E over the skill (Gauss-Hermite) of (1 - p0) rescue - p0 harm in error state e
+        p0s = np.broadcast_to(_expit(_Y0_LOGIT[e] + _GH_NODES[:, None]), (len(_GH_NODES), n_arms))
+        r_s, h_s = _recovery(world, np.full(p0s.shape, e), np.broadcast_to(holding, p0s.shape),
+                             np.broadcast_to(progress, p0s.shape), p0s)
+        feature_gain += weight * (_GH_WEIGHTS @ ((1 - p0s) * r_s - p0s * h_s)) / _GH_WEIGHTS.sum()
+    u = rng.random((n_arms, len(d)))
+    y1 = np.where(y0[:, None] == 0, (u < rescue[:, None]).astype(int), 1 - (u < harm[:, None]).astype(int))
+    extra = rng.integers(0, 3, size=(n_arms, len(d)))
+    rows = {
+        "task_id": np.repeat([f"{task_prefix}{t:05d}" for t in task], len(d)),
+        "split": "planted", "task_type": TASK_TYPES[0], "agent": f"planted:{world}",
+        "condition": np.repeat(np.where(err == 1, "stale2", "clean"), len(d)),
+        "delay": np.tile(d, n_arms), "operation": "refresh",
+        "y0": np.repeat(y0, len(d)), "y1": y1.ravel(), "executed": 1,
+        "factual_success": np.repeat(factual, len(d)), "prefix_match": 1,
+        "f_delay": np.tile(d, n_arms).astype(float), "f_suspect_words": np.repeat(np.round(signal, 6), len(d)),
+        "f_holding": np.repeat(holding, len(d)).astype(float), "f_progress": np.repeat(progress, len(d)),
+        "f_env_actions": (5 + np.tile(d, n_arms) + extra.ravel()).astype(float),
+        "planted_success": np.repeat(p0, len(d)),
+        "planted_rescue": np.repeat(rescue, len(d)), "planted_harm": np.repeat(harm, len(d)),
+        "planted_gain": np.repeat(gain, len(d)), "planted_feature_gain": np.repeat(feature_gain, len(d)),
+    }
+    df = pd.DataFrame(rows)
+    df["outcome"] = [outcome_of(a, b) for a, b in zip(df["y0"], df["y1"], strict=True)]
+    return validate_paired(df, source=f"planted world {world}")

@@ -9,10 +9,17 @@ models, thresholds and the baselines' parameters), so a router file and a test t
 enough; a fitted :class:`~cir.router.policy.CIRPolicy` (anything with ``to_router()``) is
 accepted too.
 
+The rate-matched anomaly rule is matched twice: on the fitting tasks (``anomaly_rate_matched``,
+the threshold whose out-of-fold rate is the router's, a baseline the router file keeps) and on
+the held-out arms themselves (``anomaly_rate_matched_heldout``: the threshold at which the
+anomaly rule recovers in as many held-out arms as the router does there; chosen from the
+router's rate alone, never from an outcome), because a rate matched on the fitting tasks can
+drift from the router's on held-out ones.
+
 Several routers can be evaluated side by side on the same table (``evaluate({"cir": paper,
 "cir_paired": paired}, test)``): the first one's baselines are the baselines, every other
-router adds its own rate-matched anomaly baseline (``anomaly_matched_<name>``), and every
-router gets margins over every other policy. :func:`summarize_walks` computes the summary
+router adds its own rate-matched anomaly baselines (``anomaly_matched_<name>``,
+``anomaly_matched_heldout_<name>``), and every router gets margins over every other policy. :func:`summarize_walks` computes the summary
 and margins from the per-arm walk table alone, so arms walked in different replicates
 (each by its own routers) can be pooled into one table and summarised with one task-level
 cluster bootstrap.
@@ -31,12 +38,14 @@ from cir.episode.protocol import DEFAULT_LEVEL, DEFAULT_RESAMPLES, DEFAULT_SEED
 from cir.pairs.paired import validate_paired
 from cir.router.rule import blocked_by, passes
 from cir.router.runtime import Router
-from cir.router.walk import DECIDE, build_grid, check_features, walk
+from cir.router.walk import DECIDE, Grid, build_grid, check_features, walk
 from cir.stats.bootstrap import bootstrap_ratios, percentile_ci
 from cir.stats.significance import sign_flip_test
 
+#: The anomaly rule at the threshold whose held-out recovery rate is the router's.
+HELDOUT_MATCHED = "anomaly_rate_matched_heldout"
 #: The policies of one router's evaluation, in display order (``cir`` is the router).
-POLICIES = ("never", "always", "anomaly", "anomaly_rate_matched", "cir", "oracle")
+POLICIES = ("never", "always", "anomaly", "anomaly_rate_matched", HELDOUT_MATCHED, "cir", "oracle")
 GROUP_ALL = "all"
 ARM_KEYS = ["task_id", "condition"]
 SUMMARY_COLUMNS = [
@@ -99,8 +108,10 @@ def walk_policies(model: Router | Fitted, paired: pd.DataFrame, source: str = "p
     Columns ``y_<policy>``, ``int_<policy>`` (intervened), ``delay_<policy>`` and
     ``op_<policy>`` (the operation used, "" where none) for never, each baseline of the
     router (always, anomaly, anomaly_rate_matched, and for a router over several operations
-    always_<op> and anomaly_<op>, each with its own operation), the router (``name``) and
-    the oracle (recover where some operation rescues, with the first that does).
+    always_<op> and anomaly_<op>, each with its own operation), the anomaly rule matched to the
+    router's rate on these arms (:data:`HELDOUT_MATCHED`, with anomaly_rate_matched's operation),
+    the router (``name``) and the oracle (recover where some operation rescues, with the first
+    that does).
     """
     router = as_router(model)
     df = validate_paired(paired, source=source)
@@ -122,6 +133,12 @@ def walk_policies(model: Router | Fitted, paired: pd.DataFrame, source: str = "p
             walks[baseline] = (fire, grid.y1[..., o], o)
         walks[name] = (grid.rule_fires(router.estimator, g, router.thresholds, d_min),
                        grid.outcome_if_chosen(g["choice"]), g["choice"])
+        _, intervened, _ = walk(grid, walks[name][0], walks[name][1])
+        o = router.operations.index(router.baselines["anomaly_rate_matched"]["operation"])
+        walks = {**{k: v for k, v in walks.items() if k != name},
+                 HELDOUT_MATCHED: (_rate_matched(grid, g["p_err_chosen"], delay_ok, grid.y1[..., o],
+                                                 float(intervened.mean()) if len(intervened) else 0.0), grid.y1[..., o], o),
+                 name: walks[name]}
     out = grid.arms.copy()
     d = np.asarray(delays)
     ops = np.asarray(grid.operations, dtype=object)
@@ -138,6 +155,19 @@ def walk_policies(model: Router | Fitted, paired: pd.DataFrame, source: str = "p
     out.attrs["meta"] = grid.meta
     out.attrs["policies"] = [*walks, "oracle"]
     return out
+
+
+def _rate_matched(grid: Grid, p_err: np.ndarray, delay_ok: np.ndarray, y1: np.ndarray, rate: float) -> np.ndarray:
+    """Where the anomaly rule fires at the threshold whose recovery rate on ``grid``'s arms is
+    closest to ``rate`` (ties: the larger threshold, which recovers less); chosen from the
+    rates alone, so no outcome of these arms is looked at."""
+    alphas = np.append(np.unique(p_err[np.isfinite(p_err)]), np.inf)
+    with np.errstate(invalid="ignore"):
+        fire = delay_ok[None] & (p_err[None] >= alphas[:, None, None])
+    _, intervened, _ = walk(grid, fire, y1)
+    gap = np.abs(intervened.mean(axis=-1) - rate) if intervened.shape[-1] else np.zeros(len(alphas))
+    best = int(np.flatnonzero(gap <= gap.min() + 1e-12)[-1])
+    return fire[best]
 
 
 def _baseline_order(name: str) -> tuple[int, str]:
@@ -170,11 +200,11 @@ def walk_routers(models: Mapping[str, Router | Fitted], paired: pd.DataFrame,
         other = walk_policies(routers[name], paired, source, name=name)
         # its own rate-matched anomaly and always-recover baselines, and the per-operation ones
         # (of a router over several operations) that no earlier router brought
-        own = {"anomaly_rate_matched": f"anomaly_matched_{name}"}
+        own = {"anomaly_rate_matched": f"anomaly_matched_{name}", HELDOUT_MATCHED: f"anomaly_matched_heldout_{name}"}
         if len(routers[name].operations) > 1:  # its always may recover with another operation
             own["always"] = f"always_{name}"
         new = [p for p in other.attrs["policies"] if p not in policies and p not in ("never", "oracle", *own)]
-        added = [*(own[p] for p in ("always", "anomaly_rate_matched") if p in own), *new]
+        added = [*(own[p] for p in ("always", "anomaly_rate_matched", HELDOUT_MATCHED) if p in own), *new]
         renamed = {f"{k}_{p}": f"{k}_{own.get(p, p)}" for p in [*own, *new] for k in ("y", "int", "delay", "op")}
         out = out.merge(other[ARM_KEYS + list(renamed)].rename(columns=renamed), on=ARM_KEYS, how="left",
                         validate="1:1")
@@ -210,6 +240,8 @@ def _policy_operations(router: Router, name: str, walked: Mapping[str, str]) -> 
             scope[column] = router.operations
         elif policy in router.baselines:
             scope[column] = (router.baselines[policy]["operation"],)
+        elif policy == HELDOUT_MATCHED:  # it recovers with the rate-matched baseline's operation
+            scope[column] = (router.baselines["anomaly_rate_matched"]["operation"],)
     return scope
 
 

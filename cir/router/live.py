@@ -57,7 +57,7 @@ def run_episode(
     p = perturbation_point(n, perturb_fraction, perturb_at)
     info["point"] = p
     start = ForkPoint(factual, snapshots, p)
-    episode = start.episode(cond)
+    episode = start.episode(cond, env)
     env.restore(start.snapshot)
     hook = RouterHook(router, at=p, checkpoints=start.rewind) if router is not None else None
     if hook is not None and 0 in hook.delays:

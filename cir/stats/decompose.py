@@ -25,7 +25,7 @@ COHORTS = ("all", "factual-success")
 DEFAULT_BY = ("condition", "delay", "operation")
 
 # Display order for known values; anything else sorts after these, alphabetically.
-_CONDITION_ORDER = ["clean", "stale1", "stale2", "stale3", "stale4", "missing"]
+_CONDITION_ORDER = ["clean", "stale1", "stale2", "stale3", "stale4", "lag1", "lag2", "lag3", "lag4", "missing"]
 _VALUE_ORDER = {
     "condition": _CONDITION_ORDER,
     "operation": list(OPERATIONS),

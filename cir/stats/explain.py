@@ -2,15 +2,24 @@
 
 For a paired row (task, condition, delay, operation), the no-recovery arm and the
 recovery branch share every step up to the branch point. They *diverge* when the agent's
-replies after it differ (in text or in number) or their outcomes differ. A divergence is
-*explained* by the mechanisms of the run's environment family's agent
+replies after it differ (in text or in number) or their outcomes differ. The mechanisms that
+count are the run's environment family's agent's divergence mechanisms
 (:attr:`cir.families.family.Family.mechanisms`; ALFWorld's are
-:data:`cir.families.alfworld.agent.mechanisms.DIVERGENCE_MECHANISMS`) that fired in the branch
-between the recovery step and the first divergent reply (for a branch that stopped early, its
-budget); those are the only ways a recovery step can change an episode of ALFWorld's built-in
-agent, where an unexplained divergence is a defect of the instrument. An agent that records
-no mechanisms (an LLM, most agents of one's own) leaves every divergence unexplained: the
-counts still say where the arms part.
+:data:`cir.families.alfworld.agent.mechanisms.DIVERGENCE_MECHANISMS`): the only ways a recovery
+step can change an episode of ALFWorld's built-in agent. Two readings of a divergence:
+
+* *explained* (the instrument's check): some of them fired in the branch between the recovery
+  step and the first divergent reply; for the built-in agent an unexplained divergence is a
+  defect of the instrument;
+* *attributed* (what caused it): a divergence is attributed only to the mechanisms that fired
+  on the divergent decision itself (:data:`MECHANISM`; a ``rewind``, recorded on the recovery
+  step, acts on the first decision after it, which reads the rewound context), else to the
+  budget when either arm stopped on it there (:data:`BUDGET`: the arms gave the same replies
+  until one ran out), else it is :data:`UNATTRIBUTED` (a mechanism that fired on an earlier
+  decision whose reply happened to be the arm's, say, is not taken as the cause).
+
+An agent that records no mechanisms (an LLM, most agents of one's own) leaves every divergence
+unexplained and unattributed: the counts still say where the arms part.
 
 With ``--samples`` K above 1 every further draw is explained too: each draw's branch against
 the same draw of its arm, and each further draw of an arm against its first draw from the same
@@ -42,8 +51,12 @@ from cir.util.errors import CirError
 
 EXPLAIN_COLUMNS = [
     "task_id", "condition", "delay", "operation", "executed", "y0", "y1", "outcome", "diverged",
-    "explained", "divergence_step", "mechanisms", "arm_mechanisms",
+    "explained", "divergence_step", "mechanisms", "arm_mechanisms", "attribution", "decision_mechanisms",
+    "branch_turns", "arm_turns", "branch_budget", "tail_loop",
 ]
+#: How a divergence is attributed (``attribution``; "" where the arms do not diverge).
+MECHANISM, BUDGET, UNATTRIBUTED = "mechanism", "budget", "unattributed"
+ATTRIBUTIONS = (MECHANISM, BUDGET, UNATTRIBUTED)
 
 
 @dataclass
@@ -63,6 +76,8 @@ class PairExplanation:
     mechanisms: list[TraceEvent] = field(default_factory=list)  # explaining events in the branch
     arm_mechanisms: list[TraceEvent] = field(default_factory=list)  # events in the arm from the branch point
     sample: int = 0  # which draw (--samples): of the branch and of the arm it is compared with
+    decision: list[TraceEvent] = field(default_factory=list)  # the events on the divergent decision
+    attribution: str = ""  # MECHANISM, BUDGET or UNATTRIBUTED for a divergence
 
     @property
     def y0(self) -> int:
@@ -112,7 +127,49 @@ def explain_pair(task_id: str, condition: str, delay: int, operation: str, arm: 
     ex.arm_divergence = a[first] if first < len(a) else len(arm.steps)
     ex.mechanisms = [e for e in branch.trace
                      if e.mechanism in mechanisms and k <= e.at <= ex.divergence]
+    ex.decision, ex.attribution = _attribute(ex, mechanisms)
     return ex
+
+
+def _attribute(ex: PairExplanation, mechanisms: frozenset[str]) -> tuple[list[TraceEvent], str]:
+    """The divergence mechanisms on the divergent decision, and the attribution they give (the
+    module docstring): the branch's events recorded by that decision (a rewind's, recorded on
+    the harness step just before it, acts on it); the budget when an arm stopped on it there."""
+    assert ex.branch is not None and ex.arm is not None and ex.divergence is not None
+    d, steps = ex.divergence, ex.branch.steps
+    on = [e for e in ex.branch.trace if e.mechanism in mechanisms and e.at == d]
+    # a rewind changes the context the next decision reads: its event is on the harness step
+    # between that decision and the agent's step before it
+    before = _last_agent_before(steps, d)
+    on += [e for e in ex.branch.trace if e.mechanism == "rewind" and e.mechanism in mechanisms and before < e.at < d]
+    budget = [e for e in on if e.mechanism == "budget"]
+    budget += [e for e in ex.arm.trace if e.mechanism == "budget" and e.at == ex.arm_divergence
+               and "budget" in mechanisms]
+    named = [e for e in on if e.mechanism != "budget"]
+    if named:
+        return named, MECHANISM
+    if budget:
+        return budget, BUDGET
+    return [], UNATTRIBUTED
+
+
+def _last_agent_before(steps: list, d: int) -> int:
+    """The index of the last agent step before step ``d`` (-1: none)."""
+    return next((i for i in range(min(d, len(steps)) - 1, -1, -1) if steps[i].actor == AGENT), -1)
+
+
+def tail_loop(t: Transcript, start: int = 0) -> int:
+    """Env actions at the end of ``t`` (after step ``start``) that go round one or two commands
+    (``A A A A``, ``A B A B``), counted from four (two rounds) up, else 0: how long an episode
+    ended going in circles."""
+    actions = [s.action.strip().lower() for s in t.steps[start:] if s.action is not None]
+    best = 0
+    for period in (1, 2):
+        n = min(period, len(actions))
+        while n < len(actions) and actions[-1 - n] == actions[-1 - n + period]:
+            n += 1
+        best = max(best, n)
+    return best if best >= 4 else 0
 
 
 def _transcript(ep: EpisodeRecord) -> Transcript:
@@ -196,10 +253,25 @@ def explain_table(explanations: Iterable[PairExplanation]) -> pd.DataFrame:
             "mechanisms": ",".join(sorted({e.mechanism for e in ex.mechanisms})),
             "arm_mechanisms": ",".join(sorted({e.mechanism for e in ex.arm_mechanisms})),
             "sample": ex.sample,
+            "attribution": ex.attribution,
+            "decision_mechanisms": ",".join(sorted({e.mechanism for e in ex.decision})),
+            **_lengths(ex),
         })
     table = pd.DataFrame(rows, columns=[*EXPLAIN_COLUMNS, "sample"])
     # a run of one draw per arm: the table as it was before samples
     return table if (table["sample"] > 0).any() else table.drop(columns="sample")
+
+
+def _lengths(ex: PairExplanation) -> dict[str, int | bool]:
+    """Model turns of each arm from the branch point, whether the branch stopped on its budget,
+    and the circles it ended in (:func:`tail_loop`, from the divergence on)."""
+    k = ex.branch_step or 0
+    if ex.branch is None or ex.arm is None:
+        return {"branch_turns": 0, "arm_turns": 0, "branch_budget": False, "tail_loop": 0}
+    turns = [sum(1 for s in t.steps[k:] if s.actor == AGENT) for t in (ex.branch, ex.arm)]
+    return {"branch_turns": turns[0], "arm_turns": turns[1],
+            "branch_budget": any(e.mechanism == "budget" for e in ex.branch.trace),
+            "tail_loop": tail_loop(ex.branch, ex.divergence if ex.divergence is not None else k)}
 
 
 def explain_run(run_dir: str | Path, allow_partial: bool = False, env: Any = None) -> pd.DataFrame:
@@ -219,16 +291,74 @@ def explain_checked(run: CheckedRun, env: Any = None) -> pd.DataFrame:
     return table
 
 
+def _named(table: pd.DataFrame) -> pd.Series:
+    """Each pair's cause as a list: the mechanisms on its divergent decision, else its
+    attribution (``budget``, ``unattributed``)."""
+    return pd.Series([ms.split(",") if ms else [a] for ms, a in
+                      zip(table["decision_mechanisms"], table["attribution"], strict=True)], index=table.index,
+                     dtype=object)
+
+
 def mechanism_counts(table: pd.DataFrame) -> pd.DataFrame:
-    """Per operation and mechanism: the pairs it explains, and among them rescues and harms."""
+    """Per operation and cause: the diverging pairs attributed to it (a mechanism on the divergent
+    decision, the budget, or none: ``unattributed``), and among them rescues and harms."""
     rows = []
     for (op, ), sub in table[table["diverged"]].groupby(["operation"], sort=True):
-        for mech in sorted({m for ms in sub["mechanisms"] for m in ms.split(",") if m}):
-            hit = sub[sub["mechanisms"].str.split(",").apply(lambda ms, m=mech: m in ms)]
+        causes = _named(sub)
+        for mech in sorted({m for ms in causes for m in ms}, key=lambda m: (m == UNATTRIBUTED, m)):
+            hit = sub[causes.apply(lambda ms, m=mech: m in ms)]
             rows.append({"operation": op, "mechanism": mech, "pairs": len(hit),
                          "rescues": int((hit["outcome"] == "rescue").sum()),
                          "harms": int((hit["outcome"] == "harm").sum())})
     return pd.DataFrame(rows, columns=["operation", "mechanism", "pairs", "rescues", "harms"])
+
+
+ATTRIBUTION_COLUMNS = ["operation", "pairs", "diverged", MECHANISM, BUDGET, UNATTRIBUTED,
+                       "unattributed_mechanism_earlier", "unexplained"]
+
+
+def attribution_split(table: pd.DataFrame) -> pd.DataFrame:
+    """Per operation (and ``all``): the diverging pairs attributed to a mechanism on the
+    divergent decision, to the budget, to nothing; how many of the unattributed ones had a
+    mechanism fire earlier in the branch (the instrument's weaker window), and how many no
+    mechanism explains at all."""
+    rows = []
+    for op, sub in [*table.groupby("operation", sort=True), ("all", table)]:
+        d = sub[sub["diverged"]]
+        un = d[d["attribution"] == UNATTRIBUTED]
+        rows.append({"operation": op, "pairs": len(sub), "diverged": len(d),
+                     **{a: int((d["attribution"] == a).sum()) for a in ATTRIBUTIONS},
+                     "unattributed_mechanism_earlier": int((un["mechanisms"] != "").sum()),
+                     "unexplained": int((~d["explained"]).sum())})
+    return pd.DataFrame(rows, columns=ATTRIBUTION_COLUMNS)
+
+
+HARM_COLUMNS = ["operation", "mechanism", "harms", "ended_by_budget", "steps_lost_median", "steps_lost_max",
+                "ended_in_circles", "circle_median"]
+
+
+def harm_table(table: pd.DataFrame) -> pd.DataFrame:
+    """Per operation and cause of a harm (the mechanisms on its divergent decision, else budget or
+    unattributed): the harms, how many ended on the budget, the model turns the branch took
+    beyond the arm's from the branch point (``steps_lost``: what the harm cost; the arm won),
+    and how many ended going round one or two commands (:func:`tail_loop`, >= 4 env actions;
+    the median length among them)."""
+    harms = table[table["outcome"] == "harm"]
+    rows = []
+    if harms.empty:
+        return pd.DataFrame(rows, columns=HARM_COLUMNS)
+    causes = _named(harms)
+    for op, sub in harms.groupby("operation", sort=True):
+        for mech in sorted({m for ms in causes[sub.index] for m in ms}, key=lambda m: (m == UNATTRIBUTED, m)):
+            hit = sub[causes[sub.index].apply(lambda ms, m=mech: m in ms)]
+            lost = hit["branch_turns"] - hit["arm_turns"]
+            loops = hit.loc[hit["tail_loop"] > 0, "tail_loop"]
+            rows.append({"operation": op, "mechanism": mech, "harms": len(hit),
+                         "ended_by_budget": int(hit["branch_budget"].sum()),
+                         "steps_lost_median": float(lost.median()), "steps_lost_max": int(lost.max()),
+                         "ended_in_circles": len(loops),
+                         "circle_median": float(loops.median()) if len(loops) else float("nan")})
+    return pd.DataFrame(rows, columns=HARM_COLUMNS)
 
 
 def find_pair(run_dir: str | Path, task_id: str, condition: str, delay: int, operation: str,
@@ -273,7 +403,15 @@ def format_pair(ex: PairExplanation, width: int = 60) -> str:
     if not ex.diverged:
         lines.append("  the arms do not diverge")
     else:
-        causes = "; ".join(f"{e.mechanism} at step {e.step + 1} ({e.about})" for e in ex.mechanisms)
-        lines.append(f"  first divergence at step {ex.divergence + 1}: "
-                     f"{causes if causes else 'NOT EXPLAINED by any mechanism'}")
+        def named(events: list[TraceEvent]) -> str:
+            return "; ".join(f"{e.mechanism} at step {e.step + 1} ({e.about})" for e in events)
+        cause = {MECHANISM: f"on the divergent decision: {named(ex.decision)}",
+                 BUDGET: f"the budget ({named(ex.decision)}): the arms gave the same replies until one ran out",
+                 UNATTRIBUTED: "no mechanism fired on the divergent decision: unattributed"}[ex.attribution]
+        lines.append(f"  first divergence at step {ex.divergence + 1}: {cause}")
+        earlier = [e for e in ex.mechanisms if e not in ex.decision]
+        if earlier:
+            lines.append(f"  earlier in the branch: {named(earlier)}")
+        elif not ex.mechanisms:
+            lines.append("  NOT EXPLAINED by any mechanism since the recovery")
     return "\n".join(lines)

@@ -33,7 +33,8 @@ from cir.util.progress import bar_settings
 
 # Okabe-Ito colours: distinguishable with common colour-vision deficiencies.
 _PALETTE = ["#0072B2", "#E69F00", "#D55E00", "#CC79A7", "#009E73", "#56B4E9", "#F0E442", "#000000"]
-_CONDITION_COLORS = {"clean": "#0072B2", "stale1": "#E69F00", "stale2": "#D55E00", "missing": "#CC79A7"}
+_CONDITION_COLORS = {"clean": "#0072B2", "stale1": "#E69F00", "stale2": "#D55E00", "missing": "#CC79A7",
+                     "lag1": "#009E73", "lag2": "#56B4E9"}
 _OUTCOME_COLORS = {
     "stable_success": "#56B4E9",
     "rescue": "#009E73",

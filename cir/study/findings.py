@@ -31,6 +31,8 @@ class Finding:
     sentence: str
     conclusive: bool
     n_tasks: int
+    #: no perturbed condition made the agent fail without recovery: there was nothing to rescue
+    nothing_to_rescue: bool = False
 
 
 def _pp(value: float) -> str:
@@ -70,11 +72,23 @@ def effect_finding(effects: pd.DataFrame, cohort: str, stale: str) -> Finding:
         rescues, harms = int(at["rescues"].sum()), int(at["harms"].sum())
         parts.append(f"after a {condition} observation refresh changed success by {each} at delays "
                      f"{', '.join(map(str, delays))} ({rescues} rescues and {harms} harms over the delays)")
+    no_failures = no_failures_without_recovery(effects)
     sentence = (f"In the {cohort} ({n} tasks), " + "; ".join(parts) + " (95% task-level bootstrap CIs). "
                 + ("Every interval excludes zero." if all(conclusive) else
                    f"{sum(not c for c in conclusive)} of {len(conclusive)} intervals include zero: {n} tasks "
                    "cannot tell those effects from none."))
-    return Finding("Effects of refresh", sentence, all(conclusive), n)
+    if no_failures:
+        sentence += (" No perturbed condition made the agent fail: its success without recovery is "
+                     f"{format_number(1.0, 3)} under every condition, so there was nothing for a recovery to "
+                     "rescue here, only successes it could harm.")
+    return Finding("Effects of refresh", sentence, all(conclusive), n, nothing_to_rescue=no_failures)
+
+
+def no_failures_without_recovery(effects: pd.DataFrame) -> bool:
+    """Whether every perturbed condition's success without recovery is 1 in an effect table
+    (``success_without`` by condition and delay): the errors caused no failure at all."""
+    perturbed = effects[effects["condition"] != "clean"]
+    return bool(len(perturbed)) and "success_without" in perturbed and bool((perturbed["success_without"] >= 1).all())
 
 
 def mechanism_finding(joint_effects: pd.DataFrame, cells: pd.DataFrame, condition: str, delay: int) -> Finding:
@@ -143,6 +157,11 @@ def small_cohort_warning(findings: list[Finding], quick: bool) -> str | None:
     one = len(open_) == 1
     text = (f"{len(open_)} of these {len(findings)} answers ({named}) {'has' if one else 'have'} an "
             f"interval that includes zero: {'it does' if one else 'they do'} not show an effect either way.")
+    if any(f.nothing_to_rescue for f in findings):
+        return text + (" The perturbed observations made no run fail without recovery (success without "
+                       "recovery 1.000 under every condition), so there was nothing to rescue: that, not the "
+                       "size of the cohorts, is why no rescue shows; a harder task or a less robust agent is "
+                       "what would change it.")
     if quick:
         text += (" This is a `--quick` run: it checks that the whole pipeline works, and its cohorts are "
                  "too small for an interval to exclude zero unless the effect is very large. The full "

@@ -16,6 +16,7 @@ import pandas as pd
 
 from cir.episode.protocol import PRIMARY_STALE
 from cir.stats.effects import contrast_table, effect_table
+from cir.stats.explain import harm_table
 from cir.stats.joint import joint_effects
 from cir.study.experiments import Experiment
 from cir.study.figures import plot_effects
@@ -26,20 +27,30 @@ from cir.study.findings import (
     mechanism_finding,
     small_cohort_warning,
 )
+from cir.study.kinds import error_detection, kind_section, lag_visibility
 from cir.study.page import Report, format_number, save_csv, save_figure
 from cir.study.replicates import (
     control_cells,
     headlines,
     pooled_evaluation,
     pooled_paired,
+    pooled_scored_cells,
     replicate_headlines,
     spread,
     spread_figure,
 )
-from cir.study.report import EFFECT_SHOWN, EVAL_SHOWN, budget_sentence, which_recovery_section
+from cir.study.report import (
+    EFFECT_SHOWN,
+    EVAL_SHOWN,
+    budget_sentence,
+    explanation_tables,
+    which_recovery_section,
+)
+from cir.study.validation import validation_section
 
 #: Per-replicate tables each replicate's own report wrote, gathered with a seed column.
-GATHERED = ("cohorts", "cir_fit", "cir_optimism", "cir_discrimination", "mechanisms_explained")
+GATHERED = ("cohorts", "cir_fit", "cir_optimism", "cir_discrimination", "mechanisms_explained",
+            "attribution_split", "harm_pairs")
 
 
 def _gather(studies: dict[int, Path], name: str) -> pd.DataFrame:
@@ -156,13 +167,16 @@ SPREAD_SHOWN = [
     ("cir_paired - anomaly", {"headline": "held-out margin", "policy": "cir_paired", "versus": "anomaly"}),
     ("cir_paired - rate-matched anomaly", {"headline": "held-out margin", "policy": "cir_paired",
                                            "versus": "anomaly_matched_cir_paired"}),
+    ("cir_paired - anomaly matched held out", {"headline": "held-out margin", "policy": "cir_paired",
+                                               "versus": "anomaly_matched_heldout_cir_paired"}),
     ("cir - anomaly", {"headline": "held-out margin", "policy": "cir", "versus": "anomaly"}),
 ]
 
 
 def write_pooled_report(out: Path, experiments: list[Experiment], studies: dict[int, Path], *, resamples: int,
-                        seed: int, agent: str, quick: bool) -> Path:
-    """Write the pooled tables, figures and ``report.md`` / ``report.html`` into ``out``."""
+                        seed: int, agent: str, quick: bool, validation: int = 0, jobs: int = 1) -> Path:
+    """Write the pooled tables, figures and ``report.md`` / ``report.html`` into ``out`` (with
+    ``validation`` replicates of each planted world: :mod:`cir.study.validation`)."""
     per, pooled, evaluation, spread_table = _pooled_tables(out, experiments, studies, resamples, seed)
     title = f"cir reproduction{' (quick)' if quick else ''}, {len(studies)} replicates: when harnesses lose the signal"
     body = Report(title)
@@ -191,12 +205,25 @@ def write_pooled_report(out: Path, experiments: list[Experiment], studies: dict[
     mechanism_f = _mechanism(body, out, studies, experiments, resamples, seed)
     counts = _gather(studies, "mechanisms_explained")
     if len(counts):
+        body.heading("What the agent's mechanisms explain (pooled)")
         total = counts.groupby(["operation", "mechanism"], as_index=False)[
             [c for c in ("pairs", "rescues", "harms") if c in counts.columns]].sum()
-        body.table(total, save_csv(total, out / "tables" / "mechanisms_explained_pooled.csv"),
-                   "Pairs, rescues and harms each mechanism of the agent explains, all replicates")
+        split = _gather(studies, "attribution_split").drop(columns="seed")
+        split = split.groupby("operation", as_index=False, sort=False).sum()
+        harms = _gather(studies, "harm_pairs")
+        harms = harm_table(harms.fillna({"decision_mechanisms": "", "mechanisms": "", "attribution": ""})
+                           ) if len(harms) else harms
+        explanation_tables(body, split, total, harms, out, int(split.loc[split["operation"] == "all", "pairs"].iloc[0]),
+                           "_pooled")
     selective = _selective(body, out, studies, evaluation)
     which_recovery_section(body, out, evaluation[0], evaluation[1], evaluation[2], suffix="_pooled")
+    arms = evaluation[0]
+    kind_section(body, out, arms, arms.attrs["policies"], arms.attrs["routers"],
+                 error_detection(pooled_scored_cells(studies, experiments)),
+                 lag_visibility(d / "runs" / e.name for d in studies.values() for e in experiments),
+                 resamples=resamples, seed=seed, suffix="_pooled")
+    if validation:
+        validation_section(body, out, validation, seed=seed, jobs=jobs)
     findings = [f for f in (effects, mechanism_f, selective) if f is not None]
     report = _findings(title, findings, spread_table, quick)
     report.blocks += body.blocks

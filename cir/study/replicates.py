@@ -41,7 +41,8 @@ HEADLINE_COLUMNS = ["replicate", "seed", "headline", "cohort", "condition", "del
                     "versus", "n", "n_tasks", "value_pp", "ci_low_pp", "ci_high_pp", "rescues", "harms",
                     "intervention_rate", "clean_harm_rate", "oracle_fraction"]
 #: The baselines each router's margin is reported against.
-VERSUS = ("never", "always", "anomaly", "anomaly_rate_matched", "anomaly_matched_cir_paired", "oracle")
+VERSUS = ("never", "always", "anomaly", "anomaly_rate_matched", "anomaly_rate_matched_heldout",
+          "anomaly_matched_cir_paired", "anomaly_matched_heldout_cir_paired", "oracle")
 
 
 def replicate_seeds(seed: int, replicates: int) -> list[int]:
@@ -83,8 +84,23 @@ def pooled_evaluation(studies: dict[int, Path], experiments: list[Experiment], *
         oracles = arms.attrs.get("oracles", {})  # the same routers in every replicate
         parts.append(_prefixed(arms, s).assign(seed=s))
     arms = pd.concat(parts, ignore_index=True)
+    arms.attrs.update(oracles=oracles, policies=policies, routers=names)
     summary, margins = summarize_walks(arms, policies, names, resamples=resamples, seed=seed, oracles=oracles)
     return arms, summary, margins
+
+
+def pooled_scored_cells(studies: dict[int, Path], experiments: list[Experiment]) -> pd.DataFrame:
+    """Every replicate's held-out decision cells scored by its own routers' p_err
+    (:func:`cir.study.kinds.scored_cells`), task ids prefixed by the replicate."""
+    from cir.study.kinds import scored_cells
+
+    test = next(e for e in experiments if e.role == "eval")
+    names = list(study_routers(experiment_operations(experiments)))
+    parts = []
+    for s, d in studies.items():
+        routers = {name: Router.load(d / router_file(name)) for name in names}
+        parts.append(_prefixed(scored_cells(routers, read_paired(d / "runs" / test.name, require_features=True)), s))
+    return pd.concat(parts, ignore_index=True)
 
 
 def control_cells(df: pd.DataFrame) -> pd.DataFrame:

@@ -31,7 +31,7 @@ from cir.pairs.store import PAIRED
 from cir.router.calibration import calibration_figure, calibration_table
 from cir.stats.decompose import decompose, select_cohort
 from cir.stats.effects import SAMPLED_COLUMNS, contrast_table, effect_table
-from cir.stats.explain import explain_checked, mechanism_counts
+from cir.stats.explain import attribution_split, explain_checked, harm_table, mechanism_counts
 from cir.stats.joint import joint_effects, joint_matrix, joint_outcomes
 from cir.stats.noise import noise_floor
 from cir.study.experiments import Experiment
@@ -50,6 +50,7 @@ from cir.study.findings import (
     mechanism_finding,
     small_cohort_warning,
 )
+from cir.study.kinds import error_detection, kind_section, lag_visibility, scored_cells
 from cir.study.page import Report, format_number, save_csv, save_figure
 from cir.study.selective import (
     MULTI,
@@ -61,6 +62,7 @@ from cir.study.selective import (
     optimism_table,
     run_selective,
 )
+from cir.study.validation import validation_section
 from cir.util.errors import CirError
 
 # the columns of the stats tables that the report shows
@@ -244,21 +246,49 @@ def _explanation_section(report: Report, out: Path, experiments: list[Experiment
     if not traced:
         return
     report.heading("What the agent's mechanisms explain")
-    diverged = table[table["diverged"]]
-    unexplained = int((~table["explained"]).sum())
+    split = attribution_split(table)
+    save_csv(table[table["outcome"] == "harm"], out / "tables" / "harm_pairs.csv")
+    counts = mechanism_counts(table)
+    explanation_tables(report, split, counts, harm_table(table), out, len(table), "")
+
+
+def explanation_tables(report: Report, split: pd.DataFrame, counts: pd.DataFrame, harms: pd.DataFrame,
+                       out: Path, pairs: int, suffix: str) -> None:
+    """The explanation section's text and tables (one study's, or the replicates' pooled)."""
+    every = split[split["operation"] == "all"].iloc[0]
+    diverged = int(every["diverged"])
     report.text(
         "The built-in agent records which of its named mechanisms fired at each step (the explanation "
         "trace, beside each transcript in the episode store; never read by features or the router). Two "
-        "arms of a pair diverge when the agent's replies after the branch point differ; a divergence is "
-        "explained by the recovery-reachable mechanisms that fired between the recovery step and the first "
-        f"divergent reply (`cir explain` shows one pair). {len(diverged)} of {len(table)} pairs diverge. "
-        f"A check of the instrument, not a finding about recovery: {unexplained} divergences are explained "
-        "by no mechanism (an unexplained one would be a defect of the agent). What the table says is which "
-        "mechanisms make the rescues and harms."
+        "arms of a pair diverge when the agent's replies after the branch point differ. A divergence is "
+        "attributed only to the recovery-reachable mechanisms that fired on the divergent decision itself "
+        "(a rewind acts on the first decision after it), else to the budget when the arms gave the same "
+        "replies until one ran out, else it is unattributed (`cir explain` shows one pair). "
+        f"{diverged} of {pairs} pairs diverge: {int(every['mechanism'])} attributed to a mechanism, "
+        f"{int(every['budget'])} to the budget, {int(every['unattributed'])} unattributed (of which "
+        f"{int(every['unattributed_mechanism_earlier'])} had a recovery-reachable mechanism fire on an earlier "
+        "decision, whose reply was the arm's). A check of the instrument, not a finding about recovery: "
+        f"{int(every['unexplained'])} divergences have no such mechanism at all since the recovery (one would "
+        "be a defect of the agent)."
     )
-    counts = mechanism_counts(table)
-    report.table(counts, save_csv(counts, out / "tables" / "mechanisms_explained.csv"),
-                 "Pairs, rescues and harms each mechanism explains, by operation (all cohorts)")
+    report.table(split, save_csv(split, out / "tables" / f"attribution_split{suffix}.csv"),
+                 "Divergences by what they are attributed to, by operation (all cohorts)")
+    report.table(counts, save_csv(counts, out / "tables" / f"mechanisms_explained{suffix}.csv"),
+                 "Pairs, rescues and harms attributed to each cause, by operation (all cohorts)")
+    if len(harms):
+        budget, total = int(harms["ended_by_budget"].sum()), int(harms["harms"].sum())
+        circles = int(harms["ended_in_circles"].sum())
+        text = (f"{budget} of {total} harm attributions end on the budget and {circles} end going round one or "
+                "two commands (`ended_in_circles`); the model turns each branch took beyond what its "
+                "no-recovery arm needed to succeed are below.")
+        if budget * 2 > total:
+            text += (" Most harms are long episodes, not quick failures: that persistence is a property of "
+                     "this instrument (a language model rarely repeats itself that long), to be read as such, "
+                     "not as a finding about recovery.")
+        report.text(text)
+        report.table(harms, save_csv(harms, out / "tables" / f"harms_by_mechanism{suffix}.csv"),
+                     "Harms by cause: ended on the budget, model turns lost (branch minus arm, from the "
+                     "branch point), ended going round one or two commands (>= 4 env actions)")
 
 
 def _fit_routers(out: Path, experiments: list[Experiment], runs: dict[str, CheckedRun], resamples: int,
@@ -283,7 +313,7 @@ def _with_features(run: CheckedRun) -> pd.DataFrame:
 
 
 def _cir_section(report: Report, out: Path, experiments: list[Experiment], sel: Selective,
-                 runs: dict[str, CheckedRun]) -> Finding:
+                 runs: dict[str, CheckedRun], resamples: int, seed: int) -> Finding:
     train, test = _fit_and_eval(experiments)
     report.heading("3. Selective recovery: CIR on held-out tasks")
     test_df = runs[test.name].table
@@ -300,7 +330,10 @@ def _cir_section(report: Report, out: Path, experiments: list[Experiment], sel: 
         "and rewind, and `cir_multi` chooses among the operations (see Which recovery?). All search their "
         "thresholds on 5-fold out-of-fold predictions grouped "
         "by task under the same clean-harm budget epsilon, then refit on all fitting tasks; every "
-        "baseline is chosen the same way (`anomaly_matched_cir_paired` matches cir_paired's rate)."
+        "baseline is chosen the same way (`anomaly_matched_cir_paired` matches cir_paired's rate). A rate "
+        "matched on the fitting tasks can drift on held-out ones, so each rate-matched anomaly rule is also "
+        "matched on the held-out arms themselves (`anomaly_rate_matched_heldout` to cir's rate there, "
+        "`anomaly_matched_heldout_<router>` to each other router's), from the router's rate alone."
     )
     report.table(_cols(fit, ["router"], FIT_SHOWN), save_csv(fit, out / "tables" / "cir_fit.csv"),
                  "The fits: thresholds, budget and out-of-fold results (lambda, epsilon, d_min, delays and "
@@ -331,6 +364,9 @@ def _cir_section(report: Report, out: Path, experiments: list[Experiment], sel: 
     report.table(brier, cal_csv, "Brier scores of cir's three models on the held-out cohort")
     report.figure(save_figure(calibration_figure(router, test_df), out / "figures", "cir_calibration"),
                   "Reliability of p_err, p0 and p1 on the held-out cohort")
+    kind_section(report, out, result["episodes"], list(dict.fromkeys(summary["policy"])), list(sel.routers),
+                 error_detection(scored_cells(sel.routers, test_df)),
+                 lag_visibility(out / "runs" / e.name for e in experiments), resamples=resamples, seed=seed)
     return cir_finding(summary, float(fit["epsilon"].iloc[0]))
 
 
@@ -406,9 +442,11 @@ def _findings_section(report: Report, findings: list[Finding], quick: bool) -> N
 
 
 def write_study_report(out: Path, experiments: list[Experiment], runs: dict[str, RunRecord], *,
-                       resamples: int, seed: int, agent: str, quick: bool) -> Path:
-    """Write tables, figures, ``router.json`` and ``report.md`` / ``report.html`` into ``out``:
-    each run folder read once, the routers fitted before any section is written."""
+                       resamples: int, seed: int, agent: str, quick: bool, validation: int = 0,
+                       jobs: int = 1) -> Path:
+    """Write tables, figures, ``router.json`` and ``report.md`` / ``report.html`` into ``out``
+    (with ``validation`` replicates of each planted world: :mod:`cir.study.validation`): each run
+    folder read once, the routers fitted before any section is written."""
     title = f"cir reproduction{' (quick)' if quick else ''}: when harnesses lose the signal"
     read = {e.name: read_run(out / "runs" / e.name) for e in experiments}
     sel = _fit_routers(out, experiments, read, resamples, seed)
@@ -417,7 +455,9 @@ def write_study_report(out: Path, experiments: list[Experiment], runs: dict[str,
     effects = _effects_section(body, out, experiments, read, resamples, seed)
     mechanism = _mechanism_section(body, out, experiments, read, resamples, seed)
     _explanation_section(body, out, experiments, read)
-    selective = _cir_section(body, out, experiments, sel, read)
+    selective = _cir_section(body, out, experiments, sel, read, resamples, seed)
+    if validation:
+        validation_section(body, out, validation, seed=seed, jobs=jobs)
     report = Report(title)
     _findings_section(report, [f for f in (effects, mechanism, selective) if f is not None], quick)
     report.blocks += body.blocks

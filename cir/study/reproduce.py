@@ -28,6 +28,7 @@ from cir.study.experiments import Experiment, load_experiments, task_slices
 from cir.study.pooled import write_pooled_report
 from cir.study.replicates import replicate_dir, replicate_seeds
 from cir.study.report import write_study_report
+from cir.study.validation import STUDY_REPLICATES
 from cir.util.errors import CirError
 from cir.util.files import read_json, write_atomic
 
@@ -56,15 +57,27 @@ class StudySettings:
                    samples=samples)
 
 
+def validation_replicates(quick: bool, replicates: int | None) -> int:
+    """The planted worlds' replicates a study's report runs (None: the default of its size)."""
+    if replicates is None:
+        return STUDY_REPLICATES[bool(quick)]
+    if isinstance(replicates, bool) or not isinstance(replicates, int) or replicates < 0:
+        raise CirError(f"validation replicates {replicates!r}: expected an integer >= 0 (0: none)")
+    return replicates
+
+
 def _identity(settings: RunSettings, quick: bool, resamples: int, perturb_at: int | None,
-              experiments: list[Experiment], samples: int = 1) -> dict[str, Any]:
+              experiments: list[Experiment], samples: int = 1, validation: int | None = None) -> dict[str, Any]:
     """What study.json records as the study's settings (the family in its configs' records; a
-    prompt file by its content's version; the samples only above 1, so a study of one draw
-    reads as before)."""
+    prompt file by its content's version; the samples only above 1 and the planted worlds'
+    replicates only when not the default, so the records of studies written before them read
+    as before)."""
     identity = {**asdict(StudySettings.of(settings, quick, resamples, perturb_at, samples)),
                 "experiments": [e.identity() for e in experiments]}
     if samples == 1:
         del identity["samples"]
+    if validation is not None and validation != STUDY_REPLICATES[bool(quick)]:
+        identity["validation_replicates"] = validation
     if settings.prompt_file:
         identity["prompt"] = settings.env_family().prompt.from_file(settings.prompt_file).version
     return identity
@@ -144,7 +157,7 @@ def cohort_tasks(out: Path, experiments: list[Experiment], quick: bool, seed: in
 def reproduce(out: str | Path, settings: RunSettings | None = None, *, quick: bool = False,
               replicates: int = 1, perturb_at: int | None = None, resamples: int = DEFAULT_RESAMPLES,
               experiments_dir: str | Path | None = None, progress: bool = True,
-              echo: Callable[[str], None] = print, samples: int = 1) -> Path:
+              echo: Callable[[str], None] = print, samples: int = 1, validation: int | None = None) -> Path:
     """Run the study into ``out``; return the path of ``report.md``.
 
     ``settings`` are every cohort's run settings but the grid (each experiment's): the agent,
@@ -160,18 +173,23 @@ def reproduce(out: str | Path, settings: RunSettings | None = None, *, quick: bo
     (:mod:`cir.study.pooled`). ``perturb_at`` perturbs the same env action in every task
     instead of the one after 25% of the factual run (:mod:`cir.episode.perturb`). ``samples``
     runs every cohort with that many draws per arm and branch (``--samples``: a sampling agent).
+    ``validation``: replicates of each planted world the report checks the routers on
+    (:mod:`cir.study.validation`; None: 1 for ``quick``, else 200; 0: none), once per call (the
+    pooled report's, not each replicate's).
     """
     out = Path(out)
     settings = settings or RunSettings()
     if isinstance(replicates, bool) or not isinstance(replicates, int) or replicates < 1:
         raise CirError(f"replicates {replicates!r}: expected an integer >= 1")
+    worlds = validation_replicates(quick, validation)
     kwargs = dict(quick=quick, perturb_at=perturb_at, resamples=resamples, experiments_dir=experiments_dir,
                   progress=progress, echo=echo, samples=samples)
     if replicates == 1:
-        return _study(out, settings, **kwargs)
+        return _study(out, settings, validation=worlds, **kwargs)
     experiments = _experiments(settings, experiments_dir)
     seeds = replicate_seeds(settings.seed, replicates)
-    identity = {**_identity(settings, quick, resamples, perturb_at, experiments, samples), "replicates": replicates}
+    identity = {**_identity(settings, quick, resamples, perturb_at, experiments, samples, worlds),
+                "replicates": replicates}
     out.mkdir(parents=True, exist_ok=True)
     earlier = _check_study(out, identity)
     study = {"cir_version": __version__, "settings": identity, "replicate_seeds": seeds, "timings": {},
@@ -182,14 +200,14 @@ def reproduce(out: str | Path, settings: RunSettings | None = None, *, quick: bo
     for i, s in enumerate(seeds, 1):
         echo(f"== replicate {i}/{replicates} (seed {s}) in {replicate_dir(out, s)}")
         t0 = time.perf_counter()
-        _study(replicate_dir(out, s), replace(settings, seed=s), **kwargs)
+        _study(replicate_dir(out, s), replace(settings, seed=s), validation=0, **kwargs)
         studies[s] = replicate_dir(out, s)
         study["timings"][f"replicate_seed_{s}_seconds"] = round(time.perf_counter() - t0, 1)
         _write_study(out, study)
     echo(f"== pooled: {replicates} replicates, tables, figures and the report")
     t0 = time.perf_counter()
     report = write_pooled_report(out, experiments, studies, resamples=resamples, seed=settings.seed,
-                                 agent=settings.agent, quick=quick)
+                                 agent=settings.agent, quick=quick, validation=worlds, jobs=settings.jobs)
     study["timings"]["pooled_analysis_seconds"] = round(time.perf_counter() - t0, 1)
     study["timings"]["total_seconds"] = round(time.perf_counter() - t_start, 1)
     _write_study(out, study)
@@ -229,11 +247,12 @@ def study_runs(out: str | Path, settings: RunSettings, *, quick: bool = False, p
 
 def _study(out: Path, settings: RunSettings, *, quick: bool, perturb_at: int | None, resamples: int,
            experiments_dir: str | Path | None, progress: bool, echo: Callable[[str], None],
-           samples: int = 1) -> Path:
-    """One study (one replicate) into ``out``; the path of its ``report.md``."""
+           samples: int = 1, validation: int = 0) -> Path:
+    """One study (one replicate) into ``out``; the path of its ``report.md`` (with ``validation``
+    replicates of each planted world checked in it)."""
     experiments = study_experiments(settings, experiments_dir, perturb_at, samples)
     run_agent_identity(settings)  # a bad agent setting: before any folder
-    identity = _identity(settings, quick, resamples, perturb_at, experiments, samples)
+    identity = _identity(settings, quick, resamples, perturb_at, experiments, samples, validation or None)
     out.mkdir(parents=True, exist_ok=True)
     earlier = _check_study(out, identity)
     # a resumed study keeps what earlier calls took; "timings" is this call's
@@ -251,7 +270,7 @@ def _study(out: Path, settings: RunSettings, *, quick: bool, perturb_at: int | N
     echo("[3/4] analysis: tables, figures, CIR fit and held-out evaluation")
     t0 = time.perf_counter()
     report = write_study_report(out, experiments, runs, resamples=resamples, seed=settings.seed,
-                                agent=settings.agent, quick=quick)
+                                agent=settings.agent, quick=quick, validation=validation, jobs=settings.jobs)
     study["timings"]["analysis_seconds"] = round(time.perf_counter() - t0, 1)
     study["timings"]["total_seconds"] = round(time.perf_counter() - t_start, 1)
     _write_study(out, study)

@@ -67,7 +67,8 @@ def test_evaluate_formats(router_path: Path, tables: tuple[Path, Path], tmp_path
     assert main(["evaluate", str(router_path), str(tables[1]), "--resamples", "300", "--format", "json"]) == 0
     data = json.loads(capsys.readouterr().out)
     policies = {r["policy"] for r in data["summary"]}
-    assert policies == {"never", "always", "anomaly", "anomaly_rate_matched", "cir", "oracle"}
+    assert policies == {"never", "always", "anomaly", "anomaly_rate_matched", "anomaly_rate_matched_heldout", "cir",
+                        "oracle"}
     assert {r["versus"] for r in data["margins"]} == policies - {"cir"}
     assert data["settings"]["resamples"] == 300
     out = tmp_path / "eval.csv"

@@ -10,9 +10,11 @@ from cir.episode.perturb import (
     MISSING_TEXT,
     Perturbation,
     feasibility,
+    lagged_answer,
     parse_condition,
     parse_conditions,
     perturbation_point,
+    perturbed_step,
 )
 from cir.util.errors import CirError
 
@@ -24,9 +26,13 @@ def test_parse_conditions():
     assert (c.kind, c.k, c.lookback) == ("stale", 13, 13)
     assert [c.name for c in parse_conditions("clean, stale2,stale1,missing")] == [
         "clean", "stale2", "stale1", "missing"]
+    lag = parse_condition("lag3")
+    assert (lag.name, lag.kind, lag.k, lag.lookback) == ("lag3", "lag", 3, 3)
+    assert [c.kind for c in parse_conditions("stale2,lag2,missing")] == ["stale", "lag", "missing"]
 
 
-@pytest.mark.parametrize("bad", ["stale0", "stalex", "foo", "stale", "stale-1", "stale01", "Clean"])
+@pytest.mark.parametrize("bad", ["stale0", "stalex", "foo", "stale", "stale-1", "stale01", "Clean",
+                                 "lag0", "lag", "lag01", "lagged2", "Lag2"])
 def test_bad_condition_names(bad):
     with pytest.raises(CirError, match="condition"):
         parse_condition(bad)
@@ -94,3 +100,74 @@ def test_missing_and_clean():
 def test_stale_without_enough_history_is_an_error():
     with pytest.raises(CirError, match="stale2"):
         _run("stale2", 2)
+
+
+def test_lag_needs_as_many_earlier_env_actions_as_stale():
+    for k in (1, 2, 3):
+        for n in range(1, 20):
+            assert feasibility(n, parse_conditions(f"lag{k}")) == tuple(
+                r.replace(f"stale{k}", f"lag{k}") if isinstance(r, str) else r
+                for r in feasibility(n, parse_conditions(f"stale{k}")))
+
+
+def _factual_with_snapshots():
+    env = FakeEnv(["drawer 1", "drawer 2", "shelf 1", "shelf 2", "desk 1"], "shelf 2")
+    factual, snapshots = Harness(FakeAgent()).episode_with_snapshots(env, "t")
+    return env, factual, snapshots
+
+
+def _from_scratch(actions: list[str]) -> str:
+    """A new env sent ``actions``: the answer to the last one."""
+    env = FakeEnv(["drawer 1", "drawer 2", "shelf 1", "shelf 2", "desk 1"], "shelf 2")
+    env.reset()
+    obs = ""
+    for a in actions:
+        obs, _, _ = env.step(a)
+    return obs
+
+
+def test_lagged_answer_is_the_same_command_k_env_actions_earlier():
+    """The env restored K actions back answers the command as a fresh env that was sent the
+    earlier actions does, and is left in the state after the perturbed action."""
+    env, factual, snapshots = _factual_with_snapshots()
+    actions = [s.action for s in factual.steps if s.action is not None]
+    at = len(actions) - 1
+    after = env.snapshot()
+    env.restore(snapshots[factual.steps_until_env_action(at)])
+    want_state = env.snapshot()
+    for k in range(1, at):
+        answer = lagged_answer(env, snapshots, factual, at, k)
+        assert answer == _from_scratch(actions[: at - 1 - k] + [actions[at - 1]])
+        assert env.snapshot() == want_state
+    with pytest.raises(CirError, match="lag9 at env action 3 needs 9 earlier"):
+        lagged_answer(env, snapshots, factual, 3, 9)
+    env.restore(after)
+
+
+def test_lag_shows_the_answer_and_keeps_the_action_and_true_observation():
+    env, factual, snapshots = _factual_with_snapshots()
+    actions = [s.action for s in factual.steps if s.action is not None]
+    # the take of the mug: two actions earlier the agent was not where the mug is
+    at = next(i for i, a in enumerate(actions, 1) if a.startswith("take"))
+    step = perturbed_step(parse_condition("lag2"), at, factual, snapshots, env)
+    true = factual.steps[factual.steps_until_env_action(at) - 1]
+    assert (step.action, step.observation, step.reply) == (true.action, true.observation, true.reply)
+    assert true.observation.startswith("You pick up the mug 1")
+    assert step.shown == "Nothing happens." == _from_scratch(actions[: at - 3] + [actions[at - 1]])
+    assert step.events == [*true.events, "perturb:lag2"]
+    # the other conditions do not touch the env
+    env.restore(snapshots[0])
+    before = env.snapshot()
+    observations = [s.observation for s in factual.steps if s.action is not None]
+    assert perturbed_step(parse_condition("stale2"), at, factual, snapshots, env).shown == observations[at - 3]
+    assert env.snapshot() == before
+
+
+def test_a_lag_perturbation_without_its_answer_is_refused():
+    with pytest.raises(CirError, match="lag2 needs the answer the command got 2 env actions earlier"):
+        _run("lag2", 3)
+    h = Harness(FakeAgent())
+    env = FakeEnv(["drawer 1", "shelf 1", "desk 1"], "shelf 1")
+    t = h.episode(env, "t", perturbation=Perturbation(parse_condition("lag1"), 2, lagged="Nothing happens."))
+    acts = [s for s in t.steps if s.action is not None]
+    assert acts[1].shown == "Nothing happens." and "perturb:lag1" in acts[1].events

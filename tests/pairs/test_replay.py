@@ -258,3 +258,47 @@ def test_a_fixed_perturbation_point_is_the_same_env_action_in_every_task():
     assert not ok and "stale2 needs 2 env actions before" in reason
     with pytest.raises(CirError, match="perturbation point 0"):
         ReplaySettings(perturb_at=0)
+
+
+def test_a_lag_arm_is_the_run_shown_the_answer_its_command_got_k_env_actions_earlier():
+    """lagK: the perturbed step shows what a fresh env, sent the factual actions up to K env
+    actions before, answers to the same command; the arm is the from-scratch run shown that
+    text; the lag's env step is counted (one request, one real step per distinct state)."""
+    from cir.episode.harness import Harness
+    from cir.episode.perturb import Perturbation, parse_condition
+
+    for task in fake_tasks(4):
+        base = run_one(task, ops=("refresh",), conditions=("clean", "stale2"))
+        r = run_one(task, ops=("refresh",), conditions=("clean", "stale2", "lag2", "lag1"))
+        if not r.feasible:
+            continue
+        factual = _eps(r, "factual")[0].transcript
+        actions = [s.action for s in factual.steps if s.action is not None]
+        for cond in ("lag2", "lag1"):
+            k = int(cond[-1])
+            env = make_fake_env(task)
+            env.reset()
+            for a in actions[: r.point - 1 - k]:
+                env.step(a)
+            answer, _, _ = env.step(actions[r.point - 1])
+            arm = _eps(r, "no_recovery", cond)[0].transcript
+            k_at = factual.steps_until_env_action(r.point)
+            assert arm.steps[k_at - 1].shown == answer
+            assert arm.steps[k_at - 1].observation == factual.steps[k_at - 1].observation
+            scratch = Harness(FakeAgent()).episode(make_fake_env(task), task.task_id, perturbation=Perturbation(
+                parse_condition(cond), r.point, lagged=answer))
+            assert scratch.fingerprint() == arm.fingerprint()
+        # the staleK rows are those of a run without the lag conditions, and the lag queries are counted
+        assert [row for row in r.rows if row["condition"] in ("clean", "stale2")] == base.rows
+        assert r.costs["env_step_requests"] > base.costs["env_step_requests"]
+        assert r.costs["env_steps"] >= base.costs["env_steps"]
+
+
+def test_run_episode_under_lag():
+    task = fake_tasks(1)[0]
+    factual, ep, info = run_episode(task.task_id, FakeAgent(), make_fake_env(task), "lag2")
+    k_at = factual.steps_until_env_action(info["point"])
+    assert "perturb:lag2" in ep.steps[k_at - 1].events
+    assert ep.steps[k_at - 1].observation == factual.steps[k_at - 1].observation
+    # the factual run, the episode after the perturbed action, and the lag's one query
+    assert info["costs"]["env_steps"] == factual.env_actions + ep.env_actions - info["point"] + 1

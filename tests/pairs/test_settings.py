@@ -90,3 +90,48 @@ def test_the_request_limits_are_one_object_inside_the_run_settings():
     assert RunSettings().requests == RequestLimits(concurrency=1)  # one request at a time by default
     with pytest.raises(SettingError, match="concurrency None"):
         RunSettings(requests=RequestLimits())  # a run shares its requests in flight out: a number
+
+
+def test_a_random_perturbation_point_per_task() -> None:
+    """perturb_between: a point from LO..HI keyed by the task id alone, the same in every run,
+    every point of the range drawn; absent from the run record unless set."""
+    from cir.episode.perturb import random_point
+    from cir.pairs.record import RunIdentity
+
+    settings = ReplaySettings(conditions=("clean", "stale2"), perturb_between=(3, 7))
+    points = [settings.point_at(f"task{i:03d}") for i in range(400)]
+    assert set(points) == {3, 4, 5, 6, 7} and min(points.count(p) for p in range(3, 8)) > 50
+    assert points == [random_point(f"task{i:03d}", 3, 7) for i in range(400)]
+    assert ReplaySettings(perturb_at=4).point_at("x") == 4 and ReplaySettings().point_at("x") is None
+    assert "perturb_between" not in ReplaySettings().as_dict()
+    assert settings.as_dict()["perturb_between"] == [3, 7]
+    run = RunSettings(replay=settings, agent="fake", agent_factory=make_fake_agent)
+    identity = RunIdentity.of(run, ["a"], "fake@x")
+    assert RunIdentity.from_dict(identity.to_dict(), "run.json") == identity
+    for bad in ((7, 3), (0, 2), (3,), (3, 4, 5)):
+        with pytest.raises(CirError, match="perturb"):
+            ReplaySettings(perturb_between=bad)
+    with pytest.raises(CirError, match="no perturb_at"):
+        ReplaySettings(perturb_at=3, perturb_between=(3, 7))
+
+
+def test_cir_run_takes_a_random_point_range(tmp_path, capsys) -> None:
+    from support.replay import fake_settings, fake_tasks
+
+    from cir.pairs.run import run_experiment
+
+    for text in ("3", "3,x", "7,3"):
+        assert main(["run", "--tasks", str(tmp_path), "--out", str(tmp_path / "out"), "--perturb-between", text]) == 2
+        assert "perturb" in capsys.readouterr().err
+    out = tmp_path / "run"
+    record = run_experiment(fake_tasks(6), out, fake_settings(ReplaySettings(conditions=("clean", "stale1"),
+                                                                            perturb_between=(2, 3))),
+                            progress=False, echo=lambda s: None)
+    assert record.settings.replay.perturb_between == (2, 3)
+    from cir.episode.perturb import random_point
+    from cir.pairs.store import read_episodes
+    for ep in read_episodes(out):
+        if ep.role == "no_recovery" and ep.transcript is not None:
+            at = random_point(ep.task_id, 2, 3)
+            step = ep.transcript.steps[ep.transcript.steps_until_env_action(at) - 1]
+            assert "perturb:stale1" in step.events

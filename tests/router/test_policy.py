@@ -220,8 +220,15 @@ def test_the_paired_estimator_models_rescue_and_harm_directly(paired_fit: CIRPol
     result = evaluate({"cir": fitted, "cir_paired": paired_fit}, test_table, resamples=500, seed=0)
     summary = result["summary"].set_index(["policy", "condition"])
     assert list(dict.fromkeys(result["summary"]["policy"])) == [
-        "never", "always", "anomaly", "anomaly_rate_matched", "cir", "anomaly_matched_cir_paired",
-        "cir_paired", "oracle"]
+        "never", "always", "anomaly", "anomaly_rate_matched", "anomaly_rate_matched_heldout", "cir",
+        "anomaly_matched_cir_paired", "anomaly_matched_heldout_cir_paired", "cir_paired", "oracle"]
+    # matched on the held-out arms: the anomaly rule's rate there is the router's, to one step of
+    # its threshold; matched on the fitting tasks it may drift
+    arms = result["episodes"]
+    for router, matched in (("cir", "anomaly_rate_matched_heldout"), ("cir_paired", "anomaly_matched_heldout_cir_paired")):
+        rate = arms[f"int_{router}"].mean()
+        assert abs(arms[f"int_{matched}"].mean() - rate) <= 0.05 + 1e-9
+        assert summary.loc[(matched, "all"), "intervention_rate"] == pytest.approx(arms[f"int_{matched}"].mean())
     paired = summary.loc[("cir_paired", "all")]
     assert paired["effect_pp"] > 5 and paired["ci_low_pp"] > 0 and paired["oracle_fraction"] > 0.5
     assert summary.loc[("cir_paired", "clean"), "clean_harm_rate"] <= 0.05

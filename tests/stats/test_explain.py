@@ -19,7 +19,7 @@ from cir.agents.modelfree import Draws
 from cir.cli import main
 from cir.episode.operations import OPERATIONS
 from cir.episode.protocol import DEFAULT_CONDITIONS, DEFAULT_DELAYS
-from cir.episode.transcript import AGENT
+from cir.episode.transcript import AGENT, HARNESS, Step, TraceEvent, Transcript
 from cir.families.alfworld.agent.beliefs import read_context
 from cir.families.alfworld.agent.builtin import PROFILES, BuiltinAgent
 from cir.families.alfworld.features import extract_features
@@ -27,7 +27,17 @@ from cir.pairs.replay import ReplaySettings
 from cir.pairs.run import run_experiment
 from cir.pairs.settings import RunSettings
 from cir.pairs.store import read_episodes
-from cir.stats.explain import explain_run, find_pair, format_pair, mechanism_counts
+from cir.stats.explain import (
+    ATTRIBUTIONS,
+    attribution_split,
+    explain_pair,
+    explain_run,
+    find_pair,
+    format_pair,
+    harm_table,
+    mechanism_counts,
+    tail_loop,
+)
 
 
 def _grid(root: Path, n: int) -> Path:
@@ -60,12 +70,25 @@ def _check(run: Path) -> pd.DataFrame:
     # text can correct, be misread or distract
     counts = mechanism_counts(table)
     by_op = counts.groupby("operation")["mechanism"].apply(set).to_dict()
-    content_free = {"harness_recheck", "interruption", "over_correct", "budget"}
+    content_free = {"harness_recheck", "interruption", "over_correct", "budget", "unattributed"}
     assert by_op.get("placebo", set()) <= content_free
     assert by_op.get("replan", set()) <= content_free
     assert by_op.get("refresh_ablated", set()) <= content_free
     assert by_op.get("refresh", set()) <= content_free | {"refresh_correction", "misread_refresh", "distraction"}
     assert "rewind" in by_op.get("rewind", {"rewind"})
+    # the strict attribution: every divergence is attributed, budgeted or not; a mechanism
+    # attributed is one the window names (it fired on the divergent decision, or it is the rewind)
+    d = table[table["diverged"]]
+    assert set(d["attribution"]) <= set(ATTRIBUTIONS) and (table.loc[~table["diverged"], "attribution"] == "").all()
+    for _, r in d[d["attribution"] == "mechanism"].iterrows():
+        assert set(r["decision_mechanisms"].split(",")) <= set(r["mechanisms"].split(","))
+    assert (d.loc[d["attribution"] == "unattributed", "decision_mechanisms"] == "").all()
+    split = attribution_split(table).set_index("operation")
+    assert (split[list(ATTRIBUTIONS)].sum(axis=1) == split["diverged"]).all()
+    assert split.loc["all", "diverged"] == len(d) and split.loc["all", "unexplained"] == 0
+    harms = harm_table(table)
+    assert harms["harms"].sum() >= (table["outcome"] == "harm").sum()
+    assert (harms["ended_by_budget"] <= harms["harms"]).all() and (harms["ended_in_circles"] <= harms["harms"]).all()
     return table
 
 
@@ -141,3 +164,52 @@ def _one_draw(tmp_path: Path, task) -> Path:
                                                                   operations=("refresh",))),
                    progress=False, echo=lambda s: None)
     return out
+
+
+def _t(replies: list[str], trace: list[tuple[int, str]] = (), harness_at: int | None = None,
+       won: bool = False) -> Transcript:
+    """A transcript of agent replies (one env action each), a harness step at ``harness_at``,
+    and trace events (step index, mechanism) recorded by the decision of that step."""
+    steps = []
+    for i, r in enumerate(replies):
+        if harness_at is not None and i == harness_at:
+            steps.append(Step(HARNESS, "refresh", "look", "x", "[Refreshed observation] x", []))
+        steps.append(Step("agent", r, r, "Nothing happens.", "Nothing happens.", [], won=won and i == len(replies) - 1))
+    return Transcript("t", "task", steps, [TraceEvent(i, i, m) for i, m in trace])
+
+
+MECHS = frozenset({"refresh_correction", "over_correct", "budget", "rewind"})
+
+
+def test_a_divergence_is_attributed_to_what_fired_on_the_divergent_decision():
+    arm = _t(["a", "b", "c", "d", "e"], won=True)
+    # the branch point is step 2; the harness step at index 2, then the agent's replies
+    fired_there = _t(["a", "b", "c", "x", "y"], [(4, "refresh_correction")], harness_at=2)
+    ex = explain_pair("t", "stale2", 0, "refresh", arm, fired_there, 2, MECHS)
+    assert (ex.divergence, ex.attribution, [e.mechanism for e in ex.decision]) == (4, "mechanism", ["refresh_correction"])
+    # it fired on the decision before, whose reply happened to be the arm's: unattributed
+    fired_before = _t(["a", "b", "c", "x", "y"], [(3, "refresh_correction")], harness_at=2)
+    ex = explain_pair("t", "stale2", 0, "refresh", arm, fired_before, 2, MECHS)
+    assert (ex.attribution, ex.explained, ex.decision) == ("unattributed", True, [])
+    assert "unattributed" in format_pair(ex) and "earlier in the branch: refresh_correction" in format_pair(ex)
+    # the same replies until the branch ran out of its budget (one turn short of the arm's win)
+    budget = _t(["a", "b", "c", "d"], [(3, "refresh_correction")], harness_at=2)
+    budget.trace.append(TraceEvent(len(budget.steps) - 1, len(budget.steps), "budget"))
+    ex = explain_pair("t", "stale2", 0, "refresh", arm, budget, 2, MECHS)
+    assert (ex.divergence, ex.attribution, ex.y0, ex.y1) == (len(budget.steps), "budget", 1, 0)
+    # a rewind acts on the first decision after it (that decision reads the rewound context)
+    rewound = _t(["a", "b", "x", "y", "z"], harness_at=2)
+    rewound.trace.append(TraceEvent(2, 2, "rewind"))
+    ex = explain_pair("t", "stale2", 0, "rewind", arm, rewound, 2, MECHS)
+    assert (ex.divergence, ex.attribution) == (3, "mechanism")
+    late = _t(["a", "b", "c", "d", "y"], harness_at=2)
+    late.trace.append(TraceEvent(2, 2, "rewind"))
+    assert explain_pair("t", "stale2", 0, "rewind", arm, late, 2, MECHS).attribution == "unattributed"
+
+
+def test_tail_loop_counts_the_circles_an_episode_ends_in():
+    assert tail_loop(_t(["a", "b", "a", "b", "a", "b"])) == 6
+    assert tail_loop(_t(["c", "a", "a", "a", "a"])) == 4
+    assert tail_loop(_t(["c", "d", "a", "b", "a"])) == 0  # three: not two rounds
+    assert tail_loop(_t(["a", "b", "a", "b", "a", "b"]), start=3) == 0
+    assert tail_loop(_t([])) == 0

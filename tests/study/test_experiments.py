@@ -33,7 +33,8 @@ def test_shipped_configs_match_the_paper_cohorts():
     assert exps["primary"].fit_cir == "factual-success" and exps["cir_eval"].role == "eval"
     assert [e.name for e in exps.values() if e.fit_cir] == ["primary"]
     for e in exps.values():
-        assert set(e.replay.conditions) == {"clean", "stale2", "stale1", "missing"}
+        # the paper's conditions, and lagK beside staleK (experiments/README.md, fixed in 7cc87fe)
+        assert e.replay.conditions == ("clean", "stale2", "stale1", "lag2", "lag1", "missing")
         assert e.replay.delays == (0, 1, 2, 4)
 
 

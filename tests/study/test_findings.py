@@ -40,6 +40,17 @@ def test_an_interval_including_zero_is_said_plainly_and_warned_about():
     assert small_cohort_warning([effect_finding(_effects((5.0, 9.0)), "c", "stale2")], quick=True) is None
 
 
+def test_errors_that_made_no_run_fail_are_said_to_leave_nothing_to_rescue():
+    effects = _effects((-5.0, 0.0)).assign(success_without=1.0)
+    f = effect_finding(effects, "primary cohort", "stale2")
+    assert f.nothing_to_rescue and "nothing for a recovery to rescue" in f.sentence
+    warning = small_cohort_warning([f], quick=True)
+    assert "nothing to rescue: that, not the size of the cohorts" in warning and "--quick" not in warning
+    failing = _effects((-5.0, 0.0)).assign(success_without=[0.9, 1.0, 1.0, 1.0, 1.0, 1.0])
+    assert not effect_finding(failing, "c", "stale2").nothing_to_rescue  # stale2 failed at delay 0
+    assert not effect_finding(_effects((-5.0, 0.0)), "c", "stale2").nothing_to_rescue  # no column: not said
+
+
 def test_mechanism_and_cir_findings():
     joint = pd.DataFrame([{"comparison": "refresh vs refresh_ablated", "n_tasks": 30, "effect_pp": 10.0,
                            "ci_low_pp": 3.3, "ci_high_pp": 16.7, "sign_flip_p": 0.03}])

@@ -49,7 +49,8 @@ def test_each_run_folder_is_read_once_and_the_routers_come_first(tmp_path, monke
     for name in ("router.json", "router_paired.json"):
         (out / name).unlink()
     before = (out / "report.md").read_text()
-    study_report.write_study_report(out, experiments, runs, resamples=50, seed=0, agent="builtin", quick=True)
+    study_report.write_study_report(out, experiments, runs, resamples=50, seed=0, agent="builtin", quick=True,
+                                    validation=1)  # the planted worlds, as reproduce --quick checks them
     assert sorted(p.name for p in checked) == ["cir_eval", "mechanism", "primary"]  # once each
     assert routers_first == [True]
     assert (out / "report.md").read_text() == before  # the same report as the study's own

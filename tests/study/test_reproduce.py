@@ -51,7 +51,7 @@ def study(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, list[st
     configs = _write_configs(root / "experiments")
     lines: list[str] = []
     reproduce(root / "out", quick=True, experiments_dir=configs, resamples=200, progress=False,
-              echo=lines.append)
+              echo=lines.append, validation=0)  # the planted worlds: tests/study/test_validation.py
     return root / "out", configs, lines
 
 
@@ -103,7 +103,9 @@ def test_writes_report_tables_figures_and_router(study) -> None:
     assert set(mix["operation"]) <= {"refresh", "replan", "none"}
     assert mix.groupby("condition")["share"].sum().round(9).eq(1).all()
     # the built-in agent's mechanisms explain every divergence of the study
-    assert "0 divergences are explained by no mechanism" in report
+    assert "0 divergences have no such mechanism at all since the recovery" in report
+    split = pd.read_csv(out / "tables" / "attribution_split.csv").set_index("operation")
+    assert (split[["mechanism", "budget", "unattributed"]].sum(axis=1) == split["diverged"]).all()
     explained = pd.read_csv(out / "tables" / "mechanisms_explained.csv")
     assert set(explained["operation"]) <= {"refresh", "refresh_ablated", "placebo", "replan"}
     assert list((out / "figures").glob("*.png"))
@@ -118,7 +120,8 @@ def test_second_call_resumes_and_writes_identical_tables(study) -> None:
     out, configs, _ = study
     before = _digests(out)
     lines: list[str] = []
-    reproduce(out, quick=True, experiments_dir=configs, resamples=200, progress=False, echo=lines.append)
+    reproduce(out, quick=True, experiments_dir=configs, resamples=200, progress=False, echo=lines.append,
+              validation=0)
     assert sum("nothing to do" in line for line in lines) == len(TINY)
     assert _digests(out) == before
     record = json.loads((out / "study.json").read_text())
@@ -129,7 +132,7 @@ def test_other_settings_are_refused_by_name(study) -> None:
     out, configs, _ = study
     with pytest.raises(CirError, match=r"written by other settings \(seed: 0 there, 1 now\)"):
         reproduce(out, RunSettings(seed=1), quick=True, experiments_dir=configs, resamples=200, progress=False,
-                  echo=lambda line: None)
+                  echo=lambda line: None, validation=0)
 
 
 def test_an_edited_config_is_refused_by_experiment_and_field(study, tmp_path: Path) -> None:
@@ -143,7 +146,7 @@ def test_an_edited_config_is_refused_by_experiment_and_field(study, tmp_path: Pa
         (edited / f.name).write_text(text, encoding="utf-8")
     with pytest.raises(CirError, match=r"\(experiment cir_eval, quick_n_tasks: 3 there, 4 now\)"):
         reproduce(out, quick=True, experiments_dir=edited, resamples=200, progress=False,
-                  echo=lambda line: None)
+                  echo=lambda line: None, validation=0)
 
 
 def test_llm_settings_are_checked_before_the_study_folder_and_part_of_its_settings(tmp_path: Path) -> None:
@@ -169,7 +172,7 @@ def replicated(study, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, l
     out = tmp_path_factory.mktemp("replicated") / "out"
     lines: list[str] = []
     reproduce(out, quick=True, experiments_dir=configs, resamples=200, replicates=2, progress=False,
-              echo=lines.append)
+              echo=lines.append, validation=0)
     return out, lines
 
 
@@ -194,8 +197,10 @@ def test_replicates_are_whole_studies_pooled_in_one_report(study, replicated) ->
     # the pooled evaluation walks every replicate's held-out arms with that replicate's routers
     evaluation = pd.read_csv(out / "tables" / "cir_eval_pooled.csv")
     assert list(dict.fromkeys(evaluation["policy"])) == [
-        "never", "always", "anomaly", "anomaly_rate_matched", "cir", "anomaly_matched_cir_paired", "cir_paired",
-        "anomaly_matched_cir_paired_replan", "cir_paired_replan", "always_cir_multi", "anomaly_matched_cir_multi",
+        "never", "always", "anomaly", "anomaly_rate_matched", "anomaly_rate_matched_heldout", "cir",
+        "anomaly_matched_cir_paired", "anomaly_matched_heldout_cir_paired", "cir_paired",
+        "anomaly_matched_cir_paired_replan", "anomaly_matched_heldout_cir_paired_replan", "cir_paired_replan",
+        "always_cir_multi", "anomaly_matched_cir_multi", "anomaly_matched_heldout_cir_multi",
         "always_refresh", "always_replan", "anomaly_refresh", "anomaly_replan", "cir_multi",
         "oracle_refresh", "oracle_replan", "oracle"]
     each = [pd.read_csv(out / "replicates" / f"seed-{s}" / "tables" / "cir_eval.csv") for s in seeds]
@@ -229,12 +234,12 @@ def test_replicates_resume_and_refuse_another_count(study, replicated) -> None:
     before = {p.name: p.read_bytes() for p in (out / "tables").glob("*.csv")}
     lines: list[str] = []
     reproduce(out, quick=True, experiments_dir=configs, resamples=200, replicates=2, progress=False,
-              echo=lines.append)
+              echo=lines.append, validation=0)
     assert sum("nothing to do" in line for line in lines) == 2 * len(TINY)
     assert {p.name: p.read_bytes() for p in (out / "tables").glob("*.csv")} == before
     with pytest.raises(CirError, match=r"replicates: 2 there, 3 now"):
         reproduce(out, quick=True, experiments_dir=configs, resamples=200, replicates=3, progress=False,
-                  echo=lambda line: None)
+                  echo=lambda line: None, validation=0)
     with pytest.raises(CirError, match="replicates 0: expected an integer >= 1"):
         reproduce(out, quick=True, experiments_dir=configs, replicates=0, progress=False, echo=lambda line: None)
 
@@ -254,7 +259,7 @@ def test_all_cohorts_share_one_queue_longest_first_with_the_same_tables(study, t
     monkeypatch.setattr(run_module, "farm", spy)
     settings = RunSettings(jobs=2, requests=RequestLimits(concurrency=4))
     reproduce(tmp_path / "out", settings, quick=True, experiments_dir=configs, resamples=200,
-              progress=False, echo=lambda _: None)
+              progress=False, echo=lambda _: None, validation=0)
     assert len(calls) == 1  # one farm of workers for every cohort
     order = calls[0]
     assert {run for run, _ in order} == {0, 1, 2}

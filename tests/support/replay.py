@@ -225,3 +225,33 @@ def make_fatal_env(task: FakeTask, snapshots: str = "fast", *, kill: str = "", a
 
         env.step = fatal_step  # type: ignore[method-assign]
     return env
+
+
+def check_lag_arms(task, agent, make_env, settings, extractor=None) -> int:  # noqa: ANN001
+    """Run ``task``'s pairs under ``settings`` (with lagK conditions) on a real family's env and
+    check every lagK arm: its perturbed step shows what a fresh env, reset and sent the factual
+    actions up to K env actions before the perturbed one, answers to the same command (the
+    env's restore is exact there), and keeps the true observation. Returns the lag arms checked."""
+    from cir.pairs.replay import run_task_pairs
+
+    result = run_task_pairs(task, agent, make_env(task), settings, extractor=extractor)
+    assert result.feasible, result.reason
+    factual = next(e.transcript for e in result.episodes if e.role == "factual")
+    actions = [s.action for s in factual.steps if s.action is not None]
+    k_at = factual.steps_until_env_action(result.point)
+    checked = 0
+    for ep in result.episodes:
+        if ep.role != "no_recovery" or not ep.condition.startswith("lag") or ep.transcript is None:
+            continue
+        k = int(ep.condition.removeprefix("lag"))
+        fresh = make_env(task)
+        fresh.reset()
+        for a in actions[: result.point - 1 - k]:
+            fresh.step(a)
+        answer, _, _ = fresh.step(actions[result.point - 1])
+        step = ep.transcript.steps[k_at - 1]
+        assert step.shown == answer, (ep.condition, step.action, step.shown, answer)
+        assert step.observation == factual.steps[k_at - 1].observation
+        assert f"perturb:{ep.condition}" in step.events
+        checked += 1
+    return checked

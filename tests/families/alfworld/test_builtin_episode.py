@@ -63,3 +63,17 @@ def test_profiles_order_on_a_few_tasks(tmp_path):
             wins[prof] += Harness(BuiltinAgent(prof)).episode(env, task.task_id).won
     assert wins["strong"] >= wins["weak"]
     assert wins["strong"] >= 4
+
+
+def test_lag_arms_on_the_real_engine_show_the_answer_of_k_env_actions_earlier(simple_task):
+    """lagK on ALFWorld: the env's own snapshots give the same answer as a fresh engine sent the
+    earlier actions (snapshots fast and replay)."""
+    from support.replay import check_lag_arms
+
+    from cir.families.alfworld.agent.builtin import BuiltinAgent
+    from cir.pairs.replay import ReplaySettings
+
+    settings = ReplaySettings(conditions=("clean", "lag2", "lag1"), delays=(0, 1), operations=("refresh",))
+    for snapshots in ("fast", "replay"):
+        assert check_lag_arms(simple_task, BuiltinAgent(seed=0), lambda t, s=snapshots: t.make_env(snapshots=s),
+                              settings) == 2

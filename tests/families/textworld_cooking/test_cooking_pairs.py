@@ -48,3 +48,12 @@ def test_the_extractor_keeps_the_contract():
     assert resolve_extractor(COOKING_FEATURES) is COOKING_FEATURES
     assert COOKING_FEATURES.name == "textworld-cooking"
     assert all(name.startswith("f_") and meaning for name, meaning in FEATURES.items())
+
+
+def test_lag_arms_show_the_answer_of_k_env_actions_earlier(cooking_tasks):
+    """lagK on TextWorld's cooking games through the family contract's restore alone."""
+    from support.replay import check_lag_arms
+
+    settings = ReplaySettings(conditions=("clean", "lag2", "lag1"), delays=(0, 1), operations=("refresh",))
+    assert check_lag_arms(cooking_tasks[0], CookingAgent(seed=0), lambda t: CookingEnv(t.game_file), settings,
+                          extractor=COOKING_FEATURES) == 2

@@ -1,0 +1,332 @@
+"""Does the router work when there is something to learn? The planted worlds, replicated.
+
+A study of the built-in agent cannot say whether selectivity helps where it is hard: there every
+error is visible and recovery after one rarely harms. The planted worlds
+(:func:`cir.pairs.synthetic.planted_world`) know the answer, so the study's routers, fitted with
+their default settings, can be checked against it, replicate after replicate (each a new
+fitting table and a new held-out table):
+
+* world (a): errors only partly detectable (an ideal detector's AUC 0.75) and recovery effects
+  that vary with the features (rescue in some states, harm in others): the routers should reach
+  most of the *planted oracle*'s gain and beat the anomaly rule. Two planted oracles: the one
+  that knows what a router sees (``feature_oracle``: recover where the expected effect given the
+  features is positive) and the one that knows everything (``planted_oracle``: the skill and
+  whether the observation was erroneous too);
+* world (b): a null world, where recovery has no effect in any state: no router may claim a
+  gain; the share of replicates whose held-out interval against never recovering excludes zero
+  should be about the intervals' 5%;
+* world (c): recovery gains after errors and harms clean successes, so the clean-harm budget
+  decides: the certified budget's held-out clean harm may exceed epsilon in at most delta of the
+  replicates; the empirical budget's beside it. Clean harm is measured twice: realized on the
+  held-out table, and expected (the planted chance of harm of every clean arm the router recovers,
+  times its planted chance of success without recovery: the router's risk on those states).
+
+Each replicate is one call of :func:`world_replicate` (plain rows); :func:`run_validation` runs
+them (in worker processes with ``jobs`` > 1: the rows are those of one process) and
+:func:`validation_summary` pools them: a policy's pooled effect is the mean over replicates
+with a t interval over replicates (they are independent draws of the same size), its share of an
+oracle the ratio of their mean gains.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+from sklearn.metrics import roc_auc_score
+
+from cir.episode.protocol import DEFAULT_DELTA, DEFAULT_EPSILON
+from cir.pairs.synthetic import WORLDS, planted_world
+from cir.router.evaluation import ARM_KEYS, summarize_walks, walk_routers
+from cir.router.policy import CIRPolicy
+from cir.router.walk import build_grid, walk
+from cir.util.parallel import parallel_map
+
+#: What each world fits: policy name -> (estimator, budget).
+WORLD_ROUTERS = {
+    "a": {"cir": ("paper", "empirical"), "cir_paired": ("paired", "empirical")},
+    "b": {"cir": ("paper", "empirical"), "cir_paired": ("paired", "empirical")},
+    "c": {"cir_paired_empirical": ("paired", "empirical"), "cir_paired_certified": ("paired", "certified")},
+}
+#: The planted oracles walked beside the policies: name -> the planted column it recovers on.
+ORACLES = {"planted_oracle": "planted_gain", "feature_oracle": "planted_feature_gain"}
+ROW_COLUMNS = ["world", "replicate", "policy", "n_arms", "effect_pp", "ci_low_pp", "ci_high_pp", "interventions",
+               "intervention_rate", "clean_harm_rate", "expected_clean_harm", "p_err_auc"]
+#: Per world: the tasks of a replicate's fitting and held-out tables, and the delays they hold.
+#: World (c) fits on 600 tasks (600 clean arms: enough for Learn-then-Test to certify a setting
+#: that recovers; on 200 it can certify none and never recovers, which would pass trivially),
+#: holds out 1,000 (a realized clean-harm rate close to the risk) and runs delays 0 and 1 only,
+#: so its fit costs what (a)'s does.
+WORLD_TABLES = {"a": (200, 200, (0, 1, 2, 4)), "b": (200, 200, (0, 1, 2, 4)), "c": (600, 1000, (0, 1))}
+
+
+def _oracle_walks(test: pd.DataFrame, d_min: int, delays: tuple[int, ...]) -> pd.DataFrame:
+    """Each planted oracle's walk on ``test``: recover at the first candidate delay where its
+    planted expected effect is positive (one row per arm: ``y_`` and ``int_`` of each)."""
+    grid = build_grid(test, delays, ("refresh",), "planted table")
+    out = grid.arms[ARM_KEYS].copy()
+    for name, column in ORACLES.items():
+        g = grid.spread({"gain": grid.cells[column].to_numpy(dtype=float)})["gain"]
+        with np.errstate(invalid="ignore"):  # a planted effect of exactly zero is no gain
+            fire = grid.delay_ok(d_min) & (g > 1e-9)
+        outcome, intervened, _ = walk(grid, fire)
+        out[f"y_{name}"] = outcome.astype(int)
+        out[f"int_{name}"] = intervened.astype(int)
+    return out
+
+
+def _p_err_auc(router: Any, test: pd.DataFrame) -> float:
+    """The held-out ROC AUC of the router's error model on the decision cells."""
+    cells = build_grid(test, router.delays, router.operations, "planted table").cells
+    labels = (cells["condition"] != "clean").to_numpy(dtype=int)
+    p_err = router.predict(cells[router.features].to_numpy(dtype=float))["p_err_chosen"]
+    return float(roc_auc_score(labels, p_err)) if 0 < labels.sum() < len(labels) else float("nan")
+
+
+def world_replicate(world: str, replicate: int, *, seed: int = 0, resamples: int = 2000,
+                    epsilon: float = DEFAULT_EPSILON, delta: float = DEFAULT_DELTA) -> pd.DataFrame:
+    """One replicate of one world: the routers fitted on a new planted table (seed ``(seed,
+    replicate, 0)``, :data:`WORLD_TABLES`) and walked on a new held-out one (``(seed, replicate,
+    1)``) beside their baselines and the planted oracles; one row per policy (:data:`ROW_COLUMNS`)."""
+    n_train, n_test, delays = WORLD_TABLES[world]
+    train = planted_world(world, n_train, seed=(seed, replicate, 0), delays=delays, task_prefix="fit")
+    test = planted_world(world, n_test, seed=(seed, replicate, 1), delays=delays, task_prefix="test")
+    routers = {name: CIRPolicy(estimator=est, budget=budget, epsilon=epsilon, delta=delta, seed=seed + replicate)
+               .fit(train).to_router() for name, (est, budget) in WORLD_ROUTERS[world].items()}
+    arms, policies = walk_routers(routers, test, source=f"planted world {world}")
+    first = next(iter(routers.values()))
+    arms = arms.merge(_oracle_walks(test, int(first.settings["d_min"]), first.delays), on=ARM_KEYS, how="left",
+                      validate="1:1")
+    policies = [*policies, *ORACLES]
+    summary, _ = summarize_walks(arms, policies, list(routers), resamples=resamples, seed=seed + replicate)
+    planted = test.groupby(ARM_KEYS, sort=False)[["planted_success", "planted_harm"]].first()
+    risk = arms.join(planted, on=ARM_KEYS)
+    clean = (risk["condition"] == "clean").to_numpy()
+    every = summary[summary["condition"] == "all"].set_index("policy")
+    auc = {name: _p_err_auc(r, test) for name, r in routers.items()}
+    rows = []
+    for policy in policies:
+        r = every.loc[policy]
+        recovered = risk[f"int_{policy}"].to_numpy() == 1
+        expected = float((risk["planted_success"] * risk["planted_harm"])[clean & recovered].sum() / max(clean.sum(), 1))
+        realized = summary[(summary["policy"] == policy) & (summary["condition"] == "clean")]["clean_harm_rate"]
+        rows.append({"world": world, "replicate": replicate, "policy": policy, "n_arms": int(r["n"]),
+                     "effect_pp": float(r["effect_pp"]), "ci_low_pp": float(r["ci_low_pp"]),
+                     "ci_high_pp": float(r["ci_high_pp"]), "interventions": int(r["interventions"]),
+                     "intervention_rate": float(r["intervention_rate"]),
+                     "clean_harm_rate": float(realized.iloc[0]) if len(realized) else float("nan"),
+                     "expected_clean_harm": expected, "p_err_auc": auc.get(policy, float("nan"))})
+    return pd.DataFrame(rows, columns=ROW_COLUMNS)
+
+
+def _one(job: tuple[str, int], options: dict[str, Any], folder: str | None) -> pd.DataFrame:
+    rows = world_replicate(job[0], job[1], **options)
+    if folder is not None:  # written as it goes: a run that stops keeps what it finished
+        from cir.util.files import write_atomic
+
+        write_atomic(_part(Path(folder), *job), rows.to_csv(index=False))
+    return rows
+
+
+def _part(folder: Path, world: str, replicate: int) -> Path:
+    return folder / f"world-{world}-{replicate:04d}.csv"
+
+
+def run_validation(replicates: int, *, worlds: tuple[str, ...] = WORLDS, seed: int = 0, jobs: int = 1,
+                   folder: str | Path | None = None, **options: Any) -> pd.DataFrame:
+    """Every replicate of every world (:func:`world_replicate`), in order, as one table.
+
+    With ``folder``, each replicate's rows are written there as it finishes and a replicate
+    already there is read back instead of fitted again, so a long run resumes; the folder must
+    hold replicates of the same settings (``seed``, ``options``: the caller keeps it so)."""
+    todo = [(w, r) for w in worlds for r in range(replicates)]
+    done: dict[tuple[str, int], pd.DataFrame] = {}
+    if folder is not None:
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        for job in todo:
+            if _part(folder, *job).exists():
+                done[job] = pd.read_csv(_part(folder, *job))
+    missing = [job for job in todo if job not in done]
+    ran = parallel_map(_one, missing, {"seed": seed, **options}, None if folder is None else str(folder), jobs=jobs)
+    done.update(zip(missing, ran, strict=True))
+    parts = [done[job] for job in todo]
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=ROW_COLUMNS)
+
+
+def _t_interval(values: np.ndarray, level: float = 0.95) -> tuple[float, float, float]:
+    """(mean, low, high) of independent replicates' values: a t interval."""
+    values = np.asarray(values, dtype=float)
+    mean = float(values.mean())
+    if len(values) < 2:
+        return mean, float("nan"), float("nan")
+    half = float(stats.t.ppf(0.5 + level / 2, len(values) - 1) * values.std(ddof=1) / np.sqrt(len(values)))
+    return mean, mean - half, mean + half
+
+
+SUMMARY_COLUMNS = ["world", "policy", "replicates", "effect_pp", "ci_low_pp", "ci_high_pp", "share_planted_oracle",
+                   "share_feature_oracle", "excludes_zero", "above_zero", "below_zero", "recovered_any",
+                   "intervention_rate", "clean_harm_rate", "expected_clean_harm", "violations_realized",
+                   "violations_expected", "p_err_auc"]
+MARGIN_COLUMNS = ["world", "policy", "versus", "replicates", "margin_pp", "ci_low_pp", "ci_high_pp", "above_zero"]
+
+
+def validation_summary(rows: pd.DataFrame, epsilon: float = DEFAULT_EPSILON) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(summary, margins) pooled over replicates, per world and policy: the mean effect with its t
+    interval over replicates, its share of each planted oracle's mean gain, the share of replicates
+    whose own interval excludes zero (above it, below it), that recovered at all, the clean harm
+    (realized, expected) and the share of replicates where it exceeds ``epsilon``, the mean held-out
+    AUC of the error model; and each router's margin over every other policy (t interval)."""
+    out, margins = [], []
+    for world, w in rows.groupby("world", sort=True):
+        by = {p: g.sort_values("replicate") for p, g in w.groupby("policy", sort=False)}
+        oracle = {name: by[name]["effect_pp"].mean() for name in ORACLES if name in by}
+        routers = list(WORLD_ROUTERS[world])
+        for policy, g in by.items():
+            mean, low, high = _t_interval(g["effect_pp"].to_numpy())
+            out.append({
+                "world": world, "policy": policy, "replicates": len(g), "effect_pp": mean, "ci_low_pp": low,
+                "ci_high_pp": high,
+                "share_planted_oracle": mean / oracle["planted_oracle"] if oracle.get("planted_oracle", 0) > 0 else np.nan,
+                "share_feature_oracle": mean / oracle["feature_oracle"] if oracle.get("feature_oracle", 0) > 0 else np.nan,
+                "excludes_zero": float(((g["ci_low_pp"] > 0) | (g["ci_high_pp"] < 0)).mean()),
+                "above_zero": float((g["ci_low_pp"] > 0).mean()), "below_zero": float((g["ci_high_pp"] < 0).mean()),
+                "recovered_any": float((g["interventions"] > 0).mean()),
+                "intervention_rate": float(g["intervention_rate"].mean()),
+                "clean_harm_rate": float(g["clean_harm_rate"].mean()),
+                "expected_clean_harm": float(g["expected_clean_harm"].mean()),
+                "violations_realized": float((g["clean_harm_rate"] > epsilon + 1e-12).mean()),
+                "violations_expected": float((g["expected_clean_harm"] > epsilon + 1e-12).mean()),
+                "p_err_auc": float(g["p_err_auc"].mean()) if g["p_err_auc"].notna().any() else np.nan})
+            if policy not in routers:
+                continue
+            for versus, h in by.items():
+                if versus == policy:
+                    continue
+                diff = g["effect_pp"].to_numpy() - h["effect_pp"].to_numpy()
+                m, lo, hi = _t_interval(diff)
+                margins.append({"world": world, "policy": policy, "versus": versus, "replicates": len(diff),
+                                "margin_pp": m, "ci_low_pp": lo, "ci_high_pp": hi,
+                                "above_zero": float((diff > 0).mean())})
+    return pd.DataFrame(out, columns=SUMMARY_COLUMNS), pd.DataFrame(margins, columns=MARGIN_COLUMNS)
+
+
+CRITERIA_COLUMNS = ["world", "criterion", "value", "target", "met"]
+
+
+def criteria(summary: pd.DataFrame, margins: pd.DataFrame, delta: float = DEFAULT_DELTA) -> pd.DataFrame:
+    """The checks of each world, measured: (a) cir_paired's share of the planted oracles' gain
+    (>= 80%) and its margin over the anomaly rule (interval above zero); (b) the share of
+    replicates whose router-minus-never interval excludes zero (<= 7%); (c) the certified budget's
+    share of replicates over epsilon (<= delta), the empirical budget's beside it (no target)."""
+    s = summary.set_index(["world", "policy"])
+    m = margins.set_index(["world", "policy", "versus"])
+    rows = []
+
+    def add(world: str, criterion: str, value: float, target: str, met: bool | None) -> None:
+        rows.append({"world": world, "criterion": criterion, "value": value, "target": target, "met": met})
+
+    if ("a", "cir_paired") in s.index:
+        r = s.loc[("a", "cir_paired")]
+        add("a", "cir_paired: share of the feature oracle's gain", r["share_feature_oracle"], ">= 0.80",
+            bool(r["share_feature_oracle"] >= 0.8))
+        add("a", "cir_paired: share of the planted (full-state) oracle's gain", r["share_planted_oracle"], ">= 0.80",
+            bool(r["share_planted_oracle"] >= 0.8))
+        for versus in ("anomaly", "anomaly_rate_matched_heldout"):
+            if ("a", "cir_paired", versus) in m.index:
+                g = m.loc[("a", "cir_paired", versus)]
+                add("a", f"cir_paired - {versus}: lower end of the 95% interval (pp)", g["ci_low_pp"], "> 0",
+                    bool(g["ci_low_pp"] > 0) if np.isfinite(g["ci_low_pp"]) else None)  # None: one replicate
+        add("a", "p_err held-out AUC (cir_paired)", r["p_err_auc"], "about 0.75", None)
+    for policy in ("cir", "cir_paired"):
+        if ("b", policy) in s.index:
+            r = s.loc[("b", policy)]
+            add("b", f"{policy}: share of replicates whose interval vs never excludes 0", r["excludes_zero"],
+                "<= 0.07", bool(r["excludes_zero"] <= 0.07))
+    for budget, target in (("certified", f"<= {delta:g}"), ("empirical", "(beside it)")):
+        key = ("c", f"cir_paired_{budget}")
+        if key in s.index:
+            r = s.loc[key]
+            for kind in ("expected", "realized"):
+                add("c", f"{budget} budget: share of replicates whose {kind} clean harm exceeds epsilon",
+                    r[f"violations_{kind}"], target,
+                    bool(r[f"violations_{kind}"] <= delta) if budget == "certified" else None)
+    return pd.DataFrame(rows, columns=CRITERIA_COLUMNS)
+
+
+#: Replicates of each world a study's report runs by default (the benchmark runs 200 too).
+STUDY_REPLICATES = {True: 1, False: 200}
+VALIDATION_DIR = "validation"
+
+
+def study_validation(out: Path, replicates: int, *, seed: int, jobs: int = 1) -> tuple[pd.DataFrame, pd.DataFrame,
+                                                                               pd.DataFrame]:
+    """(summary, margins, criteria) of ``replicates`` replicates of every world, for a study's
+    report; each replicate's rows are kept in ``out/validation/replicates/`` as it finishes, with
+    the settings they were made with, and reused by a later call with the same settings (a
+    resumed study does not fit them again; more replicates add to them)."""
+    import json
+    import shutil
+
+    from cir import __version__
+    from cir.util.files import write_atomic
+
+    folder = Path(out) / VALIDATION_DIR
+    settings = {"seed": int(seed), "worlds": list(WORLDS), "cir_version": __version__}
+    settings_path = folder / "validation.json"
+    try:
+        kept = json.loads(settings_path.read_text(encoding="utf-8")) if settings_path.exists() else None
+    except (OSError, ValueError):
+        kept = None
+    if kept != settings and folder.exists():  # another seed or version: its replicates are not these
+        shutil.rmtree(folder / "replicates", ignore_errors=True)
+    folder.mkdir(parents=True, exist_ok=True)
+    write_atomic(settings_path, json.dumps(settings, indent=2, sort_keys=True) + "\n")
+    rows = run_validation(replicates, seed=seed, jobs=jobs, folder=folder / "replicates")
+    write_atomic(folder / "validation_rows.csv", rows.to_csv(index=False))
+    summary, margins = validation_summary(rows)
+    return summary, margins, criteria(summary, margins)
+
+
+def validation_section(report: Any, out: Path, replicates: int, *, seed: int, jobs: int = 1) -> None:
+    """"Does the router work when there is something to learn?": the planted worlds' checks."""
+    from cir.study.page import format_number, save_csv
+
+    summary, margins, checks = study_validation(out, replicates, seed=seed, jobs=jobs)
+    report.heading("Does the router work when there is something to learn?")
+    s = summary.set_index(["world", "policy"])
+
+    def pp(world: str, policy: str) -> str:
+        if (world, policy) not in s.index:
+            return "n/a"
+        r = s.loc[(world, policy)]
+        if not np.isfinite(r["ci_low_pp"]):  # one replicate: no interval over replicates
+            return f"{format_number(r['effect_pp'], 2)} pp"
+        return f"{format_number(r['effect_pp'], 2)} pp [{format_number(r['ci_low_pp'], 2)}, {format_number(r['ci_high_pp'], 2)}]"
+
+    report.text(
+        "With the built-in agent every error is visible and recovery after one rarely harms, so the study cannot "
+        "tell whether selectivity helps. The planted worlds (`cir.pairs.synthetic.planted_world`) know the "
+        f"answer; the study's routers, every setting their default, are fitted on {replicates} replicate(s) of "
+        "each world (a new fitting table and a new held-out one each) and checked against it. (a) Errors only "
+        "partly detectable and recovery that rescues in some visible states and harms in others: `cir_paired` "
+        f"{pp('a', 'cir_paired')}, `anomaly` {pp('a', 'anomaly')}, the oracle that knows what a router sees "
+        f"{pp('a', 'feature_oracle')}, the one that knows everything {pp('a', 'planted_oracle')}. (b) A null "
+        f"world, recovery without effect anywhere: `cir_paired` {pp('b', 'cir_paired')}. (c) Recovery that gains "
+        "after errors and harms clean successes: the certified clean-harm budget against the empirical one. "
+        "Intervals: t over replicates. `benchmarks/router_validation.py` runs the same with 200 replicates "
+        "of each world.")
+    report.table(checks, save_csv(checks, out / "tables" / "router_validation_criteria.csv"),
+                 "Each world's check, measured (met: whether the target holds; no target where it is shown beside)")
+    shown = summary[summary["policy"].isin(["cir", "cir_paired", "anomaly", "anomaly_rate_matched_heldout",
+                                            "cir_paired_empirical", "cir_paired_certified", "feature_oracle",
+                                            "planted_oracle"])]
+    path = save_csv(summary, out / "tables" / "router_validation.csv")
+    save_csv(margins, out / "tables" / "router_validation_margins.csv")
+    report.table(shown[["world", "policy", "replicates", "effect_pp", "ci_low_pp", "ci_high_pp",
+                        "share_feature_oracle", "excludes_zero", "intervention_rate", "expected_clean_harm",
+                        "violations_expected", "p_err_auc"]], path,
+                 "The planted worlds, pooled over replicates (every policy and column in the CSV)")
