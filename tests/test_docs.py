@@ -6,8 +6,8 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-#: Files a study writes (cited as outputs, not as documents of the repository).
-OUTPUTS = {"report.md"}
+#: Files a study writes and benchmarks write (cited as outputs, not as documents of the repository).
+OUTPUTS = {"report.md", "length_test.md"}  # length_test.md: benchmarks/length_test.py's table
 CITED = re.compile(r"(?<![\w/.-])((?:\.\./)*[\w./-]*[\w-]\.md)\b")
 
 
