@@ -16,10 +16,12 @@ routers are fitted and evaluated before any section is written; the sections onl
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
 
+from cir.episode.perturb import parse_conditions
 from cir.episode.protocol import (
     PRIMARY_STALE,
 )
@@ -80,6 +82,23 @@ def _cols(df: pd.DataFrame, keys: list[str], wanted: list[str]) -> pd.DataFrame:
     return df[[c for c in keys + wanted if c in df.columns]]
 
 
+def _conditions_text(conditions: Sequence[str]) -> str:
+    """What each condition of a grid shows, in its order (``staleK``, ``lagK``, ``missing``)."""
+    words = {1: "one", 2: "two", 3: "three", 4: "four"}
+    parts = []
+    for c in parse_conditions(list(conditions)):
+        k = words.get(c.k, str(c.k))
+        if c.kind == "stale":
+            parts.append(f"`{c.name}`: the observation from {k} env action{'s' if c.k != 1 else ''} earlier, "
+                         "the answer to another command")
+        elif c.kind == "lag":
+            parts.append(f"`{c.name}`: the answer the same command would have got {k} env "
+                         f"action{'s' if c.k != 1 else ''} earlier, which looks right")
+        elif c.kind == "missing":
+            parts.append("`missing`: a fixed unavailable message")
+    return "; ".join(parts) or "no condition but clean"
+
+
 def _setup_section(report: Report, out: Path, experiments: list[Experiment], runs: dict[str, RunRecord],
                    agent: str, quick: bool) -> None:
     rows = []
@@ -104,8 +123,8 @@ def _setup_section(report: Report, out: Path, experiments: list[Experiment], run
     report.text(
         f"Agent `{agent}`; {'quick' if quick else 'full'} cohorts of {tasks}; budgets "
         f"{first.max_turns} model turns and {first.max_actions} env actions; {point} is "
-        "modified (`stale2`: the observation from two env actions earlier; `stale1`: one; `missing`: a fixed "
-        "unavailable message). Recovery at delay d runs after d more env actions. Cohorts never share tasks. "
+        f"modified ({_conditions_text(first.conditions)}). Recovery at delay d runs after d more env actions. "
+        "Cohorts never share tasks. "
         "Intervals: 95% task-level cluster bootstrap."
     )
     report.text(
