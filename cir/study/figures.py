@@ -451,8 +451,14 @@ def plot_recovery_mix(mix: pd.DataFrame) -> Figure:
     conditions = sorted(set(mix["condition"]), key=lambda c: (c != "clean", c))
     ops = list(dict.fromkeys(chosen["operation"]))
     delays = sorted(set(chosen["delay"]))
-    fig = Figure(figsize=(2.6 * len(conditions) + 1.2, 3.4))
-    axes = fig.subplots(1, len(conditions), sharey=True, squeeze=False)[0]
+    # at most three panels a row: six conditions in one row would be shrunk past reading on a page
+    ncols = min(3, len(conditions))
+    nrows = -(-len(conditions) // ncols)
+    fig = Figure(figsize=(2.6 * ncols + 1.2, 2.9 * nrows + 0.5))
+    grid = fig.subplots(nrows, ncols, sharey=True, squeeze=False).ravel()
+    for spare in grid[len(conditions):]:
+        spare.set_visible(False)
+    axes = grid[:len(conditions)]
     colours = {op: f"C{i}" for i, op in enumerate(ops)}
     for ax, condition in zip(axes, conditions, strict=True):
         part = chosen[chosen["condition"] == condition]
@@ -463,7 +469,8 @@ def plot_recovery_mix(mix: pd.DataFrame) -> Figure:
             bottom += np.asarray(share)
         ax.set_title(condition, fontsize=9)
         ax.set_xlabel("delay")
-    axes[0].set_ylabel("share of the condition's arms")
+    for ax in grid[::ncols]:
+        ax.set_ylabel("share of the condition's arms")
     axes[-1].legend(fontsize=8, loc="upper right")
     fig.suptitle(f"Which recovery {mix['policy'].iloc[0]} chose", fontsize=10)
     fig.tight_layout()
