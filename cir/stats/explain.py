@@ -258,6 +258,9 @@ def explain_table(explanations: Iterable[PairExplanation]) -> pd.DataFrame:
             **_lengths(ex),
         })
     table = pd.DataFrame(rows, columns=[*EXPLAIN_COLUMNS, "sample"])
+    # in the order of the pairs, not of the store (whose order of tasks follows the workers)
+    table = table.sort_values(["task_id", "condition", "delay", "operation", "sample"], kind="stable",
+                              ignore_index=True)
     # a run of one draw per arm: the table as it was before samples
     return table if (table["sample"] > 0).any() else table.drop(columns="sample")
 
