@@ -65,7 +65,7 @@ def main() -> int:
     from support.llm_server import MODEL_NAME, LlamaServer
     from support.toy_framework import keydoor_answer
 
-    from cir.agents.factory import make_agent
+    from cir.agents.factory import agent_from_spec
 
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="cir-frameworks-"))
     generate_tasks(work / "tasks", "test", args.tasks, 0)  # the same tasks again on a second call
@@ -99,7 +99,7 @@ def main() -> int:
             out["cir_table_reads"] = shown.returncode == 0
             out["table"] = shown.stdout
             # the router live in the framework's loop, its model behind the jobs1 run's replies
-            agent = make_agent(spec, base_url=server.base_url, cache_dir=work / kind / "jobs1" / "agent_cache")
+            agent = agent_from_spec(spec, base_url=server.base_url, cache_dir=work / kind / "jobs1" / "agent_cache")
             try:
                 if args.no_live:
                     raise _Skip
@@ -120,7 +120,7 @@ def main() -> int:
         own = {}
         for mode in [m for m in args.own.split(",") if m]:
             folder = work / "cir-own" / mode
-            cmd = [sys.executable, "-m", "cir", "run", "--env", ENV, "--tasks", str(tasks), "--out", str(folder),
+            cmd = [sys.executable, "-m", "cir", "run", "--family", ENV, "--tasks", str(tasks), "--out", str(folder),
                    "--agent", f"{mode}:{MODEL_NAME}", "--base-url", server.base_url, "--quiet", *CLI_GRID]
             done = subprocess.run(cmd, capture_output=True, text=True)
             if done.returncode != 0:

@@ -42,9 +42,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     rng = random.Random(args.seed)
     work = Path(tempfile.mkdtemp(prefix="cir-kills-"))
-    subprocess.run([sys.executable, "-m", "cir", "tasks", "generate", "--env", KEYDOOR, "--split", "train",
+    subprocess.run([sys.executable, "-m", "cir", "tasks", "generate", "--family", KEYDOOR, "--split", "train",
                     "--n", "40", "--out", str(work / "kd")], cwd=ROOT, check=True, capture_output=True)
-    kinds = [("keydoor", ["--env", KEYDOOR, "--tasks", str(work / "kd" / "train")])]
+    kinds = [("keydoor", ["--family", KEYDOOR, "--tasks", str(work / "kd" / "train")])]
     if args.alfworld_tasks:
         kinds.append(("alfworld", ["--tasks", args.alfworld_tasks]))
     env = {**os.environ, "KEYDOOR_STEP_SECONDS": "0.02"}

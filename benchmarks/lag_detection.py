@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     from cir.pairs.paired import read_paired
     from cir.pairs.run import RunSpec, run_experiments
     from cir.pairs.settings import RunSettings
-    from cir.stats.decompose import select_cohort
+    from cir.stats.decompose import select_subset
     from cir.study.experiments import load_experiments
     from cir.study.kinds import error_detection, kind_section, lag_visibility, scored_cells
     from cir.study.page import Report, markdown_table
@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
                      tasks_source=f"{e.split}[{e.name}]") for e in (fit, test)]
     run_experiments(specs, progress=False, echo=lambda s: None)
     ran = time.perf_counter() - started
-    train = select_cohort(read_paired(args.work / "runs" / fit.name, require_features=True), fit.fit_cir)
+    train = select_subset(read_paired(args.work / "runs" / fit.name, require_features=True), fit.fit_cir)
     test_df = read_paired(args.work / "runs" / test.name, require_features=True)
     sel = run_selective(train, test_df, None, resamples=args.resamples, seed=args.seed, source=test.name)
     report = Report("lag detection")

@@ -125,7 +125,7 @@ def analyse(studies: dict[int, Path], runs: dict[int, dict[str, Path]], resample
 
     from cir.pairs.paired import read_paired
     from cir.router.evaluation import summarize_walks, walk_routers
-    from cir.stats.decompose import select_cohort
+    from cir.stats.decompose import select_subset
 
     walked: dict[tuple[str, str], list] = {}
     policies: dict[tuple[str, str], list[str]] = {}
@@ -133,7 +133,7 @@ def analyse(studies: dict[int, Path], runs: dict[int, dict[str, Path]], resample
     for s, study in studies.items():
         experiments = _experiments(study)
         fit = next(e for e in experiments if e.fit_cir)
-        train = select_cohort(read_paired(study / "runs" / fit.name, require_features=True), fit.fit_cir)
+        train = select_subset(read_paired(study / "runs" / fit.name, require_features=True), fit.fit_cir)
         tables = {name: read_paired(path, require_features=True) for name, path in runs[s].items()}
         common = set.intersection(*(set(t["task_id"]) for t in tables.values()))
         counts.append({"seed": s, **{f"tasks {k}": t["task_id"].nunique() for k, t in tables.items()},

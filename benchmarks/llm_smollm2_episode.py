@@ -95,7 +95,7 @@ def main() -> int:
     h = harness(victim)
     partial = h.reset(env, task.task_id)
     try:
-        h.run(env, partial, hooks=[StopAfter(doomed, 2)])
+        h.play(env, partial, hooks=[StopAfter(doomed, 2)])
         stopped = "no error (episode ended before the server stopped)"
     except CirError as exc:
         stopped = str(exc)

@@ -63,8 +63,8 @@ def main(run_dir: str, router_path: str) -> int:
             start = time.perf_counter()
             decision = router.decide(prefix, d)
             t_live += time.perf_counter() - start
-            feats = extract_features(prefix, d, max_turns=int(router.settings["max_turns"]),
-                                     max_actions=int(router.settings["max_actions"]))
+            feats = extract_features(prefix, d, max_turns=int(router.params["max_turns"]),
+                                     max_actions=int(router.params["max_actions"]))
             csv = row.iloc[0]
             if any(float(csv[f]) != feats[f] for f in router.features):
                 mismatched_features += 1

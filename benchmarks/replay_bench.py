@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
                               delays=check_delays(args.delays),
                               operations=tuple(args.operations.split(",")))
     tasks = load_tasks(args.tasks)[: args.n]
-    agent_settings = make_agent(args.agent, seed=0).settings()
+    agent_params = make_agent(args.agent, seed=0).params()
     report: dict[str, Any] = {"tasks": len(tasks), "grid": settings.as_dict(), "agent": args.agent}
     rows_by_mode: dict[str, list] = {}
     for mode in args.modes.split(","):
@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         if "work" not in report:
             work: dict[str, int] = {}
             for r in results:
-                for k, v in unique_and_naive(r, agent_settings).items():
+                for k, v in unique_and_naive(r, agent_params).items():
                     work[k] = work.get(k, 0) + v
             work["pairs"] = sum(len(r.rows) for r in results)
             work["feasible_tasks"] = sum(1 for r in results if r.feasible)

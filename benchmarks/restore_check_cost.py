@@ -4,8 +4,8 @@ every branch point, the next env action; ``full``: every branch point, every lat
 action), alternately in one sitting, each beside the others; and whether the outputs are the
 baseline's (``benchmarks/study_digest.py``: byte-identical tables, timings aside).
 
-    python benchmarks/restore_check_cost.py --env alfworld --baseline /work/baseline/quick-a84a68f
-    python benchmarks/restore_check_cost.py --env textworld-cooking --baseline OUT_OF_A_BASELINE
+    python benchmarks/restore_check_cost.py --family alfworld --baseline /work/baseline/quick-a84a68f
+    python benchmarks/restore_check_cost.py --family textworld-cooking --baseline OUT_OF_A_BASELINE
 
 With ``--per-task DIR`` it measures instead, in this process, each task of a folder through
 :func:`cir.pairs.replay.run_task_pairs` on the primary cohort's grid (4 conditions x delays
@@ -14,7 +14,7 @@ process CPU seconds of each and the real env steps each made (a counting wrapper
 family's env: the check's steps are a mode's minus ``task``'s, a count no load changes), and
 that the rows and costs of every mode are the same:
 
-    python benchmarks/restore_check_cost.py --env alfworld --per-task /work/baseline/quick-a84a68f/tasks/valid_unseen
+    python benchmarks/restore_check_cost.py --family alfworld --per-task /work/baseline/quick-a84a68f/tasks/valid_unseen
 
 Each study starts from a copy of the baseline's ``tasks`` folder (the study leaves generated
 tasks as they are), so the time is that of the runs and the analysis, not of generating the
@@ -50,7 +50,7 @@ def one_study(env: str, mode: str, baseline: Path, out: Path, jobs: int) -> dict
         shutil.rmtree(out)
     out.mkdir(parents=True)
     shutil.copytree(baseline / "tasks", out / "tasks")
-    cmd = [sys.executable, "-m", "cir", "reproduce", "--quick", "--env", env, "--out", str(out), "--quiet",
+    cmd = [sys.executable, "-m", "cir", "reproduce", "--quick", "--family", env, "--out", str(out), "--quiet",
            "--jobs", str(jobs), "--restore-check", mode]
     cpu0, t0 = _children_cpu(), time.perf_counter()
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
@@ -132,7 +132,7 @@ def _span(rows: list[dict[str, float | str]], key: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--env", default="alfworld")
+    ap.add_argument("--family", default="alfworld")
     ap.add_argument("--baseline", type=Path, help="a `cir reproduce --quick` output of the code before")
     ap.add_argument("--per-task", type=Path, default=None, metavar="DIR", help="measure per task, in this process")
     ap.add_argument("--n", type=int, default=8, help="tasks of --per-task")

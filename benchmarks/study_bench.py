@@ -112,8 +112,8 @@ class TimedAgent:
         self.agent = agent
         self.name = agent.name
 
-    def settings(self) -> dict[str, Any]:
-        return self.agent.settings()
+    def params(self) -> dict[str, Any]:
+        return self.agent.params()
 
     def act(self, context: list[dict[str, str]]) -> str:
         with TIMERS.group("agent"):
@@ -127,7 +127,7 @@ def make_env(task: Any, *, snapshots: str, savings: Any) -> TimedEnv:
         return TimedEnv(AlfworldEnv(task.game_file, snapshots=snapshots, savings=savings))  # type: ignore[arg-type]
 
 
-def make_agent(spec: str, *, seed: int) -> TimedAgent:
+def timed_agent(spec: str, *, seed: int) -> TimedAgent:
     from cir.families import make_agent as build
 
     return TimedAgent(build(spec, seed=seed))
@@ -183,7 +183,7 @@ def child_run(cfg: dict[str, Any]) -> dict[str, Any]:
     out = Path(cfg["out"])
     t0 = time.process_time()
     run_experiment(tasks, out,
-                   RunSettings(replay=settings, jobs=1, agent_factory=make_agent, env_factory=partial(make_env, savings=savings_of(cfg["arm"]))),
+                   RunSettings(replay=settings, jobs=1, agent_factory=timed_agent, env_factory=partial(make_env, savings=savings_of(cfg["arm"]))),
                    progress=False, echo=lambda _: None)
     cpu = time.process_time() - t0
     groups = dict(TIMERS.seconds)

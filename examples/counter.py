@@ -17,8 +17,8 @@ number again, and costs one of the counter's few moves. So refresh can rescue a 
 harm one that had no move to spare.
 
 The same parts bundled as an environment family (:data:`FAMILY`, :class:`cir.Family`) go
-through every command: ``cir tasks generate --env examples.counter:FAMILY --split test --n 40
---out counter-tasks``, ``cir check-env --env examples.counter:FAMILY``, ``cir run --env
+through every command: ``cir tasks generate --family examples.counter:FAMILY --split test --n 40
+--out counter-tasks``, ``cir check-env --family examples.counter:FAMILY``, ``cir run --family
 examples.counter:FAMILY --tasks counter-tasks/test --out counter-run``, ``cir fit``, ``cir
 evaluate``, ``cir explain``, ``cir episode --router`` (from this repository's folder).
 
@@ -160,7 +160,7 @@ class CounterAgent:
         left = target - believed_count(context)
         return "stop" if left <= 0 else f"add {min(2, left)}"
 
-    def settings(self) -> dict[str, Any]:
+    def params(self) -> dict[str, Any]:
         return {"version": 1}
 
 

@@ -2,7 +2,7 @@
 of the tests, through any OpenAI-compatible chat server::
 
     pip install "cir[inspect]"
-    cir run --env tests.support.keydoor:FAMILY --tasks kd-tasks/test --out kd-inspect \\
+    cir run --family tests.support.keydoor:FAMILY --tasks kd-tasks/test --out kd-inspect \\
         --agent inspect:examples.inspect_agent:agent --base-url http://127.0.0.1:8000/v1 \\
         --conditions clean,stale2,missing --delays 0,2 --operations refresh,replan
 

@@ -2,8 +2,8 @@
 key-and-door family of the tests. Its paired study and its router, in its own graph::
 
     pip install "cir[langgraph]"
-    cir tasks generate --env tests.support.keydoor:FAMILY --split test --n 8 --out kd-tasks
-    cir run --env tests.support.keydoor:FAMILY --tasks kd-tasks/test --out kd-langgraph \\
+    cir tasks generate --family tests.support.keydoor:FAMILY --split test --n 8 --out kd-tasks
+    cir run --family tests.support.keydoor:FAMILY --tasks kd-tasks/test --out kd-langgraph \\
         --agent langgraph:examples.langgraph_agent:agent --base-url http://127.0.0.1:8000/v1 \\
         --conditions clean,stale2,missing --delays 0,2 --operations refresh,replan
 

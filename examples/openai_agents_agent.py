@@ -2,7 +2,7 @@
 family of the tests, through any OpenAI-compatible chat server::
 
     pip install "cir[openai-agents]"
-    cir run --env tests.support.keydoor:FAMILY --tasks kd-tasks/test --out kd-sdk \\
+    cir run --family tests.support.keydoor:FAMILY --tasks kd-tasks/test --out kd-sdk \\
         --agent openai-agents:examples.openai_agents_agent:agent --base-url http://127.0.0.1:8000/v1 \\
         --conditions clean,stale2,missing --delays 0,2 --operations refresh,replan
 

@@ -223,7 +223,7 @@ class FrameworkAgent:
         """The requests, cache hits and tokens of the reply proxy since the last agent took them."""
         return None if self.replies is None else self.replies.take()
 
-    def settings(self) -> dict[str, Any]:
+    def params(self) -> dict[str, Any]:
         return dict(self._settings)
 
     def act(self, context: list[dict[str, str]]) -> str:
@@ -299,7 +299,7 @@ def framework_agent_of(kind: str, target: str, make: Callable[[Any], Any], *, ba
     proxy = serve_from(base_url, api_key_env, cache_dir, cache_fallback)
     obj, identity = load_target(kind, target)
     framework = make(obj)
-    return FrameworkAgent(f"{kind}:{target}", framework, {**framework.settings(), **identity},
+    return FrameworkAgent(f"{kind}:{target}", framework, {**framework.params(), **identity},
                           close=getattr(framework, "close", None), replies=proxy)
 
 

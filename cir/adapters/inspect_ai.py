@@ -3,7 +3,7 @@
 ``pip install "cir[inspect]"``. An Inspect agent (``react(...)`` or any ``@agent``) runs unchanged;
 its tools are thin calls into the env (:func:`cir.adapters.env_step`)::
 
-    cir run --env ENV --tasks TASKS --out RUN --agent inspect:my_agent:agent --base-url URL
+    cir run --family ENV --tasks TASKS --out RUN --agent inspect:my_agent:agent --base-url URL
 
 Inspect runs agents inside an eval's sample (``react`` keeps its checkpoints there), so each
 process holds one long-lived eval (:class:`TurnServer`) on the process's event loop whose one
@@ -183,7 +183,7 @@ class InspectFramework:
         self.agent = agent_
         self.server = TurnServer.shared()
 
-    def settings(self) -> dict[str, Any]:
+    def params(self) -> dict[str, Any]:
         return {"framework": "inspect", "inspect_ai": version("inspect-ai")}
 
     def tools(self) -> dict[str, tuple[str, ...]]:

@@ -4,7 +4,7 @@
 graph whose state is a ``messages`` list, with a model node and a ``tools`` node) runs unchanged;
 its tools are thin calls into the env (:func:`cir.adapters.env_step`)::
 
-    cir run --env ENV --tasks TASKS --out RUN --agent langgraph:my_agent:graph --base-url URL
+    cir run --family ENV --tasks TASKS --out RUN --agent langgraph:my_agent:graph --base-url URL
 
 One turn (:class:`LangGraphFramework`) is LangGraph's own fork: the message list is written to a
 fresh thread as the tools node's output (``update_state(..., as_node="tools")``, so the graph goes
@@ -74,7 +74,7 @@ class LangGraphFramework:
         self.graph = graph.copy(update={"checkpointer": self.saver})
         self.tools_node = tools_node
 
-    def settings(self) -> dict[str, Any]:
+    def params(self) -> dict[str, Any]:
         return {"framework": "langgraph", "langgraph": version("langgraph")}
 
     def tools(self) -> dict[str, tuple[str, ...]]:

@@ -3,7 +3,7 @@
 ``pip install "cir[openai-agents]"``. An ``agents.Agent`` runs unchanged; its function tools are
 thin calls into the env (:func:`cir.adapters.env_step`)::
 
-    cir run --env ENV --tasks TASKS --out RUN --agent openai-agents:my_agent:agent --base-url URL
+    cir run --family ENV --tasks TASKS --out RUN --agent openai-agents:my_agent:agent --base-url URL
 
 The SDK's state between turns is its run items, so one turn (:class:`AgentsSDKFramework`) is
 ``Runner.run(agent, input=ITEMS, max_turns=1)`` from the message list as input items (the tool
@@ -121,7 +121,7 @@ class AgentsSDKFramework:
                          "not fork; study each agent on its own")
         self.agent = agent
 
-    def settings(self) -> dict[str, Any]:
+    def params(self) -> dict[str, Any]:
         return {"framework": "openai-agents", "openai-agents": version("openai-agents")}
 
     def tools(self) -> dict[str, tuple[str, ...]]:

@@ -15,7 +15,7 @@ things of it to pair its runs exactly, and an adapter (one small module per fram
    perturbed text, a recovery added), and run on.
 2. ``tools()``: the agent's tool names and their parameters (so a refresh can be shown as
    the harness calling the observing tool).
-3. ``settings()``: plain data that, with the messages, fixes the replies (they name the
+3. ``params()``: plain data that, with the messages, fixes the replies (they name the
    agent in the ``agent`` column and key the run).
 
 The agent's tools are thin calls into the env: each calls :func:`env_step` with the env
@@ -74,7 +74,7 @@ class Framework(Protocol):
 
     name: str
 
-    def settings(self) -> dict[str, Any]: ...
+    def params(self) -> dict[str, Any]: ...
 
     def tools(self) -> dict[str, tuple[str, ...]]: ...
 

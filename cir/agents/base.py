@@ -11,12 +11,12 @@ class Agent(Protocol):
 
     ``context`` is the chat message list of :meth:`cir.episode.transcript.Transcript.context`.
     A reply is an env action (``go to desk 1``) or a thought (``think: ...``).
-    ``settings()`` returns the plain-data settings that, with the context, fix the
-    reply: it names the agent in tables and keys the reply cache.
+    ``params()`` returns the plain-data parameters that, with the context, fix the
+    reply: they name the agent in tables and key the reply cache.
     """
 
     name: str
 
     def act(self, context: list[dict[str, str]]) -> str: ...
 
-    def settings(self) -> dict[str, Any]: ...
+    def params(self) -> dict[str, Any]: ...

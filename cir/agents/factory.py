@@ -2,13 +2,13 @@
 
 The parts that depend on the environment come from its family (``cir.families``, which
 passes them here): the model-free agent (``builtin``, a function ``(profile, seed=)``) and the
-LLM agent's prompt (:class:`~cir.agents.prompt.LLMPrompt`). ``cir.families.make_agent`` is
-this function with a family's parts filled in.
+LLM agent's prompt (:class:`~cir.agents.prompt.LLMPrompt`). ``cir.make_agent``
+(:func:`cir.families.registry.make_agent`) is :func:`agent_from_spec` with a family's parts filled in.
 
 The LLM agent's decoding and request settings travel as one plain :class:`LLMConfig`
 (from the command line to the worker processes that build the agent), and how hard its
 requests may press the server as one :class:`~cir.agents.limits.RequestLimits` (never part
-of the agent's settings: the same replies come at any rate).
+of the agent's params: the same replies come at any rate).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from cir.agents.sampling import check_temperature
 from cir.util.errors import CirError
 
 DEFAULT_AGENT = "builtin"
-# The agent specs make_agent understands, for command-line help.
+# The agent specs agent_from_spec understands, for command-line help.
 AGENT_SPECS = ("builtin[:PROFILE], openai:MODEL, openai-completion:MODEL, or a framework agent "
                "langgraph:MODULE:ATTR, openai-agents:MODULE:ATTR, inspect:MODULE:ATTR")
 #: Framework agents by the spec's kind: the adapter (``cir.adapters``, an optional extra) that
@@ -71,7 +71,7 @@ class LLMConfig:
 
     ``max_tokens=None`` is the agent's default (larger with ``think``); ``logprobs=None``
     asks for none; ``options`` are extra request fields. All of it is part of the agent's
-    settings: it names the agent and keys the reply cache.
+    params: it names the agent and keys the reply cache.
     """
 
     temperature: float = 0.0
@@ -107,7 +107,7 @@ def parse_llm_options(items: Sequence[str]) -> dict[str, Any]:
     return options
 
 
-def make_agent(
+def agent_from_spec(
     spec: str = DEFAULT_AGENT,
     *,
     base_url: str | None = None,
@@ -155,7 +155,7 @@ def make_agent(
 
 @dataclass(frozen=True)
 class AgentIdentity:
-    """What names an agent, without the agent: its ``name`` and :meth:`settings`, as the agent
+    """What names an agent, without the agent: its ``name`` and :meth:`params`, as the agent
     would give them (so ``agent_label`` reads it as it reads an agent), and whether it keeps
     replies in a cache."""
 
@@ -163,34 +163,34 @@ class AgentIdentity:
     fixed: dict[str, Any]
     uses_cache: bool = False
 
-    def settings(self) -> dict[str, Any]:
+    def params(self) -> dict[str, Any]:
         return dict(self.fixed)
 
 
-def agent_identity(spec: str = DEFAULT_AGENT, *, base_url: str | None = None, seed: int = 0,
+def identity_from_spec(spec: str = DEFAULT_AGENT, *, base_url: str | None = None, seed: int = 0,
                    llm: LLMConfig | None = None, builtin: Callable[..., Agent] | None = None,
                    prompt: LLMPrompt | None = None, family: str = "this environment", **_: Any) -> AgentIdentity:
-    """The name and settings of the agent :func:`make_agent` would build from these arguments
+    """The name and params of the agent :func:`agent_from_spec` would build from these arguments
     (the same checks, the same CirErrors), without building it: no reply cache, no server
-    limiter, no client. A model-free agent is plain data, so its own ``settings()`` are read."""
+    limiter, no client. A model-free agent is plain data, so its own ``params()`` are read."""
     kind, _, arg = spec.partition(":")
     llm = llm or LLMConfig()
     if kind == "builtin":
         agent = _builtin_agent(spec, arg or "default", llm, builtin, family, seed)
-        return AgentIdentity(agent.name, dict(agent.settings()))
-    if kind in FRAMEWORKS:  # its settings are the installed framework's and the target's: built to read them
-        agent = make_agent(spec, base_url=base_url, seed=seed, llm=llm)
+        return AgentIdentity(agent.name, dict(agent.params()))
+    if kind in FRAMEWORKS:  # its params are the installed framework's and the target's: built to read them
+        agent = agent_from_spec(spec, base_url=base_url, seed=seed, llm=llm)
         try:
-            return AgentIdentity(agent.name, dict(agent.settings()), uses_cache=True)
+            return AgentIdentity(agent.name, dict(agent.params()), uses_cache=True)
         finally:
             getattr(agent, "close", lambda: None)()
     from cir.agents.llm import LLMAgent
 
     model, mode, _url = _llm_spec(spec, base_url, prompt, family)
-    name, settings = LLMAgent.describe(model, mode, prompt, seed=seed, temperature=llm.temperature,
+    name, params = LLMAgent.describe(model, mode, prompt, seed=seed, temperature=llm.temperature,
                                        max_tokens=llm.max_tokens, think=llm.think, logprobs=llm.logprobs,
                                        options=llm.options)
-    return AgentIdentity(name, settings, uses_cache=True)
+    return AgentIdentity(name, params, uses_cache=True)
 
 
 def _llm_spec(spec: str, base_url: str | None, prompt: LLMPrompt | None, family: str) -> tuple[str, str, str]:

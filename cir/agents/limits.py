@@ -45,7 +45,7 @@ MAX_RETRIES = 100
 
 @dataclass(frozen=True)
 class RequestLimits:
-    """Limits on the requests of a run (plain, picklable; never part of an agent's settings:
+    """Limits on the requests of a run (plain, picklable; never part of an agent's params:
     they change when replies come, never what they are).
 
     ``concurrency``: requests in flight at most (None: as many as the threads ask);

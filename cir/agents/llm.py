@@ -10,7 +10,7 @@ agent a pure function of its context (the contract of :mod:`cir.agents.base`) ev
 the server is not deterministic or samples, and makes the shared prefix of paired
 branches and every rerun free. What a request says and how a reply becomes an action are
 the environment's: its family's :class:`~cir.agents.prompt.LLMPrompt` (``prompt=``), whose
-version is part of the agent's settings.
+version is part of the agent's params.
 
 Reasoning models: with ``think=True`` there is no newline stop and ``max_tokens`` is
 larger by default (:data:`THINK_MAX_TOKENS`); a ``<think>...</think>`` block is removed
@@ -230,7 +230,7 @@ class LLMAgent:
 
     ``client``: an ``httpx.Client`` to send with (default: the process's shared pool);
     ``limiter``: the :class:`~cir.agents.limits.Limiter` to respect (default: the process's
-    one for this server, without limits). Neither is part of the agent's settings.
+    one for this server, without limits). Neither is part of the agent's params.
     """
 
     thread_safe = True  # the harness may call act() from several threads at once
@@ -318,20 +318,20 @@ class LLMAgent:
     invalid_answers = _counter("invalid_answers", "Answers without a reply (retried).")
 
     # -- the Agent contract -------------------------------------------------------------
-    def settings(self) -> dict[str, Any]:
+    def params(self) -> dict[str, Any]:
         """What fixes the reply besides the context (no address, no key; the sample index above 0)."""
         fixed = self.describe(self.model, self.mode, self.prompt, seed=self.seed, temperature=self.temperature,
                               max_tokens=self.max_tokens, think=self.think, logprobs=self.logprobs,
                               options=self.options)[1]
-        # sample 0 is the agent itself: its settings (and so its label) are unchanged
+        # sample 0 is the agent itself: its params (and so its label) are unchanged
         return {**fixed, **({"sample": self.sample_index} if self.sample_index else {})}
 
     @staticmethod
     def describe(model: str, mode: str | None, prompt: LLMPrompt | None, *, seed: int = 0,
                  temperature: float = 0.0, max_tokens: int | None = None, think: bool = False,
                  logprobs: int | None = None, options: Mapping[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
-        """The name and :meth:`settings` of the agent these arguments make (checked as the
-        constructor checks them), without making it: ``cir.agents.factory.agent_identity``."""
+        """The name and :meth:`params` of the agent these arguments make (checked as the
+        constructor checks them), without making it: ``cir.agents.factory.identity_from_spec``."""
         mode = _check_agent(prompt, model, mode)
         if max_tokens is None:
             max_tokens = THINK_MAX_TOKENS if think else MAX_TOKENS

@@ -19,7 +19,7 @@ is the same agent drawing its ``i``-th sample. At temperature 0 it is unchanged.
 into beliefs one message at a time (the family's ``fold``), memoised by context prefix (a
 rolling digest of the messages, so a call reads only the messages its longest known prefix
 lacks), and answer from the beliefs (the family's ``Decider``); a family's agent gives those
-parts, its mechanisms and its settings.
+parts, its mechanisms and its params.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from cir.agents.sampling import check_temperature, sampling_settings, softmax_choice, twin
+from cir.agents.sampling import check_temperature, sampling_params, softmax_choice, twin
 from cir.util.errors import CirError
 
 #: what a mechanism is: a slip of a plain run, a self-correction, an error a stale or missing
@@ -117,7 +117,7 @@ class ModelFreeAgent:
     behind each reply (the harness keeps them in the episode's explanation trace).
 
     A subclass sets ``name`` and ``mechanisms`` (:func:`mechanism_table`), supplies
-    :meth:`settings` and calls ``super().__init__(key, params, start=, fold=, decider=, memo=)``
+    :meth:`params` and calls ``super().__init__(key, params, start=, fold=, decider=, memo=)``
     with its belief functions: ``start(task_text) -> beliefs``, ``fold(beliefs, role, content,
     draws, params) -> (beliefs, fired)`` and ``decider(beliefs, params, draws)``, an object whose
     ``decide()`` is the reply and whose ``fired`` is what fired deciding (and, for an agent that
@@ -127,7 +127,7 @@ class ModelFreeAgent:
     profile and override shares one set of draws (common random numbers: changing a parameter
     changes only the choices that parameter decides). The memo is per instance, so its digests
     may leave the parameters out. ``temperature`` (0: no sampling) makes it sample; a subclass's
-    settings add :meth:`sampling_settings`.
+    settings add :meth:`sampling_params`.
     """
 
     name: str = "modelfree"
@@ -136,7 +136,7 @@ class ModelFreeAgent:
     def __init__(self, key: Mapping[str, Any], params: dict[str, float], *, start: Callable[[str], Any],
                  fold: Callable[..., tuple[Any, list[Fired]]], decider: Callable[..., Any], memo: bool = True,
                  temperature: float = 0.0) -> None:
-        self.params = params
+        self.skill = params  # the skill profile: each mechanism's chance
         self.temperature = check_temperature(temperature)
         self.sample_index = 0  # sample 0 is the agent itself (cir.agents.sampling)
         self.memo = memo
@@ -144,13 +144,13 @@ class ModelFreeAgent:
         self._key = json.dumps(dict(key), sort_keys=True).encode()
         self._memo: dict[bytes, tuple[Any, list[Fired]]] = {}
 
-    def settings(self) -> dict[str, Any]:  # pragma: no cover - every agent has its own
+    def params(self) -> dict[str, Any]:  # pragma: no cover - every agent has its own
         raise NotImplementedError
 
-    def sampling_settings(self) -> dict[str, Any]:
-        """What its settings add when it samples: the temperature and the sample index (nothing at
+    def sampling_params(self) -> dict[str, Any]:
+        """What its params add when it samples: the temperature and the sample index (nothing at
         temperature 0, so the agent's label is unchanged)."""
-        return sampling_settings(self.temperature, self.sample_index)
+        return sampling_params(self.temperature, self.sample_index)
 
     def sample(self, index: int) -> Any:
         """The agent drawing its ``index``-th sample (:mod:`cir.agents.sampling`): at temperature 0
@@ -173,7 +173,7 @@ class ModelFreeAgent:
         task_text = context[0].get("content") or ""
         draws = Draws(hashlib.blake2b(self._key + task_text.encode(), digest_size=16).digest())
         beliefs, read_fired = self._read(context, draws)
-        decider = self._decider(beliefs, self.params, draws)
+        decider = self._decider(beliefs, self.skill, draws)
         reply = decider.decide()
         if self.temperature > 0:
             reply = self._sampled(decider, draws, reply)
@@ -211,7 +211,7 @@ class ModelFreeAgent:
         beliefs, fired = state
         for i in range(start + 1, len(context)):
             beliefs, fired = self._fold(beliefs, context[i].get("role") or "", context[i].get("content") or "",
-                                        draws, self.params)
+                                        draws, self.skill)
             if self.memo:
                 if len(self._memo) >= _MEMO_LIMIT:
                     self._memo.clear()

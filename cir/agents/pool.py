@@ -86,7 +86,7 @@ class Servers:
     """Several servers of one model (``--base-url A,B``): each request goes to the one with
     the fewest requests in flight from this process (ties in turn), so servers that answer
     one request at a time each get one. Which server answers never changes the reply of a
-    deterministic server, so it is no part of the agent's settings."""
+    deterministic server, so it is no part of the agent's params."""
 
     def __init__(self, urls: list[str]) -> None:
         if not urls:

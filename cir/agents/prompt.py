@@ -7,7 +7,7 @@ any environment. ``examples`` is a sequence of worked episodes, or a function of
 text that chooses them (ALFWorld shows two of the task's type). A prompt read from a file
 (``cir run --prompt FILE``) keeps the family's parser: a file holds text, never code.
 
-The ``version`` is part of the agent's settings: a changed prompt is another agent (its own
+The ``version`` is part of the agent's params: a changed prompt is another agent (its own
 reply cache keys and its own ``agent`` label).
 """
 
@@ -90,7 +90,7 @@ def merge_same_role(messages: list[dict[str, str]]) -> list[dict[str, str]]:
 class LLMPrompt:
     """A ReAct prompt: ``instructions`` (the system text), ``examples`` (worked episodes, the
     agent's commands on ``> `` lines, or a function of the task text that chooses them) and
-    ``parse`` (a reply -> :class:`ParsedAction`). ``version`` names it in the agent's settings."""
+    ``parse`` (a reply -> :class:`ParsedAction`). ``version`` names it in the agent's params."""
 
     version: str
     instructions: str

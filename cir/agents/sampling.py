@@ -3,7 +3,7 @@
 An agent that samples (an LLM at a temperature above 0, a server that is not deterministic
 even at 0, a built-in agent at a temperature) is still a pure function of its context *and a
 sample index*: ``agent.sample(i)`` is the same agent drawing its ``i``-th sample, whose
-settings say which (``"sample": i``), so a reply cache keyed by context and settings keys on
+params say which (``"sample": i``), so a reply cache keyed by context and params keys on
 both, and the same context and index give the same reply in any process, on any day. Sample
 0 is the agent itself, so one sample per arm is exactly the agent without sampling.
 
@@ -89,8 +89,8 @@ def softmax_choice(decided: str, alternatives: Sequence[str], temperature: float
     return alts[min(int((u - 1.0 / total) / (odds / total)), len(alts) - 1)]
 
 
-def sampling_settings(temperature: float, index: int) -> dict[str, Any]:
-    """What a built-in agent's settings add when it samples: its temperature (above 0) and its
+def sampling_params(temperature: float, index: int) -> dict[str, Any]:
+    """What a built-in agent's params add when it samples: its temperature (above 0) and its
     sample index (above 0); nothing at temperature 0, so the agent's label is unchanged."""
     return {**({"temperature": temperature} if temperature > 0 else {}),
             **({"sample": index} if index else {})}

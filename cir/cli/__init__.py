@@ -21,7 +21,7 @@ import warnings
 from pathlib import Path
 
 from cir import __version__
-from cir.cli.env import add_env_everywhere
+from cir.cli.family import add_family_everywhere
 from cir.util.errors import CirError, SettingError
 
 # Command modules, in the order they appear in ``cir --help``.
@@ -58,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(subparsers)
-    add_env_everywhere(subparsers)  # --env on every command that does not declare its own
+    add_family_everywhere(subparsers)  # --family on every command that does not declare its own
     return parser
 
 
@@ -98,11 +98,11 @@ def main(argv: list[str] | None = None) -> int:
 def _run(args: argparse.Namespace) -> int:
     """The command's handler; an error a user can act on as one line and exit code 2."""
     try:
-        if getattr(args, "env", None):
-            # --env names a family that exists and, for a run folder, the run's own family
-            from cir.cli.env import env_spec
+        if getattr(args, "family", None):
+            # --family names a family that exists and, for a run folder, the run's own family
+            from cir.cli.family import family_spec
 
-            env_spec(args, *(getattr(args, k, None) for k in ("paired", "run")))
+            family_spec(args, *(getattr(args, k, None) for k in ("paired", "run")))
         return int(args.handler(args) or 0)
     except CirError as err:
         print(f"cir: error: {err.as_option() if isinstance(err, SettingError) else err}", file=sys.stderr)

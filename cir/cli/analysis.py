@@ -34,8 +34,9 @@ JOINT_COLUMNS = ["comparison", "n_tasks", "wins", "losses", "effect_pp", "ci_low
 
 def _common(parser: argparse.ArgumentParser, resamples: bool = True, fmt: bool = True) -> None:
     parser.add_argument("paired", metavar="PAIRED", help="paired.csv / paired.parquet, or a RUN_DIR")
-    parser.add_argument("--cohort", choices=["all", "factual-success"], default="all",
-                        help="all prefix-feasible tasks, or only tasks whose factual run succeeded")
+    parser.add_argument("--subset", "--cohort", dest="subset", choices=["all", "factual-success"], default="all",
+                        help="all prefix-feasible tasks, or only tasks whose factual run succeeded "
+                             "(--cohort: its former name)")
     parser.add_argument("--keep-prefix-mismatch", action="store_true",
                         help="keep rows whose two arms differ before the branch point (dropped by default)")
     parser.add_argument("--allow-partial", action="store_true",
@@ -62,7 +63,7 @@ def _register_table(subparsers: argparse._SubParsersAction) -> None:
                             "recovery operations are never added together: group by operation, or keep one "
                             "with --operation.",
                 examples=["cir table run1",
-                          "cir table run1 --by condition,delay --operation refresh --cohort factual-success",
+                          "cir table run1 --by condition,delay --operation refresh --subset factual-success",
                           "cir table run1 --columns all --format csv --out effects.csv"])
     _common(p)
     p.add_argument("--by", default="condition,delay,operation", metavar="KEYS", help="comma list of grouping columns")
@@ -234,7 +235,7 @@ def _table(args: argparse.Namespace) -> int:
     from cir.stats.effects import effect_table
 
     df = _load(args)
-    table = effect_table(df, by=_keys(args.by), cohort=args.cohort, resamples=args.resamples,
+    table = effect_table(df, by=_keys(args.by), subset=args.subset, resamples=args.resamples,
                          seed=args.seed, level=args.level,
                          require_prefix_match=not args.keep_prefix_mismatch, bootstrap=args.bootstrap)
     noise = [c for c in ("noise_floor_pp", "within_noise") if c in table.columns]  # a table of --samples
@@ -247,7 +248,7 @@ def _contrast(args: argparse.Namespace) -> int:
     from cir.stats.effects import contrast_table
 
     df = _load(args)
-    table = contrast_table(df, args.a, args.b, on=args.on, by=_keys(args.by), cohort=args.cohort,
+    table = contrast_table(df, args.a, args.b, on=args.on, by=_keys(args.by), subset=args.subset,
                            resamples=args.resamples, seed=args.seed, level=args.level,
                            require_prefix_match=not args.keep_prefix_mismatch)
     table = select_columns(table, list(table.attrs["by"]), args.columns, CONTRAST_COLUMNS, args.format)
@@ -261,7 +262,7 @@ def _joint(args: argparse.Namespace) -> int:
 
     df = _load(args)
     common = dict(a=args.a, b=args.b, on=args.on, by=_keys(args.by), condition=args.condition,
-                  delay=args.delay, cohort=args.cohort,
+                  delay=args.delay, subset=args.subset,
                   require_prefix_match=not args.keep_prefix_mismatch,
                   require_executed=not args.include_not_executed)
     counts = joint_outcomes(df, **common)
@@ -310,7 +311,7 @@ def _figures(args: argparse.Namespace) -> int:
     if args.keep_prefix_mismatch:
         df = df.assign(prefix_match=1)
     joint = {"a": args.a, "b": args.b, "condition": args.condition, "delay": args.delay}
-    result = write_figures(df, args.out, cohort=args.cohort, resamples=args.resamples, seed=args.seed,
+    result = write_figures(df, args.out, subset=args.subset, resamples=args.resamples, seed=args.seed,
                            level=args.level, joint=joint, progress=not args.quiet)
     for name, paths in result.items():
         if isinstance(paths, str):

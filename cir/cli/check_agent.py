@@ -18,7 +18,7 @@ from typing import Any
 
 from cir.agents.factory import AGENT_SPECS
 from cir.cli.check_env import on_tasks
-from cir.cli.env import add_env
+from cir.cli.family import add_family
 from cir.cli.limits import check_int
 from cir.cli.llm_options import add_llm_options, add_request_options
 from cir.cli.style import add_family_options, command, family_options
@@ -37,7 +37,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                   "--tasks tasks/valid_unseen",
                   "cir check-agent --agent openai:Qwen3-14B --base-url URL --temperature 0.7 --n 16",
                   "cir check-agent --agent builtin --temperature 0.7 --tasks tasks/valid_unseen"])
-    add_env(p)
+    add_family(p)
     p.add_argument("--agent", default="builtin", help=f"the agent: {AGENT_SPECS}")
     p.add_argument("--base-url", default=None, help="OpenAI-compatible server for openai[-completion]:MODEL")
     p.add_argument("--tasks", default=None, metavar="DIR",
@@ -54,7 +54,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from cir.cli.env import family_of
+    from cir.cli.family import family_of
 
     check_int("--contexts", args.contexts, 1, 1000)
     check_int("--n", args.n, 2, 1000)

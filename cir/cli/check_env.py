@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from cir.cli.env import add_env
+from cir.cli.family import add_family
 from cir.cli.limits import check_int
 from cir.cli.style import add_family_options, command, family_options
 
@@ -33,12 +33,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "own environment before a study: a restore that forgets part of the state gives wrong "
                     "paired labels that nothing else notices, and a random walk alone can miss a field that "
                     "matters only late in a task (a key in hand at the door), where agents do walk.",
-        examples=["cir check-env --env examples.counter:FAMILY",
-                  "cir check-env --env path/to/keydoor.py:FAMILY --tasks kd-tasks/train",
-                  "cir check-env --env alfworld --tasks tasks/valid_unseen --n 3",
+        examples=["cir check-env --family examples.counter:FAMILY",
+                  "cir check-env --family path/to/keydoor.py:FAMILY --tasks kd-tasks/train",
+                  "cir check-env --family alfworld --tasks tasks/valid_unseen --n 3",
                   "cir check-env --run kd-train      # the family, tasks and factual runs of a run folder",
-                  "cir check-env --env textworld-cooking --steps 40"])
-    add_env(p, reads_runs=True)
+                  "cir check-env --family textworld-cooking --steps 40"])
+    add_family(p, reads_runs=True)
     p.add_argument("--tasks", default=None, metavar="DIR",
                    help="a folder of the family's tasks; without it a few are generated in a temporary folder "
                         "(with --run: the run's own)")
@@ -56,7 +56,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from cir.cli.env import family_of
+    from cir.cli.family import family_of
 
     if args.n is not None:
         check_int("--n", args.n, 1, 100_000)
@@ -149,5 +149,5 @@ def _check(family: Any, tasks: list, args: argparse.Namespace, factual: dict[str
                           family_options=family_options(args))
     for line in report.failures:
         print(line)
-    print(f"env {family.name!r}: {report.summary()}")
+    print(f"family {family.name!r}: {report.summary()}")
     return 0 if report.ok else 1

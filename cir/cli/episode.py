@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from cir.agents.factory import AGENT_SPECS
-from cir.cli.env import add_env
+from cir.cli.family import add_family
 from cir.cli.limits import MAX_BUDGET, check_int
 from cir.cli.llm_options import add_llm_options, add_request_options, llm_config, request_limits
 from cir.cli.style import add_quiet, command
@@ -53,7 +53,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("task", metavar="TASK",
                    help="a task the family loads (ALFWorld: a game.tw-pddl or a trial folder holding one), "
                         "or with --tasks a task id")
-    add_env(p, reads_runs=True)
+    add_family(p, reads_runs=True)
     p.add_argument("--tasks", default=None, metavar="DIR", help="a folder of the family's tasks; TASK is then a task id")
     p.add_argument("--agent", default="builtin", help=f"the agent: {AGENT_SPECS}")
     p.add_argument("--base-url", default=None, help="OpenAI-compatible server for openai[-completion]:MODEL")
@@ -109,9 +109,9 @@ def handle(args: argparse.Namespace) -> int:
     check_int("--max-actions", args.max_actions, 1, MAX_BUDGET)
     if args.json and Path(args.json).is_dir():  # found out before the episode runs, not after
         raise CirError(f"--json {args.json}: is a folder; give a file name for the transcript")
-    # the family: --env, else the router's (its file names it), else ALFWorld
-    router = Router.load(args.router) if args.router and not args.env else None
-    env_spec = args.env or (router.family if router is not None else DEFAULT_FAMILY)
+    # the family: --family, else the router's (its file names it), else ALFWorld
+    router = Router.load(args.router) if args.router and not args.family else None
+    env_spec = args.family or (router.family if router is not None else DEFAULT_FAMILY)
     family = get_family(env_spec)
     if args.router and router is None:
         router = Router.load(args.router, extractor=family.extractor)

@@ -37,7 +37,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _explain(args: argparse.Namespace) -> int:
     from cir.cli.analysis import partial_label
-    from cir.cli.env import env_spec
+    from cir.cli.family import family_spec
     from cir.stats.explain import (
         attribution_split,
         explain_run,
@@ -49,7 +49,7 @@ def _explain(args: argparse.Namespace) -> int:
     from cir.study.page import markdown_table
     from cir.util.errors import CirError
 
-    env = env_spec(args, args.run)  # the run's family, whose agent names the mechanisms
+    env = family_spec(args, args.run)  # the run's family, whose agent names the mechanisms
     one = [args.task, args.condition, args.delay, args.operation]
     if any(v is not None for v in one):
         if any(v is None for v in one):

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from cir.cli.analysis import partial_label
-from cir.cli.env import env_spec, recorded_family
+from cir.cli.family import family_spec, recorded_family
 from cir.cli.limits import MAX_BUDGET, MAX_RESAMPLES, MAX_SEED, check_int
 from cir.cli.style import add_columns, command
 from cir.episode.operations import OPERATIONS
@@ -112,13 +112,14 @@ def _register_fit(subparsers: Any) -> None:
     f.add_argument("--folds", type=int, default=DEFAULT_FOLDS, help="out-of-fold groups of tasks")
     f.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seed of the fold assignment")
     f.add_argument("--C", type=float, default=DEFAULT_C, help="inverse L2 strength (the paper's models)")
-    f.add_argument("--grid-size", type=int, default=21, help="quantiles per threshold in the search grid")
+    f.add_argument("--threshold-steps", "--grid-size", dest="threshold_steps", type=int, default=21,
+                   help="candidate values of each threshold in the search (quantiles of its score; --grid-size: its former name)")
     f.add_argument("--max-turns", type=int, default=None,
                    help=f"model-turn budget of the harness (default: the run's; {DEFAULT_MAX_TURNS} for a table)")
     f.add_argument("--max-actions", type=int, default=None,
                    help=f"env-action budget of the harness (default: the run's; {DEFAULT_MAX_ACTIONS} for a table)")
     f.add_argument("--report", default=None, metavar="DIR",
-                   help="folder for calibration.csv/.png, grid.csv and oof.csv of the fit")
+                   help="folder for calibration.csv/.png, candidates.csv (the threshold candidates) and oof.csv of the fit")
     f.add_argument("--allow-partial", action="store_true",
                    help="fit on a run that lacks tasks (refused by default)")
     f.set_defaults(handler=_fit)
@@ -185,14 +186,14 @@ def _print_fit(policy: Any) -> None:
           f"delays {','.join(map(str, policy.delays))})")
     print("thresholds: " + " ".join(f"{k}={_fmt(v)}" for k, v in t.items())
           + f" (lambda={policy.lam}, epsilon={policy.epsilon}, d_min={policy.d_min})")
-    print(f"budget ({b['kind']}): {b['settings_within_budget']} of {b['settings_searched']} threshold "
-          "settings within it" + ("" if b["bound"] else ", so it did not bind"))
+    print(f"budget ({b['kind']}): {b['candidates_within_budget']} of {b['candidates_searched']} threshold "
+          "candidates within it" + ("" if b["bound"] else ", so it did not bind"))
     if b["kind"] == "certified" and not b["certified_any"]:
-        print(f"note: no recovering threshold setting could be certified at epsilon={b['epsilon']}, "
-              f"delta={b['delta']} with {b['n_clean']} clean arms (one setting with no observed harm needs "
+        print(f"note: no recovering threshold candidate could be certified at epsilon={b['epsilon']}, "
+              f"delta={b['delta']} with {b['n_clean']} clean arms (one candidate with no observed harm needs "
               f"{b['clean_arms_to_certify_one']}); the router never recovers")
     elif t["alpha"] is None:
-        print("note: no threshold setting gained under erroneous observations within the clean-harm "
+        print("note: no threshold candidate gained under erroneous observations within the clean-harm "
               "budget; the router never recovers")
     print(f"out-of-fold: net gain under erroneous observations {100 * s['net_gain']:+.2f} pp, "
           f"clean harm {100 * s['clean_harm']:.2f}% (limit {100 * policy.epsilon:.2f}%), "
@@ -219,12 +220,12 @@ def _fit(args: argparse.Namespace) -> int:
         if value is not None:
             check_int(flag, value, 1, MAX_BUDGET)
     check_int("--seed", args.seed, 0, MAX_SEED)
-    env = env_spec(args, args.paired)
+    env = family_spec(args, args.paired)
     df = read_paired(args.paired, require_features=True, allow_partial=args.allow_partial)
     max_turns, max_actions = _budgets(args, df)
     policy = CIRPolicy(estimator=args.estimator, operations=args.operations, budget=args.budget,
                        lam=args.lam, epsilon=args.epsilon, delta=args.delta, d_min=args.d_min,
-                       delays=args.delays, C=args.C, folds=args.folds, grid_size=args.grid_size, seed=args.seed,
+                       delays=args.delays, C=args.C, folds=args.folds, threshold_steps=args.threshold_steps, seed=args.seed,
                        extractor=get_family(env).extractor)
     policy.fit(df)
     router = policy.to_router(max_turns=max_turns, max_actions=max_actions, task_ids=sorted(set(df["task_id"])),
@@ -239,7 +240,7 @@ def _fit(args: argparse.Namespace) -> int:
             calibration_table(policy).to_csv(report / "calibration.csv", index=False)
             fig = calibration_figure(policy)
             fig.savefig(report / "calibration.png", dpi=120)
-            policy.grid_.to_csv(report / "grid.csv", index=False)
+            policy.candidates_.to_csv(report / "candidates.csv", index=False)
             policy.oof_.to_csv(report / "oof.csv", index=False)
         except OSError as err:
             raise disk_error(err.filename or report, err) from None
@@ -266,8 +267,8 @@ def _evaluate(args: argparse.Namespace) -> int:
     files = {"cir": args.router, **dict(args.compare)}
     if len(files) != 1 + len(args.compare):
         raise CirError("--compare: each router needs its own name (cir is the first router's)")
-    extractor = get_family(env_spec(args, args.paired)).extractor if (
-        args.env or recorded_family(args.paired)) else None
+    extractor = get_family(family_spec(args, args.paired)).extractor if (
+        args.family or recorded_family(args.paired)) else None
     routers = {name: Router.load(path, extractor=extractor) for name, path in files.items()}
     df = read_paired(args.paired, require_features=True, allow_partial=args.allow_partial)
     for name, router in routers.items():

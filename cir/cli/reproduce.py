@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from cir.agents.factory import AGENT_SPECS
-from cir.cli.env import add_env
+from cir.cli.family import add_family
 from cir.cli.limits import MAX_BUDGET, MAX_RESAMPLES, check_int, writer_lock
 from cir.cli.llm_options import add_llm_options, add_request_options
 from cir.cli.run_settings import run_settings
@@ -30,13 +30,13 @@ def register(subparsers: Any) -> None:
                   "cir reproduce --out cir-full",
                   "cir reproduce --out cir-replicates --replicates 5 --jobs 2",
                   "cir reproduce --out cir-fixed-point --perturb-at 4",
-                  "cir reproduce --env textworld-cooking --quick --out cir-cooking",
+                  "cir reproduce --family textworld-cooking --quick --out cir-cooking",
                   "cir reproduce --agent openai:Qwen3-14B --base-url http://localhost:8000/v1 --out cir-qwen"],
     )
     p.add_argument("--quick", action="store_true",
                    help="small cohorts (the same pipeline; under a minute on 2 cores with the built-in agent)")
     p.add_argument("--out", default="cir-out", metavar="DIR", help="output folder (created or resumed)")
-    add_env(p)
+    add_family(p)
     p.add_argument("--agent", default="builtin", help=f"the agent: {AGENT_SPECS}")
     p.add_argument("--base-url", default=None, help="OpenAI-compatible server for openai[-completion]:MODEL")
     add_parallel(p)

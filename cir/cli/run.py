@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cir.agents.factory import AGENT_SPECS
-from cir.cli.env import add_env
+from cir.cli.family import add_family
 from cir.cli.llm_options import add_llm_options, add_request_options
 from cir.cli.run_settings import run_settings
 from cir.cli.style import add_family_options, add_parallel, add_quiet, add_restore_check, command
@@ -92,10 +92,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "--operations refresh,refresh_ablated",
             "cir run --tasks $ALFWORLD_DATA --split valid_unseen --out run-real --backend dask "
             "--scheduler tcp://HOST:8786 --jobs 32",
-            "cir run --env examples.counter:FAMILY --tasks counter-tasks --out run-counter",
+            "cir run --family examples.counter:FAMILY --tasks counter-tasks --out run-counter",
         ],
     )
-    add_env(p)
+    add_family(p)
     p.add_argument("--tasks", required=True, metavar="DIR",
                    help="a folder of the family's tasks (ALFWorld: generated or ALFWorld data, or one game.tw-pddl)")
     p.add_argument("--out", required=True, metavar="RUN_DIR", help="run folder (created or resumed)")

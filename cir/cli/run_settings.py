@@ -26,5 +26,5 @@ def run_settings(args: argparse.Namespace, replay: ReplaySettings | None = None)
         snapshots=getattr(args, "snapshots", "fast"), family_options=family_options(args),
         restore_check=getattr(args, "restore_check", None),
         cache_dir=args.cache_dir, extend=getattr(args, "extend", None),
-        family=getattr(args, "env", None) or DEFAULT_FAMILY, prompt_file=getattr(args, "prompt", None),
+        family=getattr(args, "family", None) or DEFAULT_FAMILY, prompt_file=getattr(args, "prompt", None),
         requests=request_limits(args))

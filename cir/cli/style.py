@@ -56,9 +56,9 @@ def add_parallel(parser: argparse.ArgumentParser) -> None:
 
 
 def add_family_options(parser: argparse.ArgumentParser) -> None:
-    """``--family-option NAME=VALUE``: one of the --env family's own options (``Family.options``)."""
+    """``--family-option NAME=VALUE``: an option of the --family family's own (``Family.options``)."""
     parser.add_argument("--family-option", action="append", default=[], metavar="NAME=VALUE", dest="family_options",
-                        help="an option of the --env family's own, given to its envs and task generator "
+                        help="an option of the family's own (--family), given to its envs and task generator "
                              "(repeatable; e.g. ALFWorld's engine_savings=false runs textworld's engine "
                              "unmodified, types=..., max_plan_length=9); an unknown name lists the family's options")
 

@@ -20,8 +20,8 @@ from cir.util.errors import CirError
 
 def register(subparsers: Any) -> None:
     """Add ``cir tasks`` and its subcommands."""
-    p = command(subparsers, "tasks", help="generate, list and play tasks (ALFWorld's, or --env's)",
-                description="Generate, list and play the tasks of an environment family (--env; ALFWorld "
+    p = command(subparsers, "tasks", help="generate, list and play tasks (ALFWorld's, or --family's)",
+                description="Generate, list and play the tasks of an environment family (--family; ALFWorld "
                             "by default).",
                 examples=["cir tasks generate --split valid_unseen --n 60 --out tasks",
                           "cir tasks list tasks/valid_unseen", "cir tasks play tasks/valid_unseen/TASK/TRIAL"])
@@ -36,7 +36,7 @@ def register(subparsers: Any) -> None:
                 examples=["cir tasks generate --split valid_unseen --n 60 --seed 0 --out tasks",
                           "cir tasks generate --split train --n 100 --out tasks --jobs 2 --family-option "
                           "types=pick_and_place_simple,pick_heat_then_place_in_recep",
-                          "cir tasks generate --env textworld-cooking --split valid --n 10 --out cooking"])
+                          "cir tasks generate --family textworld-cooking --split valid --n 10 --out cooking"])
     g.add_argument("--split", required=True,
                    help="one of the family's splits (ALFWorld: train, valid_seen, valid_unseen; "
                         "valid_unseen uses unseen layouts)")
@@ -67,7 +67,7 @@ def register(subparsers: Any) -> None:
 
 
 def _generate(args: argparse.Namespace) -> int:
-    from cir.cli.env import family_of
+    from cir.cli.family import family_of
     from cir.util.parallel import check_jobs
 
     family = family_of(args)
@@ -89,7 +89,7 @@ def _generate(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    from cir.cli.env import family_of
+    from cir.cli.family import family_of
 
     family = family_of(args)
     if family.list_tasks is not None:
@@ -103,7 +103,7 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _play(args: argparse.Namespace) -> int:
-    return play(args.task, sys.stdin, sys.stdout, max_steps=args.max_steps, env=getattr(args, "env", None))
+    return play(args.task, sys.stdin, sys.stdout, max_steps=args.max_steps, env=getattr(args, "family", None))
 
 
 def play(task: str, stdin: TextIO, stdout: TextIO, *, max_steps: int = 200, env: str | None = None) -> int:

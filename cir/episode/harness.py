@@ -74,7 +74,7 @@ class Harness:
     """Runs episodes of one agent with fixed budgets; replies cached by context hash.
 
     ``reply_cache`` (a dict, possibly shared between harnesses of the same agent)
-    maps ``context_hash(context, agent.settings())`` to the reply, so identical
+    maps ``context_hash(context, agent.params())`` to the reply, so identical
     contexts in different arms cost one agent call. ``on_call`` is called after each
     agent call (for progress reports; it cannot change the episode).
     """
@@ -95,7 +95,7 @@ class Harness:
         self.max_turns = int(max_turns)
         self.max_actions = int(max_actions)
         self.reply_cache: dict[str, Any] = {} if reply_cache is None else reply_cache
-        self.agent_settings: dict[str, Any] = dict(agent.settings())  # they key the reply cache
+        self.agent_params: dict[str, Any] = dict(agent.params())  # they key the reply cache
         self.costs = Costs()
         self.on_call = on_call
         self._lock = threading.Lock()  # the costs
@@ -116,7 +116,7 @@ class Harness:
                 twin = object.__new__(type(self))  # a framework's harness stays one
                 twin.__dict__.update(self.__dict__)  # shared parts, not copies
                 twin.agent = sample_agent(self.agent, index)
-                twin.agent_settings = dict(twin.agent.settings())
+                twin.agent_params = dict(twin.agent.params())
                 self._samples[index] = twin
         return twin
 
@@ -133,7 +133,7 @@ class Harness:
         """The reply and, for an agent that explains itself (``act_traced``), the
         mechanisms that fired reading the last message and deciding the reply."""
         context = transcript.context()
-        key = context_hash(context, self.agent_settings)
+        key = context_hash(context, self.agent_params)
         cached = self.reply_cache.get(key)
         if cached is None:  # ask (or wait for the branch that is asking right now)
             (cached, asked), shared = self._in_flight.do(key, lambda: self._ask(key, context))
@@ -194,7 +194,7 @@ class Harness:
         transcript.steps.append(step)
         return step
 
-    def run(
+    def play(
         self,
         env: Env,
         transcript: Transcript,
@@ -203,11 +203,11 @@ class Harness:
         perturbation: Perturbation | None = None,
         hooks: list[Hook] | tuple[Hook, ...] = (),
     ) -> Transcript:
-        """Continue ``transcript`` until done, a budget is spent, or ``until_env_actions``.
+        """Play ``transcript`` on until done, a budget is spent, or ``until_env_actions``.
 
         ``env`` must be in the state the transcript left it in (fresh after
         :meth:`reset`, or restored from a snapshot taken at this point). With
-        ``until_env_actions`` the run stops right after that env action, before the
+        ``until_env_actions`` play stops right after that env action, before the
         agent's next reply, so a branch can start there. ``perturbation`` replaces the
         shown text of its env action when the run reaches it. ``hooks`` are called
         after each env action of the agent.
@@ -254,7 +254,7 @@ class Harness:
     ) -> Transcript:
         """A whole episode from reset."""
         transcript = self.reset(env, task_id)
-        return self.run(env, transcript, perturbation=perturbation, hooks=hooks)
+        return self.play(env, transcript, perturbation=perturbation, hooks=hooks)
 
     def episode_with_snapshots(self, env: Env, task_id: str) -> tuple[Transcript, dict[int, Any]]:
         """A whole episode from reset, and an env snapshot after the reset and after every env
@@ -262,7 +262,7 @@ class Harness:
         transcript = self.reset(env, task_id)
         hook = SnapshotHook()
         hook.snapshots[0] = env.snapshot()
-        self.run(env, transcript, hooks=[hook])
+        self.play(env, transcript, hooks=[hook])
         return transcript, hook.snapshots
 
 

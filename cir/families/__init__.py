@@ -1,7 +1,7 @@
 """Environment families: everything a study needs of one environment (ALFWorld is the first).
 
 :class:`~cir.families.family.Family` is the contract, :mod:`cir.families.registry` finds a
-family by name (``--env``); each built-in family is a folder here (``alfworld/``).
+family by name (``--family``); each built-in family is a folder here (``alfworld/``).
 """
 
 from cir.util.lazy import lazy_exports

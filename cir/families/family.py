@@ -3,7 +3,7 @@
 A :class:`Family` bundles small parts, each plain Python a user writes for their own
 environment (``docs/own-environment.md`` walks through one):
 
-- ``name``: what ``--env NAME`` says, what ``run.json`` and router files record;
+- ``name``: what ``--family NAME`` says, what ``run.json`` and router files record;
 - ``load_tasks(path, split=None)``: the tasks of a folder (each with ``task_id``, and
   ``split`` and ``task_type`` when it has them), sorted by id; ``splits``: the split names;
 - ``generate_tasks(folder, split, n, seed, *, progress=True, jobs=1)`` (optional): write ``n``
@@ -24,7 +24,7 @@ environment (``docs/own-environment.md`` walks through one):
   unexplained);
 - ``walk_actions(env, observation)`` (optional): the actions a random walk may take there, for
   :func:`cir.envs.check.check_env` (without it the env's ``admissible_commands()``);
-- ``experiments``: the folder of experiment configs ``cir reproduce --env NAME`` runs (each
+- ``experiments``: the folder of experiment configs ``cir reproduce --family NAME`` runs (each
   names this family: ``env = "NAME"``); ``shared_layouts``: pairs of splits whose tasks share
   layouts, which CIR's fitting and evaluation cohorts must not span;
 - ``list_tasks(path) -> str`` (optional): the table ``cir tasks list`` prints (without it, each
@@ -83,7 +83,7 @@ class FamilyOption:
     def value(self, value: Any, family: str = "") -> Any:
         """``value`` as this option takes it: text (``NAME=VALUE`` on the command line) is read as
         the option's kind; a CirError names the option and what was expected."""
-        where = f"env {family!r}: " if family else ""
+        where = f"family {family!r}: " if family else ""
         value = self._read(value, where)
         if self.check is None:
             return value
@@ -165,7 +165,7 @@ class Family:
             option = declared.get(name)
             if option is None:
                 have = ", ".join(f"{o.name} ({o.help})" for o in self.options) or "none"
-                raise CirError(f"env {self.name!r}: no family option {name!r}; its options: {have}")
+                raise CirError(f"family {self.name!r}: no family option {name!r}; its options: {have}")
             if option.generate if generate else option.env:
                 out[name] = option.value(value, self.name)
         return out
@@ -180,10 +180,10 @@ class Family:
                  jobs: int = 1, family_options: Any = None) -> Any:
         """``generate_tasks(...)`` with the family's own options it takes; a CirError without one."""
         if self.generate_tasks is None:
-            raise CirError(f"env {self.name!r}: cannot generate tasks (no Family.generate_tasks); "
+            raise CirError(f"family {self.name!r}: cannot generate tasks (no Family.generate_tasks); "
                            "pass a folder of tasks")
         if split not in self.splits:
-            raise CirError(f"env {self.name!r}: unknown split {split!r}; expected one of {', '.join(self.splits)}")
+            raise CirError(f"family {self.name!r}: unknown split {split!r}; expected one of {', '.join(self.splits)}")
         return self.generate_tasks(folder, split, n, seed, progress=progress, jobs=jobs,
                                    **self.option_values(family_options, generate=True))
 
@@ -207,7 +207,7 @@ class Family:
 
     def experiments_dir(self) -> Path:
         if self.experiments is None:
-            raise CirError(f"env {self.name!r}: has no experiments folder (Family.experiments); "
+            raise CirError(f"family {self.name!r}: has no experiments folder (Family.experiments); "
                            "pass --experiments DIR")
         return Path(self.experiments)
 
@@ -228,7 +228,7 @@ def _need_callable(family: Any, name: str, what: str, optional: bool = False) ->
     if value is None and optional:
         return
     if not callable(value):
-        raise CirError(f"env {family.name!r}: {name} must be a function {what}, got {value!r:.80}")
+        raise CirError(f"family {family.name!r}: {name} must be a function {what}, got {value!r:.80}")
 
 
 def check_family(family: Any) -> None:
@@ -244,19 +244,19 @@ def check_family(family: Any) -> None:
     try:
         check_extractor(family.extractor)
     except CirError as err:
-        raise CirError(f"env {name!r}: extractor: {err}") from None
+        raise CirError(f"family {name!r}: extractor: {err}") from None
     if not isinstance(family.prompt, LLMPrompt):
-        raise CirError(f"env {name!r}: prompt must be a cir.agents.prompt.LLMPrompt, got {family.prompt!r:.80}")
+        raise CirError(f"family {name!r}: prompt must be a cir.agents.prompt.LLMPrompt, got {family.prompt!r:.80}")
     splits = family.splits
     if not isinstance(splits, tuple) or not splits or not all(isinstance(s, str) and s for s in splits):
-        raise CirError(f"env {name!r}: splits must be a non-empty tuple of names, got {splits!r}")
+        raise CirError(f"family {name!r}: splits must be a non-empty tuple of names, got {splits!r}")
     if not isinstance(family.mechanisms, frozenset):
-        raise CirError(f"env {name!r}: mechanisms must be a frozenset of names, got {family.mechanisms!r:.80}")
+        raise CirError(f"family {name!r}: mechanisms must be a frozenset of names, got {family.mechanisms!r:.80}")
     bad = [o for o in family.env_options if o not in RUN_OPTIONS]
     if bad:
-        raise CirError(f"env {name!r}: env_options {bad[0]!r} is not a run option of the core "
+        raise CirError(f"family {name!r}: env_options {bad[0]!r} is not a run option of the core "
                        f"({', '.join(RUN_OPTIONS)}); declare an option of its own in Family.options")
     options = getattr(family, "options", ())
     if not isinstance(options, tuple) or not all(isinstance(o, FamilyOption) for o in options):
-        raise CirError(f"env {name!r}: options must be a tuple of cir.families.family.FamilyOption, got {options!r:.80}")
+        raise CirError(f"family {name!r}: options must be a tuple of cir.families.family.FamilyOption, got {options!r:.80}")
     _need_callable(family, "list_tasks", "(path) -> the table of its tasks", optional=True)

@@ -1,4 +1,4 @@
-"""Environment families by name: ``--env NAME`` and ``--env MODULE:ATTR`` resolve here.
+"""Environment families by name: ``--family NAME`` and ``--family MODULE:ATTR`` resolve here.
 
 A built-in family is registered by name and the module that holds it (:data:`BUILTIN`),
 imported only when it is asked for: the core never imports a family's code directly. An
@@ -22,9 +22,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from cir.agents.factory import DEFAULT_AGENT, AgentIdentity
-from cir.agents.factory import agent_identity as agent_identity_of
-from cir.agents.factory import make_agent as make_agent_of
+from cir.agents.factory import DEFAULT_AGENT, AgentIdentity, agent_from_spec, identity_from_spec
 from cir.families.family import Family, check_family
 from cir.util.errors import CirError
 from cir.util.importing import import_module
@@ -40,7 +38,7 @@ ENTRY_POINT_GROUP = "cir.families"
 
 
 def family_names() -> list[str]:
-    """The names ``--env`` knows without ``MODULE:ATTR``: built-in and installed families."""
+    """The names ``--family`` knows without ``MODULE:ATTR``: built-in and installed families."""
     return sorted({*BUILTIN, *_entry_points()})
 
 
@@ -59,7 +57,7 @@ def get_family(spec: str | Family | None = None) -> Family:
     if isinstance(spec, Family):
         return spec
     if not isinstance(spec, str) or not spec.strip():
-        raise CirError(f"env {spec!r}: expected a family name ({', '.join(family_names())}), MODULE:ATTR "
+        raise CirError(f"family {spec!r}: expected a family name ({', '.join(family_names())}), MODULE:ATTR "
                        "or FILE.py:ATTR")
     return _resolve(spec.strip())
 
@@ -69,7 +67,7 @@ def _resolve(spec: str) -> Family:
     if ":" not in spec or spec in BUILTIN:
         target = BUILTIN.get(spec) or _entry_points().get(spec)
         if target is None:
-            raise CirError(f"env {spec!r}: no such environment family; expected one of "
+            raise CirError(f"family {spec!r}: no such environment family; expected one of "
                            f"{', '.join(family_names())}, or MODULE:ATTR or FILE.py:ATTR naming your own Family")
         family = _load(target, spec, builtin=spec in BUILTIN)
     else:
@@ -82,19 +80,19 @@ def _resolve(spec: str) -> Family:
 def _load(target: str, spec: str, builtin: bool) -> Any:
     module_name, _, attr = target.rpartition(":")
     if not module_name or not attr:
-        raise CirError(f"env {spec!r}: expected MODULE:ATTR (e.g. examples.counter:FAMILY)")
+        raise CirError(f"family {spec!r}: expected MODULE:ATTR (e.g. examples.counter:FAMILY)")
     try:
         module = import_module(module_name)
     except ModuleNotFoundError as err:
         if builtin:
-            raise CirError(f"env {spec!r}: the family's module {module_name} is not part of this "
+            raise CirError(f"family {spec!r}: the family's module {module_name} is not part of this "
                            f"installation of cir ({err})") from None
-        raise CirError(f"env {spec!r}: cannot import {module_name} ({err}); run from the folder "
+        raise CirError(f"family {spec!r}: cannot import {module_name} ({err}); run from the folder "
                        "that holds it or install it") from None
     try:
         return getattr(module, attr)
     except AttributeError:
-        raise CirError(f"env {spec!r}: {module_name} has no attribute {attr!r}") from None
+        raise CirError(f"family {spec!r}: {module_name} has no attribute {attr!r}") from None
 
 
 def family_name(spec: str | Family | None) -> str:
@@ -105,20 +103,20 @@ def family_name(spec: str | Family | None) -> str:
 # -- a family's parts for the layers below it ------------------------------------------------
 def make_agent(spec: str = DEFAULT_AGENT, *, family: str | Family | None = None,
                prompt_file: str | Path | None = None, **options: Any) -> Any:
-    """:func:`cir.agents.factory.make_agent` with the family's built-in agent and LLM prompt
+    """:func:`cir.agents.factory.agent_from_spec` with the family's built-in agent and LLM prompt
     (``prompt_file``: a TOML file's instructions and examples instead, the family's parser)."""
     fam = get_family(family)
     prompt = fam.prompt.from_file(prompt_file) if prompt_file else fam.prompt
-    return make_agent_of(spec, builtin=fam.builtin_agent, prompt=prompt, family=f"env {fam.name!r}", **options)
+    return agent_from_spec(spec, builtin=fam.builtin_agent, prompt=prompt, family=f"family {fam.name!r}", **options)
 
 
 def agent_identity(spec: str = DEFAULT_AGENT, *, family: str | Family | None = None,
                    prompt_file: str | Path | None = None, **options: Any) -> AgentIdentity:
-    """:func:`cir.agents.factory.agent_identity` with the family's parts, as :func:`make_agent`
+    """:func:`cir.agents.factory.identity_from_spec` with the family's parts, as :func:`make_agent`
     would build the agent: its name and settings without the agent."""
     fam = get_family(family)
     prompt = fam.prompt.from_file(prompt_file) if prompt_file else fam.prompt
-    return agent_identity_of(spec, builtin=fam.builtin_agent, prompt=prompt, family=f"env {fam.name!r}", **options)
+    return identity_from_spec(spec, builtin=fam.builtin_agent, prompt=prompt, family=f"family {fam.name!r}", **options)
 
 
 def builtin_extractors() -> dict[str, Any]:

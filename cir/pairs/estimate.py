@@ -135,8 +135,8 @@ class DryAgent:
         self.calls.append((self.render(context), reply, self.index))
         return reply, read, decided
 
-    def settings(self) -> dict[str, Any]:
-        return {**self.agent.settings(), **({"sample": self.index} if self.index else {})}
+    def params(self) -> dict[str, Any]:
+        return {**self.agent.params(), **({"sample": self.index} if self.index else {})}
 
     def sample(self, index: int) -> DryAgent:
         """The dry agent of sample ``index`` (the built-in agent's own sample, the LLM's request)."""
@@ -145,7 +145,7 @@ class DryAgent:
         return DryAgent(sample_agent(self.agent, index) if samples_agent(self.agent) else self.agent,
                         self.renderer(index), self.renderer, index, self.calls)
 
-    def __getattr__(self, name: str) -> Any:  # name, settings(), the explanation trace
+    def __getattr__(self, name: str) -> Any:  # name, params(), the explanation trace
         return getattr(self.agent, name)
 
 
@@ -187,7 +187,7 @@ def estimate_task(task: Any, settings: RunSettings, chars_per_token: float = CHA
 
     family = settings.env_family()
     if family.builtin_agent is None:
-        raise CirError(f"env {family.name!r}: cir estimate needs the family's built-in agent for its dry run")
+        raise CirError(f"family {family.name!r}: cir estimate needs the family's built-in agent for its dry run")
     dry = DryAgent(family.builtin_agent(seed=settings.seed), llm_renderer(settings),
                    lambda index: llm_renderer(settings, index))
     env = make_run_env(task, settings)

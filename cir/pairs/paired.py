@@ -10,7 +10,7 @@ Columns:
 task_id            the task (cluster for the bootstrap)
 split              ALFWorld split the task came from
 task_type          one of the six ALFWorld task types
-agent              agent name with its settings digest
+agent              agent name with its params digest
 condition          clean, staleK, lagK, missing
 delay              env actions between the modified observation and the decision
 operation          refresh, refresh_ablated, replan, rewind

@@ -27,7 +27,7 @@ on resume, by every reader of the paired table and by the study report.
                          "prompt_tokens": ..., "completion_tokens": ...,
                          "cached_prompt_tokens": ..., "replies_with_usage": ...}}]},
      "task_ids": [...],
-     "agent_settings": {...},
+     "agent_params": {...},
      "restore_failed": {"task_id": ..., "after_env_action": ..., "where": ..., "sent": ...,
                         "env_action": ..., "answered": [...], "recorded": [...], "by": ..., "run": ...},
      "store": {"episodes_bytes": ..., "paired_sha256": ...,
@@ -44,8 +44,8 @@ requests, retries and the tokens the server reported; a rerun served from the
 cache shows ``http_requests: 0``; ``requests`` its request settings and ``limiter`` what the
 workers' request limiters did; its ``cache_dir`` is the reply cache it used (None: the run
 folder's own) and ``extends`` the run whose replies it reused (:func:`check_extension`).
-``agent_settings`` are the agent's settings in words (the digest in ``agent_label`` is of
-these), for readers. ``restore_failed`` (only in a run that failed a restore check) quarantines
+``agent_params`` are the agent's params in words (the digest in ``agent_label`` is of
+these), for readers (``agent_settings`` in records of earlier versions). ``restore_failed`` (only in a run that failed a restore check) quarantines
 the folder: the env's restore answered otherwise than the episode it was checked against
 (:class:`cir.pairs.replay.RestoreError`), so no row written with that env can be trusted, the
 earlier tasks' neither (the fault is the env's, not the task's); every reader refuses the
@@ -98,7 +98,7 @@ class RunIdentity:
     n_tasks: int
     limit: int | None
     agent: str  # the agent spec
-    agent_label: str  # name@digest of the agent's settings: a changed agent never resumes another's run
+    agent_label: str  # name@digest of the agent's params: a changed agent never resumes another's run
     seed: int
     replay: ReplaySettings
     #: the environment family (a name or MODULE:ATTR); recorded only when not ALFWorld, so a
@@ -257,7 +257,7 @@ class RunRecord:
     task_ids: list[str] | None = None  # None in records of older versions
     episodes_bytes: int | None = None
     paired_sha256: str | None = None
-    agent_settings: dict[str, Any] | None = None  # None in records of older versions
+    agent_params: dict[str, Any] | None = None  # None in records of older versions
     members: tuple[StoredMember, ...] | None = None  # None in records of older versions
     #: the restore check that failed (task, state, action, both answers): the folder is quarantined
     restore_failed: dict[str, Any] | None = None
@@ -281,7 +281,7 @@ class RunRecord:
                     f"{failed.get('by') or 'the episode'} had {_answer_text(failed.get('recorded'))})")
         return (f"{run_dir}: quarantined: the env's restore failed its check {what}, so no row of its "
                 f"{done} stored task(s) is read, --allow-partial or not: the fault is the env's, not the "
-                f"task's. Fix the family's restore (`cir check-env --env {spec} --run {run_dir}` walks this "
+                f"task's. Fix the family's restore (`cir check-env --family {spec} --run {run_dir}` walks this "
                 f"run's episodes), then run into a new --out folder (--extend {run_dir} reuses its agent "
                 "replies); nothing here was deleted")
 
@@ -319,7 +319,7 @@ class RunRecord:
     @classmethod
     def summarize(cls, cir_version: str, settings: RunIdentity, task_ids: list[str],
                   summaries: list[dict[str, Any]], sessions: list[Session], complete: bool,
-                  agent_settings: dict[str, Any] | None = None,
+                  agent_params: dict[str, Any] | None = None,
                   restore_failed: dict[str, Any] | None = None) -> RunRecord:
         """The record of a run whose finished tasks have these summaries (in task order)."""
         costs: dict[str, int] = {}
@@ -337,7 +337,7 @@ class RunRecord:
         return cls(cir_version=cir_version, settings=settings, complete=complete, counts=counts,
                    feasibility=feasibility, costs=RunCosts.from_dict(costs),
                    task_seconds_sum=round(sum(s.get("seconds", 0.0) for s in summaries), 3),
-                   sessions=list(sessions), task_ids=list(task_ids), agent_settings=agent_settings,
+                   sessions=list(sessions), task_ids=list(task_ids), agent_params=agent_params,
                    restore_failed=restore_failed)
 
     def inconsistency(self) -> str | None:
@@ -381,8 +381,8 @@ class RunRecord:
         }
         if self.task_ids is not None:
             out["task_ids"] = list(self.task_ids)
-        if self.agent_settings is not None:
-            out["agent_settings"] = self.agent_settings
+        if self.agent_params is not None:
+            out["agent_params"] = self.agent_params
         if self.restore_failed is not None:
             out["restore_failed"] = dict(self.restore_failed)
         if self.episodes_bytes is not None or self.paired_sha256 is not None:
@@ -412,7 +412,7 @@ class RunRecord:
             task_ids=_strings(data.get("task_ids"), source, "task_ids"),
             episodes_bytes=store.get("episodes_bytes") if isinstance(store, dict) else None,
             paired_sha256=store.get("paired_sha256") if isinstance(store, dict) else None,
-            agent_settings=data.get("agent_settings"),
+            agent_params=data.get("agent_params", data.get("agent_settings")),  # its former name
             restore_failed=_restore_failed(data.get("restore_failed"), source),
             members=None if members is None else tuple(
                 _build(StoredMember, m, source, "store.members") for m in members),
@@ -461,7 +461,7 @@ def _strings(value: Any, source: str, where: str) -> list[str] | None:
 
 
 def check_extension(old: RunRecord, new: RunIdentity, new_ids: Sequence[str], source: str,
-                    agent_settings: dict[str, Any] | None = None) -> None:
+                    agent_params: dict[str, Any] | None = None) -> None:
     """Refuse a run that would not extend the run ``old`` (read from ``source``).
 
     An extension has the same agent (so the replies ``old``'s agent gave are the ones this
@@ -471,7 +471,7 @@ def check_extension(old: RunRecord, new: RunIdentity, new_ids: Sequence[str], so
     head = f"--extend {source}"
     was = old.settings
     if was.agent_label != new.agent_label:
-        there, here = old.agent_settings or {}, agent_settings or {}
+        there, here = old.agent_params or {}, agent_params or {}
         diff = [f"{k} {there.get(k)!r} there, {here.get(k)!r} here"
                 for k in sorted(set(there) | set(here)) if there.get(k) != here.get(k)]
         raise CirError(f"{head}: its agent is {was.agent_label}, this run's is {new.agent_label}"
@@ -485,7 +485,7 @@ def check_extension(old: RunRecord, new: RunIdentity, new_ids: Sequence[str], so
     if was.seed != new.seed:
         raise CirError(f"{head}: it has seed={was.seed!r}, this run {new.seed!r}; an extension keeps it")
     if was.family != new.family:
-        raise CirError(f"{head}: it ran env {was.family!r}, this run {new.family!r}; an extension keeps it")
+        raise CirError(f"{head}: it ran family {was.family!r}, this run {new.family!r}; an extension keeps it")
     if new_replay.samples < old_replay.samples:
         raise CirError(f"{head}: it has samples={old_replay.samples}, this run {new_replay.samples}; an "
                        "extension keeps every draw and may add more")

@@ -242,7 +242,7 @@ class _Fork:
             if 0 in self.settings.delays:  # delay 0 branches where the arm starts
                 at_branch_point(0, k_at, self.snapshots[k_at], arm.prefix(k_at),
                                 self.harness.can_continue(arm))
-        self.harness.run(env, arm, hooks=hooks)
+        self.harness.play(env, arm, hooks=hooks)
         check_arm(task_id, cond.name, factual, arm, k_at)
         return arm, {k_at: self.snapshots[k_at], **hook.snapshots}
 
@@ -318,7 +318,7 @@ class _Fork:
         branch = arm.prefix(k)
         env.restore(arm_snaps[k])
         harness.recover(env, branch, op, self.rewind)
-        harness.run(env, branch)
+        harness.play(env, branch)
         if not _same(branch, arm, k):
             raise ReplayError(
                 f"task {self.result.task_id}: the {op.name} branch at delay {d} under {cond.name} "
@@ -333,7 +333,7 @@ class _Fork:
         env = env or self.env
         draw = arm.prefix(k)
         env.restore(arm_snaps[k])
-        self.harness.sampled(sample).run(env, draw)
+        self.harness.sampled(sample).play(env, draw)
         if not _same(draw, arm, k):
             raise ReplayError(
                 f"task {self.result.task_id}: the no-recovery continuation at delay {d} under {cond.name} "

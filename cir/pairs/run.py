@@ -60,7 +60,7 @@ def run_agent_identity(settings: RunSettings) -> Any:
     checked as :func:`make_run_agent` checks them. An ``agent_factory`` is asked for an agent."""
     if settings.agent_factory is not None:
         probe = settings.agent_factory(settings.agent, seed=settings.seed)
-        return AgentIdentity(probe.name, dict(probe.settings()), uses_cache=hasattr(probe, "cache"))
+        return AgentIdentity(probe.name, dict(probe.params()), uses_cache=hasattr(probe, "cache"))
     return agent_identity(settings.agent, family=settings.family, prompt_file=settings.prompt_file,
                           base_url=settings.base_url, seed=settings.seed, llm=settings.llm)
 
@@ -177,15 +177,15 @@ def _open_run(spec: RunSpec, stack: ExitStack, echo: Callable[[str], None]) -> R
     tasks = list(spec.tasks)
     ids = _task_ids(tasks, spec.tasks_source)
     agent = run_agent_identity(settings)  # the agent's label and settings, first
-    agent_settings = agent.settings()
+    agent_params = agent.params()
     identity = RunIdentity.of(settings, ids, agent_label(agent), spec.tasks_source, spec.limit)
     store = RunStore(spec.out)
-    fallback = _extension_cache(settings, store, identity, ids, agent_settings, uses_cache=agent.uses_cache)
+    fallback = _extension_cache(settings, store, identity, ids, agent_params, uses_cache=agent.uses_cache)
     stack.enter_context(store.lock())
     old = RunRecord.resume(store, identity)
     if old is not None and old.restore_failed is not None:  # the same command runs on the same restore
         raise CirError(str(old.quarantine(store.dir)))
-    run = _Run(store, identity, tasks, ids, old, echo, agent_settings)
+    run = _Run(store, identity, tasks, ids, old, echo, agent_params)
     if not run.todo and old is not None:
         return run.settle()
     session = Session(started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), jobs=settings.jobs,
@@ -294,7 +294,7 @@ def _summed_limiters(reports: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _extension_cache(settings: RunSettings, store: RunStore, identity: RunIdentity,
-                     ids: list[str], agent_settings: dict[str, Any], *, uses_cache: bool) -> tuple[str, ...]:
+                     ids: list[str], agent_params: dict[str, Any], *, uses_cache: bool) -> tuple[str, ...]:
     """The reply cache of the run ``settings.extend`` to read through, once the new run is
     checked to extend it; () without ``extend``."""
     extend = settings.extend
@@ -307,7 +307,7 @@ def _extension_cache(settings: RunSettings, store: RunStore, identity: RunIdenti
     old = RunRecord.read(old_store) if old_store.dir.is_dir() else None
     if old is None:
         raise CirError(f"--extend {extend}: not a run folder (no {old_store.run_json_path.name})")
-    check_extension(old, identity, ids, str(extend), agent_settings)
+    check_extension(old, identity, ids, str(extend), agent_params)
     cache = old_store.dir / AGENT_CACHE
     if cache.is_dir():
         return (str(cache),)
@@ -333,9 +333,9 @@ class _Run:
 
     def __init__(self, store: RunStore, identity: RunIdentity, tasks: list[Any], ids: list[str],
                  old: RunRecord | None, echo: Callable[[str], None],
-                 agent_settings: dict[str, Any] | None = None) -> None:
+                 agent_params: dict[str, Any] | None = None) -> None:
         self.store, self.identity, self.ids, self.old, self.echo = store, identity, ids, old, echo
-        self.agent_settings = agent_settings
+        self.agent_params = agent_params
         self._keep_edited()
         scan = store.open(foreign_member(identity, ids), None if old is None else old.members)
         self.done = scan.summaries()
@@ -379,7 +379,7 @@ class _Run:
         replay = self.identity.replay
         text = paired_text(summaries, replay.conditions, replay.operations)
         record = RunRecord.summarize(__version__, self.identity, self.ids, summaries,
-                                     self.sessions, complete, self.agent_settings, self.restore_failed)
+                                     self.sessions, complete, self.agent_params, self.restore_failed)
         return text, record.with_store(self.store.episodes_bytes(), text_digest(text), self.members)
 
     def flush(self, complete: bool) -> RunRecord:

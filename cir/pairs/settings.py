@@ -196,7 +196,7 @@ class RunSettings:
             raise SettingError("snapshots", self.snapshots, " or ".join(SNAPSHOT_MODES))
         if self.restore_check is not None and self.restore_check not in RESTORE_CHECKS:
             raise SettingError("restore_check", self.restore_check, ", ".join(RESTORE_CHECKS))
-        family = get_family(self.family)  # a CirError naming --env when it cannot be found
+        family = get_family(self.family)  # a CirError naming --family when it cannot be found
         family.option_values(self.family_options)  # each a family option of a kind it takes
         family.option_values(self.family_options, generate=True)
         if self.prompt_file is not None:
@@ -251,10 +251,13 @@ class RunSettings:
 
 
 def agent_label(agent: Any) -> str:
-    """The agent's name with a short digest of its settings (the ``agent`` column): a changed
+    """The agent's name with a short digest of its parameters (the ``agent`` column): a changed
     agent, seed or LLM option is another agent."""
-    settings = json.dumps(agent.settings(), sort_keys=True, ensure_ascii=False)
-    digest = hashlib.sha256(settings.encode("utf-8")).hexdigest()[:8]
+    if not hasattr(agent, "params") and hasattr(agent, "settings"):
+        raise CirError(f"agent {getattr(agent, 'name', agent)!r}: the Agent contract's settings() is now "
+                       "called params(); rename the method")
+    params = json.dumps(agent.params(), sort_keys=True, ensure_ascii=False)
+    digest = hashlib.sha256(params.encode("utf-8")).hexdigest()[:8]
     return f"{agent.name}@{digest}"
 
 

@@ -19,7 +19,7 @@ from cir.router.evaluation import as_router
 from cir.router.policy import CIRPolicy, is_soft
 from cir.router.rule import split_model_name
 from cir.router.runtime import Router
-from cir.router.walk import build_grid, check_features, model_labels
+from cir.router.walk import build_cells, check_features, model_labels
 from cir.util.errors import CirError
 
 LABELS = {"p_err": "observation erroneous (condition != clean)",
@@ -45,17 +45,17 @@ def predictions(model: CIRPolicy | Router, paired: pd.DataFrame | None = None) -
         if not isinstance(model, CIRPolicy) or not hasattr(model, "oof_"):
             raise CirError("calibration: out-of-fold predictions need a fitted CIRPolicy "
                            "(fit one, or give a table)")
-        cells, names = model.oof_, list(model.models_)
-        preds = {name: cells[name].to_numpy() for name in names}
+        decisions, names = model.oof_, list(model.models_)
+        preds = {name: decisions[name].to_numpy() for name in names}
     else:
         router = as_router(model)
         df = validate_paired(paired, source="calibration table")
         check_features(df, "calibration table", router.features)
-        cells = build_grid(df, router.delays, router.operations, "calibration table").cells
+        decisions = build_cells(df, router.delays, router.operations, "calibration table").decisions
         names = list(router.estimator.model_names(router.operations))
-        X = cells[router.features].to_numpy(dtype=float)
+        X = decisions[router.features].to_numpy(dtype=float)
         preds = {name: router.models[name].predict_proba(X) for name in names}
-    return pd.concat([pd.DataFrame({"model": name, "p": preds[name], "label": model_labels(cells, name)})
+    return pd.concat([pd.DataFrame({"model": name, "p": preds[name], "label": model_labels(decisions, name)})
                       for name in names], ignore_index=True)
 
 

@@ -38,7 +38,7 @@ from cir.episode.protocol import DEFAULT_LEVEL, DEFAULT_RESAMPLES, DEFAULT_SEED
 from cir.pairs.paired import validate_paired
 from cir.router.rule import blocked_by, passes
 from cir.router.runtime import Router
-from cir.router.walk import DECIDE, Grid, build_grid, check_features, walk
+from cir.router.walk import DECIDE, Cells, build_cells, check_features, walk
 from cir.stats.bootstrap import bootstrap_ratios, percentile_ci
 from cir.stats.significance import sign_flip_test
 
@@ -86,7 +86,7 @@ def decide_rows(model: Router | Fitted, paired: pd.DataFrame, source: str = "pai
     """Per row: the rule's decision if the walk reaches that row, with scores and blocker."""
     router = as_router(model)
     s = score_rows(router, paired, source)
-    d_min = router.settings["d_min"]
+    d_min = router.params["d_min"]
     gated = [score for score, _ in router.estimator.gates]
     blockers = [
         blocked_by(router.estimator, int(d), {f"{k}_chosen": s.at[i, k] for k in gated}, router.thresholds,
@@ -116,55 +116,55 @@ def walk_policies(model: Router | Fitted, paired: pd.DataFrame, source: str = "p
     router = as_router(model)
     df = validate_paired(paired, source=source)
     check_features(df, source, router.features)
-    delays, d_min = router.delays, router.settings["d_min"]
-    grid = build_grid(df, delays, router.operations, source)
-    g = grid.spread(router.predict(grid.cells[router.features].to_numpy(dtype=float)))
-    delay_ok = grid.delay_ok(d_min)
-    walks = {"never": (np.zeros(grid.status.shape, dtype=bool), grid.y1[..., 0], 0)}
+    delays, d_min = router.delays, router.params["d_min"]
+    cells = build_cells(df, delays, router.operations, source)
+    g = cells.spread(router.predict(cells.decisions[router.features].to_numpy(dtype=float)))
+    delay_ok = cells.delay_ok(d_min)
+    walks = {"never": (np.zeros(cells.status.shape, dtype=bool), cells.y1[..., 0], 0)}
     with np.errstate(invalid="ignore"):
         for baseline in sorted(router.baselines, key=_baseline_order):
             b = router.baselines[baseline]
             o = router.operations.index(b["operation"])
             if "delay" in b:  # always recover at one delay
-                fire = np.zeros(grid.status.shape, dtype=bool)
+                fire = np.zeros(cells.status.shape, dtype=bool)
                 fire[:, delays.index(b["delay"])] = True
             else:  # the error detector alone
                 fire = delay_ok & passes(g["p_err_chosen"], b["alpha"])
-            walks[baseline] = (fire, grid.y1[..., o], o)
-        walks[name] = (grid.rule_fires(router.estimator, g, router.thresholds, d_min),
-                       grid.outcome_if_chosen(g["choice"]), g["choice"])
-        _, intervened, _ = walk(grid, walks[name][0], walks[name][1])
+            walks[baseline] = (fire, cells.y1[..., o], o)
+        walks[name] = (cells.rule_fires(router.estimator, g, router.thresholds, d_min),
+                       cells.outcome_if_chosen(g["choice"]), g["choice"])
+        _, intervened, _ = walk(cells, walks[name][0], walks[name][1])
         o = router.operations.index(router.baselines["anomaly_rate_matched"]["operation"])
         walks = {**{k: v for k, v in walks.items() if k != name},
-                 HELDOUT_MATCHED: (_rate_matched(grid, g["p_err_chosen"], delay_ok, grid.y1[..., o],
-                                                 float(intervened.mean()) if len(intervened) else 0.0), grid.y1[..., o], o),
+                 HELDOUT_MATCHED: (_rate_matched(cells, g["p_err_chosen"], delay_ok, cells.y1[..., o],
+                                                 float(intervened.mean()) if len(intervened) else 0.0), cells.y1[..., o], o),
                  name: walks[name]}
-    out = grid.arms.copy()
+    out = cells.arms.copy()
     d = np.asarray(delays)
-    ops = np.asarray(grid.operations, dtype=object)
+    ops = np.asarray(cells.operations, dtype=object)
     for policy, (fire, y1, op_index) in walks.items():
-        outcome, intervened, first = walk(grid, fire, y1)
-        op_at = np.broadcast_to(op_index, grid.status.shape)
+        outcome, intervened, first = walk(cells, fire, y1)
+        op_at = np.broadcast_to(op_index, cells.status.shape)
         picked = np.take_along_axis(op_at, np.maximum(first, 0)[:, None], axis=1)[:, 0]
-        out[f"y_{policy}"] = outcome if grid.expected else outcome.astype(int)
+        out[f"y_{policy}"] = outcome if cells.expected else outcome.astype(int)
         out[f"int_{policy}"] = intervened.astype(int)
         out[f"delay_{policy}"] = np.where(first >= 0, d[np.maximum(first, 0)], -1)
         out[f"op_{policy}"] = np.where(intervened, ops[np.clip(picked, 0, len(ops) - 1)], "")
     out = out.merge(walk_oracle(df, delays, d_min, router.operations, source), on=ARM_KEYS, how="left",
                     validate="1:1")
-    out.attrs["meta"] = grid.meta
+    out.attrs["meta"] = cells.meta
     out.attrs["policies"] = [*walks, "oracle"]
     return out
 
 
-def _rate_matched(grid: Grid, p_err: np.ndarray, delay_ok: np.ndarray, y1: np.ndarray, rate: float) -> np.ndarray:
-    """Where the anomaly rule fires at the threshold whose recovery rate on ``grid``'s arms is
+def _rate_matched(cells: Cells, p_err: np.ndarray, delay_ok: np.ndarray, y1: np.ndarray, rate: float) -> np.ndarray:
+    """Where the anomaly rule fires at the threshold whose recovery rate on ``cells``'s arms is
     closest to ``rate`` (ties: the larger threshold, which recovers less); chosen from the
     rates alone, so no outcome of these arms is looked at."""
     alphas = np.append(np.unique(p_err[np.isfinite(p_err)]), np.inf)
     with np.errstate(invalid="ignore"):
         fire = delay_ok[None] & (p_err[None] >= alphas[:, None, None])
-    _, intervened, _ = walk(grid, fire, y1)
+    _, intervened, _ = walk(cells, fire, y1)
     gap = np.abs(intervened.mean(axis=-1) - rate) if intervened.shape[-1] else np.zeros(len(alphas))
     best = int(np.flatnonzero(gap <= gap.min() + 1e-12)[-1])
     return fire[best]
@@ -213,7 +213,7 @@ def walk_routers(models: Mapping[str, Router | Fitted], paired: pd.DataFrame,
                                         {name: name, **{p: p for p in new}, **{v: k for k, v in own.items()}}))
     operations = tuple(dict.fromkeys(op for r in routers.values() for op in r.operations))
     first = routers[names[0]]
-    delays, d_min = first.delays, int(first.settings["d_min"])
+    delays, d_min = first.delays, int(first.params["d_min"])
     oracles: dict[str, str] = {}
     for policy, ops in scope.items():
         ops = tuple(o for o in operations if o in ops)  # in the table's order
@@ -249,20 +249,20 @@ def walk_oracle(paired: pd.DataFrame, delays: tuple[int, ...], d_min: int, opera
                 source: str = "paired table") -> pd.DataFrame:
     """The oracle's walk: recover at the first candidate delay where some operation rescues,
     with the first operation that does (one row per arm: y, int, delay and op of ``oracle``)."""
-    grid = build_grid(validate_paired(paired, source=source), delays, operations, source)
-    if grid.expected:  # expected outcomes: where some operation raises the chance, the one raising it most
-        gain = np.where(grid.status[..., None] == DECIDE, grid.y1 - grid.y0[:, None, None], 0.0)
-        fire = grid.delay_ok(d_min) & (gain.max(axis=-1) > 0)
+    cells = build_cells(validate_paired(paired, source=source), delays, operations, source)
+    if cells.expected:  # expected outcomes: where some operation raises the chance, the one raising it most
+        gain = np.where(cells.status[..., None] == DECIDE, cells.y1 - cells.y0[:, None, None], 0.0)
+        fire = cells.delay_ok(d_min) & (gain.max(axis=-1) > 0)
         best = np.argmax(gain, axis=-1)
-        outcome, intervened, first = walk(grid, fire, np.take_along_axis(grid.y1, best[..., None], -1)[..., 0])
+        outcome, intervened, first = walk(cells, fire, np.take_along_axis(cells.y1, best[..., None], -1)[..., 0])
     else:
-        rescues = (grid.y0[:, None, None] == 0) & (grid.y1 == 1)
-        fire = grid.delay_ok(d_min) & rescues.any(axis=-1)
-        outcome, intervened, first = walk(grid, fire, rescues.any(axis=-1).astype(int))
+        rescues = (cells.y0[:, None, None] == 0) & (cells.y1 == 1)
+        fire = cells.delay_ok(d_min) & rescues.any(axis=-1)
+        outcome, intervened, first = walk(cells, fire, rescues.any(axis=-1).astype(int))
         best = np.argmax(rescues, axis=-1)
     picked = np.take_along_axis(best, np.maximum(first, 0)[:, None], axis=1)[:, 0]
-    out = grid.arms[ARM_KEYS].copy()
-    out["y_oracle"] = outcome if grid.expected else outcome.astype(int)
+    out = cells.arms[ARM_KEYS].copy()
+    out["y_oracle"] = outcome if cells.expected else outcome.astype(int)
     out["int_oracle"] = intervened.astype(int)
     out["delay_oracle"] = np.where(first >= 0, np.asarray(delays)[np.maximum(first, 0)], -1)
     out["op_oracle"] = np.where(intervened, np.asarray(operations, dtype=object)[picked], "")
@@ -383,14 +383,14 @@ def evaluate(model: Router | Fitted | Mapping[str, Router | Fitted], paired: pd.
     settings = {"routers": {name: _router_settings(r) for name, r in routers.items()},
                 **_router_settings(first), "resamples": int(resamples), "seed": int(seed), "level": level,
                 "episodes": int(len(arms)), "tasks": int(arms["task_id"].nunique()),
-                **{f"grid_{k}": v for k, v in arms.attrs.get("meta", {}).items()},
+                **{f"cells_{k}": v for k, v in arms.attrs.get("meta", {}).items()},
                 "cir_version": __version__}
     return {"episodes": arms, "summary": summary, "margins": margins, "settings": settings}
 
 
 def _router_settings(router: Router) -> dict[str, Any]:
     """The policy's settings as fitted (the harness budgets are the router's, not the policy's)."""
-    params = {k: v for k, v in router.settings.items() if k not in ("max_turns", "max_actions")}
+    params = {k: v for k, v in router.params.items() if k not in ("max_turns", "max_actions")}
     return {**{k: (list(v) if isinstance(v, tuple) else v) for k, v in params.items()},
             "estimator": router.estimator.name, "operations": list(router.operations),
             "thresholds": router.thresholds, "budget": router.budget, "baselines": router.baselines}

@@ -62,7 +62,7 @@ def run_episode(
     hook = RouterHook(router, at=p, checkpoints=start.rewind) if router is not None else None
     if hook is not None and 0 in hook.delays:
         hook.after_env_action(harness, env, episode)
-    harness.run(env, episode, hooks=[hook] if hook is not None else [])
+    harness.play(env, episode, hooks=[hook] if hook is not None else [])
     if hook is not None:
         info["router_decisions"] = [{"delay": d, "recover": op is not None, "operation": op}
                                     for d, op in hook.decisions]

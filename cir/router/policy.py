@@ -56,7 +56,7 @@ from cir.router.budget import Budget
 from cir.router.evaluation import decide_rows, score_rows
 from cir.router.rule import BUDGETS, ESTIMATORS, Estimator, LinearModel, choose, split_model_name
 from cir.router.runtime import Router
-from cir.router.walk import Grid, build_grid, check_features, model_labels, summarize, walk
+from cir.router.walk import Cells, build_cells, check_features, model_labels, summarize, walk
 from cir.util.errors import CirValueError
 
 
@@ -130,16 +130,16 @@ class CIRPolicy(BaseEstimator):
     ``estimator`` (``"paper"`` or ``"paired"``), ``operations`` (the recovery operations it
     may choose; one for the paper's CIR), ``budget`` (``"empirical"`` or ``"certified"``,
     with ``delta``), ``lam``, ``epsilon``, ``d_min``, ``delays``, ``C``, ``folds``, ``Cs``
-    (the paired estimator's candidate ``C`` values), ``grid_size``, ``seed``, ``max_iter``
+    (the paired estimator's candidate ``C`` values), ``threshold_steps``, ``seed``, ``max_iter``
     and ``extractor`` (the :class:`~cir.episode.extractor.FeatureExtractor` whose ``f_*``
     columns it is fitted on, default ALFWorld's; the router records its name).
 
     :meth:`fit` takes a paired DataFrame and sets the attributes ending in ``_``:
     ``features_``, ``extractor_``, ``models_`` (name -> :class:`LinearModel`), ``Cs_``
     (the C of each model), ``thresholds_``, ``budget_`` (what the budget search found,
-    including whether it bound and, when certified, whether any setting could be
+    including whether it bound and, when certified, whether any candidate could be
     certified), ``baselines_``, ``oof_`` (out-of-fold scores per decision cell),
-    ``oof_summary_``, ``grid_`` (every threshold setting tried, with its OOF gain, clean
+    ``oof_summary_``, ``candidates_`` (every threshold candidate tried, with its OOF gain, clean
     harm and whether it met the budget), ``n_tasks_`` and ``training_``. :meth:`to_router`
     turns the fitted policy into the runtime :class:`~cir.router.runtime.Router`.
 
@@ -167,7 +167,7 @@ class CIRPolicy(BaseEstimator):
         C: float = DEFAULT_C,
         Cs: tuple[float, ...] = PAIRED_CS,
         folds: int = DEFAULT_FOLDS,
-        grid_size: int = 21,
+        threshold_steps: int = 21,
         seed: int = DEFAULT_SEED,
         max_iter: int = 1000,
         extractor: FeatureExtractor | None = None,
@@ -183,13 +183,13 @@ class CIRPolicy(BaseEstimator):
         self.C = C
         self.Cs = Cs
         self.folds = folds
-        self.grid_size = grid_size
+        self.threshold_steps = threshold_steps
         self.seed = seed
         self.max_iter = max_iter
         self.extractor = extractor
 
-    # -- settings -------------------------------------------------------------------------------
-    def _check_settings(self) -> tuple[Estimator, tuple[str, ...], tuple[int, ...]]:
+    # -- params ---------------------------------------------------------------------------------
+    def _check_params(self) -> tuple[Estimator, tuple[str, ...], tuple[int, ...]]:
         if self.estimator not in ESTIMATORS:
             raise CirValueError(f"estimator: expected one of {', '.join(ESTIMATORS)}, got {self.estimator!r}")
         ops = (self.operations,) if isinstance(self.operations, str) else tuple(self.operations)
@@ -210,8 +210,8 @@ class CIRPolicy(BaseEstimator):
             raise CirValueError(f"C and Cs: expected values > 0, got C={self.C!r}, Cs={self.Cs!r}")
         if int(self.folds) < 2:
             raise CirValueError(f"folds: expected at least 2, got {self.folds!r}")
-        if int(self.grid_size) < 2:
-            raise CirValueError(f"grid_size: expected at least 2, got {self.grid_size!r}")
+        if int(self.threshold_steps) < 2:
+            raise CirValueError(f"threshold_steps: expected at least 2, got {self.threshold_steps!r}")
         return ESTIMATORS[self.estimator], ops, delays
 
     # -- models ---------------------------------------------------------------------------------
@@ -254,63 +254,63 @@ class CIRPolicy(BaseEstimator):
         return oof, fold_of
 
     # -- fit ------------------------------------------------------------------------------------
-    def _training_grid(self, paired: pd.DataFrame, ops: tuple[str, ...],
-                       delays: tuple[int, ...]) -> tuple[pd.DataFrame, list[str], FeatureExtractor, Grid]:
+    def _training_cells(self, paired: pd.DataFrame, ops: tuple[str, ...],
+                       delays: tuple[int, ...]) -> tuple[pd.DataFrame, list[str], FeatureExtractor, Cells]:
         source = "training table"
         df = validate_paired(paired, source=source)
         extractor = resolve_extractor(self.extractor)
         features = check_features(df, source, extractor=extractor)
-        grid = build_grid(df, delays, ops, source)
-        conditions = set(grid.cells["condition"])
+        cells = build_cells(df, delays, ops, source)
+        conditions = set(cells.decisions["condition"])
         if "clean" not in conditions:
             raise CirValueError(f"{source}: no clean rows at the candidate delays; the clean-harm limit "
                            "(epsilon) and the error model p_err need clean trajectories")
         if conditions == {"clean"}:
             raise CirValueError(f"{source}: only clean rows; p_err needs erroneous observations "
                            "(stale or missing conditions) to learn from")
-        n_tasks = grid.cells["task_id"].nunique()
+        n_tasks = cells.decisions["task_id"].nunique()
         if n_tasks < int(self.folds):
             raise CirValueError(f"{source}: {n_tasks} task(s) with decision cells, fewer than "
                            f"folds={int(self.folds)}; lower --folds or add tasks")
-        return df, features, extractor, grid
+        return df, features, extractor, cells
 
     def fit(self, paired: pd.DataFrame, y: None = None) -> CIRPolicy:
         """Fit the models, choose thresholds on OOF predictions, fit the baselines."""
-        estimator, ops, delays = self._check_settings()
-        df, features, extractor, grid = self._training_grid(paired, ops, delays)
-        cells = grid.cells
-        oof, fold_of = self._oof(estimator, ops, cells, features)
+        estimator, ops, delays = self._check_params()
+        df, features, extractor, cells = self._training_cells(paired, ops, delays)
+        decisions = cells.decisions
+        oof, fold_of = self._oof(estimator, ops, decisions, features)
         oof_scores = choose({op: estimator.scores(oof, op, self.lam) for op in ops}, ops)
-        g = grid.spread(oof_scores)
-        y1 = grid.outcome_if_chosen(g["choice"])
+        g = cells.spread(oof_scores)
+        y1 = cells.outcome_if_chosen(g["choice"])
 
         # CIR thresholds: the search under the clean-harm budget.
         budget = Budget(self.budget, float(self.epsilon), float(self.delta))
-        search = self._search(estimator, grid, g, y1, budget)
+        search = self._search(estimator, cells, g, y1, budget)
         best = search.iloc[0]
         thresholds = {name: _none_if_inf(best[name]) for name in estimator.thresholds}
-        fire = grid.rule_fires(estimator, g, thresholds, self.d_min)
-        outcome, intervened, _ = walk(grid, fire, y1)
-        oof_summary = _plain(summarize(grid, outcome, intervened))
+        fire = cells.rule_fires(estimator, g, thresholds, self.d_min)
+        outcome, intervened, _ = walk(cells, fire, y1)
+        oof_summary = _plain(summarize(cells, outcome, intervened))
 
         # Baselines, chosen on the same OOF predictions / training table; the models
         # refitted on all training tasks.
-        baselines = self._fit_baselines(grid, g, oof_summary["intervention_rate"], budget)
-        models, Cs = self._fit_models(estimator, ops, cells, features)
+        baselines = self._fit_baselines(cells, g, oof_summary["intervention_rate"], budget)
+        models, Cs = self._fit_models(estimator, ops, decisions, features)
 
         # The fitted state: set here and nowhere else, once everything succeeded.
         self.features_ = features
         self.extractor_ = extractor
-        self.oof_ = self._oof_table(cells, fold_of, oof, oof_scores, ops)
-        self.grid_ = search
+        self.oof_ = self._oof_table(decisions, fold_of, oof, oof_scores, ops)
+        self.candidates_ = search
         self.thresholds_ = thresholds
-        self.budget_ = budget.summary(search, len(grid.y0[grid.clean]))
+        self.budget_ = budget.summary(search, len(cells.y0[cells.clean]))
         self.oof_summary_ = oof_summary
         self.baselines_ = baselines
         self.models_ = models
         self.Cs_ = Cs
-        self.n_tasks_ = int(cells["task_id"].nunique())
-        self.training_ = {**grid.meta, "decision_cells": int(len(cells)),
+        self.n_tasks_ = int(decisions["task_id"].nunique())
+        self.training_ = {**cells.meta, "decision_cells": int(len(decisions)),
                           "task_ids": sorted(str(t) for t in set(df["task_id"])),
                           "agents": sorted(str(a) for a in set(df["agent"]))
                           if "agent" in df.columns else []}
@@ -336,17 +336,17 @@ class CIRPolicy(BaseEstimator):
 
     def _candidates(self, values: np.ndarray, extra: list[float]) -> np.ndarray:
         v = values[np.isfinite(values)]
-        q = np.quantile(v, np.linspace(0, 1, int(self.grid_size))) if len(v) else np.array([])
+        q = np.quantile(v, np.linspace(0, 1, int(self.threshold_steps))) if len(v) else np.array([])
         return np.unique(np.concatenate([q, np.asarray(extra, dtype=float)]))
 
-    def _search(self, estimator: Estimator, grid: Grid, g: dict[str, np.ndarray], y1: np.ndarray,
+    def _search(self, estimator: Estimator, cells: Cells, g: dict[str, np.ndarray], y1: np.ndarray,
                 budget: Budget) -> pd.DataFrame:
-        """Every threshold setting of the grid with its OOF objective; best first.
+        """Every threshold candidate with its OOF objective; best first.
 
         Candidates are quantiles of the OOF scores of the chosen operation (plus alpha = inf,
         i.e. never recover, which always meets the budget; beta = 0; gamma = 0); gamma >= 0
         only (the rule recovers when the expected benefit outweighs the weighted risk, paper
-        eq. 8). Among settings within the budget: largest net gain under erroneous
+        eq. 8). Among candidates within the budget: largest net gain under erroneous
         observations; ties: lower clean harm, fewer interventions, then larger (more
         conservative) thresholds.
         """
@@ -360,29 +360,29 @@ class CIRPolicy(BaseEstimator):
                 axes[name] = c[c >= 0] if name == "gamma" else c
         names = [n for n in estimator.thresholds if n != "alpha"]
         mesh = [a.ravel() for a in np.meshgrid(*[axes[n] for n in names], indexing="ij")]
-        delay_ok = grid.delay_ok(self.d_min)
+        delay_ok = cells.delay_ok(self.d_min)
         rows = []
         with np.errstate(invalid="ignore"):
-            passing = np.ones((len(mesh[0]),) + grid.status.shape, dtype=bool)
+            passing = np.ones((len(mesh[0]),) + cells.status.shape, dtype=bool)
             for (score, _), values in zip([gt for gt in estimator.gates if gt[1] != "alpha"], mesh,
                                              strict=True):
                 passing &= g[f"{score}_chosen"][None] >= values[:, None, None]
             for a in axes["alpha"]:
                 fire = passing & (delay_ok & (g["p_err_chosen"] >= a))[None]
-                outcome, intervened, _ = walk(grid, fire, y1)
-                s = summarize(grid, outcome, intervened)
+                outcome, intervened, _ = walk(cells, fire, y1)
+                s = summarize(cells, outcome, intervened)
                 rows.append(pd.DataFrame({
                     "alpha": a, **dict(zip(names, mesh, strict=True)),
                     "gain_count": s["gain_count"], "clean_harm_count": s["clean_harm_count"],
                     "interventions": s["interventions"], "net_gain": s["net_gain"],
                     "clean_harm": s["clean_harm"], "intervention_rate": s["intervention_rate"]}))
         table = pd.concat(rows, ignore_index=True)
-        table["feasible"] = budget.admits(table, int(grid.clean.sum()))
+        table["feasible"] = budget.admits(table, int(cells.clean.sum()))
         order = ["feasible", "gain_count", "clean_harm_count", "interventions", *estimator.thresholds]
         return table.sort_values(order, ascending=[False, False, True, True, *[False] * len(estimator.thresholds)],
                                  kind="mergesort").reset_index(drop=True)
 
-    def _fit_baselines(self, grid: Grid, g: dict[str, np.ndarray], cir_rate: float,
+    def _fit_baselines(self, cells: Cells, g: dict[str, np.ndarray], cir_rate: float,
                        budget: Budget) -> dict[str, Any]:
         """The baselines, each with the operation it recovers with: the anomaly detector (its
         OOF threshold, and the threshold whose rate matches the router's) and always
@@ -390,38 +390,38 @@ class CIRPolicy(BaseEstimator):
         ``anomaly``, ``anomaly_rate_matched`` and ``always`` use the operation that gained most
         (the only one for a single-operation router), and a router over several operations
         also keeps ``anomaly_<op>`` and ``always_<op>`` for every operation."""
-        per_op = {op: self._baselines_of(grid, g, o, cir_rate, budget) for o, op in enumerate(grid.operations)}
-        best_anomaly = max(grid.operations, key=lambda op: (per_op[op]["anomaly"]["oof_net_gain"],
-                                                             -grid.operations.index(op)))
-        best_always = max(grid.operations, key=lambda op: (per_op[op]["always"]["meets_epsilon"],
+        per_op = {op: self._baselines_of(cells, g, o, cir_rate, budget) for o, op in enumerate(cells.operations)}
+        best_anomaly = max(cells.operations, key=lambda op: (per_op[op]["anomaly"]["oof_net_gain"],
+                                                             -cells.operations.index(op)))
+        best_always = max(cells.operations, key=lambda op: (per_op[op]["always"]["meets_epsilon"],
                                                             per_op[op]["always"]["train_net_gain"],
-                                                            -grid.operations.index(op)))
+                                                            -cells.operations.index(op)))
         out = {"anomaly": per_op[best_anomaly]["anomaly"],
                "anomaly_rate_matched": per_op[best_anomaly]["anomaly_rate_matched"],
                "always": per_op[best_always]["always"]}
-        if len(grid.operations) > 1:
-            for op in grid.operations:
+        if len(cells.operations) > 1:
+            for op in cells.operations:
                 out[f"anomaly_{op}"] = per_op[op]["anomaly"]
                 out[f"always_{op}"] = per_op[op]["always"]
         return out
 
-    def _baselines_of(self, grid: Grid, g: dict[str, np.ndarray], o: int, cir_rate: float,
+    def _baselines_of(self, cells: Cells, g: dict[str, np.ndarray], o: int, cir_rate: float,
                       budget: Budget) -> dict[str, dict[str, Any]]:
-        """The three baselines recovering with the grid's operation ``o``."""
-        op = grid.operations[o]
-        y1 = grid.y1[..., o]
+        """The three baselines recovering with the cells's operation ``o``."""
+        op = cells.operations[o]
+        y1 = cells.y1[..., o]
         alphas = np.append(np.unique(g["p_err_chosen"][np.isfinite(g["p_err_chosen"])]), np.inf)
-        delay_ok = grid.delay_ok(self.d_min)
+        delay_ok = cells.delay_ok(self.d_min)
         with np.errstate(invalid="ignore"):
             fire = delay_ok[None] & (g["p_err_chosen"][None] >= alphas[:, None, None])
-        outcome, intervened, _ = walk(grid, fire, y1)
-        s = summarize(grid, outcome, intervened)
+        outcome, intervened, _ = walk(cells, fire, y1)
+        s = summarize(cells, outcome, intervened)
         anomaly = pd.DataFrame({"alpha": alphas, "gain_count": s["gain_count"],
                                 "clean_harm_count": s["clean_harm_count"],
                                 "interventions": s["interventions"],
                                 "intervention_rate": s["intervention_rate"],
                                 "net_gain": s["net_gain"], "clean_harm": s["clean_harm"]})
-        anomaly["feasible"] = budget.admits(anomaly, int(grid.clean.sum()))
+        anomaly["feasible"] = budget.admits(anomaly, int(cells.clean.sum()))
         best = anomaly.sort_values(["feasible", "gain_count", "clean_harm_count", "interventions", "alpha"],
                                    ascending=[False, False, True, True, False], kind="mergesort").iloc[0]
         # rate-matched: the OOF intervention rate closest to the router's (no budget)
@@ -429,26 +429,26 @@ class CIRPolicy(BaseEstimator):
         matched = anomaly.sort_values(["rate_gap", "gain_count", "alpha"], ascending=[True, False, False],
                                       kind="mergesort").iloc[0]
         return {"anomaly": {**_pick(best), "operation": op}, "anomaly_rate_matched": {**_pick(matched), "operation": op},
-                "always": {**self._always(grid, y1, budget), "operation": op}}
+                "always": {**self._always(cells, y1, budget), "operation": op}}
 
-    def _always(self, grid: Grid, y1: np.ndarray, budget: Budget) -> dict[str, Any]:
+    def _always(self, cells: Cells, y1: np.ndarray, budget: Budget) -> dict[str, Any]:
         """Always recover at one fixed delay, chosen on the training table itself (no model)."""
         always = []
-        for j, d in enumerate(grid.delays):
+        for j, d in enumerate(cells.delays):
             if d < self.d_min:
                 continue
-            f = np.zeros(grid.status.shape, dtype=bool)
+            f = np.zeros(cells.status.shape, dtype=bool)
             f[:, j] = True
-            outcome, intervened, _ = walk(grid, f, y1)
-            s = summarize(grid, outcome, intervened)
-            count = float if grid.expected else int  # expected counts of a table of --samples
+            outcome, intervened, _ = walk(cells, f, y1)
+            s = summarize(cells, outcome, intervened)
+            count = float if cells.expected else int  # expected counts of a table of --samples
             always.append({"delay": d, "gain_count": count(s["gain_count"]),
                            "clean_harm_count": count(s["clean_harm_count"]), "interventions": int(s["interventions"]),
                            "net_gain": float(s["net_gain"]), "clean_harm": float(s["clean_harm"])})
         if not always:
-            raise CirValueError(f"d_min={self.d_min} is above every candidate delay {grid.delays}")
+            raise CirValueError(f"d_min={self.d_min} is above every candidate delay {cells.delays}")
         table = pd.DataFrame(always)
-        table["meets_epsilon"] = budget.admits(table, int(grid.clean.sum()))
+        table["meets_epsilon"] = budget.admits(table, int(cells.clean.sum()))
         best = table.sort_values(["meets_epsilon", "gain_count", "clean_harm_count", "delay"],
                                  ascending=[False, False, True, True], kind="mergesort").iloc[0]
         return {"delay": int(best["delay"]), "train_net_gain": float(best["net_gain"]),
@@ -470,11 +470,11 @@ class CIRPolicy(BaseEstimator):
         the file (None: ALFWorld's).
         """
         self._check_fitted()
-        settings = {k: v for k, v in self.get_params().items()
-                    if k not in ("extractor", "estimator", "operations", "budget")}
-        settings["delays"] = [int(d) for d in settings["delays"]]
-        settings["Cs"] = [float(c) for c in settings["Cs"]]
-        settings.update(max_turns=int(max_turns), max_actions=int(max_actions))
+        params = {k: v for k, v in self.get_params().items()
+                  if k not in ("extractor", "estimator", "operations", "budget")}
+        params["delays"] = [int(d) for d in params["delays"]]
+        params["Cs"] = [float(c) for c in params["Cs"]]
+        params.update(max_turns=int(max_turns), max_actions=int(max_actions))
         s = self.oof_summary_
         training = {"n_tasks": int(self.n_tasks_), "decision_cells": int(self.training_["decision_cells"]),
                     "oof_net_gain": float(s["net_gain"]), "oof_clean_harm": float(s["clean_harm"]),
@@ -483,7 +483,7 @@ class CIRPolicy(BaseEstimator):
                                                   else self.training_.get("task_ids", []))],
                     "agents": [str(a) for a in self.training_.get("agents", [])]}
         ops = (self.operations,) if isinstance(self.operations, str) else tuple(self.operations)
-        return Router(self.features_, dict(self.models_), self.thresholds_, settings, self.baselines_, training,
+        return Router(self.features_, dict(self.models_), self.thresholds_, params, self.baselines_, training,
                       extractor=self.extractor_, estimator=self.estimator, operations=ops,
                       budget=dict(self.budget_), **({} if family is None else {"family": family}))
 

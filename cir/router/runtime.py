@@ -3,7 +3,7 @@
 A router is plain numbers in a JSON file (DESIGN.md, "Router artifact"): the estimator
 (``paper`` or ``paired``, :mod:`cir.router.rule`), the operations it may choose, the
 feature names, every model's scaler means/scales, coefficients and intercept, the
-thresholds, the budget it was fitted under, the settings, the baselines' parameters (so
+thresholds, the budget it was fitted under, its parameters, the baselines' parameters (so
 ``cir evaluate`` needs only this file and a test table), a summary of training, the ``cir``
 version and a format version. Loading parses JSON and checks every key and type; it never
 executes code (no pickle, no eval), so a router file from anyone is safe to load.
@@ -18,22 +18,24 @@ harness run and applies the operation it chooses.
 
 The router records the name of the extractor it was fitted with and refuses to load or
 run with another. Files of format versions 1 and 2 (the paper's estimator, one operation
-named in their settings) still load.
+named in their settings) and 3 (``settings`` where version 4 says ``params``,
+``settings_searched``/``settings_within_budget`` where it says ``candidates_*``, ``grid_size``
+where it says ``threshold_steps``) still load.
 
-File layout (format version 3)::
+File layout (format version 4)::
 
-    {"format": "cir-router", "format_version": 3, "cir_version": "0.1.0",
+    {"format": "cir-router", "format_version": 4, "cir_version": "0.1.0",
      "extractor": "alfworld", "estimator": "paper", "operations": ["refresh"],
      "features": ["f_delay", ...],
      "models": {"p_err": {"scaler_mean": [...], "scaler_scale": [...], "coef": [...],
                           "intercept": 0.0}, "p0": {...}, "p1[refresh]": {...}},
      "thresholds": {"alpha": 0.8 | null, "beta": 0.05, "gamma": 0.0},   # null: never passes
      "budget": {"kind": "empirical", "epsilon": 0.02, "delta": 0.1, "n_clean": 93,
-                "settings_searched": 4840, "settings_within_budget": 4840, "bound": false,
+                "candidates_searched": 4840, "candidates_within_budget": 4840, "bound": false,
                 "certified_any": null, "clean_arms_to_certify_one": 114},
-     "settings": {"lam": 2.0, "epsilon": 0.02, "delta": 0.1, "d_min": 1, "delays": [1, 2, 4],
-                  "C": 0.1, "Cs": [...], "folds": 5, "grid_size": 21, "seed": 0,
-                  "max_iter": 1000, "max_turns": 49, "max_actions": 64},
+     "params": {"lam": 2.0, "epsilon": 0.02, "delta": 0.1, "d_min": 1, "delays": [1, 2, 4],
+                "C": 0.1, "Cs": [...], "folds": 5, "threshold_steps": 21, "seed": 0,
+                "max_iter": 1000, "max_turns": 49, "max_actions": 64},
      "baselines": {"anomaly": {"alpha": ..., "oof_net_gain": ..., "oof_clean_harm": ...,
                                "oof_intervention_rate": ...},
                    "anomaly_rate_matched": {...same keys...},
@@ -78,7 +80,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from cir.episode.recovery import Checkpoints
 
 FORMAT = "cir-router"
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 #: A router is a few KB (plus its training task ids); a larger file is refused unread.
 MAX_ROUTER_BYTES = 16 * 1024 * 1024
 
@@ -87,14 +89,16 @@ _OPT_NUM = (int, float, type(None))
 _OPT_BOOL = (bool, type(None))
 # key -> expected type(s), or a nested spec (dict), for each part of the file.
 _MODEL_SPEC = {"scaler_mean": list, "scaler_scale": list, "coef": list, "intercept": _NUM}
-_SETTINGS_SPEC = {"lam": _NUM, "epsilon": _NUM, "delta": _NUM, "d_min": int, "delays": list, "C": _NUM,
-                  "Cs": list, "folds": int, "grid_size": int, "seed": int, "max_iter": int,
-                  "max_turns": int, "max_actions": int}
-_SETTINGS_SPEC_V2 = {**{k: v for k, v in _SETTINGS_SPEC.items() if k not in ("delta", "Cs")}, "operation": str}
+_PARAMS_SPEC = {"lam": _NUM, "epsilon": _NUM, "delta": _NUM, "d_min": int, "delays": list, "C": _NUM,
+                "Cs": list, "folds": int, "threshold_steps": int, "seed": int, "max_iter": int,
+                "max_turns": int, "max_actions": int}
+# versions 1 and 2 name them "settings", with "grid_size" for "threshold_steps"
+_SETTINGS_SPEC_V2 = {**{("grid_size" if k == "threshold_steps" else k): v for k, v in _PARAMS_SPEC.items()
+                        if k not in ("delta", "Cs")}, "operation": str}
 _ANOMALY_SPEC = {"alpha": _OPT_NUM, "oof_net_gain": _NUM, "oof_clean_harm": _NUM,
                  "oof_intervention_rate": _NUM}
-_BUDGET_SPEC = {"kind": str, "epsilon": _NUM, "delta": _NUM, "n_clean": int, "settings_searched": int,
-                "settings_within_budget": int, "bound": bool, "certified_any": _OPT_BOOL,
+_BUDGET_SPEC = {"kind": str, "epsilon": _NUM, "delta": _NUM, "n_clean": int, "candidates_searched": int,
+                "candidates_within_budget": int, "bound": bool, "certified_any": _OPT_BOOL,
                 "clean_arms_to_certify_one": (int, type(None))}
 _ALWAYS_SPEC = {"delay": int, "train_net_gain": _NUM, "train_clean_harm": _NUM, "meets_epsilon": bool}
 _BASELINES_SPEC_V2 = {"anomaly": _ANOMALY_SPEC, "anomaly_rate_matched": _ANOMALY_SPEC, "always": _ALWAYS_SPEC}
@@ -106,7 +110,7 @@ _TRAINING_SPEC = {"n_tasks": int, "decision_cells": int, "oof_net_gain": _NUM, "
 _SPEC: dict[str, Any] = {
     "format": str, "format_version": int, "cir_version": str, "extractor": str, "estimator": str,
     "operations": list, "features": list, "models": dict, "thresholds": dict, "budget": _BUDGET_SPEC,
-    "settings": _SETTINGS_SPEC, "baselines": dict, "training": _TRAINING_SPEC,
+    "params": _PARAMS_SPEC, "baselines": dict, "training": _TRAINING_SPEC,
 }
 # version 2: the paper's estimator, one operation (in its settings), models p_err, p0, p1
 _SPEC_V2: dict[str, Any] = {
@@ -199,7 +203,7 @@ class Router:
     """The fitted CIR policy as a runtime object (see module docstring)."""
 
     def __init__(self, features: list[str], models: dict[str, LinearModel],
-                 thresholds: dict[str, float | None], settings: dict[str, Any],
+                 thresholds: dict[str, float | None], params: dict[str, Any],
                  baselines: dict[str, Any], training: dict[str, Any],
                  cir_version: str = __version__, extractor: FeatureExtractor | None = None,
                  estimator: str = "paper", operations: tuple[str, ...] = ("refresh",),
@@ -213,7 +217,7 @@ class Router:
         self.features = list(features)
         self.models = models
         self.thresholds = dict(thresholds)
-        self.settings = dict(settings)
+        self.params = dict(params)
         self.baselines = baselines
         self.training = training
         self.budget = dict(budget or {})
@@ -222,7 +226,7 @@ class Router:
     @property
     def delays(self) -> tuple[int, ...]:
         """Candidate delays, in the order the harness should ask (:class:`RouterHook` reads this)."""
-        return tuple(int(d) for d in self.settings["delays"])
+        return tuple(int(d) for d in self.params["delays"])
 
     @property
     def operation(self) -> str:
@@ -233,7 +237,7 @@ class Router:
 
     def predict(self, X: np.ndarray) -> dict[str, np.ndarray]:
         """The estimator's scores for rows of features (in :attr:`features` order)."""
-        return predict(self.estimator, self.models, self.operations, X, float(self.settings["lam"]))
+        return predict(self.estimator, self.models, self.operations, X, float(self.params["lam"]))
 
     # -- deciding ---------------------------------------------------------------------------
     def decide_features(self, features: dict[str, float], delay: int) -> Decision:
@@ -246,7 +250,7 @@ class Router:
         chosen = {k[: -len("_chosen")]: float(v[0]) for k, v in s.items() if k.endswith("_chosen")}
         utilities = {op: float(s["utility"][0, i]) for i, op in enumerate(self.operations)}
         blocker = blocked_by(self.estimator, int(delay), {f"{k}_chosen": v for k, v in chosen.items()},
-                             self.thresholds, int(self.settings["d_min"]), self.delays)
+                             self.thresholds, int(self.params["d_min"]), self.delays)
         operation = self.operations[int(s["choice"][0])] if blocker is None else None
         return Decision(blocker is None, operation, chosen["p_err"], chosen["utility"], blocker, int(delay),
                         chosen, utilities)
@@ -254,8 +258,8 @@ class Router:
     def decide(self, transcript: Transcript, delay: int) -> Decision:
         """Recover now, and with which operation? ``delay`` = env actions since the suspect
         observation."""
-        features = extract(self.extractor, transcript, delay, max_turns=int(self.settings["max_turns"]),
-                           max_actions=int(self.settings["max_actions"]))
+        features = extract(self.extractor, transcript, delay, max_turns=int(self.params["max_turns"]),
+                           max_actions=int(self.params["max_actions"]))
         decision = self.decide_features(features, delay)
         if not may_recover(transcript):
             return Decision(False, None, decision.p_err, decision.utility, "already_recovered", int(delay),
@@ -277,7 +281,7 @@ class Router:
                        for name in self.estimator.model_names(self.operations)},
             "thresholds": {k: (None if v is None else float(v)) for k, v in self.thresholds.items()},
             "budget": self.budget,
-            "settings": self.settings,
+            "params": self.params,
             "baselines": self.baselines,
             "training": self.training,
         }
@@ -297,6 +301,8 @@ class Router:
         version = _check_version(data, source)
         if version < 3:
             data = _upgrade(data, version, source)
+        if version < 4:
+            data = _upgrade_v3(data)
         family = data.get("family", DEFAULT_FAMILY)
         if not isinstance(family, str) or not family:
             raise CirError(f"{source}: key 'family' must be a family name or MODULE:ATTR, got {family!r:.60}")
@@ -312,8 +318,8 @@ class Router:
         models = _models(data["models"], estimator, operations, len(features), source)
         thresholds = _thresholds(data["thresholds"], estimator, source)
         _baselines(data["baselines"], operations, source)
-        _check_settings(data, source)
-        return cls(features, models, thresholds, data["settings"], data["baselines"], data["training"],
+        _check_params(data, source)
+        return cls(features, models, thresholds, data["params"], data["baselines"], data["training"],
                    cir_version=data["cir_version"], extractor=extractor, estimator=estimator.name,
                    operations=operations, budget=data["budget"], family=family)
 
@@ -357,6 +363,19 @@ def _upgrade(data: dict[str, Any], version: int, source: str) -> dict[str, Any]:
             "budget": {"kind": "empirical", "epsilon": float(settings["epsilon"]), "delta": 0.1,
                        "n_clean": 0, "settings_searched": 0, "settings_within_budget": 0, "bound": False,
                        "certified_any": None, "clean_arms_to_certify_one": None}}
+
+
+def _upgrade_v3(data: dict[str, Any]) -> dict[str, Any]:
+    """A version 3 file in version 4's words: ``params`` (was ``settings``), ``threshold_steps``
+    (was ``grid_size``), the budget's ``candidates_*`` (were ``settings_*``); a key a version 3
+    file lacks is left for the checks to name."""
+    out = {k: v for k, v in data.items() if k != "settings"}
+    if isinstance(data.get("settings"), dict):
+        out["params"] = {("threshold_steps" if k == "grid_size" else k): v for k, v in data["settings"].items()}
+    if isinstance(data.get("budget"), dict):
+        out["budget"] = {k.replace("settings_", "candidates_", 1) if k.startswith("settings_") else k: v
+                         for k, v in data["budget"].items()}
+    return {**out, "format_version": 4}
 
 
 def _operations(ops: list[Any], source: str) -> tuple[str, ...]:
@@ -424,15 +443,15 @@ def _baselines(data: dict[str, Any], operations: tuple[str, ...], source: str) -
                            f"router's operations ({', '.join(operations)})")
 
 
-def _check_settings(data: dict[str, Any], source: str) -> None:
-    settings = data["settings"]
-    delays = settings["delays"]
+def _check_params(data: dict[str, Any], source: str) -> None:
+    params = data["params"]
+    delays = params["delays"]
     if not delays or any(isinstance(d, bool) or not isinstance(d, int) or d < 0 for d in delays) \
             or delays != sorted(set(delays)):
-        raise CirError(f"{source}: settings.delays must be increasing integers >= 0, got {delays!r}")
-    if settings["lam"] <= 0 or not 0 <= settings["epsilon"] <= 1 or not 0 < settings["delta"] < 1:
-        raise CirError(f"{source}: settings.lam must be > 0, settings.epsilon in [0, 1] and "
-                       "settings.delta in (0, 1)")
+        raise CirError(f"{source}: params.delays must be increasing integers >= 0, got {delays!r}")
+    if params["lam"] <= 0 or not 0 <= params["epsilon"] <= 1 or not 0 < params["delta"] < 1:
+        raise CirError(f"{source}: params.lam must be > 0, params.epsilon in [0, 1] and "
+                       "params.delta in (0, 1)")
     if data["budget"]["kind"] not in BUDGETS:
         raise CirError(f"{source}: budget.kind must be one of {', '.join(BUDGETS)}, "
                        f"got {data['budget']['kind']!r}")
@@ -441,7 +460,7 @@ def _check_settings(data: dict[str, Any], source: str) -> None:
             raise CirError(f"{source}: training.{key} must hold strings")
     for name, b in data["baselines"].items():
         if "delay" in b and b["delay"] not in delays:
-            raise CirError(f"{source}: baselines.{name}.delay is not one of settings.delays")
+            raise CirError(f"{source}: baselines.{name}.delay is not one of params.delays")
 
 
 def _extractor_for(fitted_with: str, given: FeatureExtractor | None, source: str,
@@ -455,7 +474,7 @@ def _extractor_for(fitted_with: str, given: FeatureExtractor | None, source: str
         if fitted_with not in builtin:
             raise CirError(f"{source}: fitted with the {fitted_with!r} feature extractor, which cir does "
                            f"not ship; load it with that extractor (Router.load(path, extractor=...), "
-                           f"or --env MODULE:ATTR naming its family)")
+                           f"or --family MODULE:ATTR naming its family)")
         return builtin[fitted_with]
     given = resolve_extractor(given)
     if given.name != fitted_with:

@@ -40,7 +40,7 @@ DECIDE, ENDED, MISSING = 0, 1, 2
 
 
 @dataclass
-class Grid:
+class Cells:
     """The cells of a paired table for some operations: arms x delays (x operations)."""
 
     arms: pd.DataFrame  # task_id, condition, y0
@@ -49,9 +49,9 @@ class Grid:
     status: np.ndarray  # (arms, delays): DECIDE / ENDED / MISSING
     y1: np.ndarray  # (arms, delays, operations)
     row: np.ndarray  # (arms, delays): index into the decision-cell table, -1 where none
-    cells: pd.DataFrame  # the decision cells: features, y0, and y1_<operation>
+    decisions: pd.DataFrame  # the decision cells: features, y0, and y1_<operation>
     meta: dict[str, int] = field(default_factory=dict)
-    #: a table of --samples: outcomes are expected ones (floats; see :func:`build_grid`)
+    #: a table of --samples: outcomes are expected ones (floats; see :func:`build_cells`)
     expected: bool = False
 
     @property
@@ -67,7 +67,7 @@ class Grid:
         return np.asarray(self.delays)[None, :] >= d_min
 
     def spread(self, cell_values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """Per-decision-cell values onto the (arms, delays[, operations]) grid (NaN where not
+        """Per-decision-cell values onto the (arms, delays[, operations]) array (NaN where not
         decidable; -1 for the integer ``choice``)."""
         out = {}
         has = self.row >= 0
@@ -86,7 +86,7 @@ class Grid:
 
     def rule_fires(self, estimator: Estimator, g: dict[str, np.ndarray],
                    thresholds: dict[str, float | None], d_min: int) -> np.ndarray:
-        """Where the CIR rule fires, given scores ``g`` spread on the grid."""
+        """Where the CIR rule fires, given scores ``g`` spread on the cells."""
         return self.delay_ok(d_min) & gates_pass(estimator, g, thresholds)
 
 
@@ -130,7 +130,7 @@ def check_features(df: pd.DataFrame, source: str, names: list[str] | None = None
         if unknown:
             raise CirError(f"{source}: unknown feature column {unknown[0]!r}: not a feature of the "
                            f"{known.name!r} extractor, so a router could not compute it live (the "
-                           "table of another environment family? give its extractor: --env NAME or "
+                           "table of another environment family? give its extractor: --family NAME or "
                            "MODULE:ATTR, CIRPolicy(extractor=...))")
         names = have
     missing = [c for c in names if c not in df.columns]
@@ -163,8 +163,8 @@ def _check_operations(df: pd.DataFrame, delays: tuple[int, ...], operations: tup
                        "delays or operations; the no-recovery arm is shared by all of them")
 
 
-def build_grid(df: pd.DataFrame, delays: tuple[int, ...], operations: tuple[str, ...] | str,
-               source: str) -> Grid:
+def build_cells(df: pd.DataFrame, delays: tuple[int, ...], operations: tuple[str, ...] | str,
+                source: str) -> Cells:
     """Arrange the rows of the operations into arms x candidate delays (x operations).
 
     A cell is *decidable* when every operation's row exists, ran (``executed``) and passed
@@ -210,14 +210,14 @@ def build_grid(df: pd.DataFrame, delays: tuple[int, ...], operations: tuple[str,
     row = np.full((n, m), -1, dtype=int)
     for r, (_, e, d) in enumerate(where):
         row[e, d] = r
-    cells = df.loc[[i for i, _, _ in where]].reset_index(drop=True)
+    decisions = df.loc[[i for i, _, _ in where]].reset_index(drop=True)
     where = np.array([(e, d) for _, e, d in where], dtype=int).reshape(-1, 2)
     for o, op in enumerate(operations):
-        cells[f"y1_{op}"] = cell_y1[where[:, 0], where[:, 1], o] if len(where) else np.zeros(0, dtype=int)
+        decisions[f"y1_{op}"] = cell_y1[where[:, 0], where[:, 1], o] if len(where) else np.zeros(0, dtype=int)
     meta = {"arms": n, "tasks": int(arms["task_id"].nunique()), "cells": int(decidable.sum()),
             "ended_cells": int(ended.sum()),
             "prefix_mismatch_cells": int((present & ~ok).any(axis=-1)[~ended].sum())}
-    return Grid(arms, tuple(delays), operations, status, y1, row, cells, meta, expected)
+    return Cells(arms, tuple(delays), operations, status, y1, row, decisions, meta, expected)
 
 
 def _expected_walk(p0: np.ndarray, p1: np.ndarray, present: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -231,23 +231,23 @@ def _expected_walk(p0: np.ndarray, p1: np.ndarray, present: np.ndarray) -> tuple
     return never, never[:, None, None] + (p1 - p0[..., None])
 
 
-def walk(grid: Grid, fire: np.ndarray, y1: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def walk(cells: Cells, fire: np.ndarray, y1: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Run the sequential policy: ``fire`` (..., arms, delays) says where the rule fires.
 
     ``y1`` (arms, delays) is the outcome of recovering at each cell with the operation the
-    policy would use there (default: the grid's only operation). Returns (outcome,
+    policy would use there (default: the cells' only operation). Returns (outcome,
     intervened, delay index or -1), each shaped like ``fire[..., 0]``. A cell fires only if
     decidable; the walk stops at the first firing cell, and the first ended cell ends it
     (later cells of an ended arm are ended too).
     """
     if y1 is None:
-        if len(grid.operations) != 1:
-            raise CirValueError("walk: give y1 (the chosen operation's outcomes) when the grid has several")
-        y1 = grid.y1[..., 0]
-    decidable = grid.status == DECIDE
-    ended = grid.status == ENDED
+        if len(cells.operations) != 1:
+            raise CirValueError("walk: give y1 (the chosen operation's outcomes) when the cells have several")
+        y1 = cells.y1[..., 0]
+    decidable = cells.status == DECIDE
+    ended = cells.status == ENDED
     allowed = decidable & (np.cumsum(ended, axis=1) == 0)  # cells before the first ended cell
-    outcome = np.broadcast_to(grid.y0, fire.shape[:-1]).copy()
+    outcome = np.broadcast_to(cells.y0, fire.shape[:-1]).copy()
     decided = np.zeros(fire.shape[:-1], dtype=bool)
     first = np.full(fire.shape[:-1], -1)
     for j in range(fire.shape[-1]):  # few delays: one vectorised pass each
@@ -258,12 +258,12 @@ def walk(grid: Grid, fire: np.ndarray, y1: np.ndarray | None = None) -> tuple[np
     return outcome, decided, first
 
 
-def summarize(grid: Grid, outcome: np.ndarray, intervened: np.ndarray) -> dict[str, Any]:
+def summarize(cells: Cells, outcome: np.ndarray, intervened: np.ndarray) -> dict[str, Any]:
     """Objective and constraint of a policy's walk (paper, eq. 4), as counts and rates."""
-    clean = grid.clean
-    y0 = grid.y0
+    clean = cells.clean
+    y0 = cells.y0
     err = (~clean).astype(np.int64)
-    if grid.expected:  # expected outcomes: a clean harm is a drop in the chance of success
+    if cells.expected:  # expected outcomes: a clean harm is a drop in the chance of success
         gain = outcome @ err - float(y0 @ err)
         harm = np.maximum(y0 - outcome, 0.0) @ clean.astype(float)
     else:

@@ -3,7 +3,7 @@
 from cir.util.lazy import lazy_exports
 
 __all__, __getattr__, __dir__ = lazy_exports(__name__, {
-    "select_cohort": "cir.stats.decompose",
+    "select_subset": "cir.stats.decompose",
     "outcome_counts": "cir.stats.decompose",
     "decompose": "cir.stats.decompose",
     "effect_table": "cir.stats.effects",

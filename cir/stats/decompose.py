@@ -1,9 +1,9 @@
-"""Rescue/harm decomposition of a paired table (paper, section 3.3): cohorts, groups, counts.
+"""Rescue/harm decomposition of a paired table (paper, section 3.3): subsets, groups, counts.
 
 An average success rate hides whether recovery changed a trajectory; the paired
 outcome of each row (stable success, rescue, harm, stable failure) does not. This
-module is the public home of what every analysis starts from: selecting the cohort
-(:func:`select_cohort`), checking and ordering the grouping keys, coding groups and
+module is the public home of what every analysis starts from: selecting the subset
+(:func:`select_subset`), checking and ordering the grouping keys, coding groups and
 tasks as integers, and counting the outcomes by any grouping (:func:`outcome_counts`).
 The statistics on top of these counts live in :mod:`cir.stats.effects` and :mod:`cir.stats.joint`,
 the figures in :mod:`cir.study.figures`.
@@ -21,7 +21,7 @@ from cir.pairs.paired import OUTCOMES, validate_paired
 from cir.pairs.samples import SAMPLE_COLUMNS, has_samples, outcome_probabilities
 from cir.util.errors import CirError
 
-COHORTS = ("all", "factual-success")
+SUBSETS = ("all", "factual-success")
 DEFAULT_BY = ("condition", "delay", "operation")
 
 # Display order for known values; anything else sorts after these, alphabetically.
@@ -46,37 +46,38 @@ def prepare(df: pd.DataFrame, source: str = "paired table") -> pd.DataFrame:
     return validate_paired(df, source=source)
 
 
-def select_cohort(
+def select_subset(
     df: pd.DataFrame,
-    cohort: str = "all",
+    subset: str = "all",
     require_prefix_match: bool = True,
 ) -> pd.DataFrame:
-    """Rows of the requested cohort.
+    """Rows of the requested subset.
 
     ``all``: every prefix-feasible task (a task is prefix-feasible when it has rows).
     ``factual-success``: only tasks whose factual (clean, no-recovery) run succeeded,
-    the paper's cohort in which any clean-observation failure after recovery is a harm.
+    the paper's factual-success analyses (its "factual-success cohort"), in which any
+    clean-observation failure after recovery is a harm.
     Rows whose two arms differ before the branch point (``prefix_match`` false) break
     the paired design and are dropped unless ``require_prefix_match`` is False.
-    The result is validated (:func:`prepare`) and records ``cohort`` and
+    The result is validated (:func:`prepare`) and records ``subset`` and
     ``dropped_prefix_mismatch`` in its ``attrs``.
     """
     df = prepare(df)
-    if cohort not in COHORTS:
-        raise CirError(f"cohort {cohort!r} is unknown; expected one of {', '.join(COHORTS)}")
+    if subset not in SUBSETS:
+        raise CirError(f"subset {subset!r} is unknown; expected one of {', '.join(SUBSETS)}")
     keep = pd.Series(True, index=df.index)
-    if cohort == "factual-success":
+    if subset == "factual-success":
         keep &= df["factual_success"] == 1
     mismatch = keep & (df["prefix_match"] == 0)
     if require_prefix_match:
         keep &= ~mismatch
     out = df.loc[keep].copy()
     out.attrs.update(df.attrs)
-    out.attrs["cohort"] = cohort
+    out.attrs["subset"] = subset
     out.attrs["dropped_prefix_mismatch"] = int(mismatch.sum()) if require_prefix_match else 0
     if out.empty:
         raise CirError(
-            f"cohort {cohort!r} has no rows"
+            f"subset {subset!r} has no rows"
             + (" with prefix_match true" if require_prefix_match else "")
             + f" (the table has {len(df)} rows, {df['task_id'].nunique()} tasks)"
         )
@@ -186,9 +187,9 @@ def outcome_counts(df: pd.DataFrame, by: Sequence[str] = DEFAULT_BY) -> pd.DataF
 
 
 def count_outcomes(rows: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    """:func:`outcome_counts` of rows already validated (e.g. by :func:`select_cohort`) by
+    """:func:`outcome_counts` of rows already validated (e.g. by :func:`select_subset`) by
     keys already checked (:func:`check_keys`): the statistics count many groupings of one
-    cohort, and validating it once is enough."""
+    subset, and validating it once is enough."""
     codes, groups = group_index(rows, keys)
     k = len(groups)
     y0 = rows["y0"].to_numpy()
@@ -237,13 +238,13 @@ def expected_counts(rows: pd.DataFrame, codes: np.ndarray, k: int) -> dict[str, 
 def decompose(
     df: pd.DataFrame,
     by: Sequence[str] = DEFAULT_BY,
-    cohort: str = "all",
+    subset: str = "all",
     require_prefix_match: bool = True,
 ) -> pd.DataFrame:
-    """Outcome counts and rates of a cohort by any grouping (see :func:`outcome_counts`)."""
-    rows = select_cohort(df, cohort, require_prefix_match)
+    """Outcome counts and rates of a subset by any grouping (see :func:`outcome_counts`)."""
+    rows = select_subset(df, subset, require_prefix_match)
     keys = check_keys(rows, by)
     check_pooling(rows, keys)
     out = count_outcomes(rows, keys)
-    out.attrs.update({"cohort": cohort, "by": list(by)})
+    out.attrs.update({"subset": subset, "by": list(by)})
     return out

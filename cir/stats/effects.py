@@ -34,7 +34,7 @@ from cir.stats.decompose import (
     count_outcomes,
     group_index,
     group_key,
-    select_cohort,
+    select_subset,
     task_index,
 )
 from cir.stats.noise import floor_of, noise_floor
@@ -107,7 +107,7 @@ def tian_pearl_bounds(success_with: np.ndarray, success_without: np.ndarray) -> 
 def effect_table(
     df: pd.DataFrame,
     by: Sequence[str] = DEFAULT_BY,
-    cohort: str = "all",
+    subset: str = "all",
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = DEFAULT_SEED,
     level: float = DEFAULT_LEVEL,
@@ -117,7 +117,7 @@ def effect_table(
     """Paired outcome counts, effect of recovery (pp) with cluster-bootstrap CI, tests, bounds.
 
     One row per group of ``by``. ``effect_pp`` = 100 * (mean y1 - mean y0) =
-    100 * (rescue rate - harm rate). The interval resamples the tasks of the cohort
+    100 * (rescue rate - harm rate). The interval resamples the tasks of the subset
     (all groups on the same resamples). ``sign_flip_p`` tests the task-level sum of
     y1 - y0; ``mcnemar_p`` is McNemar's exact test on rescues vs harms (NaN when a task
     has several rows in the group, as its pairs are then not independent). Tian-Pearl
@@ -138,7 +138,7 @@ def effect_table(
     check_resamples(resamples, level)
     if bootstrap not in BOOTSTRAPS:
         raise CirError(f"bootstrap {bootstrap!r}: expected one of {', '.join(BOOTSTRAPS)}")
-    rows = select_cohort(df, cohort, require_prefix_match)
+    rows = select_subset(df, subset, require_prefix_match)
     keys = check_keys(rows, by)
     check_pooling(rows, keys)
     table = count_outcomes(rows, keys)
@@ -176,7 +176,7 @@ def effect_table(
         extra = SAMPLED_COLUMNS
     table = table[keys + EFFECT_COLUMNS + extra]
     table.attrs.update(
-        cir_version=__version__, kind="effects", by=keys, cohort=cohort, resamples=int(resamples),
+        cir_version=__version__, kind="effects", by=keys, subset=subset, resamples=int(resamples),
         seed=int(seed), level=level, require_prefix_match=require_prefix_match,
         dropped_prefix_mismatch=rows.attrs.get("dropped_prefix_mismatch", 0), tasks=n_tasks,
         **({"bootstrap": bootstrap} if sampled or bootstrap != "tasks" else {}),
@@ -203,7 +203,7 @@ def contrast_table(
     b: str,
     on: str = "condition",
     by: Sequence[str] = ("operation", "delay"),
-    cohort: str = "all",
+    subset: str = "all",
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = DEFAULT_SEED,
     level: float = DEFAULT_LEVEL,
@@ -216,7 +216,7 @@ def contrast_table(
     effects on the ``n_paired`` tasks that have both ``a`` and ``b`` rows.
     """
     check_resamples(resamples, level)
-    rows, on_key, keys = _contrast_rows(df, a, b, on, by, cohort, require_prefix_match)
+    rows, on_key, keys = _contrast_rows(df, a, b, on, by, subset, require_prefix_match)
     is_a = (rows[on_key].astype(str) == str(a)).to_numpy()
     gcodes, groups = group_index(rows, keys)
     tcodes, tasks = task_index(rows)
@@ -245,17 +245,17 @@ def contrast_table(
     table["ci_high_pp"] = 100 * high
     table = table[keys + CONTRAST_COLUMNS]
     table.attrs.update(
-        cir_version=__version__, kind="contrast", on=on_key, a=str(a), b=str(b), by=keys, cohort=cohort,
+        cir_version=__version__, kind="contrast", on=on_key, a=str(a), b=str(b), by=keys, subset=subset,
         resamples=int(resamples), seed=int(seed), level=level,
         require_prefix_match=require_prefix_match, tasks=n_tasks,
     )
     return table
 
 
-def _contrast_rows(df: pd.DataFrame, a: str, b: str, on: str, by: Sequence[str], cohort: str,
+def _contrast_rows(df: pd.DataFrame, a: str, b: str, on: str, by: Sequence[str], subset: str,
                    require_prefix_match: bool) -> tuple[pd.DataFrame, str, list[str]]:
-    """The cohort's rows whose ``on`` is ``a`` or ``b``, the checked ``on`` and grouping keys."""
-    rows = select_cohort(df, cohort, require_prefix_match)
+    """The subset's rows whose ``on`` is ``a`` or ``b``, the checked ``on`` and grouping keys."""
+    rows = select_subset(df, subset, require_prefix_match)
     (on_key,) = check_keys(rows, [on])
     keys = check_keys(rows, by)
     if on_key in keys:

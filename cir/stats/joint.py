@@ -24,7 +24,7 @@ from cir.stats.decompose import (
     check_value,
     group_index,
     group_key,
-    select_cohort,
+    select_subset,
     sort_groups,
     task_index,
 )
@@ -42,12 +42,12 @@ def _joint_pairs(
     a: str,
     b: str,
     on: str,
-    cohort: str,
+    subset: str,
     require_prefix_match: bool,
     require_executed: bool,
     filters: dict[str, object],
 ) -> tuple[pd.DataFrame, dict]:
-    rows = select_cohort(df, cohort, require_prefix_match)
+    rows = select_subset(df, subset, require_prefix_match)
     (on_key,) = check_keys(rows, [on])
     if str(a) == str(b):
         raise CirError(f"joint: a and b are both {a!r}; choose two different {on} values")
@@ -92,7 +92,7 @@ def joint_outcomes(
     by: Sequence[str] = ("condition", "delay"),
     condition: str | None = None,
     delay: int | None = None,
-    cohort: str = "all",
+    subset: str = "all",
     require_prefix_match: bool = True,
     require_executed: bool = True,
 ) -> pd.DataFrame:
@@ -103,7 +103,7 @@ def joint_outcomes(
     were executed are counted (a run that ended before the delay has no recovery).
     """
     pairs, info = _joint_pairs(
-        df, a, b, on, cohort, require_prefix_match, require_executed,
+        df, a, b, on, subset, require_prefix_match, require_executed,
         {"condition": condition, "delay": delay},
     )
     keys = check_keys(pairs, list(by))
@@ -116,7 +116,7 @@ def joint_outcomes(
     table.insert(len(keys), "a", str(a))
     table.insert(len(keys) + 1, "b", str(b))
     table.attrs.update(cir_version=__version__, kind="joint_counts", on=on, a=str(a), b=str(b), by=keys,
-                       cohort=cohort, condition=condition, delay=delay, **info)
+                       subset=subset, condition=condition, delay=delay, **info)
     return table
 
 
@@ -160,7 +160,7 @@ def joint_effects(
     by: Sequence[str] = ("condition", "delay"),
     condition: str | None = None,
     delay: int | None = None,
-    cohort: str = "all",
+    subset: str = "all",
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = DEFAULT_SEED,
     level: float = DEFAULT_LEVEL,
@@ -176,7 +176,7 @@ def joint_effects(
     """
     check_resamples(resamples, level)
     pairs, info = _joint_pairs(
-        df, a, b, on, cohort, require_prefix_match, require_executed,
+        df, a, b, on, subset, require_prefix_match, require_executed,
         {"condition": condition, "delay": delay},
     )
     keys = check_keys(pairs, list(by))
@@ -205,6 +205,6 @@ def joint_effects(
     table = pd.DataFrame.from_records(records, columns=keys + JOINT_EFFECT_COLUMNS)
     table = sort_groups(table, keys) if keys else table
     table.attrs.update(cir_version=__version__, kind="joint_effects", on=on, a=str(a), b=str(b), by=keys,
-                       cohort=cohort, condition=condition, delay=delay, resamples=int(resamples),
+                       subset=subset, condition=condition, delay=delay, resamples=int(resamples),
                        seed=int(seed), level=level, **info)
     return table

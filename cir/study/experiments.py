@@ -1,12 +1,12 @@
 """Experiment configs: one TOML file per experiment of the paper (``experiments/``).
 
 A config names a cohort (split, number of tasks, full and ``--quick``), its environment
-family (``env``: a name such as ``textworld-cooking`` or ``MODULE:ATTR``; ALFWorld without
-it; every config of a folder names the same one, whose splits the ``split`` is one of), the grid of
+family (``family``: a name such as ``textworld-cooking`` or ``MODULE:ATTR``, ``env`` its former
+name; ALFWorld without it; every config of a folder names the same one, whose splits the ``split`` is one of), the grid of
 conditions, delays and operations, and its role in the study: ``effects`` (when does
 refresh help or harm), ``mechanism`` (why), ``eval`` (CIR's held-out evaluation) or
-``train`` (a cohort run only to fit CIR). Exactly one config says ``fit_cir = COHORT``:
-CIR is fitted on that cohort of its tasks (``factual-success`` or ``all``), as the paper
+``train`` (a cohort run only to fit CIR). Exactly one config says ``fit_cir = SUBSET``:
+CIR is fitted on that subset of its tasks (``factual-success`` or ``all``), as the paper
 fits it on the primary cohort's factual-success tasks; its split must share no layout
 with the evaluation cohort's. Cohorts on the same split take consecutive, disjoint
 slices of one generated split in ``order``, so they never share tasks.
@@ -25,6 +25,7 @@ from pathlib import Path
 
 from cir.families.registry import DEFAULT_FAMILY, get_family
 from cir.pairs.settings import ReplaySettings
+from cir.stats.decompose import SUBSETS
 from cir.util.errors import CirError
 
 if sys.version_info >= (3, 11):
@@ -33,7 +34,6 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 ROLES = ("effects", "mechanism", "train", "eval")
-FIT_COHORTS = ("factual-success", "all")
 _FIELDS = {
     "name": str,
     "role": str,
@@ -45,7 +45,7 @@ _FIELDS = {
     "delays": list,
     "operations": list,
 }
-_OPTIONAL = {"fit_cir": str, "env": str}
+_OPTIONAL = {"fit_cir": str, "family": str, "env": str}  # env: family's former name
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ class Experiment:
     replay: ReplaySettings
     source: str = ""
     fit_cir: str | None = None
-    env: str = DEFAULT_FAMILY
+    family: str = DEFAULT_FAMILY
 
     def size(self, quick: bool) -> int:
         return self.quick_n_tasks if quick else self.n_tasks
@@ -74,7 +74,7 @@ class Experiment:
                 "operations": list(self.replay.operations), "fit_cir": self.fit_cir,
                 "source": Path(self.source).name,
                 # ALFWorld's configs name no family: their study records stay as they were
-                **({} if self.env == DEFAULT_FAMILY else {"env": self.env})}
+                **({} if self.family == DEFAULT_FAMILY else {"family": self.family})}
 
 
 def load_experiment(path: str | Path) -> Experiment:
@@ -90,8 +90,8 @@ def load_experiment(path: str | Path) -> Experiment:
     if unknown:
         raise CirError(f"{path}: unknown field(s) {', '.join(unknown)}; expected "
                        f"{', '.join(_FIELDS)} (and optionally {', '.join(_OPTIONAL)})")
-    if "fit_cir" in data and data["fit_cir"] not in FIT_COHORTS:
-        raise CirError(f"{path}: field 'fit_cir' must be one of {', '.join(FIT_COHORTS)}, got {data['fit_cir']!r}")
+    if "fit_cir" in data and data["fit_cir"] not in SUBSETS:
+        raise CirError(f"{path}: field 'fit_cir' must be one of {', '.join(SUBSETS)}, got {data['fit_cir']!r}")
     for field, kind in _FIELDS.items():
         if field not in data:
             raise CirError(f"{path}: missing field {field!r}")
@@ -102,13 +102,16 @@ def load_experiment(path: str | Path) -> Experiment:
     for field, kind in _OPTIONAL.items():
         if field in data and not isinstance(data[field], kind):
             raise CirError(f"{path}: field {field!r} must be a {kind.__name__}, got {data[field]!r}")
-    env = data.get("env", DEFAULT_FAMILY)
+    if "family" in data and "env" in data:
+        raise CirError(f"{path}: fields 'family' and 'env' both given; 'env' is the former name of 'family': keep one")
+    field = "env" if "env" in data else "family"
+    family = data.get(field, DEFAULT_FAMILY)
     try:
-        splits = get_family(env).splits
+        splits = get_family(family).splits
     except CirError as err:
-        raise CirError(f"{path}: field 'env': {err}") from None
+        raise CirError(f"{path}: field {field!r}: {err}") from None
     if data["split"] not in splits:
-        raise CirError(f"{path}: split {data['split']!r} is not one of {env}'s: {', '.join(splits)}")
+        raise CirError(f"{path}: split {data['split']!r} is not one of {family}'s: {', '.join(splits)}")
     for field in ("n_tasks", "quick_n_tasks"):
         if data[field] < 1:
             raise CirError(f"{path}: field {field!r} must be >= 1, got {data[field]}")
@@ -128,16 +131,16 @@ def load_experiment(path: str | Path) -> Experiment:
         replay=replay,
         source=str(path),
         fit_cir=data.get("fit_cir"),
-        env=env,
+        family=family,
     )
 
 
-def load_experiments(folder: str | Path | None = None, env: str | None = None) -> list[Experiment]:
+def load_experiments(folder: str | Path | None = None, family: str | None = None) -> list[Experiment]:
     """All configs of a folder, in ``order``; one cohort to fit CIR on, one to evaluate it;
-    all of one family (``env``, when given, must be theirs). Without ``folder``: the family's
+    all of one family (``family``, when given, must be theirs). Without ``folder``: the family's
     experiments folder (``Family.experiments``, which travels with the package; ALFWorld's
-    without ``env``)."""
-    folder = Path(folder) if folder else get_family(env).experiments_dir()
+    without ``family``)."""
+    folder = Path(folder) if folder else get_family(family).experiments_dir()
     if not folder.is_dir():
         raise CirError(f"{folder}: no experiments folder; pass --experiments DIR")
     experiments = sorted((load_experiment(p) for p in folder.glob("*.toml")), key=lambda e: e.order)
@@ -153,17 +156,17 @@ def load_experiments(folder: str | Path | None = None, env: str | None = None) -
     if len(fits) != 1:
         raise CirError(f"{folder}: need exactly one experiment with fit_cir = \"factual-success\" or \"all\" "
                        f"(found {len(fits)})")
-    families = sorted({e.env for e in experiments})
+    families = sorted({e.family for e in experiments})
     if len(families) != 1:
         raise CirError(f"{folder}: its configs name different environment families ({', '.join(families)}); "
                        "a study is of one")
-    if env is not None and get_family(env).name != get_family(families[0]).name:
-        raise CirError(f"{folder}: its configs are of env {families[0]!r}, not {env!r}; pass --experiments "
-                       f"DIR with configs of {env!r}")
+    if family is not None and get_family(family).name != get_family(families[0]).name:
+        raise CirError(f"{folder}: its configs are of family {families[0]!r}, not {family!r}; pass --experiments "
+                       f"DIR with configs of {family!r}")
     fit, ev = fits[0], evals[0]
     if fit is ev:
         raise CirError(f"{fit.source}: CIR cannot be fitted on its own evaluation cohort")
-    if fit.split == ev.split or frozenset({fit.split, ev.split}) in get_family(fit.env).shared_layouts:
+    if fit.split == ev.split or frozenset({fit.split, ev.split}) in get_family(fit.family).shared_layouts:
         raise CirError(f"{fit.source}: CIR is fitted on {fit.split} tasks, which share layouts with the "
                        f"{ev.split} evaluation cohort ({ev.source}); fit and evaluate on splits that share "
                        "none (ALFWorld: valid_unseen and valid_seen)")

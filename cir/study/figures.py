@@ -24,7 +24,7 @@ from tqdm import tqdm
 from cir import __version__
 from cir.episode.protocol import DEFAULT_LEVEL, DEFAULT_RESAMPLES, DEFAULT_SEED, PRIMARY_STALE
 from cir.pairs.paired import OUTCOMES
-from cir.stats.decompose import count_outcomes, select_cohort, sort_groups
+from cir.stats.decompose import count_outcomes, select_subset, sort_groups
 from cir.stats.effects import effect_table
 from cir.stats.joint import joint_matrix, joint_outcomes
 from cir.util.errors import CirError
@@ -60,8 +60,8 @@ def _color(value: str, i: int, table: dict[str, str] | None = None) -> str:
     return _PALETTE[i % len(_PALETTE)]
 
 
-def _cohort_text(cohort: str, rows: pd.DataFrame) -> str:
-    name = "factual-success cohort" if cohort == "factual-success" else "all prefix-feasible tasks"
+def _subset_text(subset: str, rows: pd.DataFrame) -> str:
+    name = "factual-success subset" if subset == "factual-success" else "all prefix-feasible tasks"
     return f"{name}, {rows['task_id'].nunique()} tasks"
 
 
@@ -188,7 +188,7 @@ def _dodged_errorbars(ax, table: pd.DataFrame, x_key: str, series_key: str, colo
 
 def plot_effects(
     df: pd.DataFrame,
-    cohort: str = "all",
+    subset: str = "all",
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = DEFAULT_SEED,
     level: float = DEFAULT_LEVEL,
@@ -197,8 +197,8 @@ def plot_effects(
 
     One panel per operation; x is the recovery delay, one colour per condition.
     """
-    rows = select_cohort(df, cohort, True)
-    table = effect_table(rows, by=["operation", "condition", "delay"], cohort="all",
+    rows = select_subset(df, subset, True)
+    table = effect_table(rows, by=["operation", "condition", "delay"], subset="all",
                          resamples=resamples, seed=seed, level=level)
     operations = list(dict.fromkeys(table["operation"]))
     fig, axes = _panels(len(operations))
@@ -212,7 +212,7 @@ def plot_effects(
                ncols=len(labels), fontsize=9, title_fontsize=9, frameon=False)
     fig.suptitle(
         f"Effect of recovery by delay and observation condition\n"
-        f"({_cohort_text(cohort, rows)}; bars: {level:.0%} task-level cluster-bootstrap CI)",
+        f"({_subset_text(subset, rows)}; bars: {level:.0%} task-level cluster-bootstrap CI)",
         fontsize=11,
     )
     return fig
@@ -220,7 +220,7 @@ def plot_effects(
 
 def plot_mechanisms(
     df: pd.DataFrame,
-    cohort: str = "all",
+    subset: str = "all",
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = DEFAULT_SEED,
     level: float = DEFAULT_LEVEL,
@@ -230,13 +230,13 @@ def plot_mechanisms(
     One panel per condition; x is the operation (refresh, content-ablated refresh,
     replan, rewind), one colour per delay. Needs at least two operations.
     """
-    rows = select_cohort(df, cohort, True)
+    rows = select_subset(df, subset, True)
     operations = rows["operation"].unique()
     if len(operations) < 2:
         raise FigureSkipped(
             f"mechanism controls need at least two operations; the table has only {operations[0]!r}"
         )
-    table = effect_table(rows, by=["condition", "operation", "delay"], cohort="all",
+    table = effect_table(rows, by=["condition", "operation", "delay"], subset="all",
                          resamples=resamples, seed=seed, level=level)
     conditions = list(dict.fromkeys(table["condition"]))
     fig, axes = _panels(len(conditions), width=max(4.6, 0.9 * len(operations) + 1.5), height=3.4, max_cols=2)
@@ -255,18 +255,18 @@ def plot_mechanisms(
                ncols=len(labels), fontsize=9, title_fontsize=9, frameon=False)
     fig.suptitle(
         f"Mechanism controls: effect of each recovery operation\n"
-        f"({_cohort_text(cohort, rows)}; bars: {level:.0%} task-level cluster-bootstrap CI)",
+        f"({_subset_text(subset, rows)}; bars: {level:.0%} task-level cluster-bootstrap CI)",
         fontsize=11,
     )
     return fig
 
 
-def plot_partitions(df: pd.DataFrame, cohort: str = "all") -> Figure:
+def plot_partitions(df: pd.DataFrame, subset: str = "all") -> Figure:
     """Paired outcome partition (stable success, rescue, harm, stable failure) as stacked bars (fig. 6).
 
     One panel per operation, one bar per condition and delay, segment width = count.
     """
-    rows = select_cohort(df, cohort, True)
+    rows = select_subset(df, subset, True)
     table = count_outcomes(rows, ["operation", "condition", "delay"])
     operations = list(dict.fromkeys(table["operation"]))
     n_bars = int(table.groupby("operation").size().max())
@@ -302,7 +302,7 @@ def plot_partitions(df: pd.DataFrame, cohort: str = "all") -> Figure:
     axes[0].set_ylabel("condition, delay")
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncols=4, fontsize=9, frameon=False)
-    fig.suptitle(f"Paired outcome partition per condition and delay ({_cohort_text(cohort, rows)})",
+    fig.suptitle(f"Paired outcome partition per condition and delay ({_subset_text(subset, rows)})",
                  fontsize=11)
     return fig
 
@@ -336,7 +336,7 @@ def plot_joint(
     b: str | None = None,
     condition: str | None = None,
     delay: int | None = None,
-    cohort: str = "all",
+    subset: str = "all",
 ) -> Figure:
     """Heatmap of joint outcomes of two operations on the same tasks (paper fig. 5).
 
@@ -344,14 +344,14 @@ def plot_joint(
     no-recovery run. Defaults: refresh vs refresh_ablated (else the first two
     operations), condition stale2 (else the first stale/non-clean one), its largest delay.
     """
-    rows = select_cohort(df, cohort, True)
+    rows = select_subset(df, subset, True)
     if a is None or b is None:
         a, b = _default_pair(rows)
     if condition is None or delay is None:
         default_condition, default_delay = _default_cell(rows)
         condition = condition if condition is not None else default_condition
         delay = delay if delay is not None else default_delay
-    counts = joint_outcomes(rows, a, b, condition=condition, delay=delay, cohort="all")
+    counts = joint_outcomes(rows, a, b, condition=condition, delay=delay, subset="all")
     matrix = joint_matrix(counts)
     n = int(matrix.to_numpy().sum())
     fig = Figure(figsize=(7.2, 6.0), layout="constrained")
@@ -385,7 +385,7 @@ def plot_joint(
 def write_figures(
     df: pd.DataFrame,
     out: str | Path,
-    cohort: str = "all",
+    subset: str = "all",
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = DEFAULT_SEED,
     level: float = DEFAULT_LEVEL,
@@ -400,7 +400,7 @@ def write_figures(
     (each figure bootstraps its intervals: seconds to a minute). Returns {figure name:
     written paths, or the reason it was skipped}.
     """
-    rows = select_cohort(df, cohort, True)
+    rows = select_subset(df, subset, True)
     out = Path(out)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -410,9 +410,9 @@ def write_figures(
         "effects_by_delay": lambda: plot_effects(rows, "all", resamples, seed, level),
         "mechanism_controls": lambda: plot_mechanisms(rows, "all", resamples, seed, level),
         "outcome_partitions": lambda: plot_partitions(rows, "all"),
-        "joint_outcomes": lambda: plot_joint(rows, cohort="all", **(joint or {})),
+        "joint_outcomes": lambda: plot_joint(rows, subset="all", **(joint or {})),
     }
-    settings = {"cir_version": __version__, "cohort": cohort, "resamples": int(resamples), "seed": int(seed),
+    settings = {"cir_version": __version__, "subset": subset, "resamples": int(resamples), "seed": int(seed),
                 "level": level, "tasks": int(rows["task_id"].nunique()), "rows": len(rows)}
     result: dict[str, list[Path] | str] = {}
     bar = tqdm(builders.items(), total=len(builders), unit="figure", desc="figures", disable=not progress,

@@ -55,7 +55,7 @@ def _verdict(conclusive: bool, n_tasks: int) -> str:
     return f"the interval includes zero: {n_tasks} tasks cannot tell this from no effect."
 
 
-def effect_finding(effects: pd.DataFrame, cohort: str, stale: str) -> Finding:
+def effect_finding(effects: pd.DataFrame, where: str, stale: str) -> Finding:
     """Refresh's effect under ``stale`` and under clean observations at every delay, from an
     effect table by condition and delay (``cir.stats.effects.effect_table``); conclusive when
     every interval excludes zero."""
@@ -73,7 +73,7 @@ def effect_finding(effects: pd.DataFrame, cohort: str, stale: str) -> Finding:
         parts.append(f"after a {condition} observation refresh changed success by {each} at delays "
                      f"{', '.join(map(str, delays))} ({rescues} rescues and {harms} harms over the delays)")
     no_failures = no_failures_without_recovery(effects)
-    sentence = (f"In the {cohort} ({n} tasks), " + "; ".join(parts) + " (95% task-level bootstrap CIs). "
+    sentence = (f"In the {where} ({n} tasks), " + "; ".join(parts) + " (95% task-level bootstrap CIs). "
                 + ("Every interval excludes zero." if all(conclusive) else
                    f"{sum(not c for c in conclusive)} of {len(conclusive)} intervals include zero: {n} tasks "
                    "cannot tell those effects from none."))

@@ -28,7 +28,7 @@ from sklearn.metrics import roc_auc_score
 from cir.episode.perturb import parse_condition
 from cir.pairs.store import read_episodes
 from cir.router.runtime import Router
-from cir.router.walk import build_grid
+from cir.router.walk import build_cells
 from cir.util.errors import CirError
 
 #: The kinds in reading order (``all`` is every condition).
@@ -51,12 +51,12 @@ def by_kind(arms: pd.DataFrame) -> pd.DataFrame:
 
 
 def scored_cells(routers: Mapping[str, Router], test: pd.DataFrame, source: str = "held-out table") -> pd.DataFrame:
-    """The held-out decision cells (refresh's grid) with each router's ``p_err`` (``p_err[<router>]``)."""
+    """The held-out decision cells (refresh's cells) with each router's ``p_err`` (``p_err[<router>]``)."""
     out = None
     for name, router in routers.items():
-        cells = build_grid(test, router.delays, router.operations, source).cells
-        scored = cells[["task_id", "condition", "delay"]].copy()
-        scored[f"p_err[{name}]"] = router.predict(cells[router.features].to_numpy(dtype=float))["p_err_chosen"]
+        decisions = build_cells(test, router.delays, router.operations, source).decisions
+        scored = decisions[["task_id", "condition", "delay"]].copy()
+        scored[f"p_err[{name}]"] = router.predict(decisions[router.features].to_numpy(dtype=float))["p_err_chosen"]
         out = scored if out is None else out.merge(scored, on=["task_id", "condition", "delay"], how="inner")
     if out is None:
         raise CirError("scored_cells: no routers")

@@ -78,19 +78,19 @@ def _effects(report: Report, out: Path, studies: dict[int, Path], experiments: l
     for exp in (e for e in experiments if e.role == "effects"):
         df = pooled_paired(studies, exp.name)
         df = df[df["operation"] == "refresh"]
-        for cohort in ("factual-success", "all"):
-            tab = effect_table(df, by=["condition", "delay"], cohort=cohort, resamples=resamples, seed=seed)
+        for subset in ("factual-success", "all"):
+            tab = effect_table(df, by=["condition", "delay"], subset=subset, resamples=resamples, seed=seed)
             tab = tab[[c for c in ["condition", "delay", *EFFECT_SHOWN] if c in tab.columns]]
-            suffix = cohort.replace("-", "_")
+            suffix = subset.replace("-", "_")
             path = save_csv(tab, out / "tables" / f"effects_{exp.name}_{suffix}_pooled.csv")
-            report.table(tab, path, f"{exp.name} cohort ({cohort}), {len(studies)} replicates pooled")
-            con = contrast_table(df, PRIMARY_STALE, "clean", on="condition", by=["delay"], cohort=cohort,
+            report.table(tab, path, f"{exp.name} cohort ({subset}), {len(studies)} replicates pooled")
+            con = contrast_table(df, PRIMARY_STALE, "clean", on="condition", by=["delay"], subset=subset,
                                  resamples=resamples, seed=seed)
             save_csv(con, out / "tables" / f"contrast_{exp.name}_{suffix}_pooled.csv")
-            if finding is None and cohort == "factual-success":
+            if finding is None and subset == "factual-success":
                 finding = effect_finding(tab, f"`{exp.name}` cohorts' factual-success tasks of "
                                               f"{len(studies)} replicates", PRIMARY_STALE)
-        fig = plot_effects(df, cohort="factual-success", resamples=resamples, seed=seed)
+        fig = plot_effects(df, subset="factual-success", resamples=resamples, seed=seed)
         report.figure(save_figure(fig, out / "figures", f"effects_{exp.name}_pooled"),
                       f"{exp.name}: refresh effects by delay and condition, replicates pooled (factual-success)")
     return finding
@@ -103,7 +103,7 @@ def _mechanism(report: Report, out: Path, studies: dict[int, Path], experiments:
         return None
     report.heading("2. Mechanism controls (pooled)")
     df = pooled_paired(studies, exp.name)
-    full = effect_table(df, by=["condition", "delay", "operation"], cohort="all", resamples=resamples, seed=seed)
+    full = effect_table(df, by=["condition", "delay", "operation"], subset="all", resamples=resamples, seed=seed)
     cells = control_cells(full)
     stale_at = int(cells.loc[cells["condition"] == PRIMARY_STALE, "delay"].max()) if len(cells) else 4
     cells = cells[[c for c in ["condition", "delay", "operation", *EFFECT_SHOWN] if c in cells.columns]]
@@ -143,8 +143,8 @@ def _selective(report: Report, out: Path, studies: dict[int, Path], evaluation: 
     report.table(margins[margins["condition"] == "all"], mpath, "Margins of each router (pp, paired by task), pooled")
     fit = _gather(studies, "cir_fit")
     if len(fit):
-        shown = fit[["seed", "router", "train_tasks", "alpha", "beta", "gamma", "settings_searched",
-                     "settings_within_epsilon", "budget_bound", "oof_net_gain_pp"]]
+        shown = fit[["seed", "router", "train_tasks", "alpha", "beta", "gamma", "candidates_searched",
+                     "candidates_within_epsilon", "budget_bound", "oof_net_gain_pp"]]
         report.table(shown, save_csv(fit, out / "tables" / "cir_fit_replicates.csv"), "Each replicate's fits")
         report.text(" ".join(f"Replicate seed {s}: {budget_sentence(part)}" for s, part in fit.groupby("seed")))
     for name, caption in (("cir_optimism", "Out of fold vs held out, per replicate"),

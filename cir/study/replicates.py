@@ -37,7 +37,7 @@ from cir.study.selective import experiment_operations, router_file, study_router
 #: A stride of 1000 keeps every replicate away from the agent's calibration cohort (generator seed 1).
 REPLICATE_SEED_STRIDE = 1000
 #: Columns of a headline row (``tables/replicates.csv``, ``tables/headlines_pooled.csv``).
-HEADLINE_COLUMNS = ["replicate", "seed", "headline", "cohort", "condition", "delay", "operation", "policy",
+HEADLINE_COLUMNS = ["replicate", "seed", "headline", "cohort", "subset", "condition", "delay", "operation", "policy",
                     "versus", "n", "n_tasks", "value_pp", "ci_low_pp", "ci_high_pp", "rescues", "harms",
                     "intervention_rate", "clean_harm_rate", "oracle_fraction"]
 #: The baselines each router's margin is reported against.
@@ -112,8 +112,8 @@ def control_cells(df: pd.DataFrame) -> pd.DataFrame:
               | ((df["condition"] == PRIMARY_STALE) & (df["delay"] == stale_at))]
 
 
-def _effect_rows(tab: pd.DataFrame, headline: str, cohort: str) -> list[dict]:
-    return [{"headline": headline, "cohort": cohort, "condition": r["condition"], "delay": int(r["delay"]),
+def _effect_rows(tab: pd.DataFrame, headline: str, cohort: str, subset: str) -> list[dict]:
+    return [{"headline": headline, "cohort": cohort, "subset": subset, "condition": r["condition"], "delay": int(r["delay"]),
              "operation": r["operation"], "n": int(r["n"]), "n_tasks": int(r["n"]), "value_pp": r["effect_pp"],
              "ci_low_pp": r["ci_low_pp"], "ci_high_pp": r["ci_high_pp"], "rescues": _count(r["rescues"]),
              "harms": _count(r["harms"])} for _, r in tab.iterrows()]
@@ -122,28 +122,28 @@ def _effect_rows(tab: pd.DataFrame, headline: str, cohort: str) -> list[dict]:
 def headlines(primary: pd.DataFrame, mechanism: pd.DataFrame | None, summary: pd.DataFrame,
               margins: pd.DataFrame, *, resamples: int, seed: int) -> pd.DataFrame:
     """The headline rows of one study (or of the pool): effects of refresh in the primary
-    factual-success cohort at every delay (clean and the primary stale condition), the stale
+    cohort's factual-success subset at every delay (clean and the primary stale condition), the stale
     minus clean contrast, the mechanism controls at clean/delay 0 and stale/delay 4 (the
     paper's cells; the nearest delays a grid without them has), and every policy's held-out
     effect and each router's margins."""
     refresh = primary[primary["operation"] == "refresh"]
     eff = effect_table(refresh[refresh["condition"].isin(["clean", PRIMARY_STALE])],
-                       by=["condition", "delay", "operation"], cohort="factual-success",
+                       by=["condition", "delay", "operation"], subset="factual-success",
                        resamples=resamples, seed=seed)
-    rows = _effect_rows(eff, "effect", "primary, factual-success")
-    con = contrast_table(refresh, PRIMARY_STALE, "clean", on="condition", by=["delay"], cohort="factual-success",
+    rows = _effect_rows(eff, "effect", "primary", "factual-success")
+    con = contrast_table(refresh, PRIMARY_STALE, "clean", on="condition", by=["delay"], subset="factual-success",
                          resamples=resamples, seed=seed)
-    rows += [{"headline": f"{PRIMARY_STALE} minus clean", "cohort": "primary, factual-success",
+    rows += [{"headline": f"{PRIMARY_STALE} minus clean", "cohort": "primary", "subset": "factual-success",
               "condition": f"{PRIMARY_STALE}-clean", "delay": int(r["delay"]), "operation": "refresh",
               "n": int(r["n_paired"]), "n_tasks": int(r["n_paired"]), "value_pp": r["difference_pp"],
               "ci_low_pp": r["ci_low_pp"], "ci_high_pp": r["ci_high_pp"]} for _, r in con.iterrows()]
     if mechanism is not None:
         cells = control_cells(mechanism)
-        mech = effect_table(cells, by=["condition", "delay", "operation"], cohort="all", resamples=resamples,
+        mech = effect_table(cells, by=["condition", "delay", "operation"], subset="all", resamples=resamples,
                             seed=seed)
-        rows += _effect_rows(mech, "mechanism control", "mechanism, all")
+        rows += _effect_rows(mech, "mechanism control", "mechanism", "all")
     for _, r in summary[summary["condition"] == "all"].iterrows():
-        rows.append({"headline": "held-out policy", "cohort": "eval, all", "condition": "all",
+        rows.append({"headline": "held-out policy", "cohort": "eval", "subset": "all", "condition": "all",
                      "policy": r["policy"], "n": int(r["n"]), "n_tasks": int(r["n_tasks"]),
                      "value_pp": r["effect_pp"], "ci_low_pp": r["ci_low_pp"], "ci_high_pp": r["ci_high_pp"],
                      "rescues": int(r["rescues"]), "harms": int(r["harms"]),
@@ -152,7 +152,7 @@ def headlines(primary: pd.DataFrame, mechanism: pd.DataFrame | None, summary: pd
                                                       & (summary["condition"] == "clean")]["clean_harm_rate"].iloc[0])
                      if (summary["condition"] == "clean").any() else np.nan})
     for _, r in margins[(margins["condition"] == "all") & margins["versus"].isin(VERSUS)].iterrows():
-        rows.append({"headline": "held-out margin", "cohort": "eval, all", "condition": "all",
+        rows.append({"headline": "held-out margin", "cohort": "eval", "subset": "all", "condition": "all",
                      "policy": r["policy"], "versus": r["versus"], "n": int(r["n"]), "value_pp": r["margin_pp"],
                      "ci_low_pp": r["ci_low_pp"], "ci_high_pp": r["ci_high_pp"]})
     return pd.DataFrame(rows).reindex(columns=HEADLINE_COLUMNS[2:])
@@ -177,7 +177,7 @@ def replicate_headlines(studies: dict[int, Path], experiments: list[Experiment],
 def spread(per_replicate: pd.DataFrame, pooled: pd.DataFrame) -> pd.DataFrame:
     """Per headline: the pooled value with its interval beside the replicates' min, median, max
     and standard deviation."""
-    keys = ["headline", "cohort", "condition", "delay", "operation", "policy", "versus"]
+    keys = ["headline", "cohort", "subset", "condition", "delay", "operation", "policy", "versus"]
 
     def keyed(df: pd.DataFrame) -> pd.DataFrame:
         df = df.assign(delay=[("" if pd.isna(v) else str(int(v))) for v in df["delay"]])

@@ -4,7 +4,7 @@ The report opens with its findings: one sentence per question of the paper, with
 number, its interval and its test, generated from the tables (:mod:`cir.study.findings`), and a
 plain warning when the cohorts are too small for an interval to exclude zero. Then it
 walks through the three questions in order: the effects of refresh (by condition and
-delay, in the factual-success and complete cohorts of every ``effects`` experiment), the
+delay, in the factual-success and the complete subset of every ``effects`` cohort), the
 mechanism controls (and the joint outcome table of full vs content-ablated refresh), and
 CIR (fit on the cohort a config marks ``fit_cir``, held-out evaluation against the
 baselines and the oracle). Every table is written as CSV under ``tables/`` before it is
@@ -31,7 +31,7 @@ from cir.pairs.record import RunRecord
 from cir.pairs.samples import has_samples
 from cir.pairs.store import PAIRED
 from cir.router.calibration import calibration_figure, calibration_table
-from cir.stats.decompose import decompose, select_cohort
+from cir.stats.decompose import decompose, select_subset
 from cir.stats.effects import SAMPLED_COLUMNS, contrast_table, effect_table
 from cir.stats.explain import attribution_split, explain_checked, harm_table, mechanism_counts
 from cir.stats.joint import joint_effects, joint_matrix, joint_outcomes
@@ -73,7 +73,7 @@ EFFECT_SHOWN = ["n", "rescues", "harms", "stable_success", "stable_failure", "su
                 *SAMPLED_COLUMNS]  # the last only in a study of --samples above 1
 EVAL_SHOWN = ["n", "success_never", "success_policy", "effect_pp", "ci_low_pp", "ci_high_pp", "sign_flip_p",
               "rescues", "harms", "intervention_rate", "clean_harm_rate"]
-FIT_SHOWN = ["estimator", "operations", "alpha", "beta", "gamma", "settings_searched", "settings_within_epsilon",
+FIT_SHOWN = ["estimator", "operations", "alpha", "beta", "gamma", "candidates_searched", "candidates_within_epsilon",
              "oof_net_gain_pp", "oof_clean_harm", "oof_intervention_rate"]
 CONTRAST_SHOWN = ["effect_a_pp", "effect_b_pp", "difference_pp", "ci_low_pp", "ci_high_pp", "sign_flip_p"]
 
@@ -116,8 +116,8 @@ def _setup_section(report: Report, out: Path, experiments: list[Experiment], run
     table = pd.DataFrame(rows)
     report.heading("Setup")
     first = experiments[0].replay
-    env = experiments[0].env
-    tasks = get_family(env).tasks_text or f"generated tasks of the `{env}` environment family"
+    family = experiments[0].family
+    tasks = get_family(family).tasks_text or f"generated tasks of the `{family}` environment family"
     point = (f"the observation of env action {first.perturb_at}" if first.perturb_at is not None else
              f"the observation of the env action after {first.perturb_fraction:.0%} of the factual run's env actions")
     report.text(
@@ -140,7 +140,7 @@ def _setup_section(report: Report, out: Path, experiments: list[Experiment], run
     report.table(table[grid_columns], source, "Cohorts and what was run on them")
     report.text(
         "`factual_success` counts every task whose factual run succeeded, prefix-infeasible ones "
-        "included (a factual run too short to perturb); the factual-success cohorts below keep the "
+        "included (a factual run too short to perturb); the factual-success subsets below keep the "
         "prefix-feasible ones."
     )
     report.table(table[["experiment", "pairs", "agent_calls", "cache_hits", "env_steps"]], source,
@@ -154,45 +154,45 @@ def _effects_section(report: Report, out: Path, experiments: list[Experiment], r
     report.text(
         "Effect of refresh = success with refresh minus success without, from the same state, in "
         "percentage points; rescues turn a failure into a success, harms the reverse. In the "
-        "factual-success cohort the clean no-recovery run reproduces a success, so clean refresh can "
-        "only harm; the complete cohort keeps every prefix-feasible task."
+        "factual-success subset the clean no-recovery run reproduces a success, so clean refresh can "
+        "only harm; the complete subset (all) keeps every prefix-feasible task."
     )
     finding = None
     for exp in (e for e in experiments if e.role == "effects"):
         df = runs[exp.name].table
         df = df[df["operation"] == "refresh"]
         shown: list[pd.DataFrame] = []
-        for cohort in ("factual-success", "all"):
-            tab = effect_table(df, by=["condition", "delay"], cohort=cohort, resamples=resamples, seed=seed)
+        for subset in ("factual-success", "all"):
+            tab = effect_table(df, by=["condition", "delay"], subset=subset, resamples=resamples, seed=seed)
             tab = _cols(tab, ["condition", "delay"], EFFECT_SHOWN)
-            con = contrast_table(df, PRIMARY_STALE, "clean", on="condition", by=["delay"], cohort=cohort,
+            con = contrast_table(df, PRIMARY_STALE, "clean", on="condition", by=["delay"], subset=subset,
                                  resamples=resamples, seed=seed)
             con = _cols(con, ["delay"], ["n_paired", *CONTRAST_SHOWN])
-            suffix = cohort.replace("-", "_")
+            suffix = subset.replace("-", "_")
             tab_csv = save_csv(tab, out / "tables" / f"effects_{exp.name}_{suffix}.csv")
             con_csv = save_csv(con, out / "tables" / f"contrast_{exp.name}_{suffix}.csv")
-            if finding is None and cohort == "factual-success":
+            if finding is None and subset == "factual-success":
                 finding = effect_finding(tab, f"`{exp.name}` cohort's factual-success tasks", PRIMARY_STALE)
             if shown and tab.equals(shown[0]):
                 # every prefix-feasible task succeeded in its factual run: one table says it all
                 report.text(f"In the `{exp.name}` cohort every prefix-feasible task's factual run succeeded, "
-                            "so its complete cohort is its factual-success cohort (the tables above; "
+                            "so its complete subset is its factual-success subset (the tables above; "
                             f"also in `{tab_csv.name}`).")
                 continue
             shown.append(tab)
-            report.table(tab, tab_csv, f"{exp.name} cohort ({cohort}): refresh effect by condition and delay")
+            report.table(tab, tab_csv, f"{exp.name} cohort ({subset}): refresh effect by condition and delay")
             report.table(con, con_csv,
-                         f"{exp.name} cohort ({cohort}): {PRIMARY_STALE} minus clean effect at each delay")
+                         f"{exp.name} cohort ({subset}): {PRIMARY_STALE} minus clean effect at each delay")
         if has_samples(df):
             _noise_floor(report, out, exp, df)
-        fig = plot_effects(df, cohort="factual-success", resamples=resamples, seed=seed)
+        fig = plot_effects(df, subset="factual-success", resamples=resamples, seed=seed)
         report.figure(save_figure(fig, out / "figures", f"effects_{exp.name}"),
-                      f"{exp.name}: refresh effects by delay and condition (factual-success cohort)")
+                      f"{exp.name}: refresh effects by delay and condition (factual-success subset)")
         d1 = df[df["delay"] == 1] if (df["delay"] == 1).any() else df
-        parts = decompose(d1, by=["condition", "delay"], cohort="factual-success")
+        parts = decompose(d1, by=["condition", "delay"], subset="factual-success")
         save_csv(parts, out / "tables" / f"partitions_{exp.name}.csv")
-        report.figure(save_figure(plot_partitions(d1, cohort="factual-success"), out / "figures", f"partitions_{exp.name}"),
-                      f"{exp.name}: paired outcomes at delay {int(d1['delay'].iloc[0])} (factual-success cohort)")
+        report.figure(save_figure(plot_partitions(d1, subset="factual-success"), out / "figures", f"partitions_{exp.name}"),
+                      f"{exp.name}: paired outcomes at delay {int(d1['delay'].iloc[0])} (factual-success subset)")
     return finding
 
 
@@ -226,7 +226,7 @@ def _mechanism_section(report: Report, out: Path, experiments: list[Experiment],
             f"{PRIMARY_STALE} at delay 4; the full grid is in the CSV."
         )
         df = runs[exp.name].table
-        full = effect_table(df, by=["condition", "delay", "operation"], cohort="all", resamples=resamples, seed=seed)
+        full = effect_table(df, by=["condition", "delay", "operation"], subset="all", resamples=resamples, seed=seed)
         save_csv(full, out / "tables" / f"mechanism_{exp.name}_grid.csv")
         cells = full[((full["condition"] == "clean") & (full["delay"] == 0))
                      | ((full["condition"] == PRIMARY_STALE) & (full["delay"] == 4))]
@@ -251,7 +251,7 @@ def _mechanism_section(report: Report, out: Path, experiments: list[Experiment],
             fig = plot_joint(df, "refresh", "refresh_ablated", condition=PRIMARY_STALE, delay=delay)
             report.figure(save_figure(fig, out / "figures", f"joint_{exp.name}"),
                           f"Joint outcomes of full vs content-ablated refresh ({PRIMARY_STALE}, delay {delay})")
-        report.figure(save_figure(plot_mechanisms(df, cohort="all", resamples=resamples, seed=seed), out / "figures",
+        report.figure(save_figure(plot_mechanisms(df, subset="all", resamples=resamples, seed=seed), out / "figures",
                            f"mechanism_{exp.name}"), f"{exp.name}: mechanism controls by operation")
     return finding
 
@@ -314,9 +314,9 @@ def _fit_routers(out: Path, experiments: list[Experiment], runs: dict[str, Check
                  seed: int) -> Selective:
     """The routers fitted on the fitting cohort, written, and evaluated on the held-out one."""
     train, test = _fit_and_eval(experiments)
-    train_df = select_cohort(_with_features(runs[train.name]), train.fit_cir or "all")
+    train_df = select_subset(_with_features(runs[train.name]), train.fit_cir or "all")
     return run_selective(train_df, _with_features(runs[test.name]), out, resamples=resamples, seed=seed,
-                         source=str(out / "runs" / test.name), env=train.env)
+                         source=str(out / "runs" / test.name), family=train.family)
 
 
 def _fit_and_eval(experiments: list[Experiment]) -> tuple[Experiment, Experiment]:
@@ -437,13 +437,13 @@ def budget_sentence(fit: pd.DataFrame) -> str:
     """Whether the clean-harm budget bound each router's threshold search, in words."""
     parts = []
     for _, r in fit.iterrows():
-        within, searched = int(r["settings_within_epsilon"]), int(r["settings_searched"])
+        within, searched = int(r["candidates_within_epsilon"]), int(r["candidates_searched"])
         if within == searched:
-            parts.append(f"for `{r['router']}` all {searched} threshold settings met the clean-harm budget "
+            parts.append(f"for `{r['router']}` all {searched} threshold candidates met the clean-harm budget "
                          f"(epsilon = {format_number(r['epsilon'], 2)} of {int(r['clean_arms'])} clean arms), "
                          "so it did not bind")
         else:
-            parts.append(f"for `{r['router']}` {within} of {searched} threshold settings met the clean-harm "
+            parts.append(f"for `{r['router']}` {within} of {searched} threshold candidates met the clean-harm "
                          f"budget (epsilon = {format_number(r['epsilon'], 2)} of {int(r['clean_arms'])} clean "
                          "arms): it bound")
     return "The budget: " + "; ".join(parts) + "."

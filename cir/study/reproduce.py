@@ -45,7 +45,7 @@ class StudySettings:
     seed: int = DEFAULT_SEED
     resamples: int = DEFAULT_RESAMPLES
     base_url: str | None = None
-    llm: dict[str, Any] | None = None  # the LLM agent's settings (LLMConfig), None for the default
+    llm: dict[str, Any] | None = None  # the LLM agent's params (LLMConfig), None for the default
     perturb_at: int | None = None  # a fixed perturbed env action for every cohort (None: the paper's 25%)
     samples: int = 1  # draws per arm and branch in every cohort (--samples; recorded only above 1)
 
@@ -85,7 +85,7 @@ def _identity(settings: RunSettings, quick: bool, resamples: int, perturb_at: in
 
 def _experiments(settings: RunSettings, experiments_dir: str | Path | None) -> list[Experiment]:
     """The study's configs: ``experiments_dir``, else the family's folder; of the run's family."""
-    return load_experiments(experiments_dir, env=settings.family_spec())
+    return load_experiments(experiments_dir, family=settings.family_spec())
 
 
 def _check_study(out: Path, identity: dict[str, Any]) -> list[dict[str, Any]]:

@@ -11,7 +11,7 @@ plain DataFrame, computed from the run folders and the fitted policies, so a sin
 report and the pooled report of replicates (:mod:`cir.study.replicates`) show the same
 columns.
 
-* :func:`fit_table`: thresholds, whether the budget bound (settings within it of settings
+* :func:`fit_table`: thresholds, whether the budget bound (candidates within it of candidates
   searched), the out-of-fold result;
 * :func:`optimism_table`: out-of-fold (the threshold search's own estimate) next to held out;
 * :func:`discrimination_table`: how well each router's scores tell rescue and harm cells apart
@@ -32,7 +32,7 @@ from cir.families.registry import get_family
 from cir.router.evaluation import as_router, evaluate
 from cir.router.policy import CIRPolicy, is_soft
 from cir.router.runtime import Router
-from cir.router.walk import build_grid, model_labels
+from cir.router.walk import build_cells, model_labels
 
 #: The study's two refresh routers: policy name -> estimator. ``cir`` is the default router.
 ROUTERS = {"cir": "paper", "cir_paired": "paired"}
@@ -83,21 +83,21 @@ def experiment_operations(experiments: list) -> tuple[str, ...]:
 
 
 def fit_routers(train: pd.DataFrame, seed: int, operations: tuple[str, ...] = ("refresh",),
-                env: str | None = None) -> dict[str, CIRPolicy]:
-    """The study's routers fitted on the fitting cohort with the family's extractor (``env``;
+                family: str | None = None) -> dict[str, CIRPolicy]:
+    """The study's routers fitted on the fitting cohort with the family's extractor (``family``;
     ALFWorld's by default), every other setting the paper's."""
-    extractor = None if env is None else get_family(env).extractor
+    extractor = None if family is None else get_family(family).extractor
     return {name: CIRPolicy(estimator=estimator, operations=ops, seed=seed, extractor=extractor).fit(train)
             for name, (estimator, ops) in study_routers(operations).items()}
 
 
 def run_selective(train: pd.DataFrame, test: pd.DataFrame, out: Path | None, *, resamples: int, seed: int,
-                  source: str, env: str | None = None) -> Selective:
-    """Fit the routers (with the extractor of the family ``env``), write their files into
+                  source: str, family: str | None = None) -> Selective:
+    """Fit the routers (with the extractor of the family ``family``), write their files into
     ``out`` (when given), evaluate them on ``test``."""
-    policies = fit_routers(train, seed, shared_operations(train, test), env)
+    policies = fit_routers(train, seed, shared_operations(train, test), family)
     task_ids = sorted(set(train["task_id"]))
-    routers = {name: p.to_router(task_ids=task_ids, family=env) for name, p in policies.items()}
+    routers = {name: p.to_router(task_ids=task_ids, family=family) for name, p in policies.items()}
     if out is not None:
         for name, router in routers.items():
             router.save(out / router_file(name))
@@ -114,8 +114,8 @@ def fit_table(policies: dict[str, CIRPolicy]) -> pd.DataFrame:
             "router": name, "estimator": p.estimator, "operations": ",".join(p.operations),
             "train_tasks": p.n_tasks_, "lambda": p.lam, "epsilon": p.epsilon, "d_min": p.d_min,
             "delays": ",".join(map(str, p.delays)), "alpha": t.get("alpha"), "beta": t.get("beta"),
-            "gamma": t.get("gamma"), "budget": b["kind"], "settings_searched": b["settings_searched"],
-            "settings_within_epsilon": b["settings_within_budget"], "budget_bound": b["bound"],
+            "gamma": t.get("gamma"), "budget": b["kind"], "candidates_searched": b["candidates_searched"],
+            "candidates_within_epsilon": b["candidates_within_budget"], "budget_bound": b["bound"],
             "clean_arms": b["n_clean"], "oof_net_gain_pp": 100 * s["net_gain"], "oof_clean_harm": s["clean_harm"],
             "oof_intervention_rate": s["intervention_rate"],
         })
@@ -189,10 +189,10 @@ def discrimination_table(policies: dict[str, CIRPolicy], routers: dict[str, Rout
         for op in p.operations:
             s = p.estimator_scores(oof_probs, op)
             rows += _discrimination_rows(name, "out of fold", p.estimator, oof, s, op)
-        cells = build_grid(test, router.delays, router.operations, "held-out table").cells
-        held = _scores_by_operation(router, cells[router.features].to_numpy(dtype=float))
+        decisions = build_cells(test, router.delays, router.operations, "held-out table").decisions
+        held = _scores_by_operation(router, decisions[router.features].to_numpy(dtype=float))
         for op in p.operations:
-            rows += _discrimination_rows(name, "held out", p.estimator, cells, held[op], op)
+            rows += _discrimination_rows(name, "held out", p.estimator, decisions, held[op], op)
     return pd.DataFrame(rows)
 
 

@@ -42,7 +42,7 @@ from cir.episode.protocol import DEFAULT_DELTA, DEFAULT_EPSILON
 from cir.pairs.synthetic import WORLDS, planted_world
 from cir.router.evaluation import ARM_KEYS, summarize_walks, walk_routers
 from cir.router.policy import CIRPolicy
-from cir.router.walk import build_grid, walk
+from cir.router.walk import build_cells, walk
 from cir.util.parallel import parallel_map
 
 #: What each world fits: policy name -> (estimator, budget).
@@ -66,13 +66,13 @@ WORLD_TABLES = {"a": (200, 200, (0, 1, 2, 4)), "b": (200, 200, (0, 1, 2, 4)), "c
 def _oracle_walks(test: pd.DataFrame, d_min: int, delays: tuple[int, ...]) -> pd.DataFrame:
     """Each planted oracle's walk on ``test``: recover at the first candidate delay where its
     planted expected effect is positive (one row per arm: ``y_`` and ``int_`` of each)."""
-    grid = build_grid(test, delays, ("refresh",), "planted table")
-    out = grid.arms[ARM_KEYS].copy()
+    cells = build_cells(test, delays, ("refresh",), "planted table")
+    out = cells.arms[ARM_KEYS].copy()
     for name, column in ORACLES.items():
-        g = grid.spread({"gain": grid.cells[column].to_numpy(dtype=float)})["gain"]
+        g = cells.spread({"gain": cells.decisions[column].to_numpy(dtype=float)})["gain"]
         with np.errstate(invalid="ignore"):  # a planted effect of exactly zero is no gain
-            fire = grid.delay_ok(d_min) & (g > 1e-9)
-        outcome, intervened, _ = walk(grid, fire)
+            fire = cells.delay_ok(d_min) & (g > 1e-9)
+        outcome, intervened, _ = walk(cells, fire)
         out[f"y_{name}"] = outcome.astype(int)
         out[f"int_{name}"] = intervened.astype(int)
     return out
@@ -80,9 +80,9 @@ def _oracle_walks(test: pd.DataFrame, d_min: int, delays: tuple[int, ...]) -> pd
 
 def _p_err_auc(router: Any, test: pd.DataFrame) -> float:
     """The held-out ROC AUC of the router's error model on the decision cells."""
-    cells = build_grid(test, router.delays, router.operations, "planted table").cells
-    labels = (cells["condition"] != "clean").to_numpy(dtype=int)
-    p_err = router.predict(cells[router.features].to_numpy(dtype=float))["p_err_chosen"]
+    decisions = build_cells(test, router.delays, router.operations, "planted table").decisions
+    labels = (decisions["condition"] != "clean").to_numpy(dtype=int)
+    p_err = router.predict(decisions[router.features].to_numpy(dtype=float))["p_err_chosen"]
     return float(roc_auc_score(labels, p_err)) if 0 < labels.sum() < len(labels) else float("nan")
 
 
@@ -98,7 +98,7 @@ def world_replicate(world: str, replicate: int, *, seed: int = 0, resamples: int
                .fit(train).to_router() for name, (est, budget) in WORLD_ROUTERS[world].items()}
     arms, policies = walk_routers(routers, test, source=f"planted world {world}")
     first = next(iter(routers.values()))
-    arms = arms.merge(_oracle_walks(test, int(first.settings["d_min"]), first.delays), on=ARM_KEYS, how="left",
+    arms = arms.merge(_oracle_walks(test, int(first.params["d_min"]), first.delays), on=ARM_KEYS, how="left",
                       validate="1:1")
     policies = [*policies, *ORACLES]
     summary, _ = summarize_walks(arms, policies, list(routers), resamples=resamples, seed=seed + replicate)

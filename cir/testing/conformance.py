@@ -75,14 +75,14 @@ class FamilyCheck:
         except ConformanceError:
             raise
         except CirError as err:
-            raise ConformanceError(f"env {family.name!r}, check {self.name}: {err}") from None
+            raise ConformanceError(f"family {family.name!r}, check {self.name}: {err}") from None
 
     def __str__(self) -> str:
         return f"{get_family(self.family).name}-{self.name}"
 
 
 def _fail(family: Family, check: str, what: str) -> ConformanceError:
-    return ConformanceError(f"env {family.name!r}, check {check}: {what}")
+    return ConformanceError(f"family {family.name!r}, check {check}: {what}")
 
 
 def _tasks(family: Family, folder: Path) -> list[Any]:
@@ -156,7 +156,7 @@ class _Walker:
     def __init__(self, family: Family, env: Any) -> None:
         self.family, self.env = family, env
 
-    def settings(self) -> dict[str, Any]:
+    def params(self) -> dict[str, Any]:
         return {"agent": self.name}
 
     def act(self, context: list[dict[str, str]]) -> str:
@@ -222,7 +222,7 @@ def check_tiny_run(family: Family, spec: str, folder: Path) -> None:
                                    "builtin_agent or run this check with a server")
     _tasks(family, folder)
     out = folder / "run"
-    _cir(["run", "--env", spec, "--tasks", str(folder / "tasks" / family.splits[0]), "--out", str(out), *RUN_GRID,
+    _cir(["run", "--family", spec, "--tasks", str(folder / "tasks" / family.splits[0]), "--out", str(out), *RUN_GRID,
           "--max-turns", "30", "--max-actions", "30", "--jobs", "1", "--quiet"])
     table = _cir(["table", str(out), "--format", "csv"])
     if "condition" not in table.splitlines()[0]:

@@ -44,7 +44,7 @@ def test_the_example_agent_through_cir_run_with_the_real_model(kind, server, tmp
     generate_tasks(tmp_path / "tasks", "test", 2, 0)
 
     def run(out, *extra):
-        cmd = [sys.executable, "-m", "cir", "run", "--env", ENV, "--tasks", str(tmp_path / "tasks" / "test"),
+        cmd = [sys.executable, "-m", "cir", "run", "--family", ENV, "--tasks", str(tmp_path / "tasks" / "test"),
                "--out", str(out), "--agent", SPECS[kind], "--base-url", server.base_url, "--quiet", *GRID, *extra]
         done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
         assert done.returncode == 0, done.stderr[-2000:]

@@ -20,7 +20,7 @@ from support.framework_checks import (  # noqa: E402
 from support.keydoor import KeyDoorEnv, generate_tasks, load_tasks  # noqa: E402
 from support.toy_framework import keydoor_answer  # noqa: E402
 
-from cir.agents.factory import make_agent  # noqa: E402
+from cir.agents.factory import agent_from_spec  # noqa: E402
 
 AGENT = "inspect:examples.inspect_agent:agent"
 
@@ -40,8 +40,8 @@ def tasks(tmp_path_factory):
 
 def test_the_inspect_agent_pairs_as_the_key_and_door_agent(server, tasks, monkeypatch):
     monkeypatch.chdir(ROOT)
-    agent = make_agent(AGENT, base_url=server.base_url)
-    assert agent.name == AGENT and agent.settings()["framework"] == "inspect"
+    agent = agent_from_spec(AGENT, base_url=server.base_url)
+    assert agent.name == AGENT and agent.params()["framework"] == "inspect"
     try:
         pairs_as_keydoor(agent, tasks)
     finally:
@@ -57,7 +57,7 @@ def test_cir_run_of_the_example_is_the_same_table_at_any_jobs_and_concurrency(se
 @pytest.mark.slow
 def test_the_router_as_the_agents_model_step_decides_as_the_offline_walk(server, tasks, monkeypatch):
     monkeypatch.chdir(ROOT)
-    agent = make_agent(AGENT, base_url=server.base_url)
+    agent = agent_from_spec(AGENT, base_url=server.base_url)
     try:
         checked = live_router_matches_the_walk(table_of(agent, tasks), tasks, live_for("inspect"))
     finally:
@@ -87,7 +87,7 @@ def test_messages_the_agents_own_logic_adds_in_a_turn_are_refused(monkeypatch, t
     with FakeOpenAI(script=[Reply(text="I think I am done.")]) as fake:
         model = get_model("openai-api/cir/fake", base_url=fake.base_url, api_key="x")
         framework = InspectFramework(react(prompt="walk", tools=[act()], model=model))
-        agent = FrameworkAgent("inspect:test", framework, framework.settings(), close=framework.close)
+        agent = FrameworkAgent("inspect:test", framework, framework.params(), close=framework.close)
         try:
             with pytest.raises(ForkRefused, match="one turn added assistant, user"):
                 run_task_pairs(task, agent, KeyDoorEnv(task))

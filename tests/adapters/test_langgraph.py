@@ -24,7 +24,7 @@ from support.keydoor import KeyDoorEnv, generate_tasks  # noqa: E402
 from support.toy_framework import keydoor_answer  # noqa: E402
 
 from cir.adapters.protocol import ForkRefused  # noqa: E402
-from cir.agents.factory import make_agent  # noqa: E402
+from cir.agents.factory import agent_from_spec  # noqa: E402
 
 AGENT = "langgraph:examples.langgraph_agent:agent"
 
@@ -44,8 +44,8 @@ def tasks(tmp_path_factory):
 
 def test_the_langgraph_agent_pairs_as_the_key_and_door_agent(server, tasks, monkeypatch):
     monkeypatch.chdir(ROOT)
-    agent = make_agent(AGENT, base_url=server.base_url)
-    assert agent.name == AGENT and agent.settings()["framework"] == "langgraph"
+    agent = agent_from_spec(AGENT, base_url=server.base_url)
+    assert agent.name == AGENT and agent.params()["framework"] == "langgraph"
     pairs_as_keydoor(agent, tasks)
 
 
@@ -58,7 +58,7 @@ def test_cir_run_of_the_example_is_the_same_table_at_any_jobs_and_concurrency(se
 @pytest.mark.slow
 def test_the_router_in_the_graphs_own_loop_decides_as_the_offline_walk(server, tasks, monkeypatch):
     monkeypatch.chdir(ROOT)
-    agent = make_agent(AGENT, base_url=server.base_url)
+    agent = agent_from_spec(AGENT, base_url=server.base_url)
     try:
         checked = live_router_matches_the_walk(table_of(agent, tasks), tasks, live_for("langgraph"))
     finally:
@@ -95,7 +95,7 @@ def test_a_live_rewind_in_the_graph_ends_as_the_replayers_rewind_branch(server, 
     from cir.pairs.replay import ReplaySettings, run_task_pairs
 
     monkeypatch.chdir(ROOT)
-    agent = make_agent(AGENT, base_url=server.base_url)
+    agent = agent_from_spec(AGENT, base_url=server.base_url)
     live = live_for("langgraph")
     settings = ReplaySettings(conditions=("stale2", "missing"), delays=(2,), operations=("rewind",),
                               max_turns=30, max_actions=30)

@@ -21,7 +21,7 @@ from support.keydoor import generate_tasks  # noqa: E402
 from support.toy_framework import keydoor_answer  # noqa: E402
 
 from cir.adapters.protocol import ForkRefused  # noqa: E402
-from cir.agents.factory import make_agent  # noqa: E402
+from cir.agents.factory import agent_from_spec  # noqa: E402
 
 AGENT = "openai-agents:examples.openai_agents_agent:agent"
 
@@ -41,8 +41,8 @@ def tasks(tmp_path_factory):
 
 def test_the_sdk_agent_pairs_as_the_key_and_door_agent(server, tasks, monkeypatch):
     monkeypatch.chdir(ROOT)
-    agent = make_agent(AGENT, base_url=server.base_url)
-    assert agent.name == AGENT and agent.settings()["framework"] == "openai-agents"
+    agent = agent_from_spec(AGENT, base_url=server.base_url)
+    assert agent.name == AGENT and agent.params()["framework"] == "openai-agents"
     pairs_as_keydoor(agent, tasks)
 
 
@@ -55,7 +55,7 @@ def test_cir_run_of_the_example_is_the_same_table_at_any_jobs_and_concurrency(se
 @pytest.mark.slow
 def test_the_router_as_the_sdks_input_filter_decides_as_the_offline_walk(server, tasks, monkeypatch):
     monkeypatch.chdir(ROOT)
-    agent = make_agent(AGENT, base_url=server.base_url)
+    agent = agent_from_spec(AGENT, base_url=server.base_url)
     try:
         checked = live_router_matches_the_walk(table_of(agent, tasks), tasks, live_for("openai-agents"))
     finally:

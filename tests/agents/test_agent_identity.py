@@ -22,7 +22,7 @@ URL = "http://127.0.0.1:9/v1"
 ])
 def test_the_identity_is_the_agents_own(spec, family, options):
     agent, identity = make_agent(spec, family=family, **options), agent_identity(spec, family=family, **options)
-    assert (identity.name, identity.settings()) == (agent.name, agent.settings())
+    assert (identity.name, identity.params()) == (agent.name, agent.params())
     assert agent_label(identity) == agent_label(agent)
     assert identity.uses_cache == hasattr(agent, "cache")
 
@@ -33,7 +33,7 @@ def test_a_run_reads_its_label_without_making_an_llm_agent(monkeypatch):
 
     monkeypatch.setattr(LLMAgent, "__init__", refuse)
     identity = run_agent_identity(RunSettings(agent="openai:Qwen3-14B", base_url=URL))
-    assert identity.name == "openai:Qwen3-14B" and identity.settings()["model"] == "Qwen3-14B"
+    assert identity.name == "openai:Qwen3-14B" and identity.params()["model"] == "Qwen3-14B"
 
 
 @pytest.mark.parametrize("spec, options, needle", [

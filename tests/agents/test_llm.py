@@ -78,7 +78,7 @@ def test_completion_request_shape_and_key_header() -> None:
     assert "> go to fridge 1\n" in prompt
     first, second = EXAMPLES["pick_heat_then_place_in_recep"]  # examples chosen by task type
     assert f"Here are two examples.\n\n{first}\n\n{second}\n\nHere is your task." in prompt
-    assert "sk-test" not in json.dumps(agent.settings())
+    assert "sk-test" not in json.dumps(agent.params())
 
 
 def test_chat_request_merges_consecutive_user_messages() -> None:
@@ -116,7 +116,7 @@ def test_make_agent_builds_llm_agent(monkeypatch: pytest.MonkeyPatch, tmp_path: 
     agent = make_agent("openai:my-model", base_url="http://127.0.0.1:9/v1", cache_dir=tmp_path, seed=3)
     assert isinstance(agent, LLMAgent)
     assert agent.name == "openai:my-model" and agent.api_key == "sk-env"
-    assert agent.settings()["seed"] == 3 and agent.cache.root == tmp_path
+    assert agent.params()["seed"] == 3 and agent.cache.root == tmp_path
     assert agent.mode == "chat"
     completion = make_agent("openai-completion:qwen2.5:0.5b", base_url="http://127.0.0.1:9/v1")
     assert completion.mode == "completion" and completion.model == "qwen2.5:0.5b"

@@ -108,7 +108,7 @@ def test_server_stopped_mid_episode_gives_clear_error_and_keeps_partial_results(
         h = harness(agent)
         transcript = h.reset(pick_place_env, pick_place_task.task_id)
         with pytest.raises(CirError) as err:
-            h.run(pick_place_env, transcript, hooks=[StopServerAfter(doomed, 2)])
+            h.play(pick_place_env, transcript, hooks=[StopServerAfter(doomed, 2)])
     finally:
         doomed.stop()
     message = str(err.value)

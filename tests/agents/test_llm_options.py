@@ -46,7 +46,7 @@ def test_temperature_and_options_go_into_the_body_the_settings_and_the_cache_key
         assert body["temperature"] == 0.7 and body["top_p"] == 0.9
         assert body["chat_template_kwargs"] == {"enable_thinking": False}
         assert body["stop"] == ["\n"] and body["max_tokens"] == MAX_TOKENS
-        settings = agent.settings()
+        settings = agent.params()
         assert settings["temperature"] == 0.7 and settings["options"] == options
         # another option is another agent (label) and another cache entry
         plain = agent_for(server, tmp_path, mode="chat", temperature=0.7)
@@ -101,7 +101,7 @@ def test_llm_option_values_are_json_when_they_parse() -> None:
 
 def test_builtin_agent_refuses_llm_settings_but_its_temperature() -> None:
     assert make_agent("builtin", llm=LLMConfig()).name.startswith("builtin")
-    assert make_agent("builtin", llm=LLMConfig(temperature=0.5)).settings()["temperature"] == 0.5  # it samples
+    assert make_agent("builtin", llm=LLMConfig(temperature=0.5)).params()["temperature"] == 0.5  # it samples
     for llm in (LLMConfig(max_tokens=10), LLMConfig(think=True), LLMConfig(logprobs=2), LLMConfig(options={"a": 1})):
         with pytest.raises(CirError, match="--max-tokens, --think, --logprobs and --llm-option"):
             make_agent("builtin", llm=llm)
@@ -181,7 +181,7 @@ def test_logprobs_are_asked_for_and_kept_with_the_reply(tmp_path: Path, mode: st
         assert (body["logprobs"], body["top_logprobs"]) == (True, 2)
     else:
         assert body["logprobs"] == 2 and "top_logprobs" not in body
-    assert agent.settings()["logprobs"] == 2
+    assert agent.params()["logprobs"] == 2
     # on disk with the reply, and read back without a request (a new agent, no server)
     fresh = LLMAgent("fake-model", "http://127.0.0.1:9/v1", cache_dir=tmp_path, mode=mode, logprobs=2, prompt=ALFWORLD_PROMPT)
     record = fresh.recorded(CONTEXT)

@@ -53,15 +53,15 @@ def test_an_agent_without_sample_is_refused_and_sample_zero_is_the_agent():
 
 def test_the_builtin_agent_at_temperature_zero_is_unchanged_and_its_own_sample():
     a, b = BuiltinAgent(), BuiltinAgent(temperature=0.0)
-    assert a.settings() == b.settings() and "temperature" not in a.settings()
+    assert a.params() == b.params() and "temperature" not in a.params()
     assert a.sample(3) is a
 
 
 def test_the_builtin_agent_samples_by_content_and_index():
     hot = BuiltinAgent(temperature=1.0)
-    assert hot.settings()["temperature"] == 1.0 and "sample" not in hot.settings()
+    assert hot.params()["temperature"] == 1.0 and "sample" not in hot.params()
     s1 = hot.sample(1)
-    assert s1.settings()["sample"] == 1 and s1.sample(1) is s1
+    assert s1.params()["sample"] == 1 and s1.sample(1) is s1
     task = ("You are in the middle of a room. Looking quickly around you, you see a cabinet 1, a "
             "countertop 1, a drawer 1, a drawer 2, a fridge 1, a shelf 1, and a sinkbasin 1.\n\n"
             "Your task is to: put some apple in fridge.")
@@ -88,7 +88,7 @@ def test_the_llm_agent_sends_each_sample_its_own_seed_and_shares_its_counters(tm
     context = [{"role": "user", "content": "Your task is to: look at a mug under the desklamp."}]
     assert agent.request(context)[1]["seed"] == 5
     assert twin.request(context)[1]["seed"] == sample_seed(5, 2) != 5
-    assert "sample" not in agent.settings() and twin.settings()["sample"] == 2
+    assert "sample" not in agent.params() and twin.params()["sample"] == 2
     assert twin.cache is agent.cache and twin._counts is agent._counts and twin.usage is agent.usage
 
 
@@ -96,8 +96,8 @@ def test_the_factory_gives_a_builtin_agent_its_temperature_and_refuses_other_llm
     from cir.agents.factory import LLMConfig
     from cir.families.registry import make_agent
 
-    assert make_agent("builtin", llm=LLMConfig(temperature=0.7)).settings()["temperature"] == 0.7
-    assert "temperature" not in make_agent("builtin", llm=LLMConfig()).settings()
+    assert make_agent("builtin", llm=LLMConfig(temperature=0.7)).params()["temperature"] == 0.7
+    assert "temperature" not in make_agent("builtin", llm=LLMConfig()).params()
     with pytest.raises(CirError, match="--max-tokens, --think"):
         make_agent("builtin", llm=LLMConfig(temperature=0.7, max_tokens=10))
     with pytest.raises(CirError, match="--temperature"):
@@ -106,7 +106,7 @@ def test_the_factory_gives_a_builtin_agent_its_temperature_and_refuses_other_llm
     def no_sampling(profile, *, seed=0):
         return BuiltinAgent(profile, seed)
 
-    from cir.agents.factory import make_agent as make_agent_of
+    from cir.agents.factory import agent_from_spec
 
     with pytest.raises(CirError, match="does not sample"):
-        make_agent_of("builtin", builtin=no_sampling, llm=LLMConfig(temperature=0.5))
+        agent_from_spec("builtin", builtin=no_sampling, llm=LLMConfig(temperature=0.5))

@@ -50,7 +50,7 @@ def test_table_csv_and_markdown_agree(run_dir, capsys):
     assert code == 0
     assert md.startswith("| condition")
     assert f"{csv['effect_pp'].iloc[1]:.2f}" in md
-    assert "resamples=200" in md and "seed=4" in md and "cohort=all" in md
+    assert "resamples=200" in md and "seed=4" in md and "subset=all" in md
 
 
 def test_table_reads_parquet_and_writes_to_a_file(run_dir, capsys, tmp_path):
@@ -63,8 +63,8 @@ def test_table_reads_parquet_and_writes_to_a_file(run_dir, capsys, tmp_path):
     assert len(json.loads(out_file.read_text())) == 8
 
 
-def test_factual_success_cohort(run_dir, capsys):
-    code, out, _ = _run(capsys, "table", run_dir, "--by", "condition,operation", "--cohort", "factual-success",
+def test_factual_success_subset(run_dir, capsys):
+    code, out, _ = _run(capsys, "table", run_dir, "--by", "condition,operation", "--subset", "factual-success",
                         "--format", "json", "--resamples", 100)
     clean = json.loads(out)[0]
     assert code == 0 and clean["condition"] == "clean" and clean["rescues"] == 0

@@ -27,24 +27,24 @@ def tables(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 @pytest.fixture(scope="module")
 def router_path(tables: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("router") / "router.json"
-    assert main(["fit", str(tables[0]), "--out", str(out), "--grid-size", "11"]) == 0
+    assert main(["fit", str(tables[0]), "--out", str(out), "--threshold-steps", "11"]) == 0
     return out
 
 
 def test_fit_prints_thresholds_and_oof_numbers(tables: tuple[Path, Path], tmp_path: Path,
                                                capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "r.json"
-    code = main(["fit", str(tables[0]), "--out", str(out), "--grid-size", "9", "--epsilon", "0.05",
+    code = main(["fit", str(tables[0]), "--out", str(out), "--threshold-steps", "9", "--epsilon", "0.05",
                  "--lam", "1.5", "--delays", "1,2", "--folds", "4", "--seed", "3", "--report", str(tmp_path / "rep")])
     text = capsys.readouterr().out
     assert code == 0
     assert "thresholds: alpha=" in text and "out-of-fold: net gain" in text and "clean harm" in text
     assert "baseline anomaly" in text and "baseline always: delay" in text
     data = json.loads(out.read_text())
-    assert data["settings"]["delays"] == [1, 2] and data["settings"]["lam"] == 1.5
-    assert data["settings"]["folds"] == 4 and data["settings"]["seed"] == 3
+    assert data["params"]["delays"] == [1, 2] and data["params"]["lam"] == 1.5
+    assert data["params"]["folds"] == 4 and data["params"]["seed"] == 3
     assert data["training"]["oof_clean_harm"] <= 0.05
-    for name in ("calibration.csv", "calibration.png", "grid.csv", "oof.csv"):
+    for name in ("calibration.csv", "calibration.png", "candidates.csv", "oof.csv"):
         assert (tmp_path / "rep" / name).stat().st_size > 0
     cal = pd.read_csv(tmp_path / "rep" / "calibration.csv")
     assert set(cal["model"]) == {"p_err", "p0", "p1[refresh]"} and (cal["brier"] < cal["brier_baseline"]).any()

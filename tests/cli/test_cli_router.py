@@ -17,7 +17,7 @@ from cir.router.policy import CIRPolicy
 
 def _eager_router(tmp_path: Path, operation: str) -> Path:
     """A router fitted for ``operation`` whose gates always pass: it recovers at its first delay."""
-    policy = CIRPolicy(operations=(operation,), grid_size=5).fit(simulate(60, seed=2, operation=operation))
+    policy = CIRPolicy(operations=(operation,), threshold_steps=5).fit(simulate(60, seed=2, operation=operation))
     data = policy.to_router().to_dict()
     data["thresholds"] = {"alpha": 0.0, "beta": 0.0, "gamma": -1e9}
     path = tmp_path / f"{operation}.json"
@@ -55,12 +55,12 @@ def short_budget_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_cir_fit_takes_the_budgets_of_the_run_it_is_given(short_budget_run: Path, tmp_path: Path,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
     router = tmp_path / "router.json"
-    assert main(["fit", str(short_budget_run), "--out", str(router), "--grid-size", "5"]) == 0
+    assert main(["fit", str(short_budget_run), "--out", str(router), "--threshold-steps", "5"]) == 0
     assert "harness budgets: 30 model turns, 40 env actions" in capsys.readouterr().out
-    settings = json.loads(router.read_text())["settings"]
-    assert (settings["max_turns"], settings["max_actions"]) == (30, 40)
+    params = json.loads(router.read_text())["params"]
+    assert (params["max_turns"], params["max_actions"]) == (30, 40)
     # repeating the run's budget is fine; another is refused, naming both
-    assert main(["fit", str(short_budget_run), "--out", str(router), "--grid-size", "5", "--max-turns", "30"]) == 0
+    assert main(["fit", str(short_budget_run), "--out", str(router), "--threshold-steps", "5", "--max-turns", "30"]) == 0
     capsys.readouterr()
     assert main(["fit", str(short_budget_run), "--out", str(tmp_path / "x.json"), "--max-actions", "64"]) == 2
     err = capsys.readouterr().err
@@ -72,10 +72,10 @@ def test_cir_fit_on_a_table_uses_the_flags_or_the_paper_budgets(tmp_path: Path,
     table = tmp_path / "train.csv"
     simulate(60, seed=4).to_csv(table, index=False)
     router = tmp_path / "router.json"
-    assert main(["fit", str(table), "--out", str(router), "--grid-size", "5", "--max-turns", "20"]) == 0
-    settings = json.loads(router.read_text())["settings"]
-    assert (settings["max_turns"], settings["max_actions"]) == (20, 64)
-    assert main(["fit", str(table), "--out", str(router), "--grid-size", "5", "--estimator", "paired",
+    assert main(["fit", str(table), "--out", str(router), "--threshold-steps", "5", "--max-turns", "20"]) == 0
+    params = json.loads(router.read_text())["params"]
+    assert (params["max_turns"], params["max_actions"]) == (20, 64)
+    assert main(["fit", str(table), "--out", str(router), "--threshold-steps", "5", "--estimator", "paired",
                  "--budget", "certified"]) == 0
     printed = capsys.readouterr().out
     assert "fitted the paired estimator for refresh" in printed and "budget (certified)" in printed
@@ -86,7 +86,7 @@ def test_cir_fit_on_a_table_uses_the_flags_or_the_paper_budgets(tmp_path: Path,
 @pytest.fixture(scope="module")
 def multi_router_data() -> dict:
     ops = ("refresh", "replan", "rewind")
-    policy = CIRPolicy(estimator="paired", operations=ops, grid_size=5, Cs=(0.1,))
+    policy = CIRPolicy(estimator="paired", operations=ops, threshold_steps=5, Cs=(0.1,))
     return policy.fit(simulate(60, seed=7, operations=ops)).to_router().to_dict()
 
 

@@ -39,7 +39,7 @@ def test_every_command_takes_env():
     for name, parser in COMMANDS.items():
         if name == "tasks":
             continue  # a group: its subcommands take it
-        assert any("--env" in a.option_strings for a in parser._actions), f"cir {name} has no --env"
+        assert any("--family" in a.option_strings for a in parser._actions), f"cir {name} has no --family"
 
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))

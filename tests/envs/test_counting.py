@@ -16,7 +16,7 @@ def test_counts_calls_from_the_harness_and_the_operations():
     harness = Harness(FakeAgent())
     t = harness.reset(env, task.task_id)
     snap = env.snapshot()
-    harness.run(env, t, until_env_actions=3)
+    harness.play(env, t, until_env_actions=3)
     harness.recover(env, t, "refresh")  # the operation steps the same counting env
     env.restore(snap)
     assert env.counts.as_dict() == {"steps": 4, "resets": 1, "snapshots": 1, "restores": 1}

@@ -33,7 +33,7 @@ class Scripted:
         self.replies = replies
         self.calls = 0
 
-    def settings(self):
+    def params(self):
         return {"replies": self.replies}
 
     def act(self, context):
@@ -66,13 +66,13 @@ def test_cache_and_resume_are_exact():
     h2 = Harness(agent, reply_cache=cache)
     env2 = world()
     t = h2.reset(env2, "t")
-    h2.run(env2, t, until_env_actions=2)
+    h2.play(env2, t, until_env_actions=2)
     assert t.env_actions == 2
     snap = env2.snapshot()
-    h2.run(env2, t, until_env_actions=4)
+    h2.play(env2, t, until_env_actions=4)
     env2.restore(snap)
     t = t.prefix(t.steps_until_env_action(2))
-    h2.run(env2, t)
+    h2.play(env2, t)
     assert t.fingerprint() == full.fingerprint()
     assert agent.calls == calls and h2.costs.agent_calls == 0
     assert h2.costs.cache_hits == t.model_turns + 2
@@ -130,5 +130,5 @@ def test_at_most_once_is_one_rule_for_the_router_and_its_hook():
     transcript = harness.reset(env, "t")
     harness.recover(env, transcript, "placebo")  # a recovery some other part of the harness made
     assert not may_recover(transcript)
-    harness.run(env, transcript, hooks=[hook])
+    harness.play(env, transcript, hooks=[hook])
     assert router.asked == [] and hook.decisions == []  # the protocol's rule: nothing more to ask

@@ -21,7 +21,7 @@ def start(until=3):
     env = CountingEnv(world())
     h = Harness(FakeAgent())
     t = h.reset(env, "t")
-    h.run(env, t, until_env_actions=until)
+    h.play(env, t, until_env_actions=until)
     return h, env, t
 
 
@@ -43,7 +43,7 @@ def test_replan_no_env_query():
     steps = env.counts.steps
     step = h.recover(env, t, "replan")
     assert step.action is None and step.shown == REPLAN_TEXT and env.counts.steps == steps
-    h.run(env, t)
+    h.play(env, t)
     assert t.done
 
 
@@ -53,7 +53,7 @@ def test_rewind_restores_context_and_env():
     hook = SnapshotHook()
     t = h.reset(env, "t")
     pert = Perturbation(parse_condition("stale1"), 3)
-    h.run(env, t, until_env_actions=5, perturbation=pert, hooks=[hook])
+    h.play(env, t, until_env_actions=5, perturbation=pert, hooks=[hook])
     anchor = t.steps_until_env_action(3) - 1
     cps = Checkpoints(snapshots=hook.snapshots, anchor=anchor)
     spent = (t.env_actions, t.model_turns)
@@ -70,13 +70,13 @@ def test_rewind_restores_context_and_env():
     check = world()
     h2 = Harness(FakeAgent())
     t2 = h2.reset(check, "t")
-    h2.run(check, t2, until_env_actions=2)
+    h2.play(check, t2, until_env_actions=2)
     assert env.state == check.state
     # the transcript's env path is the same history: two actions, then what follows the rewind
     assert t.env_path() == t2.env_path() == [s.action for s in t2.steps if s.action]
     assert t.env_path(anchor) == [s.action for s in t.steps[:anchor] if s.action]
     resumed = len(t.steps)
-    h.run(env, t)
+    h.play(env, t)
     assert t.env_path() == t2.env_path() + [s.action for s in t.steps[resumed:] if s.action]
     assert t.done or t.env_actions >= 64 or t.model_turns >= 49
 
@@ -121,7 +121,7 @@ def test_refresh_sends_the_env_s_declared_query_through_wrappers():
     assert refresh_query(env) == "inventory"  # read through the counting wrapper
     h = Harness(FakeAgent())
     t = h.reset(env, "t")
-    h.run(env, t, until_env_actions=2)
+    h.play(env, t, until_env_actions=2)
     for name in ("refresh", "refresh_ablated"):
         sent.clear()
         s = h.recover(env, t, name)

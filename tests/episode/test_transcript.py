@@ -138,7 +138,7 @@ def test_a_chat_list_that_is_no_episode_is_refused_naming_the_message(messages, 
         Transcript.from_messages("t", messages)
 
 
-def test_the_reply_cache_key_is_of_context_and_agent_settings() -> None:
+def test_the_reply_cache_key_is_of_context_and_agent_params() -> None:
     ctx = _episode().context()
     assert context_hash(ctx, {"seed": 0}) == context_hash(list(ctx), {"seed": 0})
     assert context_hash(ctx, {"seed": 0}) != context_hash(ctx, {"seed": 1})

@@ -33,7 +33,7 @@ def _cir(*args: str, check: bool = True, env: dict[str, str] | None = None) -> s
 def tasks(tmp_path_factory):
     folder = tmp_path_factory.mktemp("keydoor-tasks")
     for split, n in (("train", 40), ("test", 24)):
-        out = _cir("tasks", "generate", "--env", ENV, "--split", split, "--n", str(n), "--out", str(folder))
+        out = _cir("tasks", "generate", "--family", ENV, "--split", split, "--n", str(n), "--out", str(folder))
         assert f"{n} keydoor tasks" in out.stdout
     return folder
 
@@ -43,7 +43,7 @@ def runs(tasks, tmp_path_factory):
     """The train run killed mid-way at --jobs 2 and resumed; the same run straight at --jobs 1; the test run."""
     base = tmp_path_factory.mktemp("keydoor-runs")
     killed, straight, test = base / "killed", base / "straight", base / "test"
-    args = ["run", "--env", ENV, "--tasks", str(tasks / "train"), *GRID]
+    args = ["run", "--family", ENV, "--tasks", str(tasks / "train"), *GRID]
     proc = subprocess.Popen([sys.executable, "-m", "cir", *args, "--out", str(killed), "--jobs", "2"], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env={**os.environ, "KEYDOOR_STEP_SECONDS": "0.01"})
@@ -60,7 +60,7 @@ def runs(tasks, tmp_path_factory):
     assert not interrupted["complete"] and 3 <= interrupted["counts"]["tasks_done"] < 40
     resumed = _cir(*args, "--out", str(killed), "--jobs", "2")
     _cir(*args, "--out", str(straight), "--jobs", "1")
-    _cir("run", "--env", ENV, "--tasks", str(tasks / "test"), *GRID, "--out", str(test))
+    _cir("run", "--family", ENV, "--tasks", str(tasks / "test"), *GRID, "--out", str(test))
     return {"killed": killed, "straight": straight, "test": test, "interrupted": interrupted,
             "resumed": resumed.stdout}
 
@@ -92,20 +92,20 @@ def test_fit_evaluate_explain_and_episode_on_ones_own_family(runs, tasks, tmp_pa
     episode = _cir("episode", test_id, "--tasks", str(tasks / "test"), "--router", str(router),
                    "--condition", "stale1")
     assert f"task {test_id}" in episode.stdout and "router d=" in episode.stdout
-    wrong = _cir("explain", str(runs["killed"]), "--env", "alfworld", check=False)
-    assert wrong.returncode == 2 and f"is a run of env {ENV!r}" in wrong.stderr
+    wrong = _cir("explain", str(runs["killed"]), "--family", "alfworld", check=False)
+    assert wrong.returncode == 2 and f"is a run of family {ENV!r}" in wrong.stderr
 
 
 def test_check_env_and_the_replayer_catch_a_restore_that_forgets_a_field(tasks, tmp_path):
-    good = _cir("check-env", "--env", ENV, "--tasks", str(tasks / "train"), "--n", "3")
+    good = _cir("check-env", "--family", ENV, "--tasks", str(tasks / "train"), "--n", "3")
     assert "failure" not in good.stdout and good.stdout.strip().endswith(": ok")
     assert "the built-in agent's walk " in good.stdout  # walked where the agent walks too
-    bad = _cir("check-env", "--env", FORGETFUL, "--tasks", str(tasks / "train"), "--n", "3", check=False)
+    bad = _cir("check-env", "--family", FORGETFUL, "--tasks", str(tasks / "train"), "--n", "3", check=False)
     assert bad.returncode == 1
     first = bad.stdout.splitlines()[0]
     assert first.startswith("task keydoor-train-000: step ") and "after restore answered" in first
     assert "The door locks." in first and "the uninterrupted walk answered" in first
-    run = _cir("run", "--env", FORGETFUL, "--tasks", str(tasks / "train"), "--limit", "2", *GRID,
+    run = _cir("run", "--family", FORGETFUL, "--tasks", str(tasks / "train"), "--limit", "2", *GRID,
                "--out", str(tmp_path / "forgetful"), check=False)
     assert run.returncode == 2
     line = run.stderr.strip().splitlines()[-1]
@@ -123,9 +123,9 @@ def quarantined(tmp_path_factory):
     """FORGETS_KEY (its restore drops the key) run at the branch-point check over tasks whose
     first three pass it: three tasks stored with wrong rows, then task 003 fails."""
     base = tmp_path_factory.mktemp("forgets-key")
-    _cir("tasks", "generate", "--env", ENV, "--split", "train", "--n", "8", "--seed", "1", "--out", str(base))
+    _cir("tasks", "generate", "--family", ENV, "--split", "train", "--n", "8", "--seed", "1", "--out", str(base))
     out = base / "run"
-    args = ["run", "--env", FORGETS_KEY, "--tasks", str(base / "train"), *GRID, "--out", str(out),
+    args = ["run", "--family", FORGETS_KEY, "--tasks", str(base / "train"), *GRID, "--out", str(out),
             "--restore-check", "branches", "--jobs", "1"]
     return {"tasks": base / "train", "out": out, "args": args, "run": _cir(*args, check=False)}
 
@@ -142,7 +142,7 @@ def test_a_failed_branch_point_check_quarantines_the_run_folder(quarantined):
         "'open door', it answered 'Nothing happens.' (done False, won False); the clean arm had 'The door "
         "opens. You win.' (done True, won True)), so no row of its 3 stored task(s) is read, --allow-partial "
         "or not")
-    assert f"`cir check-env --env {FORGETS_KEY} --run {out}`" in line and "run into a new --out folder" in line
+    assert f"`cir check-env --family {FORGETS_KEY} --run {out}`" in line and "run into a new --out folder" in line
     assert "same `cir run` command" not in line  # that command would fail again
     record = json.loads((out / "run.json").read_text())
     assert record["restore_failed"]["task_id"] == "keydoor-train-003" and not record["complete"]
@@ -185,16 +185,16 @@ def test_python_readers_and_a_resume_refuse_a_quarantined_folder(quarantined):
 
 def test_check_env_finds_the_late_field_at_its_defaults_and_in_the_quarantined_run(quarantined):
     tasks = str(quarantined["tasks"])
-    found = _cir("check-env", "--env", FORGETS_KEY, "--tasks", tasks, check=False)
+    found = _cir("check-env", "--family", FORGETS_KEY, "--tasks", tasks, check=False)
     assert found.returncode == 1
     assert "task keydoor-train-000: the built-in agent's walk: step 7 ('open door') after restore answered " \
            "'Nothing happens." in found.stdout
     walked = _cir("check-env", "--run", str(quarantined["out"]), "--no-agent-walk", check=False)
-    assert walked.returncode == 1 and "env 'keydoor-forgets-key'" in walked.stdout
+    assert walked.returncode == 1 and "family 'keydoor-forgets-key'" in walked.stdout
     assert f"task keydoor-train-000: the factual run in {quarantined['out']}: step 7 ('open door') after " \
            "restore answered 'Nothing happens.'" in walked.stdout
-    exact = _cir("check-env", "--env", ENV, "--run", str(quarantined["out"]), check=False)
-    assert exact.returncode == 2 and f"is a run of env {FORGETS_KEY!r}" in exact.stderr
+    exact = _cir("check-env", "--family", ENV, "--run", str(quarantined["out"]), check=False)
+    assert exact.returncode == 2 and f"is a run of family {FORGETS_KEY!r}" in exact.stderr
 
 
 def test_the_default_check_of_ones_own_family_stops_at_the_first_task(quarantined, tmp_path):
@@ -207,10 +207,10 @@ def test_the_default_check_of_ones_own_family_stops_at_the_first_task(quarantine
 
 
 def test_a_family_named_by_its_file_runs_in_worker_processes(tasks, tmp_path):
-    # --env path/to/file.py:ATTR: the workers import the file by its path, as the parent did
+    # --family path/to/file.py:ATTR: the workers import the file by its path, as the parent did
     (tmp_path / "mykd.py").write_text((ROOT / "tests" / "support" / "keydoor.py").read_text())
     spec = f"{tmp_path / 'mykd.py'}:FAMILY"
-    args = ["run", "--env", spec, "--tasks", str(tasks / "train"), "--limit", "8", *GRID]
+    args = ["run", "--family", spec, "--tasks", str(tasks / "train"), "--limit", "8", *GRID]
     outs = {how: tmp_path / how for how in ("jobs1", "jobs2", "threads")}
     _cir(*args, "--out", str(outs["jobs1"]), "--jobs", "1")
     jobs2 = _cir(*args, "--out", str(outs["jobs2"]), "--jobs", "2")

@@ -31,9 +31,9 @@ def test_values_are_read_as_their_kind_or_refused_by_name():
         alfworld.option_values({"max_plan_length": "nine"}, generate=True)
     with pytest.raises(CirError, match="family option types: unknown task type 'fly'"):
         alfworld.option_values({"types": "fly"}, generate=True)
-    with pytest.raises(CirError, match="env 'alfworld': no family option 'savings'; its options: engine_savings"):
+    with pytest.raises(CirError, match="family 'alfworld': no family option 'savings'; its options: engine_savings"):
         alfworld.option_values({"savings": "false"})
-    with pytest.raises(CirError, match="env 'textworld-cooking': no family option 'engine_savings'; its options: none"):
+    with pytest.raises(CirError, match="family 'textworld-cooking': no family option 'engine_savings'; its options: none"):
         get_family("textworld-cooking").option_values({"engine_savings": False})
 
 

@@ -36,11 +36,11 @@ def test_a_missing_builtin_module_and_unknown_names_are_one_line_errors(monkeypa
     from cir.families import registry
 
     registry._resolve.cache_clear()
-    with pytest.raises(CirError, match="env 'textworld-cooking': the family's module "
+    with pytest.raises(CirError, match="family 'textworld-cooking': the family's module "
                                        "cir.families.textworld_cooking.family is not part of this installation"):
         get_family("textworld-cooking")
     registry._resolve.cache_clear()
-    with pytest.raises(CirError, match="env 'nope': no such environment family; expected one of alfworld"):
+    with pytest.raises(CirError, match="family 'nope': no such environment family; expected one of alfworld"):
         get_family("nope")
     with pytest.raises(CirError, match="cannot import no_such_module_xyz"):
         get_family("no_such_module_xyz:FAMILY")
@@ -105,17 +105,17 @@ def test_a_familys_agents(tmp_path):
     agent = make_agent("builtin", family=keydoor.FAMILY)
     assert isinstance(agent, keydoor.KeyDoorAgent)
     no_builtin = dataclasses.replace(keydoor.FAMILY, builtin_agent=None)
-    with pytest.raises(CirError, match="env 'keydoor' has no built-in agent"):
+    with pytest.raises(CirError, match="family 'keydoor' has no built-in agent"):
         make_agent("builtin", family=no_builtin)
     llm = make_agent("openai:m", family=keydoor.FAMILY, base_url="http://127.0.0.1:9/v1")
-    assert llm.prompt is keydoor.PROMPT and llm.settings()["prompt"] == "keydoor-1"
+    assert llm.prompt is keydoor.PROMPT and llm.params()["prompt"] == "keydoor-1"
     assert llm.prompt.parse("> take key\nmore").action == "take key"  # the family's parsing, not ALFWorld's
     prompt = tmp_path / "p.toml"
     prompt.write_text('instructions = "Walk."\nexamples = ["> right\\nYou are in cell 1 of 2."]\n')
     from_file = make_agent("openai:m", family=keydoor.FAMILY, base_url="http://127.0.0.1:9/v1", prompt_file=prompt)
     assert from_file.prompt.instructions == "Walk." and from_file.prompt.version.startswith("file-")
     assert from_file.prompt.parse is keydoor.PROMPT.parse and from_file.name == llm.name
-    assert from_file.settings() != llm.settings()  # another prompt is another agent
+    assert from_file.params() != llm.params()  # another prompt is another agent
 
 
 def test_family_check_catches_its_env(tmp_path):

@@ -88,7 +88,7 @@ def router_file(tmp_path_factory):
     from cir.router.policy import CIRPolicy
 
     path = tmp_path_factory.mktemp("router") / "router.json"
-    CIRPolicy(grid_size=5, folds=3).fit(simulate(60, seed=4)).to_router().save(path)
+    CIRPolicy(threshold_steps=5, folds=3).fit(simulate(60, seed=4)).to_router().save(path)
     return path
 
 

@@ -62,11 +62,11 @@ def test_arms_and_branches_are_consistent_with_a_from_scratch_run():
         env = make_fake_env(task)
         h = Harness(FakeAgent())
         t = h.reset(env, task.task_id)
-        h.run(env, t, until_env_actions=r.point + ep.delay,
+        h.play(env, t, until_env_actions=r.point + ep.delay,
               perturbation=Perturbation(parse_condition("stale2"), r.point))
         assert len(t.steps) == ep.branch_step
         h.recover(env, t, "refresh")
-        h.run(env, t)
+        h.play(env, t)
         assert t.fingerprint() == branch.fingerprint()
 
 
@@ -109,7 +109,7 @@ def test_no_work_done_twice():
         t = ep.transcript
         for i, step in enumerate(t.steps):
             if step.actor == "agent":
-                contexts.add(context_hash(t.prefix(i).context(), agent.settings()))
+                contexts.add(context_hash(t.prefix(i).context(), agent.params()))
             if step.action is not None:
                 env_keys.add(tuple(t.env_path(i + 1)))
     assert r.costs["agent_calls"] == agent.calls == len(contexts)

@@ -198,7 +198,7 @@ class _SamplingKeyDoor(KeyDoorAgent):
     def __init__(self, index: int = 0) -> None:
         self.index = index
 
-    def settings(self):
+    def params(self):
         return {"version": 1, **({"sample": self.index} if self.index else {})}
 
     def sample(self, index: int) -> _SamplingKeyDoor:

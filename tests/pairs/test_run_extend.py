@@ -68,7 +68,7 @@ def test_extending_a_run_by_a_delay_asks_only_for_the_new_replies(tmp_path: Path
     assert 0 < asked_new < asked_first
     assert session.llm["http_requests"] == asked_new and session.extends == str(old)
     assert session.llm["cache_hits_disk"] > 0
-    assert record.agent_settings["temperature"] == 0.5 and record.agent_settings["options"] == {"top_p": 0.9}
+    assert record.agent_params["temperature"] == 0.5 and record.agent_params["options"] == {"top_p": 0.9}
     # nothing of the earlier run changed, and its rows are the extension's rows at its delays
     assert files(old) == before
     was, now = read_paired(old), read_paired(new)
@@ -193,7 +193,7 @@ def test_cli_options_reach_the_request_and_the_run_record(tmp_path: Path, server
     assert (body["logprobs"], body["top_logprobs"]) == (True, 1)
     assert body["chat_template_kwargs"] == {"enable_thinking": False}
     record = json.loads((tmp_path / "run" / "run.json").read_text())
-    assert record["agent_settings"]["options"] == {"chat_template_kwargs": {"enable_thinking": False},
+    assert record["agent_params"]["options"] == {"chat_template_kwargs": {"enable_thinking": False},
                                                    "top_k": 5}
     assert record["timings"]["sessions"][-1]["cache_dir"] == str(tmp_path / "c")
     assert cached_lines(tmp_path / "c")

@@ -92,7 +92,7 @@ def synthetic(tmp_path_factory) -> dict[str, Path]:
     test["task_id"] = "held-" + test["task_id"]
     out = {"train": synthetic_run(root / "train", train), "test": synthetic_run(root / "test", test),
            "partial": synthetic_run(root / "partial", test, drop=2)}
-    assert main(["fit", str(out["train"]), "--out", str(root / "router.json"), "--grid-size", "7"]) == 0
+    assert main(["fit", str(out["train"]), "--out", str(root / "router.json"), "--threshold-steps", "7"]) == 0
     out["router"] = root / "router.json"
     return out
 
@@ -206,7 +206,7 @@ def test_allowed_partial_results_say_so_in_every_format(synthetic, capsys, tmp_p
     assert code == 0 and "partial_run=58 of 60 tasks" in out
     code, out, _ = _cli(capsys, "figures", p, "--out", tmp_path / "f", "--allow-partial", "--resamples", "20")
     assert code == 0 and "partial run: these figures show 58 of 60 tasks" in out
-    code, out, _ = _cli(capsys, "fit", p, "--out", tmp_path / "r.json", "--allow-partial", "--grid-size", "5",
+    code, out, _ = _cli(capsys, "fit", p, "--out", tmp_path / "r.json", "--allow-partial", "--threshold-steps", "5",
                         "--allow-partial")
     assert code == 0 and "note: fitted on a partial run (58 of 60 tasks)" in out
     code, out, _ = _cli(capsys, "evaluate", synthetic["router"], p, "--allow-partial", "--resamples", "20")

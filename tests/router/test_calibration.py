@@ -16,7 +16,7 @@ from cir.util.errors import CirError  # noqa: E402
 
 @pytest.fixture(scope="module")
 def policy() -> CIRPolicy:
-    return CIRPolicy(grid_size=7).fit(simulate(100, seed=31))
+    return CIRPolicy(threshold_steps=7).fit(simulate(100, seed=31))
 
 
 def test_oof_calibration_table(policy: CIRPolicy) -> None:

@@ -25,7 +25,7 @@ def test_live_router_decisions_match_offline(tmp_path: Path, condition: str) -> 
     from cir.router.live import run_episode
 
     # A permissive router (epsilon=1) so that some decisions are refreshes.
-    policy = CIRPolicy(grid_size=7, epsilon=1.0, lam=0.5).fit(simulate(80, seed=3))
+    policy = CIRPolicy(threshold_steps=7, epsilon=1.0, lam=0.5).fit(simulate(80, seed=3))
     router = Router.load(policy.to_router().save(tmp_path / "router.json"))
     generate_split(tmp_path / "tasks", "valid_seen", 1, seed=5, progress=False)
     task = load_tasks(tmp_path / "tasks")[0]

@@ -19,7 +19,7 @@ from sklearn.utils.validation import check_is_fitted
 from cir.pairs.synthetic import simulate
 from cir.router.evaluation import POLICIES, decide_rows, evaluate, walk_policies
 from cir.router.policy import CIRPolicy
-from cir.router.walk import build_grid, walk
+from cir.router.walk import build_cells, walk
 from cir.util.errors import CirError
 
 
@@ -44,7 +44,7 @@ def test_planted_signal_cir_beats_never_and_respects_epsilon(fitted: CIRPolicy, 
     s = fitted.oof_summary_
     assert s["clean_harm"] <= fitted.epsilon  # the limit holds on the OOF clean rows
     assert s["net_gain"] > 0.05
-    assert fitted.grid_.iloc[0]["feasible"]
+    assert fitted.candidates_.iloc[0]["feasible"]
     result = evaluate(fitted, test_table, resamples=1000, seed=0)
     summary = result["summary"].set_index(["policy", "condition"])
     cir = summary.loc[("cir", "all")]
@@ -73,13 +73,13 @@ def test_oracle_is_the_ceiling_episode_by_episode(fitted: CIRPolicy, test_table:
 
 
 def test_epsilon_zero_means_no_oof_clean_harm(train: pd.DataFrame) -> None:
-    p = CIRPolicy(epsilon=0.0, grid_size=9).fit(train)
+    p = CIRPolicy(epsilon=0.0, threshold_steps=9).fit(train)
     assert p.oof_summary_["clean_harm_count"] == 0
     assert p.baselines_["anomaly"]["oof_clean_harm"] == 0
 
 
 def test_d_min_is_respected(train: pd.DataFrame, test_table: pd.DataFrame) -> None:
-    p = CIRPolicy(d_min=2, grid_size=9).fit(train)
+    p = CIRPolicy(d_min=2, threshold_steps=9).fit(train)
     ep = walk_policies(p, test_table)
     for name in POLICIES:
         assert (ep.loc[ep[f"int_{name}"] == 1, f"delay_{name}"] >= 2).all()
@@ -88,9 +88,9 @@ def test_d_min_is_respected(train: pd.DataFrame, test_table: pd.DataFrame) -> No
 def test_rate_matched_baseline_is_closest_to_cir_rate(fitted: CIRPolicy) -> None:
     rate = fitted.oof_summary_["intervention_rate"]
     matched = fitted.baselines_["anomaly_rate_matched"]["oof_intervention_rate"]
-    grid = fitted.grid_  # any anomaly alpha gives a rate; the matched one is at least as close as the best
+    candidates = fitted.candidates_  # any anomaly alpha gives a rate; the matched one is at least as close as the best
     assert abs(matched - rate) <= abs(fitted.baselines_["anomaly"]["oof_intervention_rate"] - rate) + 1e-12
-    assert len(grid) > 100
+    assert len(candidates) > 100
 
 
 def test_fit_is_deterministic(train: pd.DataFrame, fitted: CIRPolicy) -> None:
@@ -99,7 +99,7 @@ def test_fit_is_deterministic(train: pd.DataFrame, fitted: CIRPolicy) -> None:
     assert again.baselines_ == fitted.baselines_
     for name in ("p_err", "p0", "p1[refresh]"):
         assert np.array_equal(again.models_[name].coef, fitted.models_[name].coef)
-    other = CIRPolicy(seed=7, grid_size=5).fit(train)  # another fold assignment: still a valid fit
+    other = CIRPolicy(seed=7, threshold_steps=5).fit(train)  # another fold assignment: still a valid fit
     assert other.oof_summary_["clean_harm"] <= other.epsilon
 
 
@@ -116,16 +116,16 @@ def test_sequential_walk_semantics() -> None:
     df = pd.DataFrame(rows, columns=["task_id", "condition", "delay", "y0", "y1", "executed", "prefix_match"])
     df["operation"] = "refresh"
     df["factual_success"] = 1
-    grid = build_grid(df, (1, 2, 4), "refresh", "t")
-    assert grid.meta["ended_cells"] == 2 and grid.meta["prefix_mismatch_cells"] == 1
+    cells = build_cells(df, (1, 2, 4), "refresh", "t")
+    assert cells.meta["ended_cells"] == 2 and cells.meta["prefix_mismatch_cells"] == 1
     fire = np.array([[False, True, True], [False, False, True], [True, True, True]])
-    outcome, intervened, first = walk(grid, fire)
+    outcome, intervened, first = walk(cells, fire)
     # episodes are sorted by (task, condition): a, b, c
     assert outcome.tolist() == [1, 0, 0]
     assert intervened.tolist() == [True, False, True]
     assert first.tolist() == [1, -1, 1]
     # vectorised over settings: same answer per setting
-    o2, _, _ = walk(grid, np.stack([fire, np.zeros_like(fire)]))
+    o2, _, _ = walk(cells, np.stack([fire, np.zeros_like(fire)]))
     assert o2.tolist() == [[1, 0, 0], [0, 0, 1]]
 
 
@@ -208,7 +208,7 @@ def test_the_paired_estimator_models_rescue_and_harm_directly(paired_fit: CIRPol
                                                               fitted: CIRPolicy) -> None:
     assert set(paired_fit.models_) == {"p_err", "p_rescue[refresh]", "p_harm[refresh]"}
     assert set(paired_fit.thresholds_) == {"alpha", "gamma"}
-    # the paper's models keep C = 0.1; the outcome models' C comes from the grid by grouped CV
+    # the paper's models keep C = 0.1; the outcome models' C comes from the cells by grouped CV
     assert paired_fit.Cs_["p_err"] == 0.1 and paired_fit.Cs_["p_rescue[refresh]"] in paired_fit.Cs
     # the planted harm channel (refreshing while holding an object) is what P(harm) learns
     holding = paired_fit.features_.index("f_holding")
@@ -246,21 +246,21 @@ def test_paired_fit_is_deterministic(train: pd.DataFrame, paired_fit: CIRPolicy)
 
 def test_the_budget_summary_says_whether_it_bound(fitted: CIRPolicy, train: pd.DataFrame) -> None:
     b = fitted.budget_
-    assert b["kind"] == "empirical" and b["settings_searched"] == len(fitted.grid_)
-    assert b["settings_within_budget"] == int(fitted.grid_["feasible"].sum())
-    assert b["bound"] == (b["settings_within_budget"] < b["settings_searched"])
+    assert b["kind"] == "empirical" and b["candidates_searched"] == len(fitted.candidates_)
+    assert b["candidates_within_budget"] == int(fitted.candidates_["feasible"].sum())
+    assert b["bound"] == (b["candidates_within_budget"] < b["candidates_searched"])
     from cir.router.budget import Budget
 
     search = pd.DataFrame({"clean_harm_count": [0, 1, 3], "interventions": [4, 9, 0]})
     search["feasible"] = Budget("empirical", 0.02, 0.1).admits(search, n_clean=100)
     assert search["feasible"].tolist() == [True, True, False]  # 3 harms of 100 clean arms > 2%
     summary = Budget("empirical", 0.02, 0.1).summary(search, 100)
-    assert summary["bound"] and summary["settings_within_budget"] == 2 and summary["certified_any"] is None
+    assert summary["bound"] and summary["candidates_within_budget"] == 2 and summary["certified_any"] is None
 
 
 def test_a_certified_budget_says_plainly_when_nothing_can_be_certified(train: pd.DataFrame) -> None:
     small = train[train["task_id"].isin(sorted(set(train["task_id"]))[:40])]
-    policy = CIRPolicy(budget="certified", epsilon=0.02, delta=0.1, grid_size=7).fit(small)
+    policy = CIRPolicy(budget="certified", epsilon=0.02, delta=0.1, threshold_steps=7).fit(small)
     b = policy.budget_
     # 40 clean arms cannot certify 2% at delta 0.1 even with no observed harm (114 are needed)
     assert b["n_clean"] == 40 and b["clean_arms_to_certify_one"] == 114 and b["certified_any"] is False
@@ -278,10 +278,10 @@ def test_a_certified_budget_admits_what_learn_then_test_certifies(train: pd.Data
     assert admitted == [True, True, False, True]
     p = budget.p_values(np.array([0, 40]), 160)
     assert p[0] < 1e-10 and p[1] > 0.5
-    policy = CIRPolicy(budget="certified", epsilon=0.2, grid_size=7).fit(train)
+    policy = CIRPolicy(budget="certified", epsilon=0.2, threshold_steps=7).fit(train)
     assert policy.budget_["certified_any"] and policy.oof_summary_["interventions"] > 0
     # every admitted setting's OOF clean harm rate is under epsilon
-    assert (policy.grid_.loc[policy.grid_["feasible"], "clean_harm"] <= 0.2).all()
+    assert (policy.candidates_.loc[policy.candidates_["feasible"], "clean_harm"] <= 0.2).all()
 
 
 def test_bad_estimator_budget_and_operations_are_refused(train: pd.DataFrame) -> None:
@@ -306,7 +306,7 @@ def several() -> tuple[pd.DataFrame, pd.DataFrame]:
 def test_a_router_over_several_operations_chooses_per_state(several) -> None:
     train, test = several
     ops = ("refresh", "replan", "rewind")
-    fast = {"Cs": (0.1, 1.0), "grid_size": 11}  # a small search: the test is about the choice
+    fast = {"Cs": (0.1, 1.0), "threshold_steps": 11}  # a small search: the test is about the choice
     multi = CIRPolicy(estimator="paired", operations=ops, **fast).fit(train)
     assert set(multi.models_) == {"p_err", *[f"p_{k}[{op}]" for op in ops for k in ("rescue", "harm")]}
     singles = {f"cir_paired_{op}": CIRPolicy(estimator="paired", operations=(op,), **fast).fit(train) for op in ops}
@@ -347,7 +347,7 @@ def test_a_router_over_several_operations_chooses_per_state(several) -> None:
 def test_the_live_multi_operation_decision_equals_the_offline_one(several) -> None:
     train, test = several
     router = CIRPolicy(estimator="paired", operations=("refresh", "replan", "rewind"), Cs=(0.1, 1.0),
-                       grid_size=11).fit(train).to_router()
+                       threshold_steps=11).fit(train).to_router()
     offline = decide_rows(router, test)
     for i in range(0, len(test), 37):
         row = test.iloc[i]

@@ -27,7 +27,7 @@ PLACES = ["cabinet 1", "countertop 1", "desk 1", "shelf 1"]
 
 @pytest.fixture(scope="module")
 def policy() -> CIRPolicy:
-    return CIRPolicy(grid_size=11).fit(simulate(120, seed=5))
+    return CIRPolicy(threshold_steps=11).fit(simulate(120, seed=5))
 
 
 @pytest.fixture(scope="module")
@@ -188,8 +188,8 @@ def test_missing_and_extra_keys(router_file: Path, tmp_path: Path) -> None:
 def test_wrong_types(router_file: Path, tmp_path: Path) -> None:
     cases = [
         (("models", "p_err", "intercept"), "0.5", "must be int or float"),
-        (("settings", "d_min"), True, "must be int"),
-        (("settings", "delays"), "1,2,4", "must be list"),
+        (("params", "d_min"), True, "must be int"),
+        (("params", "delays"), "1,2,4", "must be list"),
         (("thresholds", "alpha"), [0.5], "must be int or float or null"),
         (("features",), {"f_delay": 1}, "must be list"),
     ]
@@ -262,7 +262,7 @@ def test_live_equals_offline_with_every_feature(tmp_path: Path, estimator: str) 
                             "y0": y0, "y1": y1, "executed": 1, "factual_success": 1, "prefix_match": 1, **f})
     pd.DataFrame(records).to_csv(tmp_path / "paired.csv", index=False)
     table = read_paired(tmp_path / "paired.csv")
-    policy = CIRPolicy(estimator=estimator, grid_size=7, epsilon=0.2).fit(table)
+    policy = CIRPolicy(estimator=estimator, threshold_steps=7, epsilon=0.2).fit(table)
     assert len(policy.features_) == len(extract_features(prefixes[0][0], 1))
     router = Router.load(policy.to_router().save(tmp_path / "router.json"))
     assert router.estimator.name == estimator
@@ -303,8 +303,18 @@ def test_transcript_from_messages_is_the_inverse_of_context():
         Transcript.from_messages("x", [{"role": "user", "content": TASK}, {"role": "robot", "content": "a"}])
 
 
+def _as_version_3(data: dict) -> dict:
+    """A version 4 file as cir wrote it before (format version 3: the words ``settings``,
+    ``grid_size`` and the budget's ``settings_*``)."""
+    params = {("grid_size" if k == "threshold_steps" else k): v for k, v in data["params"].items()}
+    budget = {k.replace("candidates_", "settings_"): v for k, v in data["budget"].items()}
+    return {**{k: v for k, v in data.items() if k != "params"}, "format_version": 3, "settings": params,
+            "budget": budget}
+
+
 def _as_version_2(data: dict) -> dict:
-    """A version 3 file of the paper's estimator as cir wrote it before (format version 2)."""
+    """A version 4 file of the paper's estimator as cir wrote it before (format version 2)."""
+    data = _as_version_3(data)
     settings = {k: v for k, v in data["settings"].items() if k not in ("delta", "Cs")}
     models = data["models"]
     baselines = {k: {f: v for f, v in b.items() if f != "operation"} for k, b in data["baselines"].items()}
@@ -313,9 +323,13 @@ def _as_version_2(data: dict) -> dict:
             "models": {"p_err": models["p_err"], "p0": models["p0"], "p1": models["p1[refresh]"]}}
 
 
-def test_router_files_of_format_versions_1_and_2_still_load(router: Router, tmp_path: Path):
+def test_router_files_of_format_versions_1_2_and_3_still_load(router: Router, tmp_path: Path):
     data = router.to_dict()
-    assert data["format_version"] == FORMAT_VERSION == 3 and data["extractor"] == "alfworld"
+    assert data["format_version"] == FORMAT_VERSION == 4 and data["extractor"] == "alfworld"
+    assert "settings" not in data and data["params"]["threshold_steps"] == router.params["threshold_steps"]
+    (tmp_path / "v3.json").write_text(json.dumps(_as_version_3(data)))
+    v3 = Router.load(tmp_path / "v3.json")
+    assert v3.to_dict() == data  # the same router in the words of version 4
     v2 = _as_version_2(data)
     (tmp_path / "v2.json").write_text(json.dumps(v2))
     loaded = Router.load(tmp_path / "v2.json")
@@ -341,7 +355,7 @@ def test_a_decision_reads_its_scores_as_attributes_and_logs_as_plain_data(router
 
 
 def test_a_paired_router_round_trips_and_refuses_the_other_estimators_models(tmp_path: Path) -> None:
-    policy = CIRPolicy(estimator="paired", grid_size=7).fit(simulate(80, seed=6))
+    policy = CIRPolicy(estimator="paired", threshold_steps=7).fit(simulate(80, seed=6))
     path = policy.to_router().save(tmp_path / "paired.json")
     data = json.loads(path.read_text())
     assert data["estimator"] == "paired" and set(data["models"]) == {"p_err", "p_rescue[refresh]", "p_harm[refresh]"}

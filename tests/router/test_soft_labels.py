@@ -11,7 +11,7 @@ from cir.pairs.samples import sample_columns
 from cir.pairs.synthetic import simulate
 from cir.router.evaluation import evaluate
 from cir.router.policy import CIRPolicy, fit_linear_model
-from cir.router.walk import build_grid, model_labels, summarize, walk
+from cir.router.walk import build_cells, model_labels, summarize, walk
 
 
 def with_draws(df: pd.DataFrame, k: int, seed: int = 0) -> pd.DataFrame:
@@ -33,16 +33,16 @@ def with_draws(df: pd.DataFrame, k: int, seed: int = 0) -> pd.DataFrame:
 
 def test_soft_labels_are_the_probabilities_and_fit_as_weighted_rows():
     df = with_draws(simulate(n_tasks=80, seed=1), 4)
-    grid = build_grid(df, (1, 2, 4), ("refresh",), "t")
-    cells = grid.cells
-    p0, p1 = cells["p0_hat"].to_numpy(), cells["y1_refresh"].to_numpy()
-    assert model_labels(cells, "p0") == pytest.approx(p0)
-    assert model_labels(cells, "p_rescue[refresh]") == pytest.approx(np.maximum(p1 - p0, 0))
-    assert model_labels(cells, "p_harm[refresh]") == pytest.approx(np.maximum(p0 - p1, 0))
+    cells = build_cells(df, (1, 2, 4), ("refresh",), "t")
+    decisions = cells.decisions
+    p0, p1 = decisions["p0_hat"].to_numpy(), decisions["y1_refresh"].to_numpy()
+    assert model_labels(decisions, "p0") == pytest.approx(p0)
+    assert model_labels(decisions, "p_rescue[refresh]") == pytest.approx(np.maximum(p1 - p0, 0))
+    assert model_labels(decisions, "p_harm[refresh]") == pytest.approx(np.maximum(p0 - p1, 0))
     assert ((p1 > 0) & (p1 < 1)).any()
     # a soft label of 0.25 is one row counted a quarter a success: the fit of the duplicated rows
-    X = cells[["f_delay", "f_suspect_mismatch"]].to_numpy(float)
-    y = model_labels(cells, "p0")
+    X = decisions[["f_delay", "f_suspect_mismatch"]].to_numpy(float)
+    y = model_labels(decisions, "p0")
     soft = fit_linear_model(X, y, C=1.0)
     hard = fit_linear_model(np.vstack([X, X, X, X]), np.concatenate([(y > q).astype(int) for q in (0, 0.25, 0.5, 0.75)]),
                             C=4.0)
@@ -51,16 +51,16 @@ def test_soft_labels_are_the_probabilities_and_fit_as_weighted_rows():
 
 def test_the_walk_is_in_expected_outcomes():
     df = with_draws(simulate(n_tasks=60, seed=2), 4, seed=3)
-    grid = build_grid(df, (1, 2, 4), ("refresh",), "t")
-    assert grid.expected and grid.y0.dtype.kind == "f"
-    fire = np.zeros(grid.status.shape, dtype=bool)
+    cells = build_cells(df, (1, 2, 4), ("refresh",), "t")
+    assert cells.expected and cells.y0.dtype.kind == "f"
+    fire = np.zeros(cells.status.shape, dtype=bool)
     fire[:, 0] = True  # always recover at the first candidate delay
-    outcome, intervened, _ = walk(grid, fire)
-    s = summarize(grid, outcome, intervened)
-    cells = df[(df.operation == "refresh") & (df.delay == 1)].set_index(["task_id", "condition"])
-    arms = grid.arms.set_index(["task_id", "condition"])
-    decided = grid.status[:, 0] == 0
-    gain = (cells["p1_hat"] - cells["p0_hat"]).reindex(arms.index).to_numpy()
+    outcome, intervened, _ = walk(cells, fire)
+    s = summarize(cells, outcome, intervened)
+    first = df[(df.operation == "refresh") & (df.delay == 1)].set_index(["task_id", "condition"])
+    arms = cells.arms.set_index(["task_id", "condition"])
+    decided = cells.status[:, 0] == 0
+    gain = (first["p1_hat"] - first["p0_hat"]).reindex(arms.index).to_numpy()
     err = (arms.index.get_level_values("condition") != "clean")
     assert s["gain_count"] == pytest.approx(np.nansum(np.where(decided & err, gain, 0.0)))
     clean_drop = np.where(decided & ~err, np.maximum(-gain, 0.0), 0.0)

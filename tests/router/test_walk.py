@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cir.router.walk import DECIDE, ENDED, MISSING, build_grid, model_labels, summarize, walk
+from cir.router.walk import DECIDE, ENDED, MISSING, build_cells, model_labels, summarize, walk
 from cir.util.errors import CirError
 
 
@@ -25,12 +25,12 @@ def test_cells_are_decidable_ended_or_missing() -> None:
         ("b", "clean", 1, "refresh", 1, 1, 1, 0),  # prefix mismatch: missing
         ("b", "clean", 2, "refresh", 1, 0, 1, 1),
     ])
-    grid = build_grid(df, (1, 2, 4), "refresh", "t")
-    assert grid.arms[["task_id", "condition"]].values.tolist() == [["a", "stale2"], ["b", "clean"]]
-    assert grid.status.tolist() == [[DECIDE, ENDED, ENDED], [MISSING, DECIDE, MISSING]]
-    assert grid.meta == {"arms": 2, "tasks": 2, "cells": 2, "ended_cells": 2, "prefix_mismatch_cells": 1}
-    assert grid.cells[["task_id", "delay"]].values.tolist() == [["a", 1], ["b", 2]]  # table order
-    assert grid.cells["y1_refresh"].tolist() == [1, 0]
+    cells = build_cells(df, (1, 2, 4), "refresh", "t")
+    assert cells.arms[["task_id", "condition"]].values.tolist() == [["a", "stale2"], ["b", "clean"]]
+    assert cells.status.tolist() == [[DECIDE, ENDED, ENDED], [MISSING, DECIDE, MISSING]]
+    assert cells.meta == {"arms": 2, "tasks": 2, "cells": 2, "ended_cells": 2, "prefix_mismatch_cells": 1}
+    assert cells.decisions[["task_id", "delay"]].values.tolist() == [["a", 1], ["b", 2]]  # table order
+    assert cells.decisions["y1_refresh"].tolist() == [1, 0]
 
 
 def test_walk_recovers_at_the_first_firing_cell_and_an_end_stops_it() -> None:
@@ -39,15 +39,15 @@ def test_walk_recovers_at_the_first_firing_cell_and_an_end_stops_it() -> None:
         ("b", "stale2", 1, "refresh", 1, 1, 0, 1), ("b", "stale2", 2, "refresh", 1, 0, 1, 1),
         ("c", "clean", 1, "refresh", 1, 0, 1, 1), ("c", "clean", 2, "refresh", 1, 1, 1, 1),
     ])
-    grid = build_grid(df, (1, 2), "refresh", "t")
+    cells = build_cells(df, (1, 2), "refresh", "t")
     fire = np.array([[False, True], [True, True], [True, True]])
-    outcome, intervened, first = walk(grid, fire)
+    outcome, intervened, first = walk(cells, fire)
     assert outcome.tolist() == [1, 1, 0]  # a rescued at 2; b ended at 1 (keeps y0); c harmed at 1
     assert intervened.tolist() == [True, False, True] and first.tolist() == [1, -1, 0]
-    s = summarize(grid, outcome, intervened)
+    s = summarize(cells, outcome, intervened)
     assert (s["gain_count"], s["clean_harm_count"], s["n_err"], s["n_clean"]) == (1, 1, 2, 1)
     # many settings at once: (settings, arms, delays)
-    outcomes, _, _ = walk(grid, np.stack([fire, np.zeros_like(fire)]))
+    outcomes, _, _ = walk(cells, np.stack([fire, np.zeros_like(fire)]))
     assert outcomes.tolist() == [[1, 1, 0], [0, 1, 1]]
 
 
@@ -56,13 +56,13 @@ def test_several_operations_need_every_row_and_the_policy_names_the_outcome() ->
         ("a", "stale2", 1, "refresh", 0, 0, 1, 1), ("a", "stale2", 1, "replan", 0, 1, 1, 1),
         ("b", "stale2", 1, "refresh", 0, 1, 1, 1),  # no replan row: not decidable with both
     ])
-    grid = build_grid(df, (1,), ("refresh", "replan"), "t")
-    assert grid.status[:, 0].tolist() == [DECIDE, MISSING]
-    assert grid.y1[0, 0].tolist() == [0, 1]
-    y1 = grid.outcome_if_chosen(np.array([[1], [-1]]))
-    assert walk(grid, np.ones((2, 1), dtype=bool), y1)[0].tolist() == [1, 0]
+    cells = build_cells(df, (1,), ("refresh", "replan"), "t")
+    assert cells.status[:, 0].tolist() == [DECIDE, MISSING]
+    assert cells.y1[0, 0].tolist() == [0, 1]
+    y1 = cells.outcome_if_chosen(np.array([[1], [-1]]))
+    assert walk(cells, np.ones((2, 1), dtype=bool), y1)[0].tolist() == [1, 0]
     with pytest.raises(ValueError, match="give y1"):
-        walk(grid, np.ones((2, 1), dtype=bool))
+        walk(cells, np.ones((2, 1), dtype=bool))
 
 
 def test_model_labels_are_what_each_model_predicts() -> None:
@@ -78,8 +78,8 @@ def test_model_labels_are_what_each_model_predicts() -> None:
 def test_bad_tables_are_refused_with_what_is_wrong() -> None:
     df = _rows([("a", "stale2", 1, "refresh", 0, 1, 1, 1), ("a", "stale2", 2, "refresh", 1, 1, 1, 1)])
     with pytest.raises(CirError, match="different y0"):
-        build_grid(df, (1, 2), "refresh", "t")
+        build_cells(df, (1, 2), "refresh", "t")
     with pytest.raises(CirError, match="no rows with operation 'rewind'"):
-        build_grid(df, (1, 2), "rewind", "t")
+        build_cells(df, (1, 2), "rewind", "t")
     with pytest.raises(CirError, match="no 'refresh' rows at the candidate delays 7"):
-        build_grid(df, (7,), "refresh", "t")
+        build_cells(df, (7,), "refresh", "t")

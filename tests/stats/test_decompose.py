@@ -1,4 +1,4 @@
-"""Decomposition: outcome labels, counts by any grouping, cohorts, bad keys."""
+"""Decomposition: outcome labels, counts by any grouping, subsets, bad keys."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from cir.pairs.synthetic import simulate_paired
-from cir.stats.decompose import decompose, outcome_counts, select_cohort
+from cir.stats.decompose import decompose, outcome_counts, select_subset
 from cir.util.errors import CirError
 
 
@@ -38,17 +38,17 @@ def test_counts_by_condition_match_hand_count():
 
 
 def test_prefix_mismatch_rows_are_dropped_by_default():
-    rows = select_cohort(_small())
+    rows = select_subset(_small())
     assert len(rows) == 7
     assert rows.attrs["dropped_prefix_mismatch"] == 1
-    assert len(select_cohort(_small(), require_prefix_match=False)) == 8
+    assert len(select_subset(_small(), require_prefix_match=False)) == 8
 
 
-def test_factual_success_cohort_keeps_only_factual_successes():
-    rows = select_cohort(_small(), "factual-success", require_prefix_match=False)
+def test_factual_success_subset_keeps_only_factual_successes():
+    rows = select_subset(_small(), "factual-success", require_prefix_match=False)
     assert sorted(rows["task_id"].unique()) == ["t1", "t2", "t4"]
-    table = decompose(_small(), by=["condition"], cohort="factual-success", require_prefix_match=False)
-    # In this cohort the clean no-recovery arm reproduces the factual success: no rescue possible.
+    table = decompose(_small(), by=["condition"], subset="factual-success", require_prefix_match=False)
+    # In this subset the clean no-recovery arm reproduces the factual success: no rescue possible.
     assert table.loc[table["condition"] == "clean", "rescues"].item() == 0
 
 
@@ -70,15 +70,15 @@ def test_grouping_by_an_outcome_column_is_refused():
         decompose(_small(), by=["y1"])
 
 
-def test_unknown_cohort_is_named():
-    with pytest.raises(CirError, match="cohort 'succ' is unknown"):
-        select_cohort(_small(), "succ")
+def test_unknown_subset_is_named():
+    with pytest.raises(CirError, match="subset 'succ' is unknown"):
+        select_subset(_small(), "succ")
 
 
-def test_empty_cohort_is_an_error():
+def test_empty_subset_is_an_error():
     df = _small().assign(factual_success=0)
-    with pytest.raises(CirError, match="cohort 'factual-success' has no rows"):
-        decompose(df, cohort="factual-success")
+    with pytest.raises(CirError, match="subset 'factual-success' has no rows"):
+        decompose(df, subset="factual-success")
 
 
 def test_non_dataframe_input_is_an_error():

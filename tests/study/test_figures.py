@@ -60,8 +60,8 @@ def test_mechanism_figure_has_a_panel_per_condition(multi):
 
 
 def test_partition_bars_add_up_to_n(multi):
-    fig = plot_partitions(multi, cohort="factual-success")
-    assert "factual-success cohort" in _suptitle(fig)
+    fig = plot_partitions(multi, subset="factual-success")
+    assert "factual-success subset" in _suptitle(fig)
     ax = fig.axes[0]
     widths = {}
     for patch in ax.patches:

@@ -70,11 +70,11 @@ def _pooled_study(folder: Path) -> Path:
         (folder / name).write_text(name)
     (folder / "tables" / "headlines_pooled.csv").write_text("x\n1\n")
     (folder / "tables" / "replicate_spread.csv").write_text(
-        "headline,cohort,condition,delay,operation,policy,versus,pooled_n_tasks,pooled_pp,pooled_ci_low_pp,"
+        "headline,cohort,subset,condition,delay,operation,policy,versus,pooled_n_tasks,pooled_pp,pooled_ci_low_pp,"
         "pooled_ci_high_pp,replicates,min_pp,median_pp,max_pp,sd_pp\n"
-        "effect,primary,clean,0,refresh,,,80,-4.0,-7.5,-1.25,2,-5.0,-4.0,-3.0,1.4\n"
-        "effect,primary,stale2,0,refresh,,,80,10.0,5.0,15.0,2,8.0,10.0,12.0,2.8\n"
-        "held-out margin,eval,all,,,cir_paired,anomaly,70,2.5,0.5,4.5,2,1.0,2.5,4.0,2.1\n")
+        "effect,primary,factual-success,clean,0,refresh,,,80,-4.0,-7.5,-1.25,2,-5.0,-4.0,-3.0,1.4\n"
+        "effect,primary,factual-success,stale2,0,refresh,,,80,10.0,5.0,15.0,2,8.0,10.0,12.0,2.8\n"
+        "held-out margin,eval,all,all,,,cir_paired,anomaly,70,2.5,0.5,4.5,2,1.0,2.5,4.0,2.1\n")
     (folder / "tables" / "cir_eval_pooled.csv").write_text(
         "policy,condition,n,n_tasks,effect_pp,ci_low_pp,ci_high_pp,intervention_rate,clean_harm_rate,oracle_fraction\n"
         "never,all,280,70,0,0,0,0,0,0\nnever,clean,70,70,0,0,0,0,0,\n"

@@ -86,7 +86,7 @@ def test_writes_report_tables_figures_and_router(study) -> None:
     # threshold search and the out-of-fold estimate beside the held-out one
     fit = pd.read_csv(out / "tables" / "cir_fit.csv").iloc[0]
     factual = pd.read_csv(out / "runs" / "primary" / "paired.csv").groupby("task_id")["factual_success"].first()
-    assert fit["train_tasks"] <= factual.sum() and fit["settings_searched"] > 1
+    assert fit["train_tasks"] <= factual.sum() and fit["candidates_searched"] > 1
     assert pd.isna(fit["gamma"]) or fit["gamma"] >= 0
     optimism = pd.read_csv(out / "tables" / "cir_optimism.csv")
     assert list(optimism["estimate"]) == ["out of fold (fitting tasks)", "held out"] * 4

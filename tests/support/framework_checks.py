@@ -49,7 +49,7 @@ def pairs_as_keydoor(agent: Any, tasks: Path, n: int = 2) -> None:
 
 def cir_run(spec: str, out: Path, tasks: Path, base_url: str, *extra: str) -> bytes:
     """``cir run`` of the agent ``spec`` (from the repository's root); its paired.csv."""
-    cmd = [sys.executable, "-m", "cir", "run", "--env", ENV, "--tasks", str(tasks), "--out", str(out),
+    cmd = [sys.executable, "-m", "cir", "run", "--family", ENV, "--tasks", str(tasks), "--out", str(out),
            "--agent", spec, "--base-url", base_url, "--quiet", *CLI_GRID, *extra]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -76,7 +76,7 @@ def same_table_at_any_parallelism(spec: str, tasks: Path, base_url: str, tmp_pat
     again = json.loads((tmp_path / "again" / "run.json").read_text())["timings"]["sessions"][0]["llm"]
     assert again["http_requests"] == 0 and again["cache_hits"] >= first["http_requests"]
     # the dry run (the built-in key-and-door agent, which the fake server is) counts the requests
-    estimate = subprocess.run([sys.executable, "-m", "cir", "estimate", "--env", ENV, "--tasks", str(tasks),
+    estimate = subprocess.run([sys.executable, "-m", "cir", "estimate", "--family", ENV, "--tasks", str(tasks),
                                "--agent", spec, "--quiet", "--json", str(tmp_path / "estimate.json"),
                                *CLI_GRID], cwd=ROOT, capture_output=True, text=True)
     if "not listed by the framework" not in estimate.stderr:  # (Inspect's agents do not list their tools)

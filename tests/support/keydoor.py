@@ -198,7 +198,7 @@ class KeyDoorAgent:
     def act(self, context: list[dict[str, str]]) -> str:
         return self.act_traced(context)[0]
 
-    def settings(self) -> dict[str, Any]:
+    def params(self) -> dict[str, Any]:
         return {"version": 1}
 
 

@@ -85,7 +85,7 @@ class FakeAgent:
         self.sleep = sleep
         self.calls = 0
 
-    def settings(self) -> dict:
+    def params(self) -> dict:
         return {"name": self.name, "seed": self.seed}
 
     def act(self, context: list[dict[str, str]]) -> str:
@@ -143,8 +143,8 @@ class SamplingFakeAgent(FakeAgent):
         super().__init__(seed)
         self.temperature, self.index = temperature, index
 
-    def settings(self) -> dict:
-        return {**super().settings(), "temperature": self.temperature, "sample": self.index}
+    def params(self) -> dict:
+        return {**super().params(), "temperature": self.temperature, "sample": self.index}
 
     def sample(self, index: int) -> SamplingFakeAgent:
         return SamplingFakeAgent(self.seed, self.temperature, index)

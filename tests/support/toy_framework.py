@@ -53,7 +53,7 @@ class ToyFramework:
         self.policy = policy
         self.functions = tools or {"act": act}
 
-    def settings(self) -> dict[str, Any]:
+    def params(self) -> dict[str, Any]:
         return {"framework": "toy"}
 
     def tools(self) -> dict[str, tuple[str, ...]]:
@@ -76,7 +76,7 @@ class ToyFramework:
 
 def toy_agent(framework: ToyFramework | None = None) -> FrameworkAgent:
     fw = framework or ToyFramework()
-    return FrameworkAgent("toy:keydoor", fw, fw.settings())
+    return FrameworkAgent("toy:keydoor", fw, fw.params())
 
 
 def keydoor_answer(path: str, body: dict[str, Any], attempt: int):

@@ -16,7 +16,7 @@ FAMILIES = ("alfworld", "textworld-cooking", "examples.counter:FAMILY", "tests.s
 
 @pytest.fixture(autouse=True)
 def _from_the_checkout(monkeypatch):
-    monkeypatch.chdir(ROOT)  # `cir run --env examples.counter:FAMILY` finds the module from here
+    monkeypatch.chdir(ROOT)  # `cir run --family examples.counter:FAMILY` finds the module from here
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +37,7 @@ def test_the_suite_names_its_checks():
 
 def test_a_restore_that_forgets_fails_check_env(tmp_path):
     check = next(c for c in family_checks("tests.support.keydoor:FORGETFUL") if c.name == "check_env")
-    with pytest.raises(ConformanceError, match="env 'keydoor-forgetful', check check_env: check_env: .* failure.*after restore answered"):
+    with pytest.raises(ConformanceError, match="family 'keydoor-forgetful', check check_env: check_env: .* failure.*after restore answered"):
         check(tmp_path)
 
 

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a 
 @pytest.fixture(scope="module")
 def tasks(tmp_path_factory):
     folder = tmp_path_factory.mktemp("kd-kill")
-    subprocess.run([sys.executable, "-m", "cir", "tasks", "generate", "--env", ENV, "--split", "train", "--n", "40",
+    subprocess.run([sys.executable, "-m", "cir", "tasks", "generate", "--family", ENV, "--split", "train", "--n", "40",
                     "--out", str(folder)], cwd=ROOT, check=True, capture_output=True)
     return folder / "train"
 
@@ -33,7 +33,7 @@ def test_kill_9_of_the_parent_leaves_no_process(tasks, tmp_path, mid_run, quiet)
     # at start-up (1 s in), or mid-run (0.5 s after the first task is written: the workers and
     # the manager are up); the progress bar's reports go through the manager's queue too
     run = tmp_path / "run"
-    cmd = [sys.executable, "-m", "cir", "run", "--env", ENV, "--tasks", str(tasks), "--out", str(run),
+    cmd = [sys.executable, "-m", "cir", "run", "--family", ENV, "--tasks", str(tasks), "--out", str(run),
            "--jobs", "2", *(["--quiet"] if quiet else [])]
     when = ["--run-dir", str(run), "--after", "0.5"] if mid_run else ["--after", "1"]
     out = subprocess.run([sys.executable, str(ROOT / "tests" / "support" / "orphans.py"), *when,

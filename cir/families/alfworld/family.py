@@ -1,4 +1,4 @@
-"""ALFWorld as an environment family: the default ``--env alfworld`` (:class:`cir.families.family.Family`).
+"""ALFWorld as an environment family: the default ``--family alfworld`` (:class:`cir.families.family.Family`).
 
 Its parts: generated tasks (or ALFWorld's data) by split, the real text engine with exact
 snapshots (``look`` is its refresh query), its features, its ReAct prompt, and the built-in

@@ -1,4 +1,4 @@
-"""TextWorld's cooking games as an environment family: ``--env textworld-cooking``
+"""TextWorld's cooking games as an environment family: ``--family textworld-cooking``
 (:class:`cir.families.family.Family`).
 
 Its parts: ``tw-make tw-cooking`` games by split and seed, the Z-machine engine with exact

@@ -224,7 +224,7 @@ def test_profiles_and_settings():
         assert {m.parameter for m in MECHANISMS.values() if m.parameter} <= set(params), name
         agent = BuiltinAgent(name, seed=3)
         assert agent.name == f"builtin:{name}"
-        s = agent.settings()
+        s = agent.params()
         assert s["profile"] == name and s["seed"] == 3
         json.dumps(s)  # plain data
 

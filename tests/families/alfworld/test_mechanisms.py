@@ -54,11 +54,11 @@ def episode(env, a: BuiltinAgent, *, condition: str | None = None, at: int | Non
     if recover is not None:
         snaps = SnapshotHook()
         snaps.snapshots[0] = env.snapshot()
-        h.run(env, t, until_env_actions=recover_at, perturbation=pert, hooks=[snaps])
+        h.play(env, t, until_env_actions=recover_at, perturbation=pert, hooks=[snaps])
         # a rewind returns to the state before the perturbed (or, clean, the given) action
         anchor = t.steps_until_env_action(at) - 1 if at else None
         h.recover(env, t, recover, Checkpoints(snaps.snapshots, anchor))
-    return h.run(env, t, perturbation=pert)
+    return h.play(env, t, perturbation=pert)
 
 
 def replies(t: Transcript, start: int = 0) -> list[str]:

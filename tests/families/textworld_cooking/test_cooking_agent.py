@@ -101,15 +101,15 @@ def test_bad_settings_are_one_clear_error():
         CookingAgent(overrides={"hidden_cook": 2})
     with pytest.raises(CirError, match="one profile, 'default'"):
         builtin_agent("strong")
-    assert builtin_agent(seed=3).settings() == CookingAgent(seed=3).settings()
+    assert builtin_agent(seed=3).params() == CookingAgent(seed=3).params()
 
 
 def test_at_a_temperature_it_samples_by_content_and_index():
     context = _context(*COOKED)
     cold = CookingAgent()
-    assert cold.sample(2) is cold and "temperature" not in cold.settings()
+    assert cold.sample(2) is cold and "temperature" not in cold.params()
     hot = CookingAgent(temperature=1.0)
-    assert hot.sample(2).settings()["sample"] == 2 and hot.settings()["temperature"] == 1.0
+    assert hot.sample(2).params()["sample"] == 2 and hot.params()["temperature"] == 1.0
     decided = cold.act(context)
     draws = {i: hot.sample(i).act_traced(context) for i in range(60)}
     assert all(CookingAgent(temperature=1.0).sample(i).act(context) == draws[i][0] for i in range(60))
@@ -117,4 +117,4 @@ def test_at_a_temperature_it_samples_by_content_and_index():
     for reply, _, fired in draws.values():  # a reply other than the decided one is a named draw
         assert (reply != decided) == any(f.mechanism == "sampled_choice" for f in fired)
     assert "sampled_choice" in DIVERGENCE_MECHANISMS
-    assert builtin_agent(seed=0, temperature=0.5).settings()["temperature"] == 0.5
+    assert builtin_agent(seed=0, temperature=0.5).params()["temperature"] == 0.5

@@ -127,8 +127,8 @@ class BuiltinAgent(ModelFreeAgent):
         super().__init__({"agent": "builtin", "seed": self.seed}, {**PROFILES[profile], **(overrides or {})},
                          start=initial_beliefs, fold=fold, decider=Decider, memo=memo, temperature=temperature)
 
-    def settings(self) -> dict[str, Any]:
+    def params(self) -> dict[str, Any]:
         """Profile name and parameters plus the seed (and, when it samples, the temperature and
         the sample index): with the context they fix the reply."""
-        return {"agent": "builtin", "profile": self.profile, "seed": self.seed, **self.params,
-                **self.sampling_settings()}
+        return {"agent": "builtin", "profile": self.profile, "seed": self.seed, **self.skill,
+                **self.sampling_params()}

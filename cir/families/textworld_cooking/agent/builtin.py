@@ -78,8 +78,8 @@ class CookingAgent(ModelFreeAgent):
         super().__init__({"agent": "builtin-cooking", "seed": seed}, params, start=initial_beliefs, fold=fold,
                          decider=Decider, memo=memo, temperature=temperature)
 
-    def settings(self) -> dict[str, Any]:
+    def params(self) -> dict[str, Any]:
         """The parameters and the seed (and, when it samples, the temperature and the sample
         index): with the context they fix the reply."""
-        return {"agent": "builtin-cooking", "version": 1, "seed": self.seed, **self.params,
-                **self.sampling_settings()}
+        return {"agent": "builtin-cooking", "version": 1, "seed": self.seed, **self.skill,
+                **self.sampling_params()}
