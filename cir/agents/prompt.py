@@ -75,6 +75,22 @@ def thought(line: str) -> str | None:
     return None if found is None else found.group(1).strip()
 
 
+def parse_reply(reply: str, command: Callable[[str], tuple[str, bool]], *, empty: str,
+                think: str) -> ParsedAction:
+    """A model's reply as one action, the framing every family's parser shares: its command line
+    (:func:`reply_line`); none gives ``empty`` (not ok); a thought gives ``think`` and its text; else
+    ``command(line)`` on the line lower-cased, its spaces collapsed and a trailing full stop (or
+    ``!;,``) dropped, the family's grammar, which says the action and whether it read one."""
+    line = reply_line(reply)
+    if not line:
+        return ParsedAction(empty, False, reply)
+    text = thought(line)
+    if text is not None:
+        return ParsedAction(f"{think} {text}" if text else think, True, reply)
+    action, ok = command(re.sub(r"\s+", " ", line.lower()).rstrip(".!;,").strip())
+    return ParsedAction(action, ok, reply)
+
+
 def merge_same_role(messages: list[dict[str, str]]) -> list[dict[str, str]]:
     """Join consecutive messages of one role (harness notes follow observations)."""
     merged: list[dict[str, str]] = []

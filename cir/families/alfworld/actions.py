@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from cir.agents.prompt import ParsedAction, reply_line, thought
+from cir.agents.prompt import ParsedAction, parse_reply
 from cir.episode.protocol import THINK_PREFIX
 from cir.families.alfworld.text import format_action
 from cir.families.alfworld.text import parse_action as parse_command
@@ -49,15 +49,12 @@ def _drop_articles(phrase: str) -> str:
 
 def parse_action(reply: str) -> ParsedAction:
     """The ALFWorld action (or ``think: ...`` thought) in ``reply``; never raises."""
-    line = reply_line(reply)
-    if not line:
-        return ParsedAction(EMPTY_REPLY_ACTION, False, reply)
-    text = thought(line)
-    if text is not None:
-        return ParsedAction(f"{THINK_PREFIX} {text}" if text else THINK_PREFIX, True, reply)
-    # Lower-case, collapse spaces, drop a trailing full stop and the engine's "a/the".
-    cmd = re.sub(r"\s+", " ", line.lower()).rstrip(".!;,").strip()
-    cmd = _drop_articles(cmd)
+    return parse_reply(reply, _command, empty=EMPTY_REPLY_ACTION, think=THINK_PREFIX)
+
+
+def _command(line: str) -> tuple[str, bool]:
+    """ALFWorld's grammar on a reply's cleaned line (the engine's "a/the" dropped too)."""
+    cmd = _drop_articles(line)
     for pattern, verb in _RULES:
         match = pattern.match(cmd)
         if match:
@@ -68,5 +65,5 @@ def parse_action(reply: str) -> ParsedAction:
                 break
     command = parse_command(cmd, older=False)
     if command is None or command[0] == "think":
-        return ParsedAction(cmd, False, reply)
-    return ParsedAction(format_action(command), True, reply)
+        return cmd, False
+    return format_action(command), True

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from cir.agents.prompt import LLMPrompt, ParsedAction, reply_line, thought
+from cir.agents.prompt import LLMPrompt, ParsedAction, parse_reply
 from cir.episode.protocol import THINK_ACK, THINK_PREFIX
 
 PROMPT_VERSION = "cir-cooking-1"
@@ -147,14 +147,12 @@ def parse_action(reply: str) -> ParsedAction:
 
     A reply with no recognisable command is passed on cleaned, ``ok=False`` (the game refuses it).
     """
-    line = reply_line(reply)
-    if not line:
-        return ParsedAction(EMPTY_REPLY_ACTION, False, reply)
-    text = thought(line)
-    if text is not None:
-        return ParsedAction(f"{THINK_PREFIX} {text}" if text else THINK_PREFIX, True, reply)
-    cmd = re.sub(r"\s+", " ", line.lower()).rstrip(".!;,").strip()
-    cmd = _ARTICLE.sub("", cmd).strip()
+    return parse_reply(reply, _command, empty=EMPTY_REPLY_ACTION, think=THINK_PREFIX)
+
+
+def _command(line: str) -> tuple[str, bool]:
+    """The cooking games' grammar on a reply's cleaned line (articles dropped too)."""
+    cmd = _ARTICLE.sub("", line).strip()
     for pattern, template in _RULES:
         match = pattern.match(cmd)
         if match:
@@ -163,8 +161,8 @@ def parse_action(reply: str) -> ParsedAction:
                 parts["d"] = _DIRECTIONS[parts["d"]]
             if parts.get("v") == "cut":
                 parts["v"] = "slice"
-            return ParsedAction(template.format(**parts), True, reply)
-    return ParsedAction(cmd, False, reply)
+            return template.format(**parts), True
+    return cmd, False
 
 
 #: the family's prompt (what the LLM agent renders every request with and parses every reply by)
