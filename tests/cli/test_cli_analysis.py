@@ -69,6 +69,10 @@ def test_factual_success_subset(run_dir, capsys):
     clean = json.loads(out)[0]
     assert code == 0 and clean["condition"] == "clean" and clean["rescues"] == 0
     assert clean["success_without"] == 1.0
+    # --cohort, the option's former name, still reads as --subset
+    code, former, _ = _run(capsys, "table", run_dir, "--by", "condition,operation", "--cohort", "factual-success",
+                           "--format", "json", "--resamples", 100)
+    assert code == 0 and former == out
 
 
 def test_contrast(run_dir, capsys):

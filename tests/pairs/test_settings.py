@@ -135,3 +135,20 @@ def test_cir_run_takes_a_random_point_range(tmp_path, capsys) -> None:
             at = random_point(ep.task_id, 2, 3)
             step = ep.transcript.steps[ep.transcript.steps_until_env_action(at) - 1]
             assert "perturb:stale1" in step.events
+
+
+def test_an_agent_with_the_former_settings_method_is_told_its_new_name() -> None:
+    from cir.pairs.settings import agent_label
+
+    class Former:
+        name = "mine"
+
+        def act(self, context):
+            return "look"
+
+        def settings(self):
+            return {"v": 1}
+
+    with pytest.raises(CirError, match=r"agent 'mine': the Agent contract's settings\(\) is now called params\(\)"):
+        agent_label(Former())
+    assert agent_label(make_fake_agent()).startswith(make_fake_agent().name + "@")
