@@ -197,17 +197,20 @@ def html_figure(figure: SavedFigure | Path, caption: str) -> str:
 
 def html_table(df: pd.DataFrame) -> str:
     """A DataFrame as an HTML table in a scroll box: numbers right-aligned, text left-aligned,
-    floats rounded (:func:`format_table`), headers that may wrap after an underscore, and
-    one header row whatever the columns' index is named."""
+    floats rounded (:func:`format_table`), headers and text cells that may wrap after an
+    underscore (a long policy name need not widen its column), and one header row whatever the
+    columns' index is named."""
     numeric = [df[c].dtype.kind in "iufb" for c in df.columns]
     shown = format_table(df)
 
     def cell(tag: str, text: str, num: bool) -> str:
         return f"<{tag} class='num'>{text}</{tag}>" if num else f"<{tag}>{text}</{tag}>"
 
-    head = "".join(cell("th", html.escape(str(c)).replace("_", "_<wbr>"), num)
-                   for c, num in zip(df.columns, numeric, strict=True))
-    rows = ["<tr>" + "".join(cell("td", html.escape(str(v)), num)
+    def wrappable(value: object) -> str:
+        return html.escape(str(value)).replace("_", "_<wbr>")
+
+    head = "".join(cell("th", wrappable(c), num) for c, num in zip(df.columns, numeric, strict=True))
+    rows = ["<tr>" + "".join(cell("td", html.escape(str(v)) if num else wrappable(v), num)
                              for v, num in zip(row, numeric, strict=True)) + "</tr>"
             for row in shown.itertuples(index=False)]
     return f"<div class='tbl'><table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
