@@ -94,6 +94,31 @@ def differing_rows(a: Path, b: Path) -> int:
     return int((x[cols].astype(str) != y[cols].astype(str)).any(axis=1).sum())
 
 
+def episodes_of(folder: Path) -> dict[tuple, str]:
+    """Each episode of the run's store (task, role, condition, delay, operation, sample) -> a digest of
+    its transcript (every step's actor, reply, action, observation, shown text, events, end) and
+    outcome: two runs' stores compared episode by episode, a stronger check than the table when the
+    model wins nothing."""
+    import hashlib
+
+    from cir.pairs.store import read_episodes
+
+    out = {}
+    for r in read_episodes(folder):
+        steps = None if r.transcript is None else [
+            (s.actor, s.reply, s.action, s.observation, s.shown, list(s.events), s.done, s.won, s.rewind_to)
+            for s in r.transcript.steps]
+        body = json.dumps([steps, r.won, r.executed, r.branch_step, r.same_as], default=str)
+        out[(r.task_id, r.role, r.condition, r.delay, r.operation, r.sample)] = hashlib.sha256(body.encode()).hexdigest()
+    return out
+
+
+def same_episodes(a: Path, b: Path) -> dict[str, int]:
+    x, y = episodes_of(a), episodes_of(b)
+    return {"episodes": len(x), "episodes_other": len(y),
+            "episodes_identical": sum(1 for k, v in x.items() if y.get(k) == v)}
+
+
 def copy_cache(source: Path, target: Path) -> Path:
     """A copy of a run's reply cache (made once: a second call resumes with it)."""
     if not target.exists():
@@ -195,6 +220,7 @@ def main() -> int:
         SPECS,
         live_for,
         live_router_matches_the_walk,
+        stored_steps,
     )
     from support.keydoor import generate_tasks
     from support.llm_server import MODEL_NAME, LlamaServer
@@ -259,6 +285,7 @@ def main() -> int:
                 if name != "jobs1":
                     same = (folder / "paired.csv").read_bytes() == (work / kind / "jobs1" / "paired.csv").read_bytes()
                     entry["paired_csv_identical_to_jobs1"] = same
+                    entry["episodes_vs_jobs1"] = same_episodes(work / kind / "jobs1", folder)
                     if not same:
                         entry["rows_differing_from_jobs1"] = differing_rows(folder / "paired.csv",
                                                                             work / kind / "jobs1" / "paired.csv")
@@ -276,7 +303,8 @@ def main() -> int:
                 try:
                     t0 = time.perf_counter()
                     live = live_router_matches_the_walk(table, tasks, live_for(kind), require_recovery=False,
-                                                        strict=args.live_strict)
+                                                        strict=args.live_strict,
+                                                        stored=stored_steps(work / kind / "jobs1"))
                     live["seconds"] = round(time.perf_counter() - t0, 1)
                     live["llm"] = agent.stats()
                     out["live"] = live

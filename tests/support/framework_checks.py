@@ -109,13 +109,17 @@ def table_of(agent: Any, tasks: Path) -> pd.DataFrame:
 
 def live_router_matches_the_walk(table: pd.DataFrame, tasks: Path, live: Live, require_recovery: bool = True,
                                  operations: tuple[str, ...] = GRID.operations, *,
-                                 strict: bool = True) -> dict[str, Any]:
+                                 strict: bool = True, stored: dict[tuple, list] | None = None) -> dict[str, Any]:
     """A paired router fitted on the agent's table, run live in the framework's own loop, decides as
     the offline walk on every arm; an advisor that always recovers at delay 2 gives the replayer's
     y1 on every arm, for each operation. The arms checked and the live recoveries of each kind.
     ``strict=False`` (a benchmark against a real model) counts the arms that differ instead of
     asserting: ``decisions_equal``, ``outcomes_equal`` (router arms), ``forced_equal`` (the
-    advisor's arms) and ``mismatches`` (what differed where)."""
+    advisor's arms) and ``mismatches`` (what differed where). ``stored`` (the run's episodes as
+    :func:`steps_of` gives them, keyed by task, condition, delay and operation; an arm's by None,
+    None) compares each live transcript with the replayer's: a router arm that did not recover with
+    its no-recovery arm, an advisor's recovery with its branch (``transcripts_equal`` of
+    ``transcripts_compared``)."""
     from cir.router.evaluation import walk_policies
     from cir.router.policy import CIRPolicy
 
@@ -124,7 +128,8 @@ def live_router_matches_the_walk(table: pd.DataFrame, tasks: Path, live: Live, r
                        extractor=FAMILY.extractor).fit(table).to_router(max_turns=30, max_actions=30)
     walked = walk_policies(router, table).set_index(["task_id", "condition"])
     recovered = forced = arms = forced_arms = 0
-    counts = {"decisions_equal": 0, "outcomes_equal": 0, "forced_decisions_equal": 0, "forced_outcomes_equal": 0}
+    counts = {"decisions_equal": 0, "outcomes_equal": 0, "forced_decisions_equal": 0, "forced_outcomes_equal": 0,
+              "transcripts_compared": 0, "transcripts_equal": 0}
     mismatches: list[dict[str, Any]] = []
 
     def check(ok: Any, count: str, what: dict[str, Any]) -> None:
@@ -133,6 +138,13 @@ def live_router_matches_the_walk(table: pd.DataFrame, tasks: Path, live: Live, r
         counts[count] += int(ok)
         if not ok:
             mismatches.append(what)
+
+    def same_steps(episode: Any, replayed: list | None, where: dict[str, Any]) -> None:
+        counts["transcripts_compared"] += 1
+        ok = replayed is not None and steps_of(episode) == replayed
+        counts["transcripts_equal"] += int(ok)
+        if not ok:
+            mismatches.append({**where, "transcript": "differs from the replayer's"})
 
     for task in kd:
         for condition in sorted(set(table["condition"])):
@@ -144,6 +156,8 @@ def live_router_matches_the_walk(table: pd.DataFrame, tasks: Path, live: Live, r
             check(chose == walk, "decisions_equal", {**where, "live": chose, "walk": walk})
             check(int(episode.won) == arm["y_cir"], "outcomes_equal",
                   {**where, "live_won": int(episode.won), "walk_y": int(arm["y_cir"])})
+            if stored is not None and not chose:
+                same_steps(episode, stored.get((task.task_id, condition, None, None)), where)
             recovered += bool(chose)
             arms += 1
     rows = table.set_index(["task_id", "condition", "delay", "operation"])
@@ -158,11 +172,36 @@ def live_router_matches_the_walk(table: pd.DataFrame, tasks: Path, live: Live, r
                       {**where, "live": decided, "executed": bool(row["executed"])})
                 check(int(episode.won) == row["y1"], "forced_outcomes_equal",
                       {**where, "live_won": int(episode.won), "y1": int(row["y1"])})
+                if stored is not None and row["executed"]:
+                    same_steps(episode, stored.get((task.task_id, condition, 2, op)), where)
                 forced += bool(row["executed"])
                 forced_arms += 1
     assert forced > 0 or not require_recovery
     return {"arms": arms, "router_recoveries": recovered, "forced_arms": forced_arms, "forced_recoveries": forced,
             **counts, "mismatches": mismatches}
+
+
+def steps_of(transcript: Any) -> list[tuple]:
+    """What a transcript did: each step's actor, action and shown text."""
+    return [(s.actor, s.action, s.shown) for s in transcript.steps]
+
+
+def stored_steps(run: Path) -> dict[tuple, list]:
+    """A run's episodes as :func:`steps_of` gives them: each no-recovery arm by (task, condition,
+    None, None) (the factual run's for an arm that is the same), each branch by (task, condition,
+    delay, operation)."""
+    from cir.pairs.store import read_episodes
+
+    episodes = list(read_episodes(run))
+    factual = {r.task_id: r for r in episodes if r.role == "factual"}
+    out: dict[tuple, list] = {}
+    for r in episodes:
+        if r.role == "no_recovery":
+            t = r.transcript if r.transcript is not None else factual[r.task_id].transcript
+            out[(r.task_id, r.condition, None, None)] = steps_of(t)
+        elif r.role == "recovery" and r.transcript is not None:
+            out[(r.task_id, r.condition, r.delay, r.operation)] = steps_of(r.transcript)
+    return out
 
 
 #: Each framework's example agent.
