@@ -42,9 +42,10 @@ from cir.episode.harness import Harness
 from cir.episode.operations import OPERATIONS
 from cir.episode.perturb import Perturbation
 from cir.episode.protocol import RECOVERY_CALL_PREFIX
-from cir.episode.transcript import (
+from cir.episode.transcript import (  # INVALID_CALL: what a step whose tool call's arguments are not JSON records
     AGENT,
     COMMAND_TOOLS,
+    INVALID_CALL,
     Step,
     Transcript,
     tool_call_of,
@@ -55,8 +56,6 @@ from cir.util.importing import import_module
 
 #: What a step that ends the run without a tool call (the agent's final answer) records.
 FINAL_ANSWER = "final_answer"
-#: What a step whose tool call the framework refused (its arguments not JSON) records.
-INVALID_CALL = "invalid_tool_call"
 
 
 def _key(messages: list[dict[str, Any]], reply: str) -> str:

@@ -204,6 +204,38 @@ def stored_steps(run: Path) -> dict[tuple, list]:
     return out
 
 
+class Never:
+    """An advisor that never recovers (the live run is the no-recovery arm)."""
+
+    delays = (2,)
+
+    def decide(self, transcript: Any, delay: int) -> Any:
+        return type("Decision", (), {"recover": False, "operation": None})()
+
+
+def malformed_calls_fork_as_the_framework_runs_them(agent: Any, live: Live, tasks: Path) -> int:
+    """With tool calls whose arguments are not JSON (``sloppy_keydoor_answer``), which the framework
+    answers itself: the replayer records them as steps without an env action, every row matches its
+    prefix, and the framework's own loop (``live``: the same agent in its native hook) runs each arm
+    and a refresh branch step for step as the replayer did. The malformed steps seen."""
+    from cir.adapters.driver import INVALID_CALL
+
+    settings = ReplaySettings(conditions=("stale2",), delays=(2,), operations=("refresh",), max_turns=30,
+                              max_actions=30)
+    malformed = 0
+    for task in load_tasks(tasks)[:2]:
+        result = run_task_pairs(task, agent, KeyDoorEnv(task), settings, extractor=FAMILY.extractor)
+        assert result.rows and all(r["prefix_match"] for r in result.rows)
+        arm = next(e for e in result.episodes if e.role == "no_recovery")
+        branch = next(e for e in result.episodes if e.role == "recovery")
+        malformed += sum(INVALID_CALL in s.events for s in arm.transcript.steps)
+        episode, _ = live(Never(), task, "stale2")
+        assert steps_of(episode) == steps_of(arm.transcript), task.task_id
+        episode, _ = live(Always("refresh"), task, "stale2")
+        assert steps_of(episode) == steps_of(branch.transcript if branch.transcript else arm.transcript), task.task_id
+    return malformed
+
+
 #: Each framework's example agent.
 SPECS = {"langgraph": "langgraph:examples.langgraph_agent:agent",
          "openai-agents": "openai-agents:examples.openai_agents_agent:agent",
