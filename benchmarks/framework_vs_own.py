@@ -54,6 +54,19 @@ def rendered(body: dict[str, Any], fmt: Any) -> str:
     return fmt(messages=body["messages"], tools=body.get("tools"), tool_choice=body.get("tool_choice")).prompt
 
 
+def reply_of(message: dict[str, Any]) -> str:
+    """What an assistant message said: its text, else its tool call's command (or arguments)."""
+    if message.get("content"):
+        return str(message["content"]).strip()
+    for call in message.get("tool_calls") or ():
+        raw = call.get("function", {}).get("arguments") or ""
+        try:
+            return str(json.loads(raw).get("command", raw)).strip()
+        except (ValueError, AttributeError):
+            return raw.strip()
+    return ""
+
+
 def agent_summary(folder: Path, log: Path | None, fmt: Any, llm: Any) -> dict[str, Any]:
     import pandas as pd
 
@@ -87,21 +100,26 @@ def agent_summary(folder: Path, log: Path | None, fmt: Any, llm: Any) -> dict[st
     }
     if log is not None and log.is_file():
         requests = [json.loads(line) for line in log.read_text().splitlines()]
-        checked = agrees = 0
-        for r in requests[:60]:
-            answer = json.loads(r["answer"])
-            if "usage" in answer:
+        checked = agrees = with_replies = replies_shown = 0
+        for r in requests:
+            text = rendered(r["body"], fmt)
+            if checked < 60 and "usage" in (answer := json.loads(r["answer"])):
                 checked += 1
-                agrees += len(llm.tokenize(rendered(r["body"], fmt).encode(), add_bos=False, special=True)) \
+                agrees += len(llm.tokenize(text.encode(), add_bos=False, special=True)) \
                     == answer["usage"]["prompt_tokens"]
-        # the third request of the first task's factual run (the run's first requests are that run's)
+            said = [reply_of(m) for m in r["body"].get("messages", ()) if m.get("role") == "assistant"]
+            said = [x for x in said if x and not x.startswith("look")]  # (a refresh's call is the harness's)
+            if said:
+                with_replies += 1
+                replies_shown += all(x in text for x in said)
+        # the third request of the run (a request after two replies of its first task)
         third = requests[2]
-        text = rendered(third["body"], fmt)
-        said = [a for r in factual[:1] for a in (s.action for s in r.transcript.steps[:2]) if a]
         out.update({"prompt_render_checked": checked, "prompt_render_token_count_equal": agrees,
-                    "third_request_prompt": text, "third_request_answer": json.loads(third["answer"])["choices"][0],
+                    "third_request_prompt": rendered(third["body"], fmt),
+                    "third_request_answer": json.loads(third["answer"])["choices"][0],
                     "request_fields": sorted(third["body"]),
-                    "earlier_commands_in_prompt": all(a in text for a in said) if said else None})
+                    "requests_after_a_reply": with_replies,
+                    "requests_whose_prompt_shows_every_earlier_reply": replies_shown})
     return out
 
 
@@ -124,7 +142,7 @@ def main() -> int:
     work = Path(args.work)
     fmt, llm = formatter()
     report: dict[str, Any] = {"agents": {}, "pairs": {}}
-    present = {name: work / sub for name, sub in AGENTS.items() if (work / sub / "paired.csv").is_file()}
+    present = {name: work / sub for name, sub in AGENTS.items() if (work / sub / "episodes.jsonl.gz").is_file()}
     for name, folder in present.items():
         sub = AGENTS[name]
         report["agents"][name] = agent_summary(folder, work / "requests" / f"{LOGS[sub]}.jsonl", fmt, llm)

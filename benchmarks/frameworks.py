@@ -188,8 +188,12 @@ class RecordingProxy:
 def prompt_file(work: Path) -> Path:
     """A ``--prompt`` file with the framework examples' instructions (no worked examples): cir's own
     LLM agent with the frameworks' system text."""
-    from examples.langgraph_agent import INSTRUCTIONS  # the same text in the three examples
+    import ast
 
+    # the same text in the three examples (read, not imported: importing builds the example's model)
+    tree = ast.parse((ROOT / "examples" / "langgraph_agent.py").read_text())
+    INSTRUCTIONS = next(ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)  # noqa: N806
+                        and any(getattr(t, "id", None) == "INSTRUCTIONS" for t in n.targets))
     path = work / "framework_prompt.toml"
     path.write_text(f"instructions = {json.dumps(INSTRUCTIONS)}\nexamples = []\n")
     return path
