@@ -20,7 +20,7 @@ message. The messages of an agent step are found by the messages before it and i
 so any branch of any arm is rendered exactly as the framework saw it.
 
 :class:`FrameworkAgent` is the agent object of a run (``cir run --agent langgraph:MODULE:ATTR``):
-its name and settings label the run, and ``make_harness`` gives the replayer this harness.
+its name and params label the run, and ``make_harness`` gives the replayer this harness.
 """
 
 from __future__ import annotations
@@ -42,9 +42,10 @@ from cir.episode.harness import Harness
 from cir.episode.operations import OPERATIONS
 from cir.episode.perturb import Perturbation
 from cir.episode.protocol import RECOVERY_CALL_PREFIX
-from cir.episode.transcript import (
+from cir.episode.transcript import (  # INVALID_CALL: what a step whose tool call's arguments are not JSON records
     AGENT,
     COMMAND_TOOLS,
+    INVALID_CALL,
     Step,
     Transcript,
     tool_call_of,
@@ -55,8 +56,6 @@ from cir.util.importing import import_module
 
 #: What a step that ends the run without a tool call (the agent's final answer) records.
 FINAL_ANSWER = "final_answer"
-#: What a step whose tool call the framework refused (its arguments not JSON) records.
-INVALID_CALL = "invalid_tool_call"
 
 
 def _key(messages: list[dict[str, Any]], reply: str) -> str:
@@ -204,16 +203,16 @@ class FrameworkHarness(Harness):
 
 class FrameworkAgent:
     """A framework agent as ``cir`` runs it: ``framework`` (an adapter's :class:`Framework`),
-    its name (``langgraph:MODULE:ATTR``) and settings. It drives its own loop, so it is run
+    its name (``langgraph:MODULE:ATTR``) and params. It drives its own loop, so it is run
     through its harness (``make_harness``), never asked for one reply."""
 
     thread_safe = True  # each turn starts from its own message list
 
-    def __init__(self, name: str, framework: Framework, settings: dict[str, Any],
+    def __init__(self, name: str, framework: Framework, params: dict[str, Any],
                  close: Callable[[], None] | None = None, replies: Any = None) -> None:
         self.name = name
         self.framework = framework
-        self._settings = dict(settings)
+        self._params = dict(params)
         self._close = close
         self.replies = replies  # the reply proxy (cir.adapters.replies), or None
         if replies is not None:
@@ -224,7 +223,7 @@ class FrameworkAgent:
         return None if self.replies is None else self.replies.take()
 
     def params(self) -> dict[str, Any]:
-        return dict(self._settings)
+        return dict(self._params)
 
     def act(self, context: list[dict[str, str]]) -> str:
         raise CirError(f"{self.name}: a framework agent drives its own loop; it runs through its "
@@ -295,7 +294,7 @@ def framework_agent_of(kind: str, target: str, make: Callable[[Any], Any], *, ba
                        cache_fallback: Any = ()) -> FrameworkAgent:
     """The framework agent ``KIND:MODULE:ATTR``: its model's client pointed at ``base_url`` through the
     reply proxy (before the module is imported: it builds its model then), the object ``ATTR`` made a
-    :class:`Framework` by ``make``, its settings the framework's and the target's identity."""
+    :class:`Framework` by ``make``, its params the framework's and the target's identity."""
     proxy = serve_from(base_url, api_key_env, cache_dir, cache_fallback)
     obj, identity = load_target(kind, target)
     framework = make(obj)

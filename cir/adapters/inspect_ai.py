@@ -53,7 +53,7 @@ from inspect_ai.model import (
     get_model,
 )
 from inspect_ai.solver import solver
-from inspect_ai.tool import ToolCall, ToolDef
+from inspect_ai.tool import ToolCall, ToolCallError, ToolDef
 from inspect_ai.util import display_type, message_limit
 
 from cir.adapters.driver import AsyncLoop, FrameworkAgent, framework_agent_of
@@ -65,18 +65,62 @@ os.environ.setdefault("INSPECT_DISPLAY", "none")  # the eval runs behind cir's o
 display_type()  # fixed now, from INSPECT_DISPLAY (an eval would otherwise choose "plain")
 
 
+#: How Inspect shows the model a tool message with an error (its OpenAI provider: ``Error: MESSAGE``).
+TOOL_ERROR_PREFIX = "Error: "
+_PARSE_ERROR_HEAD = "Error parsing the following tool call arguments:\n\n"
+_PARSE_ERROR_TAIL = "\n\nError details: "
+
+
+def _arguments_text(call: Any) -> str:
+    """A tool call's arguments as chat text: their JSON, or for a call whose arguments Inspect could
+    not parse (``parse_error``: the model's text was not JSON, e.g. cut off at the token limit) the
+    model's own text, which Inspect keeps only inside its error message (else that message): text
+    that is not JSON, as the driver reads a malformed call."""
+    if not call.parse_error:
+        return json.dumps(call.arguments)
+    error = str(call.parse_error)
+    raw = error
+    if error.startswith(_PARSE_ERROR_HEAD) and _PARSE_ERROR_TAIL in error:
+        raw = error[len(_PARSE_ERROR_HEAD):error.rindex(_PARSE_ERROR_TAIL)]
+    try:
+        json.loads(raw)
+    except ValueError:
+        return raw
+    return error  # (a parse error of JSON text, e.g. nested too deep: its message is the reply)
+
+
+def _parsed(text: str) -> Any:
+    try:
+        return json.loads(text or "{}")
+    except ValueError:
+        return None
+
+
 def inspect_messages(messages: list[dict[str, Any]]) -> list[Any]:
-    """Chat messages (OpenAI's format) as Inspect's."""
+    """Chat messages (OpenAI's format) as Inspect's. A tool call whose arguments are not JSON is
+    Inspect's call that failed to parse (``arguments={}``, ``parse_error``), and the tool message that
+    answers it Inspect's error (``Error: MESSAGE``, as :func:`chat_messages` renders it), so that the
+    model is sent what Inspect sent it."""
     out: list[Any] = []
+    malformed: set[str] = set()
     for m in messages:
         role, content = m.get("role"), m.get("content") or ""
         if role == "assistant":
-            calls = [ToolCall(id=c["id"], function=c["function"]["name"], type="function",
-                              arguments=json.loads(c["function"]["arguments"] or "{}"))
-                     for c in m.get("tool_calls") or ()]
+            calls = []
+            for c in m.get("tool_calls") or ():
+                arguments = _parsed(c["function"]["arguments"])
+                if not isinstance(arguments, dict):
+                    malformed.add(c["id"])
+                calls.append(ToolCall(id=c["id"], function=c["function"]["name"], type="function",
+                                      arguments=arguments if isinstance(arguments, dict) else {},
+                                      parse_error=None if isinstance(arguments, dict) else c["function"]["arguments"]))
             out.append(ChatMessageAssistant(content=content, tool_calls=calls or None))
         elif role == "tool":
-            out.append(ChatMessageTool(content=content, tool_call_id=m["tool_call_id"]))
+            if m["tool_call_id"] in malformed and content.startswith(TOOL_ERROR_PREFIX):
+                out.append(ChatMessageTool(content="", tool_call_id=m["tool_call_id"],
+                                           error=ToolCallError("parsing", content[len(TOOL_ERROR_PREFIX):])))
+            else:
+                out.append(ChatMessageTool(content=content, tool_call_id=m["tool_call_id"]))
         elif role == "system":
             out.append(ChatMessageSystem(content=content))
         else:
@@ -85,7 +129,9 @@ def inspect_messages(messages: list[dict[str, Any]]) -> list[Any]:
 
 
 def chat_messages(messages: list[Any]) -> list[dict[str, Any]]:
-    """Inspect's messages as chat messages (OpenAI's format), system messages left out."""
+    """Inspect's messages as chat messages (OpenAI's format), system messages left out; a tool's
+    error as the model is shown it, a call Inspect could not parse with the model's text as its
+    arguments (:func:`_arguments_text`)."""
     out: list[dict[str, Any]] = []
     for m in messages:
         if isinstance(m, ChatMessageSystem):
@@ -94,10 +140,11 @@ def chat_messages(messages: list[Any]) -> list[dict[str, Any]]:
             message: dict[str, Any] = {"role": "assistant", "content": m.text}
             if m.tool_calls:
                 message["tool_calls"] = [{"id": c.id, "type": "function", "function": {
-                    "name": c.function, "arguments": json.dumps(c.arguments)}} for c in m.tool_calls]
+                    "name": c.function, "arguments": _arguments_text(c)}} for c in m.tool_calls]
             out.append(message)
-        elif isinstance(m, ChatMessageTool):
-            out.append({"role": "tool", "tool_call_id": m.tool_call_id, "content": m.text})
+        elif isinstance(m, ChatMessageTool):  # an error as the model is shown it
+            text = f"{TOOL_ERROR_PREFIX}{m.error.message}" if m.error else m.text
+            out.append({"role": "tool", "tool_call_id": m.tool_call_id, "content": text})
         else:
             out.append({"role": "user", "content": m.text})
     return out

@@ -214,7 +214,10 @@ class Transcript:
         (a refresh done by calling the observing tool): it is that recovery's step, never an
         agent step. A message with several tool calls (parallel tool calls) is refused: the
         order in which they reach the env is not the message's, so the run cannot be forked
-        exactly.
+        exactly. A call whose arguments are not JSON (a reply cut off at the token limit), answered
+        by the framework's own tool message (its error), sent nothing to the env: it is an agent
+        step without an env action, its reply the arguments' text, its event ``INVALID_CALL``, as
+        the pairing driver records it.
         """
         i = 0
         while i < len(messages) and _role(messages, i) == "system":
@@ -226,6 +229,17 @@ class Transcript:
         while i < len(messages):
             role = _role(messages, i)
             if role == "assistant" and messages[i].get("tool_calls"):
+                malformed = malformed_call(messages, i)
+                if malformed is not None:  # the framework answered it itself: a reply that sent nothing
+                    call_id, raw = malformed
+                    if i + 1 >= len(messages) or _role(messages, i + 1) != "tool" \
+                            or messages[i + 1].get("tool_call_id") != call_id:
+                        raise CirError(f"messages[{i}]: the tool call {call_id!r} is not answered by the "
+                                       "tool message that follows it")
+                    transcript.steps.append(Step(AGENT, raw, None, None, _content(messages, i + 1),
+                                                 events=[INVALID_CALL]))
+                    i += 2
+                    continue
                 call = tool_call_of(messages, i)
                 if i + 1 >= len(messages) or _role(messages, i + 1) != "tool" \
                         or messages[i + 1].get("tool_call_id") != call["id"]:
@@ -270,6 +284,31 @@ def _content(messages: list[dict[str, Any]], i: int) -> str:
     if not isinstance(content, str):
         raise CirError(f"messages[{i}]: 'content' must be text, got {type(content).__name__}")
     return content
+
+
+#: The event of an agent step whose tool call's arguments were not JSON (the framework answered it
+#: itself, nothing was sent to the env).
+INVALID_CALL = "invalid_tool_call"
+
+
+def malformed_call(messages: list[dict[str, Any]], i: int) -> tuple[str, str] | None:
+    """``(id, arguments text)`` of the one tool call of ``messages[i]`` when its arguments are text
+    that is not JSON; None otherwise (no such call, several calls, or arguments that parse)."""
+    calls = messages[i].get("tool_calls")
+    if not isinstance(calls, list) or len(calls) != 1 or not isinstance(calls[0], dict):
+        return None
+    function = calls[0].get("function")
+    if not isinstance(function, dict) or not isinstance(calls[0].get("id"), str) \
+            or not isinstance(function.get("name"), str):
+        return None
+    raw = function.get("arguments")
+    if not isinstance(raw, str) or not raw:
+        return None
+    try:
+        json.loads(raw)
+    except ValueError:
+        return calls[0]["id"], raw
+    return None
 
 
 def tool_call_of(messages: list[dict[str, Any]], i: int) -> dict[str, Any]:

@@ -93,3 +93,27 @@ def test_messages_the_agents_own_logic_adds_in_a_turn_are_refused(monkeypatch, t
                 run_task_pairs(task, agent, KeyDoorEnv(task))
         finally:
             agent.close()
+
+
+@pytest.mark.slow
+def test_tool_calls_cut_off_mid_json_fork_as_react_runs_them(monkeypatch, tasks):
+    """A model's tool call whose arguments are not JSON: Inspect keeps it as a call with
+    ``parse_error`` and ``arguments={}`` and answers with its error (the model is shown ``Error:
+    ...``). It was read back as a well-formed call without an env action and refused as a tool that
+    answered without the env (the real-model run of the example stopped there); now it is a step
+    without an env action, in the replayer and in react's own loop alike."""
+    from support.framework_checks import live_for, malformed_calls_fork_as_the_framework_runs_them
+    from support.toy_framework import sloppy_keydoor_answer
+
+    from cir.adapters.driver import FrameworkAgent, serve_from
+    from cir.adapters.inspect_ai import InspectFramework
+
+    monkeypatch.chdir(ROOT)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)  # restored after the test
+    with FakeOpenAI(answer=sloppy_keydoor_answer()) as fake:
+        serve_from(fake.base_url)  # a model built now asks this server
+        from examples.inspect_agent import build, make_model
+
+        framework = InspectFramework(build(make_model()))
+        agent = FrameworkAgent("inspect:sloppy", framework, framework.params(), close=framework.close)
+        assert malformed_calls_fork_as_the_framework_runs_them(agent, live_for("inspect"), tasks) > 0

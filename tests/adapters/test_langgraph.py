@@ -134,3 +134,33 @@ def test_parallel_tool_calls_of_the_graph_are_refused(monkeypatch, tmp_path):
         agent = FrameworkAgent("langgraph:parallel", LangGraphFramework(build()), {})
         with pytest.raises(CirError, match="2 tool calls in one message: parallel tool calls cannot be forked"):
             run_task_pairs(task, agent, KeyDoorEnv(task))
+
+
+
+def test_a_tool_call_cut_off_mid_json_ends_the_run_in_the_replayer_as_in_the_graph(monkeypatch, tasks):
+    """A model's tool call whose arguments are not JSON (SmolLM2's, cut at max_tokens): LangChain
+    keeps it among the message's invalid tool calls, so the graph has no tool call to run and ends
+    (create_agent's loop); the replayer records the same end (a final answer after the same steps)."""
+    from support.framework_checks import steps_of
+    from support.keydoor import FAMILY, load_tasks
+    from support.toy_framework import sloppy_keydoor_answer
+
+    from cir.adapters.driver import FrameworkAgent, serve_from
+    from cir.adapters.langgraph import LangGraphFramework, episode
+    from cir.pairs.replay import ReplaySettings, run_task_pairs
+
+    monkeypatch.chdir(ROOT)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)  # restored after the test
+    task = load_tasks(tasks)[0]
+    with FakeOpenAI(answer=sloppy_keydoor_answer((3,))) as fake:
+        serve_from(fake.base_url)  # a model built now asks this server
+        from examples.langgraph_agent import build
+
+        agent = FrameworkAgent("langgraph:sloppy", LangGraphFramework(build()), {})
+        result = run_task_pairs(task, agent, KeyDoorEnv(task), ReplaySettings(
+            conditions=("clean",), delays=(0,), operations=("refresh",), max_turns=30, max_actions=30),
+            extractor=FAMILY.extractor)
+        factual = next(e for e in result.episodes if e.role == "factual").transcript
+        assert factual.env_actions == 3 and factual.steps[-1].events == ["final_answer"]
+        live, _, _ = episode(build(), KeyDoorEnv(task), task.task_id, "clean", max_turns=30, max_actions=30)
+        assert steps_of(live) == steps_of(factual)

@@ -70,3 +70,35 @@ def test_handoffs_are_refused():
 
     with pytest.raises(ForkRefused, match="cannot fork handoffs exactly"):
         AgentsSDKFramework(Agent(name="a", handoffs=[Agent(name="b")]))
+
+
+@pytest.mark.slow
+def test_tool_calls_cut_off_mid_json_fork_as_the_sdk_runs_them(monkeypatch, tasks):
+    """A model's tool call whose arguments are not JSON, which the SDK answers with its own error: a
+    step without an env action in the replayer, and in the SDK's own loop the same (its live
+    transcript refused the message list before: 'the arguments of tool call ... are not JSON')."""
+    from agents import OpenAIChatCompletionsModel
+    from openai import AsyncOpenAI
+    from support.framework_checks import malformed_calls_fork_as_the_framework_runs_them
+    from support.keydoor import KeyDoorEnv
+    from support.toy_framework import sloppy_keydoor_answer
+
+    from cir.adapters.driver import FrameworkAgent, serve_from
+    from cir.adapters.openai_agents import AgentsSDKFramework, episode
+
+    monkeypatch.chdir(ROOT)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)  # restored after the test
+    with FakeOpenAI(answer=sloppy_keydoor_answer()) as fake:
+        serve_from(fake.base_url)  # a client built now asks this server
+        from examples.openai_agents_agent import agent as example
+
+        sdk = example.clone(model=OpenAIChatCompletionsModel(model="SmolLM2-135M-Instruct",
+                                                             openai_client=AsyncOpenAI()))
+        agent = FrameworkAgent("openai-agents:sloppy", AgentsSDKFramework(sdk), {})
+
+        def live(router, task, condition):
+            _, run, info = episode(sdk, KeyDoorEnv(task), task.task_id, condition, router=router,
+                                   max_turns=30, max_actions=30)
+            return run, info
+
+        assert malformed_calls_fork_as_the_framework_runs_them(agent, live, tasks) > 0

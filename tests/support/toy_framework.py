@@ -90,3 +90,19 @@ def keydoor_answer(path: str, body: dict[str, Any], attempt: int):
     prompt = len(json.dumps(body.get("messages", ())).split())
     return Reply(text=None, tool_calls=[tool_call("act", {"command": command}, messages)],
                  usage={"prompt_tokens": prompt, "completion_tokens": 8, "total_tokens": prompt + 8})
+
+
+
+def sloppy_keydoor_answer(turns: tuple[int, ...] = (1, 3, 5)):
+    """:func:`keydoor_answer`, but the tool call of the model's ``turns`` (0-based: the requests with
+    ``1 + 2 * turn`` messages besides the system message) cut off mid-JSON, as SmolLM2's calls are at
+    ``max_tokens``: arguments that are not JSON, which the framework answers itself (or, LangGraph,
+    reads as no tool call)."""
+    def answer(path: str, body: dict[str, Any], attempt: int):
+        reply = keydoor_answer(path, body, attempt)
+        messages = [m for m in body.get("messages", ()) if m.get("role") != "system"]
+        if (len(messages) - 1) / 2 in turns:
+            call = reply.tool_calls[0]
+            reply.tool_calls = [{**call, "function": {"name": "act", "arguments": '{"command": "rig'}}]
+        return reply
+    return answer
