@@ -63,6 +63,12 @@ def _key(messages: list[dict[str, Any]], reply: str) -> str:
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
+def _one_line(err: BaseException, limit: int = 300) -> str:
+    """A framework's error as one line: its type and its text, whitespace folded, cut at ``limit``."""
+    text = " ".join(str(err).split())
+    return f"{type(err).__name__}: {text if len(text) <= limit else text[:limit] + ' ...'}"
+
+
 def refresh_call(tools: dict[str, tuple[str, ...]], query: str) -> tuple[str, dict[str, str]]:
     """The tool call a refresh is shown as: the tool named as the refresh query with no
     parameters (``look()``), else the one tool that takes one parameter (``act(command=QUERY)``)."""
@@ -133,7 +139,15 @@ class FrameworkHarness(Harness):
         messages = self.messages_of(transcript)
         session = EnvSession(env, transcript, perturbation)
         with bound(session):
-            added = self.framework.turn([dict(m) for m in messages])
+            try:
+                added = self.framework.turn([dict(m) for m in messages])
+            except CirError:
+                raise
+            except Exception as err:  # the framework's own (its client's HTTP error, say): one line
+                where = f"task {transcript.task_id}, step {len(transcript.steps)}"
+                gone = getattr(self.agent.replies, "unreachable", "")  # the proxy knows why, when it does
+                raise CirError(f"{where}: {gone}" if gone else
+                               f"{where}: the {self.agent.name} agent raised {_one_line(err)}") from err
         with self._lock:
             self.costs.agent_calls += 1
         if self.on_call is not None:

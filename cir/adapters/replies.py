@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -31,6 +32,8 @@ from cir.agents.usage import UsageCounter, usage_of
 from cir.util.errors import CirError
 
 _PROXIES: dict[str, ReplyProxy] = {}
+#: seconds between the proxy's tries of an upstream it cannot reach (a server restarting)
+UPSTREAM_WAITS = (1.0, 2.0, 4.0)
 _LOCK = threading.Lock()
 
 
@@ -43,6 +46,7 @@ class ReplyProxy:
         self._lock = threading.Lock()
         self.counts = {"http_requests": 0, "cache_hits": 0}
         self.usage = UsageCounter()
+        self.unreachable = ""  # why the upstream could not be reached, once it could not
         self.client = httpx.Client(timeout=600.0)
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self.server.daemon_threads = True
@@ -74,8 +78,10 @@ class ReplyProxy:
                 with self._lock:
                     self.counts["cache_hits"] += 1
                 return 200, record["text"].encode("utf-8")
-            sent = self.client.post(self.upstream + path, content=_compatible(body, raw), headers={
+            sent = self._post(path, _compatible(body, raw), {
                 k: v for k, v in headers.items() if k.lower() in ("content-type", "authorization")})
+            if sent is None:
+                return 400, json.dumps({"error": {"message": self.unreachable}}).encode()
             with self._lock:
                 self.counts["http_requests"] += 1
             if sent.status_code == 200:
@@ -89,6 +95,25 @@ class ReplyProxy:
                         self.usage.add(usage)
                     cache.put(key, {"text": sent.text, **({"usage": usage} if usage else {})})
             return sent.status_code, sent.content
+
+    def _post(self, path: str, content: bytes, headers: dict[str, str]) -> httpx.Response | None:
+        """The upstream's answer, or None (``unreachable`` says why) when it cannot be reached
+        after :data:`UPSTREAM_WAITS` (a server that died or never started) or at its first
+        timeout. The framework is then answered 400, which no framework retries: a 5xx is retried
+        by each (by Inspect without limit unless ``max_retries`` is set), and the run would wait
+        on a server that is gone (a CI run waited until it was stopped)."""
+        for tries, wait in enumerate((*UPSTREAM_WAITS, None), start=1):
+            try:
+                sent = self.client.post(self.upstream + path, content=content, headers=headers)
+                self.unreachable = ""
+                return sent
+            except httpx.TransportError as err:
+                if wait is None or isinstance(err, httpx.TimeoutException):  # a timeout is not retried
+                    self.unreachable = (f"cir's reply proxy: the model server {self.upstream} cannot be reached "
+                                        f"({type(err).__name__}: {err}; tried {tries})")
+                    return None
+                time.sleep(wait)
+        return None  # pragma: no cover - the loop returns
 
     def take(self) -> dict[str, int]:
         """The counts since the last take (requests, cache hits, tokens), reset."""

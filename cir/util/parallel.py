@@ -24,10 +24,12 @@ process holding them is gone.
 from __future__ import annotations
 
 import os
+import pickle  # only to test that an error can travel back: never loads a file
 import re
 import signal
 import threading
 import time
+import traceback
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures.process import BrokenProcessPool
@@ -54,8 +56,34 @@ class WorkerLost(CirError):
     """A worker process ended in the middle of its work (killed, or out of memory)."""
 
 
-def _lost(err: BaseException) -> WorkerLost:
+class WorkerError(Exception):
+    """An error raised in a worker process that cannot travel back to its parent as itself (a
+    framework's ``APIError`` holding its HTTP response, say): its type, message and traceback as
+    text. Without it the pool reports only that a result failed to un-serialize, which read as a
+    worker killed."""
+
+    def __init__(self, kind: str, message: str, trace: str) -> None:
+        super().__init__(kind, message, trace)
+        self.kind, self.message, self.trace = kind, message, trace
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.message}"
+
+
+def _travelling(err: BaseException) -> BaseException:
+    """``err`` if it survives pickling both ways, else a :class:`WorkerError` of it."""
+    try:
+        pickle.loads(pickle.dumps(err))
+        return err
+    except Exception:  # noqa: BLE001 - any failure to round-trip means it cannot travel
+        trace = "".join(traceback.format_exception(type(err), err, err.__traceback__))
+        return WorkerError(type(err).__name__, str(err), trace)
+
+
+def _lost(err: BaseException) -> CirError:
     """One line for a worker that died, naming the signal that ended it when the pool says."""
+    if "serialize" in str(err):  # alive, but what it sent back could not be read
+        return CirError(f"a worker's result could not be sent back to this process ({err})")
     listed = re.search(r"\{(.*?)\}", str(err))  # loky: "The exit codes of the workers are {SIGKILL(-9)}"
     codes = re.findall(r"-?\d+", listed.group(1)) if listed else []
     names = []
@@ -98,7 +126,13 @@ class _EndWithParent:
 
     def __call__(self, *args: Any) -> Any:
         _watch_parent(self.parent)
-        return self.fn(*args)
+        try:
+            return self.fn(*args)
+        except Exception as err:
+            travelling = _travelling(err)
+            if travelling is err:
+                raise
+            raise travelling from None
 
 
 _watching: set[int] = set()

@@ -121,7 +121,7 @@ def test_server_stopped_mid_episode_gives_clear_error_and_keeps_partial_results(
     # A rerun starts from the cache: the answered prefix costs nothing, even with no server.
     offline = smollm2(f"http://127.0.0.1:{free_port()}/v1", cache, max_retries=0)
     h2 = harness(offline)
-    rerun = h2.run(pick_place_env, h2.reset(pick_place_env, pick_place_task.task_id), until_env_actions=transcript.env_actions)
+    rerun = h2.play(pick_place_env, h2.reset(pick_place_env, pick_place_task.task_id), until_env_actions=transcript.env_actions)
     assert rerun.to_dict() == transcript.to_dict()
     assert (offline.calls, offline.http_requests, offline.cache_hits) == (0, 0, agent.calls)
 

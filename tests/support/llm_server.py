@@ -100,6 +100,18 @@ class LlamaServer:
         self.stop()
         raise RuntimeError(f"llama_cpp.server not ready on {self.base_url} after {self.ready_timeout:g} s")
 
+    def ended(self) -> str:
+        """Empty while the server runs; else how it ended (its signal) and the end of its log: a
+        test's failure says the server died rather than that a request was refused."""
+        if self.process is None or self.process.poll() is None:
+            return ""
+        code = self.process.returncode
+        how = signal.Signals(-code).name if code < 0 else f"exit code {code}"
+        tail = ""
+        if self.log_path and Path(self.log_path).exists():
+            tail = "\n".join(Path(self.log_path).read_text(errors="replace").splitlines()[-15:])
+        return f"llama_cpp.server ended ({how}); the end of its log:\n{tail}"
+
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()

@@ -43,3 +43,33 @@ def test_only_the_worker_restart_warning_is_silenced() -> None:
         list(parallel_map(_warns, [restart, other], jobs=2, backend="threading"))
     messages = [str(w.message) for w in seen]
     assert other in messages and restart not in messages
+
+
+class _HoldsAResponse(Exception):
+    """Like an HTTP client's error: its constructor takes more than the message, so pickling it
+    back from a worker fails."""
+
+    def __init__(self, message: str, response: object) -> None:
+        super().__init__(message)
+        self.response = response
+
+
+def _raises_unpicklable(x: int) -> int:
+    raise _HoldsAResponse(f"server said no to {x}", response=object())
+
+
+def _raises_cir_error(x: int) -> int:
+    raise CirError(f"task {x}: bad")
+
+
+def test_a_worker_error_that_cannot_travel_back_arrives_as_its_type_and_message() -> None:
+    from cir.util.parallel import WorkerError
+
+    with pytest.raises(WorkerError, match=r"^_HoldsAResponse: server said no to 1$") as caught:
+        list(parallel_map(_raises_unpicklable, [1], jobs=2))
+    assert "_raises_unpicklable" in caught.value.trace  # where it was raised, in the worker
+
+
+def test_a_worker_error_that_can_travel_arrives_as_itself() -> None:
+    with pytest.raises(CirError, match=r"^task 3: bad$"):
+        list(parallel_map(_raises_cir_error, [3], jobs=2))
