@@ -27,6 +27,10 @@ The live router runs on another copy of the ``--jobs 1`` run's replies (its requ
     python benchmarks/frameworks.py --server llama --tasks 8 --frameworks langgraph \\
         --runs jobs2+shared,concurrency16+shared --work /tmp/fw --out /tmp/fw/report.json
     python benchmarks/frameworks.py --server fake --tasks 8           # the key-and-door fake chat server
+
+An example whose code changed since an earlier ``--work`` folder gets a new agent label, so its runs
+are not resumed; ``--seed-replies OLD`` starts the new ``--jobs 1`` runs on a copy of OLD's replies
+(the requests they never made are asked, and counted).
 """
 
 from __future__ import annotations
@@ -214,6 +218,10 @@ def main() -> int:
     parser.add_argument("--live-strict", action="store_true", help="assert every live arm (as the tests do)")
     parser.add_argument("--work", default=None, help="the folder of the runs (a second call resumes them)")
     parser.add_argument("--out", default=None, help="the report (JSON), merged into what the file holds")
+    parser.add_argument("--seed-replies", default=None, metavar="WORK",
+                        help="start each --jobs 1 run on a copy of the replies of WORK's --jobs 1 run of the same "
+                             "framework (an earlier --work folder whose runs the agent's changed code cannot "
+                             "resume); requests it never made are asked and counted")
     args = parser.parse_args()
 
     import pandas as pd
@@ -270,6 +278,11 @@ def main() -> int:
                 if shared:
                     extra += ["--cache-dir", str(copy_cache(work / kind / "jobs1" / "agent_cache",
                                                             work / kind / f"{base}-shared-cache"))]
+                seeded = args.seed_replies and name == "jobs1" and not folder.exists() and \
+                    (Path(args.seed_replies) / kind / "jobs1" / "agent_cache").is_dir()
+                if seeded:  # a folder holding only an agent_cache is a new run folder that reads those replies
+                    copy_cache(Path(args.seed_replies) / kind / "jobs1" / "agent_cache", folder / "agent_cache")
+                    out["jobs1_seeded_from"] = str(Path(args.seed_replies) / kind / "jobs1")
                 cmd = [sys.executable, "-m", "cir", "run", "--family", ENV, "--tasks", str(tasks), "--out", str(folder),
                        "--agent", spec, "--base-url", server_url, "--quiet", *CLI_GRID, *extra]
                 recorder.log = work / "requests" / f"{kind}-{folder.name}.jsonl"
@@ -282,8 +295,10 @@ def main() -> int:
                     save()
                     print(kind, key, "failed:", done.stderr[-400:], flush=True)
                     continue
+                fresh = ("on a copy of an earlier jobs1 run's replies (jobs1_seeded_from), new requests asked"
+                         if "jobs1_seeded_from" in out and name == "jobs1" else "fresh: its own reply cache, the model asked")
                 entry = {"mode": ("reads and writes a copy of the jobs1 run's reply cache: cir's scheduling given "
-                                  "the model's replies") if shared else "fresh: its own reply cache, the model asked",
+                                  "the model's replies") if shared else fresh,
                          "options": " ".join(extra).replace(str(work), "WORK"),
                          **run_stats(folder), "wall_this_call": wall, **table_summary(folder)}
                 if name != "jobs1":
