@@ -290,6 +290,9 @@ def routed_model(router: Any, model: Any = None, *, suspect_at: int | None = Non
     def routed() -> Any:
         async def execute(state: AgentState, tools: list[Any]) -> AgentState:
             routing.tools = {d.name: tuple(d.parameters.properties) for d in (ToolDef(t) for t in tools)}
+            session = current_session()
+            if session is not None:  # react goes on after a call it answered itself: the budget counts turns
+                session.model_turn()
             recovery = routing.decide(chat_messages(state.messages))
             if recovery is not None and recovery.pending:
                 name, args, _ = recovery.call  # type: ignore[misc]

@@ -116,7 +116,20 @@ class EnvSession:
         #: the router's decisions in a live run: (delay, operation or None)
         self.decisions: list[tuple[int, str | None]] = []
         self.recovering: str | None = None  # the live recovery calling a tool now (not the agent)
+        self.model_turns = 0  # model calls of a run in the framework's own loop, where its hook counts them
         self.rewound_at: int | None = None  # a live rewind: the env actions sent before it
+
+    def model_turn(self) -> None:
+        """Count one model call of a run in the framework's own loop (its hook calls this before the
+        model is asked); once the budget's model turns are spent, the run ends (EpisodeOver). A turn
+        whose tool call the framework answered itself (arguments that are not JSON) sends nothing to
+        the env, yet it is a model turn, as in cir's harness: counted only in :meth:`step`, Inspect's
+        react loop ran past the budget on them."""
+        if self.budget is None or self.recovering:
+            return
+        if self.model_turns >= self.budget[0]:
+            raise EpisodeOver(f"budget of {self.budget[0]} model turns spent")
+        self.model_turns += 1
 
     def step(self, action: str) -> str:
         from cir.episode.harness import send

@@ -40,6 +40,7 @@ def tasks(tmp_path_factory):
 
 def test_the_inspect_agent_pairs_as_the_key_and_door_agent(server, tasks, monkeypatch):
     monkeypatch.chdir(ROOT)
+    monkeypatch.syspath_prepend(str(ROOT))  # examples/ importable whatever ran before
     agent = agent_from_spec(AGENT, base_url=server.base_url)
     assert agent.name == AGENT and agent.params()["framework"] == "inspect"
     try:
@@ -57,6 +58,7 @@ def test_cir_run_of_the_example_is_the_same_table_at_any_jobs_and_concurrency(se
 @pytest.mark.slow
 def test_the_router_as_the_agents_model_step_decides_as_the_offline_walk(server, tasks, monkeypatch):
     monkeypatch.chdir(ROOT)
+    monkeypatch.syspath_prepend(str(ROOT))  # examples/ importable whatever ran before
     agent = agent_from_spec(AGENT, base_url=server.base_url)
     try:
         checked = live_router_matches_the_walk(table_of(agent, tasks), tasks, live_for("inspect"))
@@ -109,6 +111,7 @@ def test_tool_calls_cut_off_mid_json_fork_as_react_runs_them(monkeypatch, tasks)
     from cir.adapters.inspect_ai import InspectFramework
 
     monkeypatch.chdir(ROOT)
+    monkeypatch.syspath_prepend(str(ROOT))  # examples/ importable whatever ran before
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)  # restored after the test
     with FakeOpenAI(answer=sloppy_keydoor_answer()) as fake:
         serve_from(fake.base_url)  # a model built now asks this server
@@ -117,3 +120,6 @@ def test_tool_calls_cut_off_mid_json_fork_as_react_runs_them(monkeypatch, tasks)
         framework = InspectFramework(build(make_model()))
         agent = FrameworkAgent("inspect:sloppy", framework, framework.params(), close=framework.close)
         assert malformed_calls_fork_as_the_framework_runs_them(agent, live_for("inspect"), tasks) > 0
+        # a budget the malformed turns use up: react answers them itself and goes on, so the live run
+        # ended only by env actions ran past the replayer's (the real model's live check found it)
+        assert malformed_calls_fork_as_the_framework_runs_them(agent, live_for("inspect"), tasks, max_turns=8) > 0

@@ -44,6 +44,7 @@ def tasks(tmp_path_factory):
 
 def test_the_langgraph_agent_pairs_as_the_key_and_door_agent(server, tasks, monkeypatch):
     monkeypatch.chdir(ROOT)
+    monkeypatch.syspath_prepend(str(ROOT))  # examples/ importable whatever ran before
     agent = agent_from_spec(AGENT, base_url=server.base_url)
     assert agent.name == AGENT and agent.params()["framework"] == "langgraph"
     pairs_as_keydoor(agent, tasks)
@@ -58,6 +59,7 @@ def test_cir_run_of_the_example_is_the_same_table_at_any_jobs_and_concurrency(se
 @pytest.mark.slow
 def test_the_router_in_the_graphs_own_loop_decides_as_the_offline_walk(server, tasks, monkeypatch):
     monkeypatch.chdir(ROOT)
+    monkeypatch.syspath_prepend(str(ROOT))  # examples/ importable whatever ran before
     agent = agent_from_spec(AGENT, base_url=server.base_url)
     try:
         checked = live_router_matches_the_walk(table_of(agent, tasks), tasks, live_for("langgraph"))
@@ -95,6 +97,7 @@ def test_a_live_rewind_in_the_graph_ends_as_the_replayers_rewind_branch(server, 
     from cir.pairs.replay import ReplaySettings, run_task_pairs
 
     monkeypatch.chdir(ROOT)
+    monkeypatch.syspath_prepend(str(ROOT))  # examples/ importable whatever ran before
     agent = agent_from_spec(AGENT, base_url=server.base_url)
     live = live_for("langgraph")
     settings = ReplaySettings(conditions=("stale2", "missing"), delays=(2,), operations=("rewind",),
@@ -120,6 +123,7 @@ def test_parallel_tool_calls_of_the_graph_are_refused(monkeypatch, tmp_path):
     from cir.util.errors import CirError
 
     monkeypatch.chdir(ROOT)
+    monkeypatch.syspath_prepend(str(ROOT))  # examples/ importable whatever ran before
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)  # restored after the test
     generate_tasks(tmp_path, "test", 1, 0)
     task = load_tasks(tmp_path / "test")[0]
@@ -150,6 +154,7 @@ def test_a_tool_call_cut_off_mid_json_ends_the_run_in_the_replayer_as_in_the_gra
     from cir.pairs.replay import ReplaySettings, run_task_pairs
 
     monkeypatch.chdir(ROOT)
+    monkeypatch.syspath_prepend(str(ROOT))  # examples/ importable whatever ran before
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)  # restored after the test
     task = load_tasks(tasks)[0]
     with FakeOpenAI(answer=sloppy_keydoor_answer((3,))) as fake:

@@ -41,6 +41,7 @@ def tasks(tmp_path_factory):
 
 def test_the_sdk_agent_pairs_as_the_key_and_door_agent(server, tasks, monkeypatch):
     monkeypatch.chdir(ROOT)
+    monkeypatch.syspath_prepend(str(ROOT))  # examples/ importable whatever ran before
     agent = agent_from_spec(AGENT, base_url=server.base_url)
     assert agent.name == AGENT and agent.params()["framework"] == "openai-agents"
     pairs_as_keydoor(agent, tasks)
@@ -55,6 +56,7 @@ def test_cir_run_of_the_example_is_the_same_table_at_any_jobs_and_concurrency(se
 @pytest.mark.slow
 def test_the_router_as_the_sdks_input_filter_decides_as_the_offline_walk(server, tasks, monkeypatch):
     monkeypatch.chdir(ROOT)
+    monkeypatch.syspath_prepend(str(ROOT))  # examples/ importable whatever ran before
     agent = agent_from_spec(AGENT, base_url=server.base_url)
     try:
         checked = live_router_matches_the_walk(table_of(agent, tasks), tasks, live_for("openai-agents"))
@@ -87,6 +89,7 @@ def test_tool_calls_cut_off_mid_json_fork_as_the_sdk_runs_them(monkeypatch, task
     from cir.adapters.openai_agents import AgentsSDKFramework, episode
 
     monkeypatch.chdir(ROOT)
+    monkeypatch.syspath_prepend(str(ROOT))  # examples/ importable whatever ran before
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)  # restored after the test
     with FakeOpenAI(answer=sloppy_keydoor_answer()) as fake:
         serve_from(fake.base_url)  # a client built now asks this server
@@ -96,9 +99,11 @@ def test_tool_calls_cut_off_mid_json_fork_as_the_sdk_runs_them(monkeypatch, task
                                                              openai_client=AsyncOpenAI()))
         agent = FrameworkAgent("openai-agents:sloppy", AgentsSDKFramework(sdk), {})
 
-        def live(router, task, condition):
+        def live(router, task, condition, max_turns=30):
             _, run, info = episode(sdk, KeyDoorEnv(task), task.task_id, condition, router=router,
-                                   max_turns=30, max_actions=30)
+                                   max_turns=max_turns, max_actions=30)
             return run, info
 
         assert malformed_calls_fork_as_the_framework_runs_them(agent, live, tasks) > 0
+        # a budget the malformed turns use up: they are turns, live as in the replayer
+        assert malformed_calls_fork_as_the_framework_runs_them(agent, live, tasks, max_turns=8) > 0

@@ -15,7 +15,7 @@ from support.keydoor import generate_tasks
 from support.llm_server import free_port
 
 from cir.adapters import replies
-from cir.agents.factory import missing_framework
+from cir.agents.factory import FRAMEWORKS, missing_framework
 
 
 def test_the_proxy_answers_400_naming_the_server_once_it_cannot_reach_it(monkeypatch):
@@ -35,7 +35,7 @@ def test_the_proxy_answers_400_naming_the_server_once_it_cannot_reach_it(monkeyp
 @pytest.mark.parametrize("kind", list(SPECS))
 def test_cir_run_of_a_framework_agent_whose_server_is_gone_ends_in_one_line(kind, tmp_path):
     if missing_framework(kind):
-        pytest.skip(f"{kind} is not installed")
+        pytest.skip(f"needs {', '.join(missing_framework(kind))}: pip install -e '.[{FRAMEWORKS[kind][1]}]'")
     generate_tasks(tmp_path / "tasks", "test", 2, 0)
     gone = f"http://127.0.0.1:{free_port()}/v1"
     cmd = [sys.executable, "-m", "cir", "run", "--family", ENV, "--tasks", str(tmp_path / "tasks" / "test"),

@@ -98,7 +98,7 @@ class Always:
 
 
 #: ``live(router, task, condition) -> (episode, info)``: one live episode in the framework's loop
-Live = Callable[[Any, Any, str], tuple[Any, dict[str, Any]]]
+Live = Callable[..., tuple[Any, dict[str, Any]]]  # (router, task, condition, max_turns=30)
 
 
 def table_of(agent: Any, tasks: Path) -> pd.DataFrame:
@@ -213,14 +213,15 @@ class Never:
         return type("Decision", (), {"recover": False, "operation": None})()
 
 
-def malformed_calls_fork_as_the_framework_runs_them(agent: Any, live: Live, tasks: Path) -> int:
+def malformed_calls_fork_as_the_framework_runs_them(agent: Any, live: Live, tasks: Path, max_turns: int = 30) -> int:
     """With tool calls whose arguments are not JSON (``sloppy_keydoor_answer``), which the framework
     answers itself: the replayer records them as steps without an env action, every row matches its
     prefix, and the framework's own loop (``live``: the same agent in its native hook) runs each arm
-    and a refresh branch step for step as the replayer did. The malformed steps seen."""
+    and a refresh branch step for step as the replayer did, under a budget of ``max_turns`` model
+    turns (a malformed turn is a turn). The malformed steps seen."""
     from cir.adapters.driver import INVALID_CALL
 
-    settings = ReplaySettings(conditions=("stale2",), delays=(2,), operations=("refresh",), max_turns=30,
+    settings = ReplaySettings(conditions=("stale2",), delays=(2,), operations=("refresh",), max_turns=max_turns,
                               max_actions=30)
     malformed = 0
     for task in load_tasks(tasks)[:2]:
@@ -229,9 +230,9 @@ def malformed_calls_fork_as_the_framework_runs_them(agent: Any, live: Live, task
         arm = next(e for e in result.episodes if e.role == "no_recovery")
         branch = next(e for e in result.episodes if e.role == "recovery")
         malformed += sum(INVALID_CALL in s.events for s in arm.transcript.steps)
-        episode, _ = live(Never(), task, "stale2")
+        episode, _ = live(Never(), task, "stale2", max_turns=max_turns)
         assert steps_of(episode) == steps_of(arm.transcript), task.task_id
-        episode, _ = live(Always("refresh"), task, "stale2")
+        episode, _ = live(Always("refresh"), task, "stale2", max_turns=max_turns)
         assert steps_of(episode) == steps_of(branch.transcript if branch.transcript else arm.transcript), task.task_id
     return malformed
 
@@ -250,28 +251,28 @@ def live_for(kind: str) -> Live:
         from cir.adapters.langgraph import RouterMiddleware, episode
         from examples.langgraph_agent import act, build
 
-        def live(router: Any, task: Any, condition: str) -> tuple[Any, dict[str, Any]]:
+        def live(router: Any, task: Any, condition: str, max_turns: int = 30) -> tuple[Any, dict[str, Any]]:
             graph = build((RouterMiddleware(router, [act]),))
-            _, run, info = episode(graph, KeyDoorEnv(task), task.task_id, condition, max_turns=30, max_actions=30)
+            _, run, info = episode(graph, KeyDoorEnv(task), task.task_id, condition, max_turns=max_turns, max_actions=30)
             return run, info
     elif kind == "openai-agents":
         from cir.adapters.openai_agents import episode
         from examples.openai_agents_agent import agent
 
-        def live(router: Any, task: Any, condition: str) -> tuple[Any, dict[str, Any]]:
+        def live(router: Any, task: Any, condition: str, max_turns: int = 30) -> tuple[Any, dict[str, Any]]:
             _, run, info = episode(agent, KeyDoorEnv(task), task.task_id, condition, router=router,
-                                   max_turns=30, max_actions=30)
+                                   max_turns=max_turns, max_actions=30)
             return run, info
     else:
         from cir.adapters.inspect_ai import episode, routed_model
         from examples.inspect_agent import build
 
-        def live(router: Any, task: Any, condition: str) -> tuple[Any, dict[str, Any]]:
+        def live(router: Any, task: Any, condition: str, max_turns: int = 30) -> tuple[Any, dict[str, Any]]:
             from examples.inspect_agent import make_model
 
             # the example's own model (its generation settings: the tool asked for by name, greedy, at
             # most 64 tokens), built now: its address is the reply proxy's (OPENAI_BASE_URL)
             _, run, info = episode(build(routed_model(router, make_model())), KeyDoorEnv(task), task.task_id,
-                                   condition, max_turns=30, max_actions=30)
+                                   condition, max_turns=max_turns, max_actions=30)
             return run, info
     return live
