@@ -76,6 +76,8 @@ def _travelling(err: BaseException) -> BaseException:
         pickle.loads(pickle.dumps(err))
         return err
     except Exception:  # noqa: BLE001 - any failure to round-trip means it cannot travel
+        if isinstance(err, CirError):  # a user's error stays one line (SettingError's constructor takes parts)
+            return CirError(str(err))
         trace = "".join(traceback.format_exception(type(err), err, err.__traceback__))
         return WorkerError(type(err).__name__, str(err), trace)
 

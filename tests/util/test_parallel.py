@@ -73,3 +73,14 @@ def test_a_worker_error_that_cannot_travel_back_arrives_as_its_type_and_message(
 def test_a_worker_error_that_can_travel_arrives_as_itself() -> None:
     with pytest.raises(CirError, match=r"^task 3: bad$"):
         list(parallel_map(_raises_cir_error, [3], jobs=2))
+
+
+def _raises_setting_error(x: int) -> int:
+    from cir.util.errors import SettingError
+
+    raise SettingError("max_turns", x, "an integer >= 1")
+
+
+def test_a_users_error_that_cannot_travel_as_itself_stays_a_one_line_cir_error() -> None:
+    with pytest.raises(CirError, match=r"^max_turns 0: expected an integer >= 1$"):
+        list(parallel_map(_raises_setting_error, [0], jobs=2))
