@@ -14,6 +14,8 @@ a time, and shuffled at ``--concurrency`` in flight; each answer is compared wit
 timestamps are drawn per answer and are not compared).
 
     python benchmarks/llama_determinism.py WORK/requests/langgraph-jobs1.jsonl --n 150 --out det.json
+    python benchmarks/llama_determinism.py --compare WORK/requests/inspect-jobs1.jsonl \
+        WORK/requests/inspect-concurrency16.jsonl    # a fresh run's answers against an earlier run's
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -46,7 +49,31 @@ def normal(answer_text: str) -> Any:
     return {"text": choice.get("text"), "finish_reason": choice.get("finish_reason")}
 
 
+def compare_runs(earlier: str, later: str) -> dict[str, int]:
+    """Two runs' recorded requests (``WORK/requests/*.jsonl``) without a server: how many of the
+    later run's requests the earlier run made too, the tool-call ids the server draws per answer
+    aside (a later request quotes the ids of its own earlier answers), and how many of those got
+    the same answer. A fresh run that is cut short still says this of what it asked."""
+    def answers(log: str) -> dict[str, Any]:
+        out = {}
+        for line in Path(log).read_text().splitlines():
+            r = json.loads(line)
+            body = re.sub(r"call_[A-Za-z0-9_-]+", "CALL", json.dumps(r["body"], sort_keys=True))
+            out[r["path"] + body] = normal(r["answer"])
+        return out
+
+    a, b = answers(earlier), answers(later)
+    both = [k for k in b if k in a]
+    return {"later_requests": len(b), "made_by_the_earlier_run": len(both),
+            "answers_identical": sum(a[k] == b[k] for k in both)}
+
+
 def main() -> int:
+    if sys.argv[1:2] == ["--compare"]:
+        if len(sys.argv) != 4:
+            raise SystemExit("usage: llama_determinism.py --compare EARLIER.jsonl LATER.jsonl")
+        print(json.dumps(compare_runs(sys.argv[2], sys.argv[3])))
+        return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("logs", nargs="+", help="recorded requests (JSONL of benchmarks/frameworks.py)")
     parser.add_argument("--n", type=int, default=150, help="requests replayed (a seeded sample; 0: all)")
