@@ -295,10 +295,13 @@ def main() -> int:
                     save()
                     print(kind, key, "failed:", done.stderr[-400:], flush=True)
                     continue
-                fresh = ("on a copy of an earlier jobs1 run's replies (jobs1_seeded_from), new requests asked"
-                         if "jobs1_seeded_from" in out and name == "jobs1" else "fresh: its own reply cache, the model asked")
-                entry = {"mode": ("reads and writes a copy of the jobs1 run's reply cache: cir's scheduling given "
-                                  "the model's replies") if shared else fresh,
+                if shared:
+                    mode = "reads and writes a copy of the jobs1 run's reply cache: cir's scheduling given the model's replies"
+                elif name == "jobs1" and "jobs1_seeded_from" in out:
+                    mode = "on a copy of an earlier jobs1 run's replies (jobs1_seeded_from), new requests asked"
+                else:
+                    mode = "fresh: its own reply cache, the model asked"
+                entry = {"mode": mode,
                          "options": " ".join(extra).replace(str(work), "WORK"),
                          **run_stats(folder), "wall_this_call": wall, **table_summary(folder)}
                 if name != "jobs1":

@@ -69,19 +69,21 @@ def compare_runs(earlier: str, later: str) -> dict[str, int]:
 
 
 def main() -> int:
-    if sys.argv[1:2] == ["--compare"]:
-        if len(sys.argv) != 4:
-            raise SystemExit("usage: llama_determinism.py --compare EARLIER.jsonl LATER.jsonl")
-        print(json.dumps(compare_runs(sys.argv[2], sys.argv[3])))
-        return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("logs", nargs="+", help="recorded requests (JSONL of benchmarks/frameworks.py)")
+    parser.add_argument("logs", nargs="*", help="recorded requests (JSONL of benchmarks/frameworks.py)")
+    parser.add_argument("--compare", nargs=2, metavar=("EARLIER", "LATER"),
+                        help="no server: the later run's requests and answers against the earlier run's")
     parser.add_argument("--n", type=int, default=150, help="requests replayed (a seeded sample; 0: all)")
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--passes", default="recorded,shuffled,concurrent")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
+    if args.compare:
+        print(json.dumps(compare_runs(*args.compare)))
+        return 0
+    if not args.logs:
+        parser.error("give the recorded requests (LOGS), or --compare EARLIER LATER")
 
     import httpx
     from support.llm_server import LlamaServer
