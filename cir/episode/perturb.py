@@ -16,6 +16,13 @@ Conditions (DESIGN.md):
   exact snapshots, and its env work is counted like any other;
 - ``missing``: the fixed text :data:`MISSING_TEXT`.
 
+What a perturbed observation *showed* (:func:`shown_kind`, the paired table's ``shown`` column):
+``true`` (the text equals the true observation: no error at all, e.g. a ``lagK`` read whose answer
+had not changed in K env actions), ``anomalous`` (a text a harness can see is wrong: the missing
+text always, and whatever the environment family's ``anomalous(action, shown)`` says, e.g.
+ALFWorld's ``Nothing happens.`` to a command of its grammar or a text that does not answer its
+command) or ``looks_right`` (wrong, and it looks like a valid answer). ``clean`` is ``true``.
+
 The perturbation point of a task is the env action after ``fraction`` (0.25) of the
 factual run's N env actions: number ``ceil(fraction * N) + 1`` (1-based), the paper's
 protocol. That point depends on the factual run's length, which a live harness never
@@ -29,6 +36,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +45,38 @@ from cir.episode.transcript import Step, Transcript
 from cir.util.errors import CirError
 
 MISSING_TEXT = "[Observation unavailable.]"
+
+#: What a perturbed observation showed (the ``shown`` column): the true text, a visibly anomalous
+#: text, or a wrong text that looks like a valid answer.
+SHOWN_TRUE, SHOWN_ANOMALOUS, SHOWN_LOOKS_RIGHT = "true", "anomalous", "looks_right"
+SHOWN_VALUES = (SHOWN_TRUE, SHOWN_ANOMALOUS, SHOWN_LOOKS_RIGHT)
+
+#: A family's test of a shown text: (the env action, the text shown for it) -> visibly anomalous?
+Anomalous = Callable[[str | None, str], bool]
+
+
+def missing_text(shown: str | None) -> bool:
+    """Whether ``shown`` is no observation at all (None, blank, or :data:`MISSING_TEXT`): anomalous to
+    any harness, whatever its family says."""
+    return shown is None or not str(shown).strip() or str(shown).strip() == MISSING_TEXT
+
+
+def no_anomaly(action: str | None, shown: str) -> bool:
+    """The test of a family without its own: no text but the missing one is anomalous."""
+    return False
+
+
+def shown_kind(action: str | None, observation: str | None, shown: str | None,
+               anomalous: Anomalous | None = None) -> str:
+    """What a step showed (:data:`SHOWN_VALUES`): ``true`` when ``shown`` is the true ``observation``;
+    else ``anomalous`` when it is the missing text (:func:`missing_text`) or ``anomalous(action,
+    shown)`` says so (a family's test: :attr:`cir.families.family.Family.anomalous`; without one only
+    the missing text is anomalous); else ``looks_right``."""
+    if shown == observation:
+        return SHOWN_TRUE
+    if missing_text(shown) or (anomalous is not None and bool(anomalous(action, str(shown)))):
+        return SHOWN_ANOMALOUS
+    return SHOWN_LOOKS_RIGHT
 
 #: the conditions with a K: their name's prefix is their kind
 _WITH_K = re.compile(r"^(stale|lag)(\d+)$")

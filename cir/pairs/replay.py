@@ -53,10 +53,17 @@ from cir.envs.counting import CountingEnv
 from cir.episode.extractor import FeatureExtractor, extract
 from cir.episode.fork import ForkPoint
 from cir.episode.harness import Harness, SnapshotHook, harness_for
-from cir.episode.perturb import Condition, feasibility, perturbation_point
+from cir.episode.perturb import (
+    SHOWN_TRUE,
+    Anomalous,
+    Condition,
+    feasibility,
+    perturbation_point,
+    shown_kind,
+)
 from cir.episode.recovery import Operation, get_operation
 from cir.episode.transcript import Transcript
-from cir.families.registry import resolve_extractor
+from cir.families.registry import resolve_anomalous, resolve_extractor
 from cir.pairs.episode_record import ARM, BRANCH, FACTUAL, EpisodeRecord
 from cir.pairs.paired import outcome_of
 from cir.pairs.record import sent_text
@@ -137,6 +144,7 @@ def run_task_pairs(
     concurrency: int = 1,
     pool: JobPool | None = None,
     restore_check: str = "branches",
+    anomalous: Anomalous | None = None,
 ) -> TaskResult:
     """All paired rows of one task (see the module docstring); ``env`` is reset here once.
 
@@ -151,7 +159,8 @@ def run_task_pairs(
     the arms start (``task``), at every branch point (``branches``: :func:`check_branch_points`),
     or there with every later env action (``full``); a restore that is not exact is a
     :class:`RestoreError` before the task returns a row, and the check changes neither the rows
-    nor the costs.
+    nor the costs. ``anomalous(action, shown)``: the family's test of a visibly anomalous text, which
+    the ``shown`` column reads (:func:`cir.episode.perturb.shown_kind`; default ALFWorld's).
     """
     if restore_check not in RESTORE_CHECKS:
         raise CirError(f"restore_check {restore_check!r}: expected one of {', '.join(RESTORE_CHECKS)}")
@@ -186,7 +195,7 @@ def run_task_pairs(
         result.point = perturbation_point(n, settings.perturb_fraction, at)
         checked = check_restore(task_id, branching, snapshots, factual, result.point)
         fork = _Fork(harness, counted, settings, result, factual, snapshots, result.point,
-                     resolve_extractor(extractor))
+                     resolve_extractor(extractor), resolve_anomalous(anomalous))
         arms, draws = [], []
         for cond, arm, branches in run_fork(fork, conditions, concurrency=concurrency, pool=pool,
                                             finished=finished):
@@ -213,9 +222,9 @@ class _Fork:
 
     def __init__(self, harness: Harness, env: CountingEnv, settings: ReplaySettings, result: TaskResult,
                  factual: Transcript, snapshots: dict[int, Any], point: int,
-                 extractor: FeatureExtractor) -> None:
+                 extractor: FeatureExtractor, anomalous: Anomalous | None = None) -> None:
         self.harness, self.env, self.settings, self.result = harness, env, settings, result
-        self.extractor = extractor
+        self.extractor, self.anomalous = extractor, anomalous
         self.factual, self.snapshots, self.point = factual, snapshots, point
         self.start = ForkPoint(factual, snapshots, point)  # the perturbed prefix and its rewind checkpoints
         self.k_at, self.rewind = self.start.k_at, self.start.rewind
@@ -273,6 +282,7 @@ class _Fork:
         """4. A branch per delay and operation, and its paired row."""
         task_id, settings, result = self.result.task_id, self.settings, self.result
         y0 = int(arm.won)
+        shown = self.shown(cond, arm)
         for d, k, executed in self.branch_points(arm):
             j = self.point + d
             if executed:
@@ -300,7 +310,7 @@ class _Fork:
                     "y0": y0, "y1": y1, "executed": bool(executed),
                     # a branch that differs from its arm before the branch point raised above
                     "factual_success": bool(self.factual.won), "prefix_match": True,
-                    "outcome": outcome_of(y0, y1),
+                    "outcome": outcome_of(y0, y1), "shown": shown,
                 }
                 if self.samples > 1:
                     row.update(sampled[op.name])
@@ -308,6 +318,13 @@ class _Fork:
                 result.rows.append(row)
             if self.samples > 1:
                 result.episodes += sample_episodes
+
+    def shown(self, cond: Condition, arm: Transcript) -> str:
+        """What the arm's perturbed observation showed (the ``shown`` column): ``true`` for clean."""
+        if cond.kind == "clean":
+            return SHOWN_TRUE
+        step = arm.steps[self.k_at - 1]
+        return shown_kind(step.action, step.observation, step.shown, self.anomalous)
 
     def branch(self, cond: Condition, arm: Transcript, arm_snaps: dict[int, Any], d: int,
                op: Operation, k: int, env: CountingEnv | None = None, sample: int = 0) -> Transcript:

@@ -27,7 +27,7 @@ from cir.study.findings import (
     mechanism_finding,
     small_cohort_warning,
 )
-from cir.study.kinds import error_detection, kind_section, lag_visibility
+from cir.study.kinds import kind_section, shown_split, with_arm_shown
 from cir.study.page import Report, format_number, save_csv, save_figure
 from cir.study.replicates import (
     control_cells,
@@ -217,10 +217,11 @@ def write_pooled_report(out: Path, experiments: list[Experiment], studies: dict[
                            "_pooled")
     selective = _selective(body, out, studies, evaluation)
     which_recovery_section(body, out, evaluation[0], evaluation[1], evaluation[2], suffix="_pooled")
-    arms = evaluation[0]
+    test = next(e for e in experiments if e.role == "eval")
+    tables = {e.name: pooled_paired(studies, e.name, shown=True) for e in experiments}
+    arms = with_arm_shown(evaluation[0], tables[test.name])
     kind_section(body, out, arms, arms.attrs["policies"], arms.attrs["routers"],
-                 error_detection(pooled_scored_cells(studies, experiments)),
-                 lag_visibility(d / "runs" / e.name for d in studies.values() for e in experiments),
+                 pooled_scored_cells(studies, experiments), shown_split(tables.values()),
                  resamples=resamples, seed=seed, suffix="_pooled")
     if validation:
         validation_section(body, out, validation, seed=seed, jobs=jobs)

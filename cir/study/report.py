@@ -29,6 +29,7 @@ from cir.families.registry import get_family
 from cir.pairs.paired import CheckedRun, feature_columns, read_run
 from cir.pairs.record import RunRecord
 from cir.pairs.samples import has_samples
+from cir.pairs.shown import with_shown
 from cir.pairs.store import PAIRED
 from cir.router.calibration import calibration_figure, calibration_table
 from cir.stats.decompose import decompose, select_subset
@@ -52,7 +53,7 @@ from cir.study.findings import (
     mechanism_finding,
     small_cohort_warning,
 )
-from cir.study.kinds import error_detection, kind_section, lag_visibility, scored_cells
+from cir.study.kinds import kind_section, scored_cells, shown_split, with_arm_shown
 from cir.study.page import Report, format_number, save_csv, save_figure
 from cir.study.selective import (
     MULTI,
@@ -383,9 +384,10 @@ def _cir_section(report: Report, out: Path, experiments: list[Experiment], sel: 
     report.table(brier, cal_csv, "Brier scores of cir's three models on the held-out cohort")
     report.figure(save_figure(calibration_figure(router, test_df), out / "figures", "cir_calibration"),
                   "Reliability of p_err, p0 and p1 on the held-out cohort")
-    kind_section(report, out, result["episodes"], list(dict.fromkeys(summary["policy"])), list(sel.routers),
-                 error_detection(scored_cells(sel.routers, test_df)),
-                 lag_visibility(out / "runs" / e.name for e in experiments), resamples=resamples, seed=seed)
+    shown_test = with_shown(runs[test.name])  # a run of an earlier version: derived from its store
+    kind_section(report, out, with_arm_shown(result["episodes"], shown_test), list(dict.fromkeys(summary["policy"])),
+                 list(sel.routers), scored_cells(sel.routers, shown_test),
+                 shown_split(with_shown(runs[e.name]) for e in experiments), resamples=resamples, seed=seed)
     return cir_finding(summary, float(fit["epsilon"].iloc[0]))
 
 
