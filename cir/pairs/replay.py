@@ -54,6 +54,7 @@ from cir.episode.extractor import FeatureExtractor, extract
 from cir.episode.fork import ForkPoint
 from cir.episode.harness import Harness, SnapshotHook, harness_for
 from cir.episode.perturb import (
+    ONCE,
     SHOWN_TRUE,
     Anomalous,
     Condition,
@@ -114,10 +115,14 @@ class TaskResult:
     episodes: list[EpisodeRecord] = field(default_factory=list)
     costs: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
+    #: how long a perturbed read lasted (ReplaySettings.persistence); in the summary only when not
+    #: ``once``, so a one-shot run's store is as it was
+    persistence: str = ONCE
 
     def summary(self) -> dict[str, Any]:
         """Everything but the episodes (the per-task line of the store)."""
-        return {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "episodes"}
+        return {k: getattr(self, k) for k in self.__dataclass_fields__
+                if k != "episodes" and not (k == "persistence" and self.persistence == ONCE)}
 
 
 def _fingerprint(t: Transcript, n: int) -> str:
@@ -172,8 +177,9 @@ def run_task_pairs(
     task_id = str(task.task_id)
     finished = [0]  # episodes finished so far, for progress reports (run_fork counts its own)
     harness = harness_for(agent, max_turns=settings.max_turns, max_actions=settings.max_actions,
-                      reply_cache=reply_cache, on_call=None if progress is None else
-                      lambda: progress(harness.costs.agent_calls, finished[0]))
+                          reply_cache=reply_cache, on_call=None if progress is None else
+                          lambda: progress(harness.costs.agent_calls, finished[0]),
+                          **({} if settings.persistence == ONCE else {"persistence": settings.persistence}))
     branching = env if isinstance(env, BranchingEnv) else BranchingEnv(env)
     counted = CountingEnv(branching)
 
@@ -184,6 +190,7 @@ def run_task_pairs(
         task_id=task_id, split=str(getattr(task, "split", "") or ""),
         task_type=str(getattr(task, "task_type", "") or ""), agent=agent_label(agent), feasible=False,
         reason="", factual_env_actions=n, factual_success=bool(factual.won), point=None,
+        persistence=settings.persistence,
     )
     result.episodes.append(EpisodeRecord.of(task_id, FACTUAL, "clean", factual))
     finished[0] = 1

@@ -5,7 +5,9 @@ family (``family``: a name such as ``textworld-cooking`` or ``MODULE:ATTR``, ``e
 name; ALFWorld without it; every config of a folder names the same one, whose splits the ``split`` is one of), the grid of
 conditions, delays and operations, and its role in the study: ``effects`` (when does
 refresh help or harm), ``mechanism`` (why), ``eval`` (CIR's held-out evaluation) or
-``train`` (a cohort run only to fit CIR). Exactly one config says ``fit_cir = SUBSET``:
+``train`` (a cohort run only to fit CIR). ``persistence`` (optional: ``"once"``, the default,
+``"refresh"`` or a number N) says how long a perturbed read lasts (:class:`~cir.episode.perturb.Persistence`).
+Exactly one config says ``fit_cir = SUBSET``:
 CIR is fitted on that subset of its tasks (``factual-success`` or ``all``), as the paper
 fits it on the primary cohort's factual-success tasks; its split must share no layout
 with the evaluation cohort's. Cohorts on the same split take consecutive, disjoint
@@ -23,6 +25,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from cir.episode.perturb import ONCE
 from cir.families.registry import DEFAULT_FAMILY, get_family
 from cir.pairs.settings import ReplaySettings
 from cir.stats.decompose import SUBSETS
@@ -45,7 +48,8 @@ _FIELDS = {
     "delays": list,
     "operations": list,
 }
-_OPTIONAL = {"fit_cir": str, "family": str, "env": str}  # env: family's former name
+# env: family's former name; persistence: how long a perturbed read lasts (once, refresh or N)
+_OPTIONAL = {"fit_cir": str, "family": str, "env": str, "persistence": (str, int)}
 
 
 @dataclass(frozen=True)
@@ -73,6 +77,8 @@ class Experiment:
                 "conditions": list(self.replay.conditions), "delays": list(self.replay.delays),
                 "operations": list(self.replay.operations), "fit_cir": self.fit_cir,
                 "source": Path(self.source).name,
+                # one-shot perturbations (the default) leave the study record as it was
+                **({} if self.replay.persistence == ONCE else {"persistence": self.replay.persistence}),
                 # ALFWorld's configs name no family: their study records stay as they were
                 **({} if self.family == DEFAULT_FAMILY else {"family": self.family})}
 
@@ -100,8 +106,9 @@ def load_experiment(path: str | Path) -> Experiment:
     if data["role"] not in ROLES:
         raise CirError(f"{path}: role {data['role']!r} is not one of {', '.join(ROLES)}")
     for field, kind in _OPTIONAL.items():
-        if field in data and not isinstance(data[field], kind):
-            raise CirError(f"{path}: field {field!r} must be a {kind.__name__}, got {data[field]!r}")
+        if field in data and (not isinstance(data[field], kind) or isinstance(data[field], bool)):
+            what = " or ".join(k.__name__ for k in kind) if isinstance(kind, tuple) else kind.__name__
+            raise CirError(f"{path}: field {field!r} must be a {what}, got {data[field]!r}")
     if "family" in data and "env" in data:
         raise CirError(f"{path}: fields 'family' and 'env' both given; 'env' is the former name of 'family': keep one")
     field = "env" if "env" in data else "family"
@@ -118,9 +125,10 @@ def load_experiment(path: str | Path) -> Experiment:
     try:
         replay = ReplaySettings(conditions=tuple(str(c) for c in data["conditions"]),
                                 delays=tuple(data["delays"]),
-                                operations=tuple(str(o) for o in data["operations"]))
+                                operations=tuple(str(o) for o in data["operations"]),
+                                persistence=data.get("persistence", ONCE))
     except CirError as err:
-        raise CirError(f"{path}: the grid (conditions, delays, operations): {err}") from None
+        raise CirError(f"{path}: the grid (conditions, delays, operations, persistence): {err}") from None
     return Experiment(
         name=data["name"],
         role=data["role"],
