@@ -7,6 +7,8 @@ conditions, delays and operations, and its role in the study: ``effects`` (when 
 refresh help or harm), ``mechanism`` (why), ``eval`` (CIR's held-out evaluation) or
 ``train`` (a cohort run only to fit CIR). ``persistence`` (optional: ``"once"``, the default,
 ``"refresh"`` or a number N) says how long a perturbed read lasts (:class:`~cir.episode.perturb.Persistence`).
+The ``eval`` config may name the study's primary comparisons (``comparisons``, a list of ``"POLICY -
+VERSUS"`` or ``"POLICY - VERSUS on GROUP"``, :mod:`cir.study.comparisons`), fixed before it runs.
 Exactly one config says ``fit_cir = SUBSET``:
 CIR is fitted on that subset of its tasks (``factual-success`` or ``all``), as the paper
 fits it on the primary cohort's factual-success tasks; its split must share no layout
@@ -29,6 +31,7 @@ from cir.episode.perturb import ONCE
 from cir.families.registry import DEFAULT_FAMILY, get_family
 from cir.pairs.settings import ReplaySettings
 from cir.stats.decompose import SUBSETS
+from cir.study.comparisons import parse_comparisons
 from cir.util.errors import CirError
 
 if sys.version_info >= (3, 11):
@@ -49,7 +52,8 @@ _FIELDS = {
     "operations": list,
 }
 # env: family's former name; persistence: how long a perturbed read lasts (once, refresh or N)
-_OPTIONAL = {"fit_cir": str, "family": str, "env": str, "persistence": (str, int)}
+# comparisons: the held-out cohort's primary comparisons (cir.study.comparisons)
+_OPTIONAL = {"fit_cir": str, "family": str, "env": str, "persistence": (str, int), "comparisons": list}
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,8 @@ class Experiment:
     source: str = ""
     fit_cir: str | None = None
     family: str = DEFAULT_FAMILY
+    #: the primary comparisons, named before the study runs (the held-out cohort's; cir.study.comparisons)
+    comparisons: tuple[str, ...] = ()
 
     def size(self, quick: bool) -> int:
         return self.quick_n_tasks if quick else self.n_tasks
@@ -79,6 +85,8 @@ class Experiment:
                 "source": Path(self.source).name,
                 # one-shot perturbations (the default) leave the study record as it was
                 **({} if self.replay.persistence == ONCE else {"persistence": self.replay.persistence}),
+                # named before the study runs: a resume with other comparisons is refused
+                **({"comparisons": list(self.comparisons)} if self.comparisons else {}),
                 # ALFWorld's configs name no family: their study records stay as they were
                 **({} if self.family == DEFAULT_FAMILY else {"family": self.family})}
 
@@ -129,6 +137,15 @@ def load_experiment(path: str | Path) -> Experiment:
                                 persistence=data.get("persistence", ONCE))
     except CirError as err:
         raise CirError(f"{path}: the grid (conditions, delays, operations, persistence): {err}") from None
+    comparisons: tuple[str, ...] = ()
+    if "comparisons" in data:
+        if data["role"] != "eval":
+            raise CirError(f"{path}: field 'comparisons' belongs to the held-out cohort's config (role 'eval'), "
+                           f"not to a {data['role']!r} cohort")
+        try:
+            comparisons = tuple(c.text for c in parse_comparisons([str(c) for c in data["comparisons"]]))
+        except CirError as err:
+            raise CirError(f"{path}: field 'comparisons': {err}") from None
     return Experiment(
         name=data["name"],
         role=data["role"],
@@ -140,6 +157,7 @@ def load_experiment(path: str | Path) -> Experiment:
         source=str(path),
         fit_cir=data.get("fit_cir"),
         family=family,
+        comparisons=comparisons,
     )
 
 

@@ -25,6 +25,7 @@ pooled: ``lag`` holds ``lag1`` and ``lag2``) and by kind and what was shown:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -220,13 +221,24 @@ def _margin_rows(margins: pd.DataFrame) -> pd.DataFrame:
                    & ~margins["kind"].isin(["all", "clean"])]
 
 
+@dataclass(frozen=True)
+class ByKind:
+    """The held-out summary and margins by kind, and by kind and what the arm showed (``kind`` and
+    ``shown`` columns; None when the arms do not say what they showed)."""
+
+    summary: pd.DataFrame
+    margins: pd.DataFrame
+    parts: pd.DataFrame | None = None
+    part_margins: pd.DataFrame | None = None
+
+
 def kind_section(report, out: Path, arms: pd.DataFrame, policies: list[str], contenders: list[str],
                  cells: pd.DataFrame, split: pd.DataFrame, *, resamples: int, seed: int,
-                 suffix: str = "") -> tuple[pd.DataFrame, pd.DataFrame] | None:
+                 suffix: str = "") -> ByKind | None:
     """"By perturbation kind": what each kind held (``split``, :func:`shown_split`), the held-out
     policies, their margins and the error model's AUC (from the scored ``cells``) by kind, and by kind
-    and what each arm showed when ``arms`` say (their ``shown`` column); returns (summary, margins) by
-    kind, or None when the cohorts ran one kind only."""
+    and what each arm showed when ``arms`` say (their ``shown`` column); returns the tables
+    (:class:`ByKind`), or None when the cohorts ran one kind only."""
     from cir.router.evaluation import summarize_walks
     from cir.study.page import save_csv
 
@@ -287,4 +299,5 @@ def kind_section(report, out: Path, arms: pd.DataFrame, policies: list[str], con
                      "Held-out policies by kind and what the arm showed (every policy and the clean arms in the CSV)")
         report.table(_margin_rows(part_margins), mpath,
                      "Margins by kind and what the arm showed (pp, paired by task; sign-flip p unadjusted)")
-    return summary, margins
+        return ByKind(summary, margins, parts, part_margins)
+    return ByKind(summary, margins)

@@ -18,6 +18,7 @@ from cir.episode.protocol import PRIMARY_STALE
 from cir.stats.effects import contrast_table, effect_table
 from cir.stats.explain import harm_table
 from cir.stats.joint import joint_effects
+from cir.study.comparisons import comparisons_block
 from cir.study.experiments import Experiment
 from cir.study.figures import plot_effects
 from cir.study.findings import (
@@ -220,13 +221,15 @@ def write_pooled_report(out: Path, experiments: list[Experiment], studies: dict[
     test = next(e for e in experiments if e.role == "eval")
     tables = {e.name: pooled_paired(studies, e.name, shown=True) for e in experiments}
     arms = with_arm_shown(evaluation[0], tables[test.name])
-    kind_section(body, out, arms, arms.attrs["policies"], arms.attrs["routers"],
-                 pooled_scored_cells(studies, experiments), shown_split(tables.values()),
-                 resamples=resamples, seed=seed, suffix="_pooled")
+    kinds = kind_section(body, out, arms, arms.attrs["policies"], arms.attrs["routers"],
+                         pooled_scored_cells(studies, experiments), shown_split(tables.values()),
+                         resamples=resamples, seed=seed, suffix="_pooled")
+    named = comparisons_block(body, out, test, {"condition": evaluation[2], "kind": kinds and kinds.margins,
+                                                "shown": kinds and kinds.part_margins}, suffix="_pooled")
     if validation:
         validation_section(body, out, validation, seed=seed, jobs=jobs)
     findings = [f for f in (effects, mechanism_f, selective) if f is not None]
-    report = _findings(title, findings, spread_table, quick)
+    report = _findings(title, findings, spread_table, quick, named)
     report.blocks += body.blocks
     md, _ = report.write(out)
     return md
@@ -251,7 +254,7 @@ def _pooled_tables(out: Path, experiments: list[Experiment], studies: dict[int, 
     return per, pooled, evaluation, spread_table
 
 
-def _findings(title: str, findings: list[Finding], spread_table: pd.DataFrame, quick: bool) -> Report:
+def _findings(title: str, findings: list[Finding], spread_table: pd.DataFrame, quick: bool, named: str = "") -> Report:
     """The report's head: each question's finding with the replicates' spread."""
     report = Report(title)
     report.heading("Findings")
@@ -264,6 +267,8 @@ def _findings(title: str, findings: list[Finding], spread_table: pd.DataFrame, q
         label = {"Effects of refresh": f"{PRIMARY_STALE} refresh at delay 0",
                  "Selective recovery (CIR)": "cir_paired"}.get(f.question, "")
         report.text(f"**{i}. {f.question}.** {f.sentence}" + (f" Spread ({label}): {extra}." if extra else ""))
+    if named:
+        report.text(f"**Primary comparisons.** {named}")
     warning = small_cohort_warning(findings, quick)
     if warning:
         report.warning(warning)

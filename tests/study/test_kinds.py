@@ -75,8 +75,10 @@ def test_the_report_section_by_kind(fitted, tmp_path):
     router, test, result = fitted
     report = Report("t")
     cells = scored_cells({"cir": router}, test)
-    summary, margins = kind_section(report, tmp_path, result["episodes"], list(dict.fromkeys(result["summary"]["policy"])),
-                                    ["cir"], cells, pd.DataFrame(), resamples=200, seed=0)
+    tables = kind_section(report, tmp_path, result["episodes"], list(dict.fromkeys(result["summary"]["policy"])),
+                          ["cir"], cells, pd.DataFrame(), resamples=200, seed=0)
+    summary = tables.summary
+    assert tables.parts is None and tables.part_margins is None
     assert report.blocks[0] == ("heading", (2, "By perturbation kind, and what each arm showed"))
     assert set(summary["condition"]) == {"all", "clean", "stale", "lag", "missing"}
     # the by-kind numbers pool the conditions' arms: the lag row's arms are lag1's and lag2's
