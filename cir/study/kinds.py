@@ -132,28 +132,38 @@ def error_detection(cells: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=DETECTION_COLUMNS)
 
 
-DETECTION_SHOWN_COLUMNS = ["router", "kind", "shown", "cells", "clean_cells", "auc_p_err"]
+DETECTION_SHOWN_COLUMNS = ["router", "kind", "shown", "cells", "clean_cells", "auc_p_err", "clean_cells_same_tasks",
+                           "auc_p_err_same_tasks"]
+
+
+def _auc(positive: np.ndarray, negative: np.ndarray) -> float:
+    if not len(positive) or not len(negative):
+        return float("nan")
+    return float(roc_auc_score(np.r_[np.ones(len(positive)), np.zeros(len(negative))], np.r_[positive, negative]))
 
 
 def error_detection_by_shown(cells: pd.DataFrame) -> pd.DataFrame:
     """Per router, perturbed kind and what its arms showed: the ROC AUC of ``p_err`` telling those
-    cells from the clean cells (empty without a ``shown`` column)."""
+    cells from the clean cells, and from the clean cells of the same tasks only (the tasks whose arms
+    showed the true text differ from the others: an AUC above 0.5 against every clean cell is then
+    the tasks', not an error's; empty without a ``shown`` column)."""
     if SHOWN not in cells.columns:
         return pd.DataFrame(columns=DETECTION_SHOWN_COLUMNS)
     rows = []
     clean = cells[cells["kind"] == "clean"]
     routers = [c[len("p_err["):-1] for c in cells.columns if c.startswith("p_err[")]
     for name in routers:
+        score = f"p_err[{name}]"
         for kind in KINDS[1:]:
             for shown in SHOWN_VALUES:
                 sub = cells[(cells["kind"] == kind) & (cells[SHOWN] == shown)]
                 if not len(sub):
                     continue
-                y = np.r_[np.ones(len(sub)), np.zeros(len(clean))]
-                score = np.r_[sub[f"p_err[{name}]"].to_numpy(), clean[f"p_err[{name}]"].to_numpy()]
+                same = clean[clean["task_id"].isin(set(sub["task_id"]))]
                 rows.append({"router": name, "kind": kind, "shown": shown, "cells": len(sub),
-                             "clean_cells": len(clean),
-                             "auc_p_err": float(roc_auc_score(y, score)) if len(clean) else float("nan")})
+                             "clean_cells": len(clean), "auc_p_err": _auc(sub[score].to_numpy(), clean[score].to_numpy()),
+                             "clean_cells_same_tasks": len(same),
+                             "auc_p_err_same_tasks": _auc(sub[score].to_numpy(), same[score].to_numpy())})
     return pd.DataFrame(rows, columns=DETECTION_SHOWN_COLUMNS)
 
 
