@@ -190,8 +190,9 @@ def _comparison_lines(tables: Path) -> list[str]:
         return [f"- **Primary comparisons** (named in `experiments/cir_eval.toml` before the study ran; p: the "
                 f"task-level sign-flip test, Holm: adjusted for the {len(primary)} named): "
                 + "; ".join(comparison_text(r) for _, r in primary.iterrows())
-                + f". The tables hold {sum(files.values()) - len(primary):,} other margins ({where}), each with "
-                "its unadjusted p: exploratory."]
+                + f". The tables hold {sum(files.values()) - len(primary):,} other margin"
+                f"{'' if sum(files.values()) - len(primary) == 1 else 's'} ({where}), each with its unadjusted p: "
+                "exploratory."]
     margins = pd.read_csv(tables / "cir_margins_pooled.csv")
     margins = margins[margins["condition"] == "all"]
     parts = []

@@ -152,8 +152,12 @@ def comparisons_sentence(primary: pd.DataFrame, margins: Mapping[str, int], sour
     where = ", ".join(f"{n:,} in `{name}`" for name, n in margins.items() if n)
     return (f"Named before the study ran ({source}) and adjusted for the {len(primary)} named (Holm): "
             + "; ".join(comparison_text(r) for _, r in primary.iterrows())
-            + f". The tables hold {other_margins(primary, margins):,} other margins ({where}), each with its "
-            "unadjusted sign-flip p: exploratory, none a finding by itself.")
+            + f". The tables hold {_margins(other_margins(primary, margins))} ({where}), each with its unadjusted "
+            "sign-flip p: exploratory, none a finding by itself.")
+
+
+def _margins(n: int) -> str:
+    return f"{n:,} other margin{'' if n == 1 else 's'}"
 
 
 def comparisons_block(report, out, experiment, tables: Mapping[str, pd.DataFrame | None], suffix: str = "") -> str:
