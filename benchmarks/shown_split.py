@@ -50,17 +50,16 @@ def main(argv: list[str] | None = None) -> int:
     kinds = kind_section(report, args.out, arms, arms.attrs["policies"], arms.attrs["routers"],
                          pooled_scored_cells(studies, experiments), shown_split(tables.values()),
                          resamples=args.resamples, seed=args.seed, suffix="_pooled")
-    named = comparisons_block(report, args.out, test, {"condition": margins, "kind": kinds and kinds.margins,
-                                                       "shown": kinds and kinds.part_margins}, suffix="_pooled")
     named_before = any("comparisons" in e for e in record["settings"].get("experiments", []))
+    comparisons_block(report, args.out, test, {"condition": margins, "kind": kinds and kinds.margins,
+                                               "shown": kinds and kinds.part_margins}, suffix="_pooled",
+                      named_before=named_before)
     for kind, payload in report.blocks:
         if kind == "table":
             df, _, caption = payload
             print(f"\n{caption}\n\n{markdown_table(df)}")
         elif kind == "text":
             print(f"\n{payload}")
-    if named and not named_before:
-        print("\nThis study named no comparisons before it ran: the ones above are post hoc.")
     print(f"\n{time.perf_counter() - started:.0f} s; tables in {args.out / 'tables'}")
     return 0
 

@@ -159,11 +159,10 @@ def summary(study: Path) -> str:
                         f"{share}, recovering in {100 * p['intervention_rate']:.1f}% of arms, clean harm "
                         f"{100 * clean.loc[policy, 'clean_harm_rate']:.1f}%")
     lines.append(f"- **Held out** ({int(rows.loc['never', 'n_tasks'])} tasks): " + "; ".join(held) + ".")
-    lines += _comparison_lines(tables)
     bound = fits.groupby("router")["budget_bound"].apply(lambda b: int(b.astype(bool).sum()))
     lines.append("- **The clean-harm budget** bound the threshold search in " + ", ".join(
         f"{bound[r]} of {n} replicates for `{r}`" for r in bound.index) + ".")
-    lines += _kind_lines(tables) + _explain_lines(tables) + _validation_lines(tables)
+    lines += _kind_lines(tables) + _margin_lines(tables, spread) + _explain_lines(tables) + _validation_lines(tables)
     return "\n".join(lines)
 
 
@@ -173,37 +172,71 @@ HELD_OUT = ("cir", "cir_paired", "cir_multi", "anomaly_rewind", "always_rewind",
             "anomaly_rate_matched_heldout", "oracle_refresh", "oracle")
 
 
-def _comparison_lines(tables: Path) -> list[str]:
-    """The primary comparisons (named before the study ran) with raw and Holm-adjusted p, and how many
-    other margins the tables hold; a study without them: its router margins, each with its p."""
+#: The margins the summary shows beside the primary comparisons (over all arms when none are named,
+#: and by kind): each with its raw p and Holm's p over every one of them it shows.
+SHOWN_MARGINS = (("cir_paired", "anomaly"), ("cir_paired", "anomaly_matched_cir_paired"),
+                 ("cir_paired", "anomaly_matched_heldout_cir_paired"), ("cir", "anomaly"),
+                 ("cir_multi", "anomaly_rewind"), ("cir_multi", "always_rewind"))
+
+
+def _margin_lines(tables: Path, spread: object) -> list[str]:
+    """The primary comparisons (named before the study ran) with raw and Holm-adjusted p and how many
+    other margins the tables hold; then the other margins the summary shows (over all arms when
+    none were named, and by kind), each with its raw p and Holm's adjusted p over all of those
+    shown, read as a difference only when that is at most 0.05."""
     import pandas as pd
+    from statsmodels.stats.multitest import multipletests
 
+    from cir.study.comparisons import claim, comparison_text
+
+    lines = []
+    files = {name: len(pd.read_csv(tables / name)) for name in (
+        "cir_margins_pooled.csv", "cir_margins_by_kind_pooled.csv", "cir_margins_by_shown_pooled.csv")
+        if (tables / name).exists()}
     named = tables / "primary_comparisons_pooled.csv"
-    if named.exists():
-        from cir.study.comparisons import comparison_text
-
-        primary = pd.read_csv(named, keep_default_na=False)
-        files = {name: len(pd.read_csv(tables / name)) for name in (
-            "cir_margins_pooled.csv", "cir_margins_by_kind_pooled.csv", "cir_margins_by_shown_pooled.csv")
-            if (tables / name).exists()}
+    primary = pd.read_csv(named, keep_default_na=False) if named.exists() else None
+    if primary is not None:
+        others = sum(files.values()) - len(primary)
         where = ", ".join(f"{n:,} in `tables/{name}`" for name, n in files.items())
-        return [f"- **Primary comparisons** (named in `experiments/cir_eval.toml` before the study ran; p: the "
-                f"task-level sign-flip test, Holm: adjusted for the {len(primary)} named): "
-                + "; ".join(comparison_text(r) for _, r in primary.iterrows())
-                + f". The tables hold {sum(files.values()) - len(primary):,} other margin"
-                f"{'' if sum(files.values()) - len(primary) == 1 else 's'} ({where}), each with its unadjusted p: "
-                "exploratory."]
-    margins = pd.read_csv(tables / "cir_margins_pooled.csv")
-    margins = margins[margins["condition"] == "all"]
-    parts = []
-    for a, b in (("cir_paired", "anomaly"), ("cir_paired", "anomaly_matched_heldout_cir_paired"), ("cir", "anomaly"),
-                 ("cir_multi", "anomaly_rewind"), ("cir_multi", "always_rewind")):
-        r = margins[(margins["policy"] == a) & (margins["versus"] == b)]
-        if len(r):
-            r = r.iloc[0]
-            parts.append(f"`{a}` - `{b}` {_tested(r['margin_pp'], r['ci_low_pp'], r['ci_high_pp'], r['sign_flip_p'])}")
-    return [f"- **Margins** (none named before the study; unadjusted p of {len(margins):,} margins over all "
-            "arms): " + "; ".join(parts) + "."] if parts else []
+        lines.append(f"- **Primary comparisons** (named in `experiments/cir_eval.toml` before the study ran; p: the "
+                     f"task-level sign-flip test, Holm: adjusted for the {len(primary)} named): "
+                     + "; ".join(comparison_text(r) for _, r in primary.iterrows())
+                     + f". The tables hold {others:,} other margin{'' if others == 1 else 's'} ({where}), each with "
+                     "its unadjusted p: exploratory.")
+    shown: list[tuple[str, str, object]] = []  # (line, label, row)
+    if primary is None and "cir_margins_pooled.csv" in files:
+        margins = pd.read_csv(tables / "cir_margins_pooled.csv")
+        margins = margins[margins["condition"] == "all"]
+        for a, b in SHOWN_MARGINS:
+            r = margins[(margins["policy"] == a) & (margins["versus"] == b)]
+            if len(r):
+                spread_row = _row(spread, headline="held-out margin", policy=a, versus=b)
+                reps = "" if spread_row is None else (f" (replicates {_pp(spread_row['min_pp'])} to "
+                                                      f"{_pp(spread_row['max_pp'])})")
+                shown.append(("all", f"`{a}` - `{b}`", r.iloc[0], reps))
+    if "cir_margins_by_kind_pooled.csv" in files:
+        by_kind = pd.read_csv(tables / "cir_margins_by_kind_pooled.csv")
+        for a, b in SHOWN_MARGINS:
+            for kind in ("stale", "lag"):
+                r = by_kind[(by_kind["policy"] == a) & (by_kind["versus"] == b) & (by_kind["condition"] == kind)]
+                if len(r):
+                    shown.append(("kind", f"`{a}` - `{b}` on {kind}", r.iloc[0], ""))
+    if shown:
+        holm = multipletests([float(r["sign_flip_p"]) for _, _, r, _ in shown], method="holm")[1]
+        texts = {"all": [], "kind": []}
+        for (line, label, r, reps), q in zip(shown, holm, strict=True):
+            reading = claim(float(r["margin_pp"]), float(q))
+            texts[line].append(f"{label} {_pp(r['margin_pp'])} pp [{_pp(r['ci_low_pp'])}, {_pp(r['ci_high_pp'])}]"
+                               f"{reps}, p {_p(r['sign_flip_p'])}, Holm {_p(q)}"
+                               + ("" if reading != "no difference shown" else " (no difference shown)"))
+        counted = f"{len(shown)} margin{'' if len(shown) == 1 else 's'} shown here"
+        family = (f"Holm: adjusted for the {counted}; none named before the study ran" if primary is None
+                  else f"Holm: adjusted for the {counted}; exploratory")
+        if texts["all"]:
+            lines.append(f"- **Margins** (p: the task-level sign-flip test; {family}): " + "; ".join(texts["all"]) + ".")
+        if texts["kind"]:
+            lines.append(f"- **Margins by kind** (p: the sign-flip test; {family}): " + "; ".join(texts["kind"]) + ".")
+    return lines
 
 
 def _interval(r: object) -> str:
@@ -267,18 +300,6 @@ def _kind_lines(tables: Path) -> list[str]:
             each.append(f"{shown} ({int(part['n'].iloc[0]):,} arms): " + ", ".join(effects))
         if each:
             lines.append("- **The lagK arms by what they showed**: " + "; ".join(each) + ".")
-    margins = pd.read_csv(tables / "cir_margins_by_kind_pooled.csv")
-    parts = []
-    for a, b in (("cir_paired", "anomaly"), ("cir_paired", "anomaly_matched_heldout_cir_paired"),
-                 ("cir_multi", "anomaly_rewind"), ("cir_multi", "always_rewind"), ("cir", "anomaly")):
-        for kind in ("stale", "lag"):
-            r = margins[(margins["policy"] == a) & (margins["versus"] == b) & (margins["condition"] == kind)]
-            if len(r):
-                r = r.iloc[0]
-                parts.append(f"`{a}` - `{b}` on {kind} "
-                             f"{_tested(r['margin_pp'], r['ci_low_pp'], r['ci_high_pp'], r['sign_flip_p'])}")
-    if parts:
-        lines.append("- **Margins by kind** (unadjusted p: exploratory): " + "; ".join(parts) + ".")
     return lines
 
 

@@ -12,7 +12,9 @@ Conditions (DESIGN.md):
 - ``lagK`` (K >= 1): the answer the SAME command would have got K env actions earlier (a
   stale cache or a lagging replica): the env restored to the state K env actions back, the
   command sent, the env restored (:func:`lagged_answer`). The text answers the command it is
-  shown for, so no check of text against command can see it; it is computed with the env's
+  shown for, so a check of text against command does not see it (yet it is often the true text,
+  when the answer had not changed in K env actions, or one a harness sees is wrong otherwise, such
+  as ALFWorld's ``Nothing happens.``: :func:`shown_kind` says which); it is computed with the env's
   exact snapshots, and its env work is counted like any other;
 - ``missing``: the fixed text :data:`MISSING_TEXT`.
 

@@ -59,6 +59,7 @@ from cir.episode.perturb import (
     Anomalous,
     Condition,
     feasibility,
+    no_anomaly,
     perturbation_point,
     shown_kind,
 )
@@ -165,7 +166,8 @@ def run_task_pairs(
     or there with every later env action (``full``); a restore that is not exact is a
     :class:`RestoreError` before the task returns a row, and the check changes neither the rows
     nor the costs. ``anomalous(action, shown)``: the family's test of a visibly anomalous text, which
-    the ``shown`` column reads (:func:`cir.episode.perturb.shown_kind`; default ALFWorld's).
+    the ``shown`` column reads (:func:`cir.episode.perturb.shown_kind`); by default the default
+    family's (ALFWorld's) when ``extractor`` is its too (None), else none: only the missing text.
     """
     if restore_check not in RESTORE_CHECKS:
         raise CirError(f"restore_check {restore_check!r}: expected one of {', '.join(RESTORE_CHECKS)}")
@@ -202,7 +204,8 @@ def run_task_pairs(
         result.point = perturbation_point(n, settings.perturb_fraction, at)
         checked = check_restore(task_id, branching, snapshots, factual, result.point)
         fork = _Fork(harness, counted, settings, result, factual, snapshots, result.point,
-                     resolve_extractor(extractor), resolve_anomalous(anomalous))
+                     resolve_extractor(extractor),
+                     resolve_anomalous(anomalous) if extractor is None else anomalous or no_anomaly)
         arms, draws = [], []
         for cond, arm, branches in run_fork(fork, conditions, concurrency=concurrency, pool=pool,
                                             finished=finished):

@@ -144,13 +144,16 @@ def comparison_text(r: Mapping[str, object]) -> str:
             f"p {_p(float(r['p_raw']))}, Holm {_p(float(r['p_holm']))}: {r['reads']}")
 
 
-def comparisons_sentence(primary: pd.DataFrame, margins: Mapping[str, int], source: str) -> str:
+def comparisons_sentence(primary: pd.DataFrame, margins: Mapping[str, int], source: str,
+                         named_before: bool = True) -> str:
     """The summary's sentence: each named comparison (:func:`comparison_text`), then how many other
-    margins exist and where (``margins``: file -> rows), read as exploratory."""
+    margins exist and where (``margins``: file -> rows), read as exploratory. ``named_before``: False
+    for comparisons named after the study ran (post hoc), which the sentence then says."""
     if primary.empty:
         return ""
     where = ", ".join(f"{n:,} in `{name}`" for name, n in margins.items() if n)
-    return (f"Named before the study ran ({source}) and adjusted for the {len(primary)} named (Holm): "
+    when = "Named before the study ran" if named_before else "Named after the study ran (post hoc)"
+    return (f"{when} ({source}) and adjusted for the {len(primary)} named (Holm): "
             + "; ".join(comparison_text(r) for _, r in primary.iterrows())
             + f". The tables hold {_margins(other_margins(primary, margins))} ({where}), each with its unadjusted "
             "sign-flip p: exploratory, none a finding by itself.")
@@ -160,10 +163,12 @@ def _margins(n: int) -> str:
     return f"{n:,} other margin{'' if n == 1 else 's'}"
 
 
-def comparisons_block(report, out, experiment, tables: Mapping[str, pd.DataFrame | None], suffix: str = "") -> str:
+def comparisons_block(report, out, experiment, tables: Mapping[str, pd.DataFrame | None], suffix: str = "",
+                      named_before: bool = True) -> str:
     """The named comparisons of the held-out ``experiment``'s config over the margins ``tables`` (by
     ``condition``, ``kind``, ``shown``; absent ones None): their table (``primary_comparisons``) in
-    the report, and the summary's sentence (:func:`comparisons_sentence`; empty when none are named)."""
+    the report, and the summary's sentence (:func:`comparisons_sentence`; empty when none are named).
+    ``named_before``: False for a study that ran before they were named (post hoc)."""
     from pathlib import Path
 
     from cir.study.page import save_csv
@@ -174,10 +179,11 @@ def comparisons_block(report, out, experiment, tables: Mapping[str, pd.DataFrame
     primary = primary_comparisons(experiment.comparisons, present)
     path = save_csv(primary, Path(out) / "tables" / f"primary_comparisons{suffix}.csv")
     source = f"`{Path(experiment.source).name}`" if experiment.source else "the held-out cohort's config"
-    report.table(primary, path, f"The primary comparisons, named in {source} before the study ran: margins (pp, "
-                 "paired by task), the sign-flip p and Holm's adjusted p over the named ones")
+    when = "before the study ran" if named_before else "after the study ran (post hoc)"
+    report.table(primary, path, f"The primary comparisons, named in {source} {when}: margins (pp, paired by "
+                 "task), the sign-flip p and Holm's adjusted p over the named ones")
     files = {f"tables/cir_margins{'_by_' + k if k != 'condition' else ''}{suffix}.csv": len(t)
              for k, t in present.items()}
-    sentence = comparisons_sentence(primary, files, source)
+    sentence = comparisons_sentence(primary, files, source, named_before)
     report.text(sentence)
     return sentence

@@ -15,6 +15,7 @@ from support.tally import Scripted, Tally
 from cir.cli import main
 from cir.episode.perturb import MISSING_TEXT
 from cir.families.registry import get_family
+from cir.pairs.paired import read_paired
 from cir.pairs.record import RunIdentity, RunRecord, check_extension, foreign_member
 from cir.pairs.replay import ReplaySettings
 from cir.pairs.run import run_experiment
@@ -101,6 +102,12 @@ def test_cir_run_and_cir_episode_take_it(tmp_path, capsys):
     assert main(["run", "--family", KEYDOOR, "--tasks", str(tmp_path / "tasks" / "test"), "--out",
                  str(tmp_path / "run"), *grid, "--persistence", "2"]) == 0
     assert json.loads((tmp_path / "run" / "run.json").read_text())["settings"]["persistence"] == "2"
+    # the family's own test of an anomalous text splits what the arms showed
+    table = read_paired(tmp_path / "run")
+    shown = table.drop_duplicates(["task_id", "condition"]).set_index(["task_id", "condition"])["shown"]
+    assert set(shown.xs("missing", level="condition")) == {"anomalous"}
+    assert set(shown.xs("clean", level="condition")) == {"true"}
+    assert set(shown.xs("stale1", level="condition")) <= {"true", "anomalous", "looks_right"}
     capsys.readouterr()
     assert main(["run", "--family", KEYDOOR, "--tasks", str(tmp_path / "tasks" / "test"), "--out",
                  str(tmp_path / "bad"), *grid, "--persistence", "never"]) == 2

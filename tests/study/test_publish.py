@@ -107,9 +107,10 @@ def test_a_study_with_replicates_publishes_each_replicate_and_a_generated_summar
     assert "delay 0: -4.0 pp [-7.5, -1.2] (replicates -5.0 to -3.0)" in text  # from the tables, not typed
     assert ("`cir_paired` +4.0 pp [+1.0, +7.0], p 0.004, 60% of the gain of `oracle`, recovering in 12.0% of arms, "
             "clean harm 1.4%") in text
-    # no comparison named before the study: its margins each with their unadjusted p
-    assert "**Margins** (none named before the study; unadjusted p of 2 margins over all arms): " \
-           "`cir_paired` - `anomaly` +2.5 pp [+0.5, +4.5], p 0.039." in text
+    # no comparison named before the study: the margins it shows, each with its p and Holm's over them
+    assert ("**Margins** (p: the task-level sign-flip test; Holm: adjusted for the 1 margin shown here; none named "
+            "before the study ran): `cir_paired` - `anomaly` +2.5 pp [+0.5, +4.5] (replicates +1.0 to +4.0), p 0.039, "
+            "Holm 0.039.") in text
     # named ones: with Holm's adjusted p, read as a difference only when it is at most 0.05, and how
     # many other margins there are
     (study / "tables" / "primary_comparisons_pooled.csv").write_text(
