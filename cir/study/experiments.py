@@ -27,7 +27,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from cir.episode.perturb import ONCE
+from cir.episode.perturb import ONCE, parse_persistence
 from cir.families.registry import DEFAULT_FAMILY, get_family
 from cir.pairs.settings import ReplaySettings
 from cir.stats.decompose import SUBSETS
@@ -131,12 +131,15 @@ def load_experiment(path: str | Path) -> Experiment:
         if data[field] < 1:
             raise CirError(f"{path}: field {field!r} must be >= 1, got {data[field]}")
     try:
+        persistence = parse_persistence(data.get("persistence", ONCE)).text
+    except CirError as err:
+        raise CirError(f"{path}: field 'persistence': {err}") from None
+    try:
         replay = ReplaySettings(conditions=tuple(str(c) for c in data["conditions"]),
                                 delays=tuple(data["delays"]),
-                                operations=tuple(str(o) for o in data["operations"]),
-                                persistence=data.get("persistence", ONCE))
+                                operations=tuple(str(o) for o in data["operations"]), persistence=persistence)
     except CirError as err:
-        raise CirError(f"{path}: the grid (conditions, delays, operations, persistence): {err}") from None
+        raise CirError(f"{path}: the grid (conditions, delays, operations): {err}") from None
     comparisons: tuple[str, ...] = ()
     if "comparisons" in data:
         if data["role"] != "eval":

@@ -76,7 +76,7 @@ def test_an_experiment_config_takes_it(tmp_path):
     exp = load_experiment(_write(config, text + 'persistence = "refresh"\n'))
     assert exp.replay.persistence == "refresh" and exp.identity()["persistence"] == "refresh"
     assert load_experiment(_write(config, text + "persistence = 3\n")).replay.persistence == "3"
-    with pytest.raises(CirError, match="primary.toml: the grid .*persistence 'always'"):
+    with pytest.raises(CirError, match="primary.toml: field 'persistence': persistence 'always': expected once"):
         load_experiment(_write(config, text + 'persistence = "always"\n'))
     with pytest.raises(CirError, match="field 'persistence' must be a str or int"):
         load_experiment(_write(config, text + "persistence = true\n"))
