@@ -65,6 +65,29 @@ def parse_comparisons(texts: Sequence[str]) -> tuple[Comparison, ...]:
     return parsed
 
 
+def check_comparisons(comparisons: Sequence[str], routers: Sequence[str], policies: Sequence[str],
+                      groups: Sequence[str], source: str) -> None:
+    """Refuse, before any cohort runs, a named comparison the study cannot measure: its ``policy``
+    must be one of the study's ``routers`` (the contenders whose margins are measured), its
+    ``versus`` one of the ``policies`` it walks, its group ``all``, a condition or kind of
+    ``groups``, or a kind and what was shown (``lag/looks_right``)."""
+    from cir.episode.perturb import SHOWN_VALUES
+
+    kinds = {g.rstrip("0123456789") for g in groups}
+    for c in parse_comparisons(comparisons):
+        if c.policy not in routers:
+            raise CirError(f"{source}: comparison {c.text!r}: {c.policy!r} is not one of the study's routers "
+                           f"({', '.join(routers)}), whose margins the study measures")
+        if c.versus not in policies:
+            raise CirError(f"{source}: comparison {c.text!r}: the study walks no policy {c.versus!r} with these "
+                           f"operations; it walks {', '.join(policies)}")
+        kind, _, shown = c.on.partition("/")
+        if not (c.on == "all" or (not shown and (c.on in groups or c.on in kinds))
+                or (shown and kind in kinds and shown in SHOWN_VALUES)):
+            raise CirError(f"{source}: comparison {c.text!r}: no held-out arms of {c.on!r}; the groups are all, "
+                           f"{', '.join(groups)}, their kinds and KIND/SHOWN (SHOWN: {', '.join(SHOWN_VALUES)})")
+
+
 def claim(margin: float, p_adjusted: float, alpha: float = ALPHA) -> str:
     """What a named margin may be read as: ``positive`` or ``negative`` when its adjusted p is at most
     ``alpha``, else ``no difference shown`` (whatever its sign or its interval)."""

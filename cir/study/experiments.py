@@ -31,7 +31,7 @@ from cir.episode.perturb import ONCE, parse_persistence
 from cir.families.registry import DEFAULT_FAMILY, get_family
 from cir.pairs.settings import ReplaySettings
 from cir.stats.decompose import SUBSETS
-from cir.study.comparisons import parse_comparisons
+from cir.study.comparisons import check_comparisons, parse_comparisons
 from cir.util.errors import CirError
 
 if sys.version_info >= (3, 11):
@@ -202,6 +202,12 @@ def load_experiments(folder: str | Path | None = None, family: str | None = None
     for e in experiments:
         if e.role == "train" and not e.fit_cir:
             raise CirError(f"{e.source}: a 'train' cohort is run only to fit CIR: set fit_cir")
+    if ev.comparisons:  # one the study cannot measure is refused now, not after its cohorts ran
+        from cir.study.selective import experiment_operations, study_policies, study_routers
+
+        operations = experiment_operations(experiments)
+        check_comparisons(ev.comparisons, list(study_routers(operations)), study_policies(operations),
+                          ev.replay.conditions, ev.source)
     return experiments
 
 

@@ -120,3 +120,31 @@ def test_the_eval_config_names_them_and_the_study_record_keeps_them(tmp_path):
         load_experiment(_config(tmp_path / "e.toml", "effects", 'comparisons = ["cir - anomaly"]\n'))
     with pytest.raises(CirError, match="field 'comparisons' must be a list"):
         load_experiment(_config(tmp_path / "e.toml", "eval", 'comparisons = "cir - anomaly"\n'))
+
+
+def test_a_comparison_the_study_cannot_measure_is_refused_before_it_runs(tmp_path):
+    import shutil
+
+    from cir.study.selective import study_policies, study_routers
+
+    folder = tmp_path / "experiments"
+    folder.mkdir()
+    for config in sorted((Path(__file__).resolve().parents[2] / "experiments").glob("*.toml")):
+        shutil.copy(config, folder / config.name)
+    assert load_experiments(folder)[-1].comparisons  # the shipped ones: measurable
+    path = folder / "cir_eval.toml"
+    text = path.read_text().replace('operations = ["refresh", "replan", "rewind"]', 'operations = ["refresh"]')
+    path.write_text(text)
+    with pytest.raises(CirError, match=r"cir_eval.toml: comparison 'cir_multi - anomaly_rewind': 'cir_multi' is not "
+                                       r"one of the study's routers \(cir, cir_paired\)"):
+        load_experiments(folder)
+    for named, ok in (('"cir_paired - anomaly on lag/looks_right", "cir - anomaly on stale2"', True),
+                      ('"cir_paired - anomaly_rewind"', False), ('"cir_paired - anomaly on lag3"', False),
+                      ('"cir_paired - anomaly on lag/wrong"', False)):
+        path.write_text(text.split("comparisons = ")[0] + f"comparisons = [{named}]\n")
+        if ok:
+            assert load_experiments(folder)[-1].comparisons
+        else:
+            with pytest.raises(CirError, match="cir_eval.toml: comparison"):
+                load_experiments(folder)
+    assert "cir_multi" in study_routers(("refresh", "rewind")) and "anomaly_rewind" in study_policies(("refresh", "rewind"))
