@@ -427,7 +427,7 @@ def which_recovery_section(report: Report, out: Path, arms: pd.DataFrame, summar
                  "Held-out, all conditions: the operation chooser and what it is measured against")
     m = margins[(margins["policy"] == MULTI) & (margins["condition"] == "all")
                 & margins["versus"].isin([*singles, f"always_{MULTI}", "oracle", "anomaly",
-                                          *[f"anomaly_{op}" for op in ops]])]
+                                          *[f"anomaly_{op}" for op in ops], *[f"always_{op}" for op in ops]])]
     report.table(m, out / "tables" / f"cir_margins{suffix}.csv", f"Margins of {MULTI} (pp, paired by task)")
     mix = mix_table(arms, MULTI)
     report.table(mix, save_csv(mix, out / "tables" / f"cir_mix{suffix}.csv"),
