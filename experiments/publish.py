@@ -271,8 +271,9 @@ def _kind_lines(tables: Path) -> list[str]:
         if (tables / "cir_error_detection_by_shown_pooled.csv").exists():
             parts = pd.read_csv(tables / "cir_error_detection_by_shown_pooled.csv")
             parts = parts[parts["router"] == "cir_paired"]
-            line += "; by what the arm showed: " + "; ".join(
-                f"{r['kind']} {r['shown']} {r['auc_p_err']:.3f} ({int(r['cells']):,} cells)" for _, r in parts.iterrows())
+            line += "; by what the arm showed (against the clean cells of the same tasks beside): " + "; ".join(
+                f"{r['kind']} {r['shown']} {r['auc_p_err']:.3f} ({_same_tasks(r)}{int(r['cells']):,} cells)"
+                for _, r in parts.iterrows())
         lines.append(line + ".")
     evaluation = pd.read_csv(tables / "cir_eval_by_kind_pooled.csv")
     lag = evaluation[evaluation["condition"] == "lag"].set_index("policy")
@@ -301,6 +302,12 @@ def _kind_lines(tables: Path) -> list[str]:
         if each:
             lines.append("- **The lagK arms by what they showed**: " + "; ".join(each) + ".")
     return lines
+
+
+def _same_tasks(r: object) -> str:
+    """The AUC against the clean cells of the same tasks, when the table has it."""
+    value = r.get("auc_p_err_same_tasks") if hasattr(r, "get") else None
+    return "" if value is None or value != value else f"{value:.3f}; "
 
 
 def _explain_lines(tables: Path) -> list[str]:
