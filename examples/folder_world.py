@@ -13,7 +13,7 @@ A task names a function of ``calc/ops.py`` whose tests fail; the success check r
 project's tests (``python -m unittest``) in the folder, with a time limit and, where the machine
 allows it, without a network (``unshare -rn``; elsewhere, best effort: the tests need none).
 World events are a teammate's commits: a few env actions in, ``calc/ops.py`` gains a header
-comment and ``NOTES.md`` is deleted, so a stale read of the file shows text that is no longer there.
+comment and ``NOTES.txt`` is deleted, so a stale read of the file shows text that is no longer there.
 
 The built-in agent believes what it is shown: it reads ``calc/ops.py``, finds the function the
 task names in the text it was shown and fixes its ``return`` line with ``edit_file`` (old text
@@ -167,7 +167,7 @@ def project(buggy: str) -> dict[str, str]:
         "calc/ops.py": f'"""Arithmetic."""\n\n\n{body}',
         "tests/__init__.py": "",
         "tests/test_ops.py": f"import unittest\n\nfrom calc import ops\n\n\nclass OpsTest(unittest.TestCase):\n{tests}",
-        "NOTES.md": "Run the tests with: python -m unittest\n",
+        "NOTES.txt": "Run the tests with: python -m unittest\n",
         "run.sh": "#!/bin/sh\nexec python -m unittest\n",  # made executable (a mode the folder state keeps)
     }
 
@@ -208,14 +208,14 @@ class Project:
 
 def teammate_commit(task: ToolTask) -> list[Event]:
     """The world's events of a task: a teammate's commit puts a header on calc/ops.py (whatever it
-    holds then) and deletes NOTES.md."""
-    return [Event(int(task.data["commit_at"]), _commit, "a teammate's commit: a header, NOTES.md removed")]
+    holds then) and deletes NOTES.txt."""
+    return [Event(int(task.data["commit_at"]), _commit, "a teammate's commit: a header, NOTES.txt removed")]
 
 
 def _commit(root: Path) -> None:
     ops = root / "calc" / "ops.py"
     ops.write_text("# Maintained by the calc team.\n" + ops.read_text(encoding="utf-8"), encoding="utf-8")
-    (root / "NOTES.md").unlink(missing_ok=True)
+    (root / "NOTES.txt").unlink(missing_ok=True)
 
 
 # -- the built-in agent ----------------------------------------------------------------------------------------
@@ -338,7 +338,7 @@ def main() -> None:
     root = env.handle
     (root / "calc" / "ops.py").write_text("broken\n")
     (root / "scratch.txt").write_text("new\n")
-    (root / "NOTES.md").unlink()
+    (root / "NOTES.txt").unlink()
     os.chmod(root / "run.sh", 0o644)
     env.restore(before)  # raises RestoreError if the folder's content is not the snapshot's
     print("restored:", sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()),

@@ -54,14 +54,14 @@ def test_a_folder_is_restored_exactly_contents_modes_and_deletions(tasks):
     (root / "calc" / "ops.py").write_text("broken\n")
     (root / "scratch.txt").write_text("new\n")
     (root / "new_folder" / "deep").mkdir(parents=True)
-    (root / "NOTES.md").unlink()
+    (root / "NOTES.txt").unlink()
     os.chmod(root / "run.sh", 0o600)
     os.symlink("calc/ops.py", root / "link.py")
     env.restore(snap)
     assert _files(root) == before
     assert not (root / "new_folder").exists() and not (root / "link.py").is_symlink()
     # a step from the restored state answers as from the original one
-    assert json.loads(env.step('read_file(path="NOTES.md")')[0])["path"] == "NOTES.md"
+    assert json.loads(env.step('read_file(path="NOTES.txt")')[0])["path"] == "NOTES.txt"
 
 
 def test_the_teammates_commit_is_a_silent_event_that_a_snapshot_holds(tasks):
@@ -74,10 +74,10 @@ def test_the_teammates_commit_is_a_silent_event_that_a_snapshot_holds(tasks):
         env.step('list_dir(path=".")')
     quiet = env.snapshot()
     shown, _, _ = env.step('list_dir(path=".")')  # the event fires after this action, silently
-    assert "NOTES.md" in shown and not (env.handle / "NOTES.md").exists()
+    assert "NOTES.txt" in shown and not (env.handle / "NOTES.txt").exists()
     assert env.handle.joinpath("calc", "ops.py").read_text().startswith("# Maintained by the calc team.")
     env.restore(quiet)
-    assert (env.handle / "NOTES.md").exists()
+    assert (env.handle / "NOTES.txt").exists()
 
 
 def test_check_env_passes_and_a_restore_that_forgets_a_file_fails_at_the_defaults(tasks, tmp_path):
