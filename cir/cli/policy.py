@@ -153,10 +153,11 @@ def _register_evaluate(subparsers: Any) -> None:
 
 
 def _fmt(threshold: float | None) -> str:
+    """A threshold as the router file holds it: ``null`` is one that is never passed."""
     # pandas: imported when a handler runs, not for `cir --help`
     from cir.study.page import format_number
 
-    return format_number(threshold, 3)
+    return "null" if threshold is None else format_number(threshold, 3)
 
 
 def _budgets(args: argparse.Namespace, df: Any) -> tuple[int, int]:
@@ -192,9 +193,10 @@ def _print_fit(policy: Any) -> None:
         print(f"note: no recovering threshold candidate could be certified at epsilon={b['epsilon']}, "
               f"delta={b['delta']} with {b['n_clean']} clean arms (one candidate with no observed harm needs "
               f"{b['clean_arms_to_certify_one']}); the router never recovers")
-    elif t["alpha"] is None:
-        print("note: no threshold candidate gained under erroneous observations within the clean-harm "
-              "budget; the router never recovers")
+    elif policy.never_recovers:
+        print(f"note: the router {policy.never_recovers} (no threshold candidate gained under erroneous "
+              "observations within the clean-harm budget); every decision it makes says "
+              "blocked_by=no_threshold")
     print(f"out-of-fold: net gain under erroneous observations {100 * s['net_gain']:+.2f} pp, "
           f"clean harm {100 * s['clean_harm']:.2f}% (limit {100 * policy.epsilon:.2f}%), "
           f"intervention rate {100 * s['intervention_rate']:.1f}%")
@@ -319,6 +321,7 @@ def _render(result: dict[str, Any], summary: Any, margins: Any, partial: str | N
     s = result["settings"]
     fitted = "; ".join(f"{name}: {r['estimator']} estimator, {', '.join(r['operations'])}, "
                        + " ".join(f"{k}={_fmt(v)}" for k, v in r["thresholds"].items())
+                       + (f", {r['never_recovers']}" if r.get("never_recovers") else "")
                        for name, r in s["routers"].items())
     head = (f"Routers on {s['tasks']} held-out tasks"
             + (f" (partial run: {partial})" if partial else "")

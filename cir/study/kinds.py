@@ -112,6 +112,8 @@ def lag_visibility(run_dirs: Iterable[str | Path]) -> pd.DataFrame:
 #: The policies the section shows (those a study has; every one in the CSV), and the margins it reads.
 SHOWN = ("cir", "cir_paired", "cir_multi", "anomaly", "anomaly_rate_matched_heldout",
          "anomaly_matched_heldout_cir_paired", "oracle_refresh", "oracle")
+#: Those the main text shows by kind (every one of :data:`SHOWN` in the appendix).
+BRIEF = ("cir_paired", "cir_multi", "anomaly", "oracle")
 #: The router whose error model the section shows (every router's in the CSV: each fits the same
 #: p_err model, C = 0.1 on the same label, on its decision cells).
 DETECTORS = ("cir_paired",)
@@ -126,6 +128,7 @@ def kind_section(report, out: Path, arms: pd.DataFrame, policies: list[str], con
     by kind; returns (summary, margins) by kind, or None when the cohorts ran one kind only."""
     from cir.router.evaluation import summarize_walks
     from cir.study.page import save_csv
+    from cir.study.summaries import largest_margins, margins_caption
 
     kinds = arms.assign(kind=[condition_kind(c) for c in arms["condition"]])["kind"]
     if len(set(kinds) - {"clean"}) < 2:
@@ -158,10 +161,15 @@ def kind_section(report, out: Path, arms: pd.DataFrame, policies: list[str], con
         columns={"condition": "kind"})
     order = {k: i for i, k in enumerate(KINDS)}
     shown = shown.assign(_k=shown["kind"].map(order)).sort_values(["_k", "policy"], kind="mergesort").drop(columns="_k")
+    short = shown[shown["policy"].isin(BRIEF)]
     report.table(shown, out / "tables" / f"cir_eval_by_kind{suffix}.csv",
                  "Held-out policies by perturbation kind (share of the gain of each policy's own oracle; clean "
-                 "arms and every policy in the CSV)")
+                 "arms and every policy in the CSV)", summary=short,
+                 summary_caption=f"Held-out policies by perturbation kind: {', '.join(p for p in BRIEF if p in set(short['policy']))} "
+                 "(share of the gain of each policy's own oracle; every policy shown in the whole table)")
     m = margins[margins.apply(lambda r: (r["policy"], r["versus"]) in MARGINS, axis=1)
                 & (margins["condition"] != "all")].rename(columns={"condition": "kind"})
-    report.table(m, out / "tables" / f"cir_margins_by_kind{suffix}.csv", "Margins by perturbation kind (pp, paired by task)")
+    report.table(m, out / "tables" / f"cir_margins_by_kind{suffix}.csv", "Margins by perturbation kind (pp, paired by task)",
+                 summary=largest_margins(m), summary_caption="Margins by perturbation kind (pp, paired by task): "
+                 + margins_caption(m, 8))
     return summary, margins
