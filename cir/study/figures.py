@@ -511,7 +511,7 @@ def plot_heldout(summary: pd.DataFrame, policies: Sequence[str], level: float = 
     ax.axvline(0, color="#444444", linewidth=0.8, linestyle="--")
     ax.set_yticks(range(len(shown)), shown)
     ax.invert_yaxis()
-    ax.set_xlabel("success vs never recovering (pp)")
+    ax.set_xlabel("success vs never\nrecovering (pp)")
     ax.grid(axis="x", alpha=0.3)
     handles, labels = ax.get_legend_handles_labels()
     once = dict(zip(labels, handles, strict=True))
