@@ -191,6 +191,13 @@ def _type_name(t: Any) -> str:
     return t.__name__
 
 
+def _got(value: Any) -> str:
+    """A value a file holds, as JSON writes it (null, true), else its type and value."""
+    if value is None or isinstance(value, bool):
+        return json.dumps(value)
+    return f"{type(value).__name__} {value!r:.60}"
+
+
 def _check(data: Any, spec: dict[str, Any], where: str, source: str) -> None:
     """Exact keys and types, recursively (bool is not accepted as a number)."""
     if not isinstance(data, dict):
@@ -210,8 +217,7 @@ def _check(data: Any, spec: dict[str, Any], where: str, source: str) -> None:
         types = expected if isinstance(expected, tuple) else (expected,)
         ok = isinstance(value, types) and not (isinstance(value, bool) and bool not in types)
         if not ok:
-            raise CirError(f"{source}: key {name!r} must be {_type_name(expected)}, "
-                           f"got {type(value).__name__} {value!r:.60}")
+            raise CirError(f"{source}: key {name!r} must be {_type_name(expected)}, got {_got(value)}")
         if isinstance(value, float) and not math.isfinite(value):
             raise CirError(f"{source}: key {name!r} must be a finite number, got {value!r}")
 
@@ -372,9 +378,15 @@ def _check_version(data: Any, source: str) -> int:
         raise CirError(f"{source}: the file must be a JSON object, got {type(data).__name__}")
     if data.get("format") not in (None, FORMAT):
         raise CirError(f"{source}: not a cir router file (format {data.get('format')!r})")
-    version = data.get("format_version")
+    if "format_version" not in data:
+        if "format" not in data:  # neither key: some other JSON file
+            keys = ", ".join(repr(k) for k in list(data)[:6]) or "none"
+            raise CirError(f"{source}: not a cir router file: it has no 'format' and no 'format_version' key "
+                           f"(its keys: {keys}); a router file is what `cir fit` writes")
+        raise CirError(f"{source}: missing key 'format_version' in the router file")
+    version = data["format_version"]
     if isinstance(version, bool) or not isinstance(version, int):
-        raise CirError(f"{source}: key 'format_version' must be int, got {type(version).__name__} {version!r:.60}")
+        raise CirError(f"{source}: key 'format_version' must be int, got {_got(version)}")
     if version > FORMAT_VERSION:
         raise CirError(f"{source}: router format version {version} is newer than this cir reads "
                        f"({FORMAT_VERSION}); upgrade cir (the file says cir {data.get('cir_version')!r}, "
