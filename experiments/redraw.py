@@ -7,7 +7,10 @@ from (each replicate's run folders, tables, routers and manifests; the study's s
 checks that ``experiments/`` holds the study's experiments, and writes the pooled tables,
 figures and ``report.md`` / ``report.html`` there: the pooled analysis computed again from the
 run folders with ``data/study.json``'s settings, so its tables are the published ones when
-nothing but the page changed (``git diff data/tables`` after publishing says so). The planted
+nothing but the page changed (``git diff data/tables`` after publishing says so). The configs of
+``experiments/`` must be the study's but for what only the analysis reads (the comparisons an
+eval config names); comparisons the study's record does not name were named after it ran, so
+they are not drawn as its primary ones. The planted
 worlds' rows are not in ``data/`` (``cir reproduce`` fits the worlds again, about half an hour
 for 3 x 200 replicates), so their three tables are read as ``data/tables`` holds them.
 """
@@ -18,6 +21,7 @@ import argparse
 import json
 import shutil
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -51,7 +55,11 @@ def main(argv: list[str] | None = None) -> int:
     studies = lay_out(args.data, args.work)
     settings = json.loads((args.work / "study.json").read_text(encoding="utf-8"))["settings"]
     experiments = load_experiments()
-    if [e.identity() for e in experiments] != settings["experiments"]:
+    # what the runs were made with must be the same; what the analysis reads of a config beside
+    # them (the comparisons it names) may have been added since
+    analysis = ("comparisons",)
+    if ([{k: v for k, v in e.identity().items() if k not in analysis} for e in experiments]
+            != [{k: v for k, v in e.items() if k not in analysis} for e in settings["experiments"]]):
         raise SystemExit("experiments/ no longer holds the study's experiments (data/study.json); the "
                          "report must be drawn from a new `cir reproduce`")
 
@@ -59,6 +67,9 @@ def main(argv: list[str] | None = None) -> int:
         return tuple(pd.read_csv(Path(out) / "tables" / name) for name in VALIDATION_TABLES)
 
     validation.study_validation = published
+    # comparisons are primary only when named before the study ran: a record without them has none
+    named = {e["name"]: tuple(e.get("comparisons", ())) for e in settings["experiments"]}
+    experiments = [replace(e, comparisons=named.get(e.name, ())) for e in experiments]
     report = write_pooled_report(args.work, experiments, studies, resamples=settings["resamples"],
                                  seed=settings["seed"], agent=settings["agent"], quick=settings["quick"],
                                  validation=settings.get("validation_replicates", 200))

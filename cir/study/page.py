@@ -189,7 +189,7 @@ class Report:
             elif kind == "finding":
                 text, figure, caption = payload
                 shown = "" if figure is None else (f"<figure>{html_figure(figure, caption, narrow=True)}"
-                                                  f"<figcaption>{html.escape(caption)}</figcaption></figure>")
+                                                  f"<figcaption>{_inline(caption)}</figcaption></figure>")
                 parts.append(f"<div class='finding'><p>{_inline(str(text))}</p>{shown}</div>")
             elif kind == "table":
                 if payload.long:
@@ -198,7 +198,7 @@ class Report:
                     parts += _html_table(payload, folder, notes)
             elif kind == "figure":
                 figure, caption = payload
-                parts.append(f"<figure>{html_figure(figure, caption)}<figcaption>{html.escape(caption)}"
+                parts.append(f"<figure>{html_figure(figure, caption)}<figcaption>{_inline(caption)}"
                              "</figcaption></figure>")
         if labels:
             parts += ["<h2 id='appendix'>Appendix: the long tables whole</h2>",
@@ -285,7 +285,7 @@ def _html_table(table: Table, folder: Path, notes: _Notes, df: pd.DataFrame | No
     anchor = f" id='{label.lower()}'" if label else ""
     caption = _caption(table, df, label)
     if caption:
-        parts.append(f"<p class='cap'{anchor}><em>{html.escape(caption)}</em></p>")
+        parts.append(f"<p class='cap'{anchor}><em>{_inline(caption)}</em></p>")  # `code` as code, as in the text
     parts.append(html_table(df))
     given = notes.new(df)
     if given:
@@ -301,7 +301,7 @@ def _html_summary(table: Table, label: str, folder: Path, notes: _Notes) -> list
     if isinstance(table.summary, pd.DataFrame):
         return [*_html_table(table, folder, notes, df=table.summary), f"<p class='src'>{where}</p>"]
     said = f"{_inline(table.summary)} " if table.summary else ""
-    cap = f"<em>{html.escape(table.caption)}</em>: " if table.caption else ""
+    cap = f"<em>{_inline(table.caption)}</em>: " if table.caption else ""
     return [f"<p>{cap}{said}{where}</p>"]
 
 
