@@ -62,10 +62,9 @@ def main(argv: list[str] | None = None) -> int:
                  list(sel.routers), scored_cells(sel.routers, test_df),
                  shown_split(with_shown(args.work / "runs" / e.name) for e in (fit, test)), resamples=args.resamples,
                  seed=args.seed)
-    for kind, payload in report.blocks:
+    for kind, table in report.blocks:
         if kind == "table":
-            df, _, caption = payload
-            print(f"\n{caption}\n\n{markdown_table(df)}")
+            print(f"\n{table.caption}\n\n{markdown_table(table.df)}")
     print(f"\nruns {ran:.0f} s, all {time.perf_counter() - started:.0f} s; tables in {out / 'tables'}")
     return 0
 

@@ -103,10 +103,16 @@ def _run(args: argparse.Namespace) -> int:
             from cir.cli.family import family_spec
 
             family_spec(args, *(getattr(args, k, None) for k in ("paired", "run")))
-        return int(args.handler(args) or 0)
+        code = int(args.handler(args) or 0)
+        sys.stdout.flush()  # a closed pipe fails here, not in the interpreter's flush at exit
+        return code
     except CirError as err:
         print(f"cir: error: {err.as_option() if isinstance(err, SettingError) else err}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # the reader of the output is gone (`cir table run1 | head -3`): it read what it wanted
+        _discard_stdout()
+        return 0
     except OSError as err:  # a disk error no module named a path for
         where = f"{err.filename}: " if err.filename else ""
         print(f"cir: error: {where}{err.strerror or err}", file=sys.stderr)
@@ -115,6 +121,18 @@ def _run(args: argparse.Namespace) -> int:
         print("cir: interrupted; finished work is saved, run the same command again to resume",
               file=sys.stderr)
         return 130
+
+
+def _discard_stdout() -> None:
+    """Standard output to /dev/null, so that nothing left in its buffer fails again at exit (the
+    interpreter flushes it) with a second broken pipe."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout without a descriptor (captured): nothing to flush there
+        pass
 
 
 if __name__ == "__main__":  # pragma: no cover

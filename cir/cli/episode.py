@@ -53,7 +53,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("task", metavar="TASK",
                    help="a task the family loads (ALFWorld: a game.tw-pddl or a trial folder holding one), "
                         "or with --tasks a task id")
-    add_family(p, reads_runs=True)
+    add_family(p, default="the family --router's file names, else alfworld")
     p.add_argument("--tasks", default=None, metavar="DIR", help="a folder of the family's tasks; TASK is then a task id")
     p.add_argument("--agent", default="builtin", help=f"the agent: {AGENT_SPECS}")
     p.add_argument("--base-url", default=None, help="OpenAI-compatible server for openai[-completion]:MODEL")
@@ -61,7 +61,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--persistence", default="once", metavar="once|N|refresh",
                    help="how long the perturbed read lasts: once, N env actions or until a refresh (the same "
                         "command sent again is shown the perturbed text again; see `cir run --help`)")
-    p.add_argument("--router", default=None, metavar="ROUTER_JSON", help="a router file from `cir fit`")
+    p.add_argument("--router", default=None, metavar="ROUTER", help="a router file from `cir fit`")
     p.add_argument("--seed", type=int, default=0, help="agent seed")
     p.add_argument("--perturb-fraction", type=float, default=DEFAULT_FRACTION,
                    help="perturb the env action after this fraction of the factual run")

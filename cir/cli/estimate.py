@@ -46,13 +46,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--limit", type=int, default=None, help="only the first N tasks (sorted by id)")
     p.add_argument("--quick", action="store_true", help="with --study: its small cohorts")
     p.add_argument("--experiments", default=None, metavar="DIR",
-                   help="with --study: folder of experiment configs (default: this repository's)")
+                   help="with --study: folder of experiment configs; without it, the family's own, as "
+                        "`cir reproduce` reads them")
     p.add_argument("--work", default=None, metavar="DIR",
                    help="with --study: where its tasks are generated (default: a temporary folder; "
                         "give `cir reproduce`'s --out to reuse them)")
     p.add_argument("--agent", required=True, help=f"the LLM agent the run would use: {AGENT_SPECS}")
-    p.add_argument("--seed", type=int, default=None,
-                   help=f"agent seed (default: 0, or {DEFAULT_SEED} with --study, as cir reproduce)")
+    p.add_argument("--seed", type=int, default=DEFAULT_SEED,
+                   help="agent seed (with --study, also of the study's tasks, as `cir reproduce --seed`)")
     add_grid_options(p)
     add_parallel(p)
     add_family_options(p)
@@ -87,8 +88,6 @@ def handle(args: argparse.Namespace) -> int:
     from cir.pairs.estimate import estimate_run, estimate_runs, llm_renderer
 
     _check_throughput(args)
-    if args.seed is None:
-        args.seed = DEFAULT_SEED if args.study else 0
     settings = run_settings(args, grid_settings(args))
     llm_renderer(settings)  # an LLM agent and its options: before any task is loaded
     prompts: list[tuple[str, str]] = []

@@ -19,12 +19,17 @@ FAMILY_HELP = ("environment family: alfworld, textworld-cooking, or MODULE:ATTR 
                "naming your own Family (docs/own-environment.md)")
 
 
-def add_family(parser: argparse.ArgumentParser, reads_runs: bool = False) -> None:
-    """``--family`` on one command; default ALFWorld, or (``reads_runs``) the run folder's family."""
+#: What a command reads that names a family: a run folder (its run.json), positional or --run.
+RUN_DESTS = ("paired", "run")
+
+
+def add_family(parser: argparse.ArgumentParser, reads_runs: bool = False, default: str | None = None) -> None:
+    """``--family`` on one command; its default said as it applies there: ALFWorld, the run
+    folder's family (``reads_runs``) or ``default`` (what else names it, in words)."""
     if any("--family" in a.option_strings for a in parser._actions):
         return
-    help_text = FAMILY_HELP + ("; default: the family the run folder's run.json names, else alfworld"
-                            if reads_runs else "; default: alfworld")
+    help_text = FAMILY_HELP + ("; default: " + (default or ("the family the run folder's run.json names, "
+                                                          "else alfworld" if reads_runs else "alfworld")))
     # None: the default family (cir.families.registry.DEFAULT_FAMILY), resolved where it is used
     parser.add_argument("--family", "--env", dest="family", default=None, metavar="NAME",
                         help=help_text + " (--env: its former name)")
@@ -36,7 +41,7 @@ def add_family_everywhere(subparsers: argparse._SubParsersAction) -> None:
         nested = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
         for action in nested:
             add_family_everywhere(action)
-        add_family(parser, reads_runs=True)
+        add_family(parser, reads_runs=any(a.dest in RUN_DESTS for a in parser._actions))
 
 
 def recorded_family(path: str | Path | None) -> str | None:

@@ -92,9 +92,10 @@ def _register_fit(subparsers: Any) -> None:
         examples=["cir fit train_run --out router.json",
                   "cir fit train_run --out router.json --estimator paired",
                   "cir fit train_run --out router.json --budget certified --delta 0.1",
-                  "cir fit train_run --out router.json --epsilon 0.05 --delays 1,2 --report fit-report"])
-    f.add_argument("paired", help="training paired.csv/.parquet or RUN_DIR (with f_* columns)")
-    f.add_argument("--out", required=True, help="router file to write (JSON)")
+                  "cir fit train_run --out router.json --epsilon 0.05 --candidate-delays 1,2 --report fit-report"])
+    f.add_argument("paired", metavar="PAIRED", help="the training table: paired.csv / paired.parquet, or a RUN_DIR "
+                   "(with f_* columns)")
+    f.add_argument("--out", required=True, metavar="FILE", help="router file to write (JSON)")
     f.add_argument("--estimator", choices=("paper", "paired"), default="paper",
                    help="paper: the paper's three models (p_err, p0, p1); paired: P(rescue) and P(harm) "
                         "fitted on the paired outcome classes")
@@ -107,8 +108,10 @@ def _register_fit(subparsers: Any) -> None:
     f.add_argument("--delta", type=float, default=DEFAULT_DELTA, help="the certified budget's error probability")
     f.add_argument("--lam", type=float, default=DEFAULT_LAMBDA, help="harm penalty lambda")
     f.add_argument("--d-min", type=int, default=DEFAULT_D_MIN, help="earliest delay to recover at")
-    f.add_argument("--delays", type=_delays, default=",".join(map(str, DEFAULT_CANDIDATE_DELAYS)),
-                   help="candidate delays, checked in order")
+    f.add_argument("--candidate-delays", "--delays", dest="delays", type=_delays,
+                   default=",".join(map(str, DEFAULT_CANDIDATE_DELAYS)),
+                   help="the delays the router may recover at, checked in order (--delays: its former name, "
+                        "which names the grid's delays in cir run)")
     f.add_argument("--folds", type=int, default=DEFAULT_FOLDS, help="out-of-fold groups of tasks")
     f.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seed of the fold assignment")
     f.add_argument("--C", type=float, default=DEFAULT_C, help="inverse L2 strength (the paper's models)")
@@ -134,15 +137,15 @@ def _register_evaluate(subparsers: Any) -> None:
         examples=["cir evaluate router.json test_run",
                   "cir evaluate router.json test_run --columns all --format csv --out eval.csv",
                   "cir evaluate router.json test_run --calibration reliability.png"])
-    e.add_argument("router", help="router file from `cir fit` (named cir in the output)")
-    e.add_argument("paired", help="held-out paired.csv/.parquet or RUN_DIR")
+    e.add_argument("router", metavar="ROUTER", help="router file from `cir fit` (named cir in the output)")
+    e.add_argument("paired", metavar="PAIRED", help="the held-out table: paired.csv / paired.parquet, or a RUN_DIR")
     e.add_argument("--compare", type=_named_router, action="append", default=[], metavar="NAME=ROUTER",
                    help="also evaluate this router, as NAME, on the same table (repeatable)")
     e.add_argument("--format", choices=FORMATS, default="markdown", help="output format")
     e.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES, help="bootstrap resamples")
     e.add_argument("--seed", type=int, default=DEFAULT_SEED, help="bootstrap seed")
-    e.add_argument("--out", default=None, help="write the output here instead of stdout")
-    e.add_argument("--calibration", default=None,
+    e.add_argument("--out", default=None, metavar="FILE", help="write to FILE instead of standard output")
+    e.add_argument("--calibration", default=None, metavar="FILE",
                    help="also write the models' reliability curves on this table to this PNG/SVG")
     e.add_argument("--allow-overlap", action="store_true",
                    help="evaluate even if the table shares tasks with the training table")
@@ -153,10 +156,11 @@ def _register_evaluate(subparsers: Any) -> None:
 
 
 def _fmt(threshold: float | None) -> str:
+    """A threshold as the router file holds it: ``null`` is one that is never passed."""
     # pandas: imported when a handler runs, not for `cir --help`
     from cir.study.page import format_number
 
-    return format_number(threshold, 3)
+    return "null" if threshold is None else format_number(threshold, 3)
 
 
 def _budgets(args: argparse.Namespace, df: Any) -> tuple[int, int]:
@@ -192,9 +196,10 @@ def _print_fit(policy: Any) -> None:
         print(f"note: no recovering threshold candidate could be certified at epsilon={b['epsilon']}, "
               f"delta={b['delta']} with {b['n_clean']} clean arms (one candidate with no observed harm needs "
               f"{b['clean_arms_to_certify_one']}); the router never recovers")
-    elif t["alpha"] is None:
-        print("note: no threshold candidate gained under erroneous observations within the clean-harm "
-              "budget; the router never recovers")
+    elif policy.never_recovers:
+        print(f"note: the router {policy.never_recovers} (no threshold candidate gained under erroneous "
+              "observations within the clean-harm budget); every decision it makes says "
+              "blocked_by=no_threshold")
     print(f"out-of-fold: net gain under erroneous observations {100 * s['net_gain']:+.2f} pp, "
           f"clean harm {100 * s['clean_harm']:.2f}% (limit {100 * policy.epsilon:.2f}%), "
           f"intervention rate {100 * s['intervention_rate']:.1f}%")
@@ -319,6 +324,7 @@ def _render(result: dict[str, Any], summary: Any, margins: Any, partial: str | N
     s = result["settings"]
     fitted = "; ".join(f"{name}: {r['estimator']} estimator, {', '.join(r['operations'])}, "
                        + " ".join(f"{k}={_fmt(v)}" for k, v in r["thresholds"].items())
+                       + (f", {r['never_recovers']}" if r.get("never_recovers") else "")
                        for name, r in s["routers"].items())
     head = (f"Routers on {s['tasks']} held-out tasks"
             + (f" (partial run: {partial})" if partial else "")

@@ -13,8 +13,9 @@ from cir.cli.llm_options import add_llm_options, add_request_options
 from cir.cli.run_settings import run_settings
 from cir.cli.style import add_family_options, add_parallel, add_quiet, add_restore_check, command
 from cir.episode.protocol import DEFAULT_RESAMPLES, DEFAULT_SEED
+from cir.study.timings import QUICK_STUDY
 
-#: Replicates of one study: each is a whole study (about 3 minutes with the built-in agent).
+#: Replicates of one study: each is a whole study (cir.study.timings.QUICK_STUDY with --quick).
 MAX_REPLICATES = 100
 
 
@@ -34,7 +35,7 @@ def register(subparsers: Any) -> None:
                   "cir reproduce --agent openai:Qwen3-14B --base-url http://localhost:8000/v1 --out cir-qwen"],
     )
     p.add_argument("--quick", action="store_true",
-                   help="small cohorts (the same pipeline; under a minute on 2 cores with the built-in agent)")
+                   help=f"small cohorts, the same pipeline: with the built-in agent {QUICK_STUDY.claim()}")
     p.add_argument("--out", default="cir-out", metavar="DIR", help="output folder (created or resumed)")
     add_family(p)
     p.add_argument("--agent", default="builtin", help=f"the agent: {AGENT_SPECS}")
@@ -56,7 +57,8 @@ def register(subparsers: Any) -> None:
                         "(one draw: as without samples) (default: %(default)s)")
     p.add_argument("--validation-replicates", type=int, default=None, metavar="N",
                    help="replicates of each planted world the report checks the routers on (default: 1 with "
-                        "--quick, else 200; 0: none), once per call")
+                        "--quick, else 200; 0: none); a setting of the study like its cohorts: a study folder "
+                        "resumes only with the value it was written with")
     p.add_argument("--experiments", default=None, metavar="DIR",
                    help="folder of experiment configs (each names the family: env = \"NAME\"); without "
                         "it, the family's own, which travel with the package (their readable source: this "

@@ -15,19 +15,37 @@ from collections.abc import Sequence
 
 #: joblib backends (``cir.util.parallel.BACKENDS``, which imports joblib: not loaded for --help).
 BACKENDS = ("loky", "threading", "dask")
-#: Worker processes by default, for ``cir run`` and ``cir reproduce`` alike.
+#: Worker processes by default, for every command that takes ``--jobs``.
 DEFAULT_JOBS = 2
 
 
+def typed(value: object, action: argparse.Action | None = None) -> str | None:
+    """A default as a user types it on the command line: a list as a comma list (nothing for an
+    empty one), a number without a needless ``.0``, an on/off flag as the flag itself; None when
+    there is nothing to show."""
+    if value is None or value is False or value is argparse.SUPPRESS:
+        return None
+    if isinstance(value, bool):  # True: the --flag of a --flag/--no-flag pair
+        return action.option_strings[0] if action is not None and action.option_strings else "on"
+    if isinstance(value, (list, tuple)):
+        return ",".join(typed(v) or "" for v in value) or None
+    if isinstance(value, float):
+        return format(value, "g")
+    return str(value)
+
+
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
-    """Descriptions and examples as written; ``(default: X)`` after every option with a default."""
+    """Descriptions and examples as written; ``(default: X)`` after every option with a default,
+    the default as a user would type it (:func:`typed`)."""
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
-        if ("%(default)" in text or not action.option_strings or action.default is None
-                or action.default is False or action.default is argparse.SUPPRESS):
+        shown = typed(action.default, action)
+        if "%(default)s" in text:
+            return text.replace("%(default)s", (shown or "none").replace("%", "%%"))
+        if not action.option_strings or shown is None:
             return text
-        return text + " (default: %(default)s)"
+        return text + " (default: " + shown.replace("%", "%%") + ")"
 
 
 def command(subparsers: argparse._SubParsersAction, name: str, *, help: str, description: str,
@@ -83,7 +101,7 @@ def add_restore_check(parser: argparse.ArgumentParser) -> None:
                              "quarantines its folder): once per task where the arms start (task), at "
                              "every branch point with the next env action (branches), or there with "
                              "every later env action (full); default: branches for a built-in family, "
-                             "full for your own; none changes the table")
+                             "full for your own. Whichever is chosen, the table is the same")
 
 
 def add_columns(parser: argparse.ArgumentParser, compact: Sequence[str]) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from cir.cli.limits import MAX_TASKS, check_int, writer_lock
-from cir.cli.style import add_family_options, add_quiet, command, family_options
+from cir.cli.style import DEFAULT_JOBS, add_family_options, add_quiet, command, family_options
 from cir.util.errors import CirError
 
 
@@ -29,12 +29,12 @@ def register(subparsers: Any) -> None:
     p.set_defaults(handler=lambda args: (p.print_help(), 2)[1])
 
     g = command(sub, "generate", help="generate the tasks of one split",
-                description="Generate N tasks of the family's split into OUT/SPLIT with its generator. "
+                description="Generate N tasks of the family's split into DIR/SPLIT with its generator. "
                             "ALFWorld's are procedurally drawn and verified solvable by the engine's planner, "
-                            "in ALFWorld's folder layout (OUT/SPLIT/<task>/trial_<id>/{traj_data.json,"
-                            "game.tw-pddl}) with OUT/SPLIT/manifest.json. The output does not depend on --jobs.",
+                            "in ALFWorld's folder layout (DIR/SPLIT/<task>/trial_<id>/{traj_data.json,"
+                            "game.tw-pddl}) with DIR/SPLIT/manifest.json. The output does not depend on --jobs.",
                 examples=["cir tasks generate --split valid_unseen --n 60 --seed 0 --out tasks",
-                          "cir tasks generate --split train --n 100 --out tasks --jobs 2 --family-option "
+                          "cir tasks generate --split train --n 100 --out tasks --family-option "
                           "types=pick_and_place_simple,pick_heat_then_place_in_recep",
                           "cir tasks generate --family textworld-cooking --split valid --n 10 --out cooking"])
     g.add_argument("--split", required=True,
@@ -42,8 +42,9 @@ def register(subparsers: Any) -> None:
                         "valid_unseen uses unseen layouts)")
     g.add_argument("--n", type=int, required=True, help="number of tasks")
     g.add_argument("--seed", type=int, default=0, help="random seed")
-    g.add_argument("--out", required=True, help="output folder (the split goes in OUT/SPLIT)")
-    g.add_argument("--jobs", type=int, default=1, help="worker processes generating (ALFWorld: verifying) tasks")
+    g.add_argument("--out", required=True, metavar="DIR", help="output folder (the split goes in DIR/SPLIT)")
+    g.add_argument("--jobs", type=int, default=DEFAULT_JOBS,
+                   help="worker processes generating (ALFWorld: verifying) tasks; the tasks do not depend on it")
     add_family_options(g)
     add_quiet(g)
     g.set_defaults(handler=_generate)
@@ -52,7 +53,7 @@ def register(subparsers: Any) -> None:
                  description="Print a table of the tasks in DIR (a split folder or a folder of splits "
                              "written by `cir tasks generate`; ALFWorld's from its manifest.json).",
                  examples=["cir tasks list tasks", "cir tasks list tasks/valid_unseen"])
-    ls.add_argument("dir", help="folder written by `cir tasks generate`")
+    ls.add_argument("dir", metavar="DIR", help="folder written by `cir tasks generate`")
     ls.set_defaults(handler=_list)
 
     pl = command(sub, "play", help="play a task by hand in the terminal",
@@ -60,7 +61,7 @@ def register(subparsers: Any) -> None:
                              "(Ctrl-D) ends the game.",
                  examples=["cir tasks play tasks/valid_unseen/pick_and_place_simple-Mug-None-Shelf-329/"
                            "trial_T00000000_3_000011"])
-    pl.add_argument("task", help="one task as the family loads it (ALFWorld: a game.tw-pddl file or the trial "
+    pl.add_argument("task", metavar="TASK", help="one task as the family loads it (ALFWorld: a game.tw-pddl file or the trial "
                                  "folder holding it)")
     pl.add_argument("--max-steps", type=int, default=200, help="stop after this many actions")
     pl.set_defaults(handler=_play)

@@ -324,7 +324,32 @@ def read_paired(path: str | Path, require_features: bool = False,
         df = _parse(lambda: pd.read_csv(path), str(path))
     else:
         raise CirError(f"{path}: expected a .csv or .parquet paired table, or a RUN_DIR")
-    return validate_paired(df, source=str(path), require_features=require_features)
+    table = validate_paired(df, source=str(path), require_features=require_features)
+    _note_missing_rows(table, str(path))
+    return table
+
+
+def missing_rows(df: pd.DataFrame) -> tuple[int, dict[str, int]]:
+    """The rows a task of the table's grid has (its conditions x delays x operations: a run writes
+    every one for every task it keeps), and each task that has fewer, with how many it has."""
+    grid = df["condition"].nunique() * df["delay"].nunique() * df["operation"].nunique()
+    rows = df.groupby("task_id", sort=False).size()
+    return grid, {str(t): int(n) for t, n in rows.items() if n < grid}
+
+
+def _note_missing_rows(df: pd.DataFrame, source: str) -> None:
+    """A table read outside its run folder, which nothing checks against a store: a note naming
+    the tasks that lack some of their rows (a table cut short, or tables of several grids joined)."""
+    grid, short = missing_rows(df)
+    if not short:
+        return
+    named = ", ".join(f"{t} ({n} of {grid})" for t, n in list(short.items())[:5])
+    more = f" and {len(short) - 5} more" if len(short) > 5 else ""
+    log.warning("%s: %d of %d tasks lack rows of the table's grid (%d conditions x %d delays x %d "
+                "operations = %d rows a task): %s%s; a table cut short, or tables of several grids joined? "
+                "They are analysed as they are (a run folder's table is checked against its episode store)",
+                source, len(short), df["task_id"].nunique(), df["condition"].nunique(), df["delay"].nunique(),
+                df["operation"].nunique(), grid, named, more)
 
 
 def _parse(read: Callable[[], pd.DataFrame], source: str) -> pd.DataFrame:

@@ -107,7 +107,8 @@ def calibration_figure(model: CIRPolicy | Router, paired: pd.DataFrame | None = 
     for ax, name in zip(axes, names, strict=True):
         part = table[table["model"] == name]
         ax.plot([0, 1], [0, 1], ls="--", color="grey", lw=1, label="perfect")
-        ax.plot(part["mean_predicted"], part["fraction_positive"], marker="o", label=name)
+        # the report's first colour (Okabe-Ito blue, cir.study.figures), not matplotlib's default
+        ax.plot(part["mean_predicted"], part["fraction_positive"], marker="o", label=name, color="#0072B2")
         if len(part):
             r = part.iloc[0]
             ax.set_title(f"{name}: Brier {r['brier']:.3f} (base-rate predictor {r['brier_baseline']:.3f})\n"

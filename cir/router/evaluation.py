@@ -393,4 +393,5 @@ def _router_settings(router: Router) -> dict[str, Any]:
     params = {k: v for k, v in router.params.items() if k not in ("max_turns", "max_actions")}
     return {**{k: (list(v) if isinstance(v, tuple) else v) for k, v in params.items()},
             "estimator": router.estimator.name, "operations": list(router.operations),
-            "thresholds": router.thresholds, "budget": router.budget, "baselines": router.baselines}
+            "thresholds": router.thresholds, "never_recovers": router.never_recovers, "budget": router.budget,
+            "baselines": router.baselines}

@@ -23,6 +23,7 @@ evaluation is :mod:`cir.router.evaluation`.
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import Any
 
@@ -54,10 +55,20 @@ from cir.families.registry import resolve_extractor
 from cir.pairs.paired import validate_paired
 from cir.router.budget import Budget
 from cir.router.evaluation import decide_rows, score_rows
-from cir.router.rule import BUDGETS, ESTIMATORS, Estimator, LinearModel, choose, split_model_name
-from cir.router.runtime import Router
+from cir.router.rule import (
+    BUDGETS,
+    ESTIMATORS,
+    Estimator,
+    LinearModel,
+    choose,
+    no_threshold,
+    split_model_name,
+)
+from cir.router.runtime import Router, never_recovers_text
 from cir.router.walk import Cells, build_cells, check_features, model_labels, summarize, walk
 from cir.util.errors import CirValueError
+
+log = logging.getLogger(__name__)
 
 
 def fit_linear_model(X: np.ndarray, y: np.ndarray, C: float = DEFAULT_C, max_iter: int = 1000) -> LinearModel:
@@ -314,7 +325,17 @@ class CIRPolicy(BaseEstimator):
                           "task_ids": sorted(str(t) for t in set(df["task_id"])),
                           "agents": sorted(str(a) for a in set(df["agent"]))
                           if "agent" in df.columns else []}
+        if self.never_recovers:
+            log.warning("CIRPolicy (%s estimator, %s): the fitted router %s", self.estimator,
+                        ", ".join(ops), self.never_recovers)
         return self
+
+    @property
+    def never_recovers(self) -> str | None:
+        """Why the fitted router never recovers (:attr:`cir.router.runtime.Router.never_recovers`),
+        or None when it can."""
+        self._check_fitted()
+        return never_recovers_text(no_threshold(ESTIMATORS[self.estimator], self.thresholds_))
 
     @staticmethod
     def _oof_table(cells: pd.DataFrame, fold_of: np.ndarray, oof: dict[str, np.ndarray],

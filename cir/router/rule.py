@@ -164,12 +164,26 @@ def gates_pass(estimator: Estimator, s: dict[str, Any], thresholds: dict[str, fl
     return ok
 
 
+#: What blocks every decision of a rule with a gate whose threshold is None: the threshold search
+#: found no candidate that gained within the clean-harm budget, so the router never recovers.
+NO_THRESHOLD = "no_threshold"
+
+
+def no_threshold(estimator: Estimator, thresholds: dict[str, float | None]) -> str | None:
+    """The first threshold of the rule that is None (so its gate never passes), or None."""
+    return next((t for _, t in estimator.gates if thresholds.get(t) is None), None)
+
+
 def blocked_by(estimator: Estimator, delay: int, s: dict[str, Any], thresholds: dict[str, float | None],
                d_min: int, delays: tuple[int, ...]) -> str | None:
-    """Which condition of the rule blocks recovery at one decision point, or None (recover).
+    """Which condition of the rule blocks recovery at one decision point, or None (recover):
+    :data:`NO_THRESHOLD` first (the rule never recovers, whatever the scores), then ``"delay"``,
+    then the first gate whose score is below its threshold.
 
     ``s`` holds the scores of one row (``*_chosen`` scalars), as :func:`predict` gives them.
     """
+    if no_threshold(estimator, thresholds) is not None:
+        return NO_THRESHOLD
     if delay < d_min or delay not in delays:
         return "delay"
     for score, threshold in estimator.gates:

@@ -52,6 +52,7 @@ thresholds ``alpha`` and ``gamma``.
 from __future__ import annotations
 
 import json
+import logging
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,13 +67,17 @@ from cir.families.registry import DEFAULT_FAMILY, builtin_extractors, get_family
 from cir.router.rule import (
     BUDGETS,
     ESTIMATORS,
+    NO_THRESHOLD,
     Estimator,
     LinearModel,
     blocked_by,
+    no_threshold,
     predict,
 )
 from cir.util.errors import CirError
 from cir.util.files import read_json, write_atomic
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:  # pragma: no cover
     from cir.envs.base import Env
@@ -122,17 +127,27 @@ _SPEC_V2: dict[str, Any] = {
 _SPEC_V1 = {k: v for k, v in _SPEC_V2.items() if k != "extractor"}
 
 
+#: Every score a decision carries, whatever the router's estimator (the paper's: p0, p1, p_fail,
+#: s_R, s_H; the paired one's: p_rescue, p_harm; both: p_err, utility); a score its estimator
+#: does not have is None.
+SCORES = ("p_err", "utility", "p0", "p1", "p_fail", "s_R", "s_H", "p_rescue", "p_harm")
+
+
 @dataclass(frozen=True)
 class Decision:
     """A router's answer at one decision point, with everything worth logging.
 
     ``recover``: recover now, with ``operation`` (None when not recovering).
-    ``blocked_by`` names the first condition of the rule that failed: ``"delay"`` (not a
-    candidate delay, or below d_min), ``"p_err"``, ``"p_fail"``, ``"utility"``, or
+    ``blocked_by`` names what stopped it: ``"no_threshold"`` (the router never recovers: its
+    threshold search found no threshold that gained within the clean-harm budget on the
+    fitting table, :attr:`Router.never_recovers`), ``"delay"`` (not a candidate delay, or below
+    d_min), the first gate whose score failed (``"p_err"``, ``"p_fail"``, ``"utility"``), or
     ``"already_recovered"`` (the transcript already holds a recovery); None when the router
-    recovers. ``scores`` holds the estimator's scores of the operation of highest utility
-    (``p_err``, ``utility`` and ``p0``, ``p1``, ``p_fail``, ``s_R``, ``s_H`` or
-    ``p_rescue``, ``p_harm``) and ``utilities`` each operation's utility.
+    recovers. Every router kind's decision has the same fields: the scores of the operation of
+    highest utility (:data:`SCORES`: ``p_err`` and ``utility`` always, ``p0``, ``p1``,
+    ``p_fail``, ``s_R``, ``s_H`` from the paper's estimator, ``p_rescue``, ``p_harm`` from the
+    paired one; None where the estimator has no such score), ``scores`` (the estimator's own,
+    as a dict) and ``utilities`` (each operation's utility).
     """
 
     recover: bool
@@ -143,26 +158,44 @@ class Decision:
     delay: int = 0
     scores: dict[str, float] = field(default_factory=dict)
     utilities: dict[str, float] = field(default_factory=dict)
+    p0: float | None = None
+    p1: float | None = None
+    p_fail: float | None = None
+    s_R: float | None = None  # noqa: N815 (the paper's name)
+    s_H: float | None = None  # noqa: N815
+    p_rescue: float | None = None
+    p_harm: float | None = None
 
-    def __getattr__(self, name: str) -> float:
-        # the estimator's own scores read as attributes: decision.p0, decision.p_rescue, ...
-        scores = self.__dict__.get("scores") or {}
-        if name in scores:
-            return scores[name]
-        raise AttributeError(f"{type(self).__name__!r} has no attribute {name!r} "
-                             f"(its scores: {', '.join(scores) or 'none'})")
+    def __post_init__(self) -> None:
+        for name in SCORES[2:]:  # the estimator's scores read as fields too
+            if getattr(self, name) is None and name in self.scores:
+                object.__setattr__(self, name, self.scores[name])
 
     def as_dict(self) -> dict[str, Any]:
-        """Plain data for a log line."""
+        """Plain data for a log line: the same keys for every router kind (None: no such score)."""
         return {"delay": self.delay, "recover": self.recover, "operation": self.operation,
-                "blocked_by": self.blocked_by, **self.scores,
+                "blocked_by": self.blocked_by, **{name: getattr(self, name) for name in SCORES},
                 **{f"utility[{op}]": u for op, u in self.utilities.items()}}
+
+
+def never_recovers_text(threshold: str | None) -> str | None:
+    """What a rule whose ``threshold`` is None does, in words (None for a rule without one)."""
+    if threshold is None:
+        return None
+    return f"never recovers: no threshold gained within the budget on the fitting table ({threshold} is null)"
 
 
 def _type_name(t: Any) -> str:
     if isinstance(t, tuple):
         return " or ".join("null" if x is type(None) else x.__name__ for x in t)
     return t.__name__
+
+
+def _got(value: Any) -> str:
+    """A value a file holds, as JSON writes it (null, true), else its type and value."""
+    if value is None or isinstance(value, bool):
+        return json.dumps(value)
+    return f"{type(value).__name__} {value!r:.60}"
 
 
 def _check(data: Any, spec: dict[str, Any], where: str, source: str) -> None:
@@ -184,8 +217,7 @@ def _check(data: Any, spec: dict[str, Any], where: str, source: str) -> None:
         types = expected if isinstance(expected, tuple) else (expected,)
         ok = isinstance(value, types) and not (isinstance(value, bool) and bool not in types)
         if not ok:
-            raise CirError(f"{source}: key {name!r} must be {_type_name(expected)}, "
-                           f"got {type(value).__name__} {value!r:.60}")
+            raise CirError(f"{source}: key {name!r} must be {_type_name(expected)}, got {_got(value)}")
         if isinstance(value, float) and not math.isfinite(value):
             raise CirError(f"{source}: key {name!r} must be a finite number, got {value!r}")
 
@@ -229,6 +261,12 @@ class Router:
         return tuple(int(d) for d in self.params["delays"])
 
     @property
+    def never_recovers(self) -> str | None:
+        """Why this router never recovers, or None when it can: a threshold that is None never
+        passes (the search kept the candidate that never recovers: none gained within the budget)."""
+        return never_recovers_text(no_threshold(self.estimator, self.thresholds))
+
+    @property
     def operation(self) -> str:
         """The operation of a single-operation router (the one it recovers with)."""
         if len(self.operations) != 1:
@@ -261,7 +299,7 @@ class Router:
         features = extract(self.extractor, transcript, delay, max_turns=int(self.params["max_turns"]),
                            max_actions=int(self.params["max_actions"]))
         decision = self.decide_features(features, delay)
-        if not may_recover(transcript):
+        if decision.blocked_by != NO_THRESHOLD and not may_recover(transcript):
             return Decision(False, None, decision.p_err, decision.utility, "already_recovered", int(delay),
                             decision.scores, decision.utilities)
         return decision
@@ -329,7 +367,10 @@ class Router:
         file over :data:`MAX_ROUTER_BYTES` is refused before it is read, a key given twice
         is refused rather than the last one winning). ``extractor``: see :meth:`from_dict`."""
         data = read_json(path, "router file", strict=True, max_bytes=MAX_ROUTER_BYTES)
-        return cls.from_dict(data, source=str(path), extractor=extractor)
+        router = cls.from_dict(data, source=str(path), extractor=extractor)
+        if router.never_recovers:
+            log.warning("%s: this router %s", path, router.never_recovers)
+        return router
 
 
 def _check_version(data: Any, source: str) -> int:
@@ -337,9 +378,15 @@ def _check_version(data: Any, source: str) -> int:
         raise CirError(f"{source}: the file must be a JSON object, got {type(data).__name__}")
     if data.get("format") not in (None, FORMAT):
         raise CirError(f"{source}: not a cir router file (format {data.get('format')!r})")
-    version = data.get("format_version")
+    if "format_version" not in data:
+        if "format" not in data:  # neither key: some other JSON file
+            keys = ", ".join(repr(k) for k in list(data)[:6]) or "none"
+            raise CirError(f"{source}: not a cir router file: it has no 'format' and no 'format_version' key "
+                           f"(its keys: {keys}); a router file is what `cir fit` writes")
+        raise CirError(f"{source}: missing key 'format_version' in the router file")
+    version = data["format_version"]
     if isinstance(version, bool) or not isinstance(version, int):
-        raise CirError(f"{source}: key 'format_version' must be int, got {type(version).__name__} {version!r:.60}")
+        raise CirError(f"{source}: key 'format_version' must be int, got {_got(version)}")
     if version > FORMAT_VERSION:
         raise CirError(f"{source}: router format version {version} is newer than this cir reads "
                        f"({FORMAT_VERSION}); upgrade cir (the file says cir {data.get('cir_version')!r}, "

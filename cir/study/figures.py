@@ -41,6 +41,10 @@ _OUTCOME_COLORS = {
     "harm": "#D55E00",
     "stable_failure": "#BBBBBB",
 }
+_OPERATION_COLORS = {"refresh": "#0072B2", "refresh_ablated": "#56B4E9", "replan": "#E69F00",
+                     "rewind": "#009E73", "placebo": "#CC79A7"}
+#: Held-out policies by what they are: a fitted router, a rule without a model, an oracle.
+_POLICY_COLORS = {"router": "#0072B2", "baseline": "#E69F00", "oracle": "#009E73"}
 _OUTCOME_LABELS = {
     "stable_success": "stable success",
     "rescue": "rescue",
@@ -121,7 +125,9 @@ def for_phone(fig: Figure) -> Figure:
             label.set_text(wrap(label.get_text(), chars))
         ticks = ax.get_yticklabels()
         if any(len(t.get_text()) > 14 for t in ticks):  # long row names: two lines, more room for the plot
-            ax.set_yticks(ax.get_yticks(), [wrap(t.get_text(), 14) for t in ticks], fontsize=ticks[0].get_fontsize())
+            # a policy's name breaks after an underscore (anomaly_rate_ / matched_heldout)
+            names = [wrap(t.get_text().replace("_", "_ "), 16).replace("_ ", "_") for t in ticks]
+            ax.set_yticks(ax.get_yticks(), names, fontsize=ticks[0].get_fontsize())
         for tick in ax.get_xticklabels():
             if len(tick.get_text()) > 5:  # column names side by side overlap at this width
                 tick.set_rotation(max(45, tick.get_rotation() % 360))
@@ -444,34 +450,74 @@ def write_figures(
 
 def plot_recovery_mix(mix: pd.DataFrame) -> Figure:
     """Which operation a router chose, by condition (panels) and delay (bars): the shares of a
-    condition's arms recovered with each operation at each delay (``cir.study.selective.mix_table``)."""
+    condition's arms recovered with each operation at each delay (``cir.study.selective.mix_table``).
+    Only the conditions it recovered in have a panel (the title names the others); the colours
+    are the operations' everywhere (:data:`_OPERATION_COLORS`), the legend one for all panels."""
     chosen = mix[mix["operation"] != "none"]
     if chosen.empty:
         raise FigureSkipped("the router recovered in no arm")
-    conditions = sorted(set(mix["condition"]), key=lambda c: (c != "clean", c))
+    conditions = sorted(set(chosen["condition"]), key=lambda c: (c != "clean", c))
+    idle = sorted(set(mix["condition"]) - set(conditions), key=lambda c: (c != "clean", c))
     ops = list(dict.fromkeys(chosen["operation"]))
     delays = sorted(set(chosen["delay"]))
-    # at most three panels a row: six conditions in one row would be shrunk past reading on a page
-    ncols = min(3, len(conditions))
-    nrows = -(-len(conditions) // ncols)
-    fig = Figure(figsize=(2.6 * ncols + 1.2, 2.9 * nrows + 0.5))
-    grid = fig.subplots(nrows, ncols, sharey=True, squeeze=False).ravel()
-    for spare in grid[len(conditions):]:
-        spare.set_visible(False)
-    axes = grid[:len(conditions)]
-    colours = {op: f"C{i}" for i, op in enumerate(ops)}
+    fig, axes = _panels(len(conditions), width=2.6 + 0.35 * len(delays), height=2.9, max_cols=3)
     for ax, condition in zip(axes, conditions, strict=True):
         part = chosen[chosen["condition"] == condition]
         bottom = np.zeros(len(delays))
-        for op in ops:
+        for i, op in enumerate(ops):
             share = [float(part[(part["delay"] == d) & (part["operation"] == op)]["share"].sum()) for d in delays]
-            ax.bar([str(d) for d in delays], share, bottom=bottom, color=colours[op], label=op)
+            ax.bar([str(d) for d in delays], share, bottom=bottom, color=_color(op, i, _OPERATION_COLORS), label=op)
             bottom += np.asarray(share)
-        ax.set_title(condition, fontsize=9)
-        ax.set_xlabel("delay")
-    for ax in grid[::ncols]:
-        ax.set_ylabel("share of the condition's arms")
-    axes[-1].legend(fontsize=8, loc="upper right")
-    fig.suptitle(f"Which recovery {mix['policy'].iloc[0]} chose", fontsize=10)
-    fig.tight_layout()
+        ax.set_title(f"condition: {condition}", fontsize=9)
+        ax.set_xlabel("recovery delay")
+        ax.grid(axis="y", alpha=0.3)
+    axes[0].set_ylabel("share of the condition's arms")
+    handles, labels = axes[0].get_legend_handles_labels()
+    for ax in axes[1:]:  # an operation chosen only in a later panel
+        for h, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            if label not in labels:
+                handles.append(h)
+                labels.append(label)
+    fig.legend(handles, labels, title="operation", loc="outside lower center", ncols=len(labels), fontsize=9,
+               title_fontsize=9, frameon=False)
+    fig.suptitle(f"Which recovery {mix['policy'].iloc[0]} chose, by condition and delay"
+                 + (f"\n(no recovery in {', '.join(idle)})" if idle else ""), fontsize=10)
+    return fig
+
+
+def _policy_kind(policy: str) -> str:
+    if policy.startswith("oracle"):
+        return "oracle"
+    return "router" if policy.startswith("cir") else "baseline"
+
+
+def plot_heldout(summary: pd.DataFrame, policies: Sequence[str], level: float = DEFAULT_LEVEL) -> Figure:
+    """Held-out policies against never recovering: each policy's effect on success (pp) with its
+    task-level cluster-bootstrap interval, one row per policy in the order given, coloured by
+    what it is (a fitted router, a rule without a model, an oracle). ``summary``: the held-out
+    evaluation (``cir.router.evaluation``), its ``all`` rows read."""
+    rows = summary[summary["condition"] == "all"].set_index("policy")
+    shown = [p for p in dict.fromkeys(policies) if p in rows.index]
+    if not shown:
+        raise FigureSkipped("none of the policies is in the held-out summary")
+    fig = Figure(figsize=(MIN_WIDTH, 0.9 + 0.32 * len(shown) + 0.9), layout="constrained")
+    ax = fig.subplots()
+    for y, policy in enumerate(shown):
+        r = rows.loc[policy]
+        kind = _policy_kind(policy)
+        ax.errorbar([r["effect_pp"]], [y], xerr=[[r["effect_pp"] - r["ci_low_pp"]], [r["ci_high_pp"] - r["effect_pp"]]],
+                    fmt="o", capsize=3, color=_POLICY_COLORS[kind], markersize=5, linewidth=1.4,
+                    label=kind)
+    ax.axvline(0, color="#444444", linewidth=0.8, linestyle="--")
+    ax.set_yticks(range(len(shown)), shown)
+    ax.invert_yaxis()
+    ax.set_xlabel("success vs never\nrecovering (pp)")
+    ax.grid(axis="x", alpha=0.3)
+    handles, labels = ax.get_legend_handles_labels()
+    once = dict(zip(labels, handles, strict=True))
+    fig.legend(list(once.values()), list(once), loc="outside lower center", ncols=len(once), fontsize=9,
+               frameon=False)
+    n = int(rows.loc[shown[0], "n_tasks"]) if "n_tasks" in rows.columns else None
+    fig.suptitle("Held-out tasks: each policy against never recovering\n("
+                 + (f"{n} tasks; " if n else "") + f"bars: {level:.0%} task-level cluster-bootstrap CI)", fontsize=11)
     return fig

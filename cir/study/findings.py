@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from cir.study.page import format_number
+from cir.study.page import counted, format_number
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ def excludes_zero(row: pd.Series, low: str = "ci_low_pp", high: str = "ci_high_p
 def _verdict(conclusive: bool, n_tasks: int) -> str:
     if conclusive:
         return "the interval excludes zero."
-    return f"the interval includes zero: {n_tasks} tasks cannot tell this from no effect."
+    return f"the interval includes zero: {counted(n_tasks, 'task')} cannot tell this from no effect."
 
 
 def effect_finding(effects: pd.DataFrame, where: str, stale: str) -> Finding:
@@ -71,11 +71,12 @@ def effect_finding(effects: pd.DataFrame, where: str, stale: str) -> Finding:
                          f"{format_number(at.loc[d, 'ci_high_pp'], 1)}]" for d in delays if d in at.index)
         rescues, harms = int(at["rescues"].sum()), int(at["harms"].sum())
         parts.append(f"after a {condition} observation refresh changed success by {each} at delays "
-                     f"{', '.join(map(str, delays))} ({rescues} rescues and {harms} harms over the delays)")
+                     f"{', '.join(map(str, delays))} ({counted(rescues, 'rescue')} and {counted(harms, 'harm')} over the delays)")
     no_failures = no_failures_without_recovery(effects)
-    sentence = (f"In the {where} ({n} tasks), " + "; ".join(parts) + " (95% task-level bootstrap CIs). "
+    sentence = (f"In the {where} ({counted(n, 'task')}), " + "; ".join(parts) + " (95% task-level bootstrap CIs). "
                 + ("Every interval excludes zero." if all(conclusive) else
-                   f"{sum(not c for c in conclusive)} of {len(conclusive)} intervals include zero: {n} tasks "
+                   f"{sum(not c for c in conclusive)} of {len(conclusive)} intervals "
+                   f"{'includes' if sum(not c for c in conclusive) == 1 else 'include'} zero: {counted(n, 'task')} "
                    "cannot tell those effects from none."))
     if no_failures:
         sentence += (" No perturbed condition made the agent fail: its success without recovery is "
@@ -98,7 +99,7 @@ def mechanism_finding(joint_effects: pd.DataFrame, cells: pd.DataFrame, conditio
     n = int(row["n_tasks"])
     conclusive = excludes_zero(row)
     sentence = (f"At {condition}, delay {delay}, showing what the refresh query returned (full minus "
-                f"content-ablated refresh, {n} tasks where both ran) changed success by "
+                f"content-ablated refresh, {counted(n, 'task')} where both ran) changed success by "
                 f"{_pp(row['effect_pp'])} ({_interval(row)})")
     placebo = cells[(cells["operation"] == "placebo") & (cells["condition"] == condition)
                     & (cells["delay"] == delay)]
@@ -131,7 +132,7 @@ def cir_finding(summary: pd.DataFrame, epsilon: float, routers: tuple[str, ...] 
     anomaly = rows.loc["anomaly", "effect_pp"] if "anomaly" in rows.index else float("nan")
     used = list(dict.fromkeys([*(_oracle_of(rows.loc[name]) for name in present), "oracle"]))
     oracles = " and ".join(f"over {_scope(o)} by {_pp(rows.loc[o, 'effect_pp'])}" for o in used if o in rows.index)
-    sentence = (f"On {n} held-out tasks, " + "; ".join(parts) + f" (budget {format_number(100 * epsilon, 1)}%). "
+    sentence = (f"On {counted(n, 'held-out task')}, " + "; ".join(parts) + f" (budget {format_number(100 * epsilon, 1)}%). "
                 f"The anomaly rule changed it by {_pp(anomaly)}, the oracle {oracles}. "
                 + _verdict(all(conclusive), n).capitalize())
     return Finding("Selective recovery (CIR)", sentence, all(conclusive), n)
@@ -153,7 +154,7 @@ def small_cohort_warning(findings: list[Finding], quick: bool) -> str | None:
     open_ = [f for f in findings if not f.conclusive]
     if not open_:
         return None
-    named = "; ".join(f"{f.question}, {f.n_tasks} tasks" for f in open_)
+    named = "; ".join(f"{f.question}, {counted(f.n_tasks, 'task')}" for f in open_)
     one = len(open_) == 1
     text = (f"{len(open_)} of these {len(findings)} answers ({named}) {'has' if one else 'have'} an "
             f"interval that includes zero: {'it does' if one else 'they do'} not show an effect either way.")

@@ -208,6 +208,9 @@ def split_sentence(split: pd.DataFrame) -> str:
 #: rewind with the anomaly rule and always rewinding stand beside cir_multi, which mostly rewinds.
 SHOWN_POLICIES = ("cir", "cir_paired", "cir_multi", "anomaly", "anomaly_rate_matched_heldout",
                   "anomaly_matched_heldout_cir_paired", "anomaly_rewind", "always_rewind", "oracle_refresh", "oracle")
+#: Those the main text shows by kind, and by kind and what was shown (the rest in the appendix).
+BRIEF = ("cir_paired", "cir_multi", "anomaly", "oracle")
+PART_BRIEF = "cir_paired"
 #: The router whose error model the section shows (every router's in the CSV: each fits the same
 #: p_err model, C = 0.1 on the same label, on its decision cells).
 DETECTORS = ("cir_paired",)
@@ -251,6 +254,7 @@ def kind_section(report, out: Path, arms: pd.DataFrame, policies: list[str], con
     (:class:`ByKind`), or None when the cohorts ran one kind only."""
     from cir.router.evaluation import summarize_walks
     from cir.study.page import save_csv
+    from cir.study.summaries import largest_margins, margins_caption
 
     kinds = arms.assign(kind=[condition_kind(c) for c in arms["condition"]])["kind"]
     if len(set(kinds) - {"clean"}) < 2:
@@ -292,22 +296,34 @@ def kind_section(report, out: Path, arms: pd.DataFrame, policies: list[str], con
         report.table(picked if len(picked) else by_shown, path,
                      "The error model p_err (cir_paired's) by kind and what the arm showed, held out (ROC AUC "
                      "against the clean cells; every router's in the CSV)")
-    named = summary.rename(columns={"condition": "kind"})
-    report.table(_shown_rows(named, ["kind"]), out / "tables" / f"cir_eval_by_kind{suffix}.csv",
+    named = _shown_rows(summary.rename(columns={"condition": "kind"}), ["kind"])
+    brief = [p for p in BRIEF if p in set(named["policy"])]
+    report.table(named, out / "tables" / f"cir_eval_by_kind{suffix}.csv",
                  "Held-out policies by perturbation kind (share of the gain of each policy's own oracle; clean "
-                 "arms and every policy in the CSV)")
-    report.table(_margin_rows(margins.rename(columns={"condition": "kind"})),
-                 out / "tables" / f"cir_margins_by_kind{suffix}.csv",
-                 "Margins by perturbation kind (pp, paired by task; sign-flip p unadjusted)")
+                 "arms and every policy in the CSV)", summary=named[named["policy"].isin(brief)],
+                 summary_caption=f"Held-out policies by perturbation kind: {', '.join(brief)} (share of the gain "
+                 "of each policy's own oracle; every policy shown in the whole table)")
+    kind_margins = _margin_rows(margins.rename(columns={"condition": "kind"}))
+    report.table(kind_margins, out / "tables" / f"cir_margins_by_kind{suffix}.csv",
+                 "Margins by perturbation kind (pp, paired by task; sign-flip p unadjusted)",
+                 summary=largest_margins(kind_margins), summary_caption="Margins by perturbation kind (pp, paired "
+                 "by task): " + margins_caption(kind_margins, 8))
     if SHOWN in arms.columns:
         parts, part_margins = summarize_walks(by_part(arms), policies, contenders, resamples=resamples, seed=seed,
                                               oracles=arms.attrs.get("oracles"))
         parts, part_margins = split_part(parts), split_part(part_margins)
         path = save_csv(parts, out / "tables" / f"cir_eval_by_shown{suffix}.csv")
         mpath = save_csv(part_margins, out / "tables" / f"cir_margins_by_shown{suffix}.csv")
-        report.table(_shown_rows(parts, ["kind", "shown"]), path,
-                     "Held-out policies by kind and what the arm showed (every policy and the clean arms in the CSV)")
-        report.table(_margin_rows(part_margins), mpath,
-                     "Margins by kind and what the arm showed (pp, paired by task; sign-flip p unadjusted)")
+        part_rows = _shown_rows(parts, ["kind", "shown"])
+        report.table(part_rows, path,
+                     "Held-out policies by kind and what the arm showed (every policy and the clean arms in the CSV)",
+                     summary=part_rows[part_rows["policy"] == PART_BRIEF],
+                     summary_caption=f"Held-out {PART_BRIEF} by kind and what the arm showed (every policy shown "
+                     "in the whole table)")
+        shown_margins = _margin_rows(part_margins)
+        report.table(shown_margins, mpath,
+                     "Margins by kind and what the arm showed (pp, paired by task; sign-flip p unadjusted)",
+                     summary=largest_margins(shown_margins), summary_caption="Margins by kind and what the arm "
+                     "showed (pp, paired by task): " + margins_caption(shown_margins, 8))
         return ByKind(summary, margins, parts, part_margins)
     return ByKind(summary, margins)

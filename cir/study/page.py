@@ -1,9 +1,16 @@
 """A report as a list of blocks, rendered to Markdown and to a self-contained HTML page.
 
-Blocks are plain data (heading, paragraph, warning, table, figure), so one walk through
-the study writes both ``report.md`` (figures linked) and ``report.html`` (figures
+Blocks are plain data (heading, paragraph, warning, finding, table, figure), so one walk
+through the study writes both ``report.md`` (figures linked) and ``report.html`` (figures
 embedded as base64 PNG). Every table block names the CSV it was read from, so each
 number in the report can be traced to a file beside it.
+
+The page shows before it tabulates, and its main text is bounded: a finding has its figure
+beside it; a table longer than :data:`MAIN_ROWS` rows is shown in the main text by its
+summary (fewer rows, or a sentence, given by the section that writes it) and kept whole in
+an appendix at the end of the page (and in its CSV); a cell whose meaning is not the plain
+number (``-``, ``never``, a share below zero: :mod:`cir.study.symbols`) is explained once,
+under the first table that shows it.
 
 The page fits its width: a table wider than the text scrolls inside its own box, text
 columns are left-aligned and numbers right-aligned, headers wrap at underscores, and
@@ -35,6 +42,8 @@ def save_csv(df: pd.DataFrame, path: Path) -> Path:
 
 #: The figures' resolution in ``figures/`` and on a wide page.
 DPI = 130
+#: A table longer than this is shown in the main text by its summary, and whole in the appendix.
+MAIN_ROWS = 12
 #: Below this window width the page shows each figure drawn for a phone (``figures.for_phone``).
 PHONE_BREAK_PX = 900
 
@@ -96,12 +105,25 @@ class Report:
         """A paragraph the reader must not miss (e.g. cohorts too small to conclude)."""
         self.blocks.append(("warning", text))
 
-    def table(self, df: pd.DataFrame, source: Path | None = None, caption: str = "") -> None:
-        self.blocks.append(("table", (df, source, caption)))
+    def finding(self, text: str, figure: SavedFigure | None = None, caption: str = "") -> None:
+        """A paragraph with its figure beside it (below it on a narrow screen): the figure as
+        drawn for a narrow column (:func:`save_figure`'s phone drawing) at every width."""
+        self.blocks.append(("finding", (text, figure, caption)))
+
+    def table(self, df: pd.DataFrame, source: Path | None = None, caption: str = "", *,
+              summary: pd.DataFrame | str | None = None, summary_caption: str = "") -> None:
+        """A table; one longer than :data:`MAIN_ROWS` rows shows ``summary`` in the main text (a
+        shorter table under ``summary_caption``, else the caption; or a sentence; without one,
+        only where the table is) and is kept whole in the appendix."""
+        self.blocks.append(("table", Table(df, source, caption, summary, summary_caption)))
 
     def figure(self, figure: SavedFigure | Path, caption: str) -> None:
         """A figure (as :func:`save_figure` wrote it; a plain PNG path has no phone drawing)."""
         self.blocks.append(("figure", (figure, caption)))
+
+    def appendix(self) -> list[Table]:
+        """The tables kept whole in the appendix, in the order of the page."""
+        return [b for kind, b in self.blocks if kind == "table" and b.long]
 
     def write(self, folder: Path) -> tuple[Path, Path]:
         md = folder / "report.md"
@@ -113,6 +135,8 @@ class Report:
     # -- rendering ------------------------------------------------------------------------
     def markdown(self, folder: Path) -> str:
         out = [f"# {self.title}", ""]
+        labels = _labels(self.appendix())
+        notes = _Notes()
         for kind, payload in self.blocks:
             if kind == "heading":
                 level, text = payload
@@ -121,17 +145,26 @@ class Report:
                 out += [str(payload), ""]
             elif kind == "warning":
                 out += [f"> **Warning.** {payload}", ""]
+            elif kind == "finding":
+                text, figure, caption = payload
+                out += [str(text), ""]
+                if figure is not None:
+                    out += [f"![{caption}]({_rel(figure.path, folder)})", ""]
             elif kind == "table":
-                df, source, caption = payload
-                if caption:
-                    out += [f"*{caption}*", ""]
-                out += [markdown_table(df), ""]
-                if source is not None:
-                    out += [f"<sub>source: `{_rel(source, folder)}`</sub>", ""]
+                if payload.long:
+                    out += _md_summary(payload, labels[id(payload)], folder, notes)
+                else:
+                    out += _md_table(payload, folder, notes)
             elif kind == "figure":
                 figure, caption = payload
                 path = figure.path if isinstance(figure, SavedFigure) else figure
                 out += [f"![{caption}]({_rel(path, folder)})", "", f"*{caption}*", ""]
+        if labels:
+            out += ["## Appendix: the long tables whole", "",
+                    f"Each table of the report longer than {MAIN_ROWS} rows, as its section summarised it.", ""]
+            for table in self.appendix():
+                out += [f"<a id=\"{labels[id(table)].lower()}\"></a>", ""]
+                out += _md_table(table, folder, notes, label=labels[id(table)])
         return "\n".join(out).rstrip() + "\n"
 
     def html(self, folder: Path) -> str:
@@ -143,6 +176,8 @@ class Report:
             "</head><body>",
             f"<h1>{html.escape(self.title)}</h1>",
         ]
+        labels = _labels(self.appendix())
+        notes = _Notes()
         for kind, payload in self.blocks:
             if kind == "heading":
                 level, text = payload
@@ -151,19 +186,123 @@ class Report:
                 parts.append(f"<p>{_inline(str(payload))}</p>")
             elif kind == "warning":
                 parts.append(f"<p class='warn'><strong>Warning.</strong> {_inline(str(payload))}</p>")
+            elif kind == "finding":
+                text, figure, caption = payload
+                shown = "" if figure is None else (f"<figure>{html_figure(figure, caption, narrow=True)}"
+                                                  f"<figcaption>{_inline(caption)}</figcaption></figure>")
+                parts.append(f"<div class='finding'><p>{_inline(str(text))}</p>{shown}</div>")
             elif kind == "table":
-                df, source, caption = payload
-                if caption:
-                    parts.append(f"<p class='cap'><em>{html.escape(caption)}</em></p>")
-                parts.append(html_table(df))
-                if source is not None:
-                    parts.append(f"<p class='src'>source: <code>{html.escape(_rel(source, folder))}</code></p>")
+                if payload.long:
+                    parts += _html_summary(payload, labels[id(payload)], folder, notes)
+                else:
+                    parts += _html_table(payload, folder, notes)
             elif kind == "figure":
                 figure, caption = payload
-                parts.append(f"<figure>{html_figure(figure, caption)}<figcaption>{html.escape(caption)}"
+                parts.append(f"<figure>{html_figure(figure, caption)}<figcaption>{_inline(caption)}"
                              "</figcaption></figure>")
+        if labels:
+            parts += ["<h2 id='appendix'>Appendix: the long tables whole</h2>",
+                      f"<p>Each table of the report longer than {MAIN_ROWS} rows, as its section summarised it.</p>"]
+            for table in self.appendix():
+                parts += _html_table(table, folder, notes, label=labels[id(table)])
         parts.append("</body></html>")
         return "\n".join(parts) + "\n"
+
+
+@dataclass
+class Table:
+    """A table block: the table, the CSV it was saved as, its caption and, for a long one,
+    what the main text shows instead (:meth:`Report.table`)."""
+
+    df: pd.DataFrame
+    source: Path | None
+    caption: str
+    summary: pd.DataFrame | str | None = None
+    summary_caption: str = ""
+
+    @property
+    def long(self) -> bool:
+        return len(self.df) > MAIN_ROWS
+
+
+def _labels(tables: list[Table]) -> dict[int, str]:
+    return {id(t): f"A{i}" for i, t in enumerate(tables, 1)}
+
+
+class _Notes:
+    """The cell notes of a page (:mod:`cir.study.symbols`), each given once: under the first table
+    that shows such a cell."""
+
+    def __init__(self) -> None:
+        self.given: set[tuple[str, str]] = set()
+
+    def new(self, df: pd.DataFrame) -> list[str]:
+        from cir.study.symbols import cell_keys, note_texts
+
+        keys = [k for k in dict.fromkeys(cell_keys(df, format_table(df))) if k not in self.given]
+        self.given.update(keys)
+        return note_texts(keys)
+
+
+def _where(table: Table, label: str, folder: Path) -> str:
+    """Where a long table is whole: its appendix label and CSV."""
+    csv = f" and `{_rel(table.source, folder)}`" if table.source is not None else ""
+    return f"The whole table, {len(table.df):,} rows: Appendix {label}{csv}."
+
+
+def _caption(table: Table, df: pd.DataFrame, label: str) -> str:
+    if df is not table.df and table.summary_caption:
+        return table.summary_caption
+    return (label + ". " if label else "") + table.caption
+
+
+def _md_table(table: Table, folder: Path, notes: _Notes, df: pd.DataFrame | None = None,
+              label: str = "") -> list[str]:
+    df = table.df if df is None else df
+    caption = _caption(table, df, label)
+    out = [f"*{caption}*", ""] if caption else []
+    out += [markdown_table(df), ""]
+    given = notes.new(df)
+    if given:
+        out += ["<sub>" + "; ".join(given) + ".</sub>", ""]
+    if table.source is not None and df is table.df:
+        out += [f"<sub>source: `{_rel(table.source, folder)}`</sub>", ""]
+    return out
+
+
+def _md_summary(table: Table, label: str, folder: Path, notes: _Notes) -> list[str]:
+    where = _where(table, label, folder)
+    if isinstance(table.summary, pd.DataFrame):
+        return [*_md_table(table, folder, notes, df=table.summary), f"<sub>{where}</sub>", ""]
+    said = f"{table.summary} " if table.summary else ""
+    return [f"*{table.caption}*: {said}{where}", ""] if table.caption else [f"{said}{where}", ""]
+
+
+def _html_table(table: Table, folder: Path, notes: _Notes, df: pd.DataFrame | None = None,
+                label: str = "") -> list[str]:
+    df = table.df if df is None else df
+    parts = []
+    anchor = f" id='{label.lower()}'" if label else ""
+    caption = _caption(table, df, label)
+    if caption:
+        parts.append(f"<p class='cap'{anchor}><em>{_inline(caption)}</em></p>")  # `code` as code, as in the text
+    parts.append(html_table(df))
+    given = notes.new(df)
+    if given:
+        parts.append("<p class='note'>" + "; ".join(_inline(g) for g in given) + ".</p>")
+    if table.source is not None and df is table.df:
+        parts.append(f"<p class='src'>source: <code>{html.escape(_rel(table.source, folder))}</code></p>")
+    return parts
+
+
+def _html_summary(table: Table, label: str, folder: Path, notes: _Notes) -> list[str]:
+    where = _inline(_where(table, label, folder)).replace(
+        f"Appendix {label}", f"<a href='#{label.lower()}'>Appendix {label}</a>", 1)
+    if isinstance(table.summary, pd.DataFrame):
+        return [*_html_table(table, folder, notes, df=table.summary), f"<p class='src'>{where}</p>"]
+    said = f"{_inline(table.summary)} " if table.summary else ""
+    cap = f"<em>{_inline(table.caption)}</em>: " if table.caption else ""
+    return [f"<p>{cap}{said}{where}</p>"]
 
 
 _CSS = (
@@ -178,17 +317,27 @@ _CSS = (
     ".src{color:#777;font-size:.8em;margin-top:0}.cap{margin-bottom:0}"
     ".warn{background:#fff4e5;border-left:4px solid #e69f00;padding:.5em .8em}"
     "figcaption{font-style:italic;color:#444}code{background:#f5f5f5;padding:0 .2em}"
+    ".note{color:#555;font-size:.8em;margin:.1em 0}"
+    # a finding beside its figure (drawn for a narrow column); one under the other on a narrow screen
+    ".finding{margin:1em 0}.finding p{margin-top:0}.finding figure{margin:.3em 0}"
+    f"@media (min-width:{PHONE_BREAK_PX + 1}px){{.finding{{display:grid;"
+    "grid-template-columns:minmax(0,1fr) 360px;gap:1.2em;align-items:start}}"
 )
 
 
-def html_figure(figure: SavedFigure | Path, caption: str) -> str:
+def html_figure(figure: SavedFigure | Path, caption: str, narrow: bool = False) -> str:
     """The figure embedded: the wide drawing, and below :data:`PHONE_BREAK_PX` the one drawn for a
-    phone; each with its width and smallest axis text in pixels (``data-*``)."""
+    phone (``narrow``: that one at every width, for a column beside a finding); each with its
+    width and smallest axis text in pixels (``data-*``)."""
     if not isinstance(figure, SavedFigure):
         data = base64.b64encode(Path(figure).read_bytes()).decode("ascii")
         return f"<img alt='{html.escape(caption)}' src='data:image/png;base64,{data}'>"
-    wide = base64.b64encode(figure.path.read_bytes()).decode("ascii")
     phone = base64.b64encode(figure.phone).decode("ascii")
+    if narrow:
+        return (f"<img alt='{html.escape(caption)}' src='data:image/png;base64,{phone}' "
+                f"data-width='{figure.width_px}' data-text-px='{figure.text_px}' "
+                f"data-phone-width='{figure.phone_width_px}' data-phone-text-px='{figure.phone_text_px}'>")
+    wide = base64.b64encode(figure.path.read_bytes()).decode("ascii")
     return (f"<picture><source media='(max-width: {PHONE_BREAK_PX}px)' srcset='data:image/png;base64,{phone}'>"
             f"<img alt='{html.escape(caption)}' src='data:image/png;base64,{wide}' "
             f"data-width='{figure.width_px}' data-text-px='{figure.text_px}' "
@@ -251,6 +400,11 @@ def format_number(value: float | None, digits: int) -> str:
     if value != 0 and abs(value) < 10 ** -digits:
         return f"{value:.1e}"
     return f"{value:.{digits}f}"
+
+
+def counted(n: int, noun: str, nouns: str | None = None) -> str:
+    """``n`` and the noun, singular for one (``1 harm``, ``0 harms``, ``2 replicates``)."""
+    return f"{n:,} {noun if n == 1 else nouns or noun + 's'}"
 
 
 def _rel(path: Path, folder: Path) -> str:

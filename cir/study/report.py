@@ -42,6 +42,7 @@ from cir.study.experiments import Experiment
 from cir.study.figures import (
     FigureSkipped,
     plot_effects,
+    plot_heldout,
     plot_joint,
     plot_mechanisms,
     plot_partitions,
@@ -55,7 +56,7 @@ from cir.study.findings import (
     small_cohort_warning,
 )
 from cir.study.kinds import kind_section, scored_cells, shown_split, with_arm_shown
-from cir.study.page import Report, format_number, save_csv, save_figure
+from cir.study.page import Report, SavedFigure, format_number, save_csv, save_figure
 from cir.study.selective import (
     MULTI,
     ROUTERS,
@@ -65,6 +66,13 @@ from cir.study.selective import (
     mix_table,
     optimism_table,
     run_selective,
+)
+from cir.study.summaries import (
+    effect_grid,
+    largest_margins,
+    margins_caption,
+    mix_sentence,
+    policy_rows,
 )
 from cir.study.validation import validation_section
 from cir.util.errors import CirError
@@ -149,9 +157,13 @@ def _setup_section(report: Report, out: Path, experiments: list[Experiment], run
                  "The work each cohort took")
 
 
+#: A finding with the figure that shows it (drawn for the column beside it) and its caption.
+Shown = tuple[Finding, SavedFigure | None, str]
+
+
 def _effects_section(report: Report, out: Path, experiments: list[Experiment], runs: dict[str, CheckedRun],
-                     resamples: int, seed: int) -> Finding | None:
-    """The effects of refresh per ``effects`` cohort; the finding of the first cohort."""
+                     resamples: int, seed: int) -> Shown | None:
+    """The effects of refresh per ``effects`` cohort; the finding of the first cohort, with its figure."""
     report.heading("1. Effects of refresh by condition and delay")
     report.text(
         "Effect of refresh = success with refresh minus success without, from the same state, in "
@@ -159,10 +171,19 @@ def _effects_section(report: Report, out: Path, experiments: list[Experiment], r
         "factual-success subset the clean no-recovery run reproduces a success, so clean refresh can "
         "only harm; the complete subset (all) keeps every prefix-feasible task."
     )
-    finding = None
+    shown_finding: Shown | None = None
     for exp in (e for e in experiments if e.role == "effects"):
         df = runs[exp.name].table
         df = df[df["operation"] == "refresh"]
+        fig = plot_effects(df, subset="factual-success", resamples=resamples, seed=seed)
+        caption = f"{exp.name}: refresh effects by delay and condition (factual-success subset)"
+        figure = save_figure(fig, out / "figures", f"effects_{exp.name}")
+        report.figure(figure, caption)
+        d1 = df[df["delay"] == 1] if (df["delay"] == 1).any() else df
+        parts = decompose(d1, by=["condition", "delay"], subset="factual-success")
+        save_csv(parts, out / "tables" / f"partitions_{exp.name}.csv")
+        report.figure(save_figure(plot_partitions(d1, subset="factual-success"), out / "figures", f"partitions_{exp.name}"),
+                      f"{exp.name}: paired outcomes at delay {int(d1['delay'].iloc[0])} (factual-success subset)")
         shown: list[pd.DataFrame] = []
         for subset in ("factual-success", "all"):
             tab = effect_table(df, by=["condition", "delay"], subset=subset, resamples=resamples, seed=seed)
@@ -173,8 +194,9 @@ def _effects_section(report: Report, out: Path, experiments: list[Experiment], r
             suffix = subset.replace("-", "_")
             tab_csv = save_csv(tab, out / "tables" / f"effects_{exp.name}_{suffix}.csv")
             con_csv = save_csv(con, out / "tables" / f"contrast_{exp.name}_{suffix}.csv")
-            if finding is None and subset == "factual-success":
+            if shown_finding is None and subset == "factual-success":
                 finding = effect_finding(tab, f"`{exp.name}` cohort's factual-success tasks", PRIMARY_STALE)
+                shown_finding = (finding, figure, caption)
             if shown and tab.equals(shown[0]):
                 # every prefix-feasible task succeeded in its factual run: one table says it all
                 report.text(f"In the `{exp.name}` cohort every prefix-feasible task's factual run succeeded, "
@@ -182,20 +204,14 @@ def _effects_section(report: Report, out: Path, experiments: list[Experiment], r
                             f"also in `{tab_csv.name}`).")
                 continue
             shown.append(tab)
-            report.table(tab, tab_csv, f"{exp.name} cohort ({subset}): refresh effect by condition and delay")
+            report.table(tab, tab_csv, f"{exp.name} cohort ({subset}): refresh effect by condition and delay",
+                         summary=effect_grid(tab), summary_caption=f"{exp.name} cohort ({subset}): refresh effect "
+                         "(pp) and its 95% interval by condition and delay (rescues, harms and tests in the whole table)")
             report.table(con, con_csv,
                          f"{exp.name} cohort ({subset}): {PRIMARY_STALE} minus clean effect at each delay")
         if has_samples(df):
             _noise_floor(report, out, exp, df)
-        fig = plot_effects(df, subset="factual-success", resamples=resamples, seed=seed)
-        report.figure(save_figure(fig, out / "figures", f"effects_{exp.name}"),
-                      f"{exp.name}: refresh effects by delay and condition (factual-success subset)")
-        d1 = df[df["delay"] == 1] if (df["delay"] == 1).any() else df
-        parts = decompose(d1, by=["condition", "delay"], subset="factual-success")
-        save_csv(parts, out / "tables" / f"partitions_{exp.name}.csv")
-        report.figure(save_figure(plot_partitions(d1, subset="factual-success"), out / "figures", f"partitions_{exp.name}"),
-                      f"{exp.name}: paired outcomes at delay {int(d1['delay'].iloc[0])} (factual-success subset)")
-    return finding
+    return shown_finding
 
 
 def _noise_floor(report: Report, out: Path, exp: Experiment, df: pd.DataFrame) -> None:
@@ -214,9 +230,9 @@ def _noise_floor(report: Report, out: Path, exp: Experiment, df: pd.DataFrame) -
 
 
 def _mechanism_section(report: Report, out: Path, experiments: list[Experiment], runs: dict[str, CheckedRun],
-                       resamples: int, seed: int) -> Finding | None:
-    """The mechanism controls per ``mechanism`` cohort; the finding of the first one."""
-    finding = None
+                       resamples: int, seed: int) -> Shown | None:
+    """The mechanism controls per ``mechanism`` cohort; the finding of the first one, with its figure."""
+    shown_finding: Shown | None = None
     for exp in (e for e in experiments if e.role == "mechanism"):
         report.heading("2. Mechanism controls: what part of refresh acts")
         report.text(
@@ -228,6 +244,8 @@ def _mechanism_section(report: Report, out: Path, experiments: list[Experiment],
             f"{PRIMARY_STALE} at delay 4; the full grid is in the CSV."
         )
         df = runs[exp.name].table
+        report.figure(save_figure(plot_mechanisms(df, subset="all", resamples=resamples, seed=seed), out / "figures",
+                                  f"mechanism_{exp.name}"), f"{exp.name}: mechanism controls by operation")
         full = effect_table(df, by=["condition", "delay", "operation"], subset="all", resamples=resamples, seed=seed)
         save_csv(full, out / "tables" / f"mechanism_{exp.name}_grid.csv")
         cells = full[((full["condition"] == "clean") & (full["delay"] == 0))
@@ -238,6 +256,9 @@ def _mechanism_section(report: Report, out: Path, experiments: list[Experiment],
         ops = set(df["operation"])
         if {"refresh", "refresh_ablated"} <= ops and (df["condition"] == PRIMARY_STALE).any():
             delay = 4 if (df["delay"] == 4).any() else int(df["delay"].max())
+            fig = plot_joint(df, "refresh", "refresh_ablated", condition=PRIMARY_STALE, delay=delay)
+            report.figure(save_figure(fig, out / "figures", f"joint_{exp.name}"),
+                          f"Joint outcomes of full vs content-ablated refresh ({PRIMARY_STALE}, delay {delay})")
             counts = joint_outcomes(df, "refresh", "refresh_ablated", condition=PRIMARY_STALE, delay=delay, by=[])
             matrix = joint_matrix(counts).reset_index().rename(columns={"outcome_a": "refresh \\ refresh_ablated"})
             matrix.columns.name = None
@@ -248,14 +269,22 @@ def _mechanism_section(report: Report, out: Path, experiments: list[Experiment],
                                 resamples=resamples, seed=seed)
             report.table(eff, save_csv(eff, out / "tables" / f"joint_effects_{exp.name}.csv"),
                          "Paired effects on the tasks where both operations ran")
-            if finding is None:
-                finding = mechanism_finding(eff, full, PRIMARY_STALE, delay)
-            fig = plot_joint(df, "refresh", "refresh_ablated", condition=PRIMARY_STALE, delay=delay)
-            report.figure(save_figure(fig, out / "figures", f"joint_{exp.name}"),
-                          f"Joint outcomes of full vs content-ablated refresh ({PRIMARY_STALE}, delay {delay})")
-        report.figure(save_figure(plot_mechanisms(df, subset="all", resamples=resamples, seed=seed), out / "figures",
-                           f"mechanism_{exp.name}"), f"{exp.name}: mechanism controls by operation")
-    return finding
+            if shown_finding is None:
+                shown_finding = (mechanism_finding(eff, full, PRIMARY_STALE, delay),
+                                 *cell_figure(df, out, f"finding_mechanism_{exp.name}", PRIMARY_STALE, delay,
+                                               resamples, seed))
+    return shown_finding
+
+
+def cell_figure(df: pd.DataFrame, out: Path, name: str, condition: str, delay: int, resamples: int,
+                 seed: int) -> tuple[SavedFigure | None, str]:
+    """The mechanism controls at one condition and delay, for the finding that reads them."""
+    cell = df[(df["condition"] == condition) & (df["delay"] == delay)]
+    try:
+        fig = plot_mechanisms(cell, subset="all", resamples=resamples, seed=seed)
+    except FigureSkipped:
+        return None, ""
+    return save_figure(fig, out / "figures", name), f"Each operation against no recovery at {condition}, delay {delay}"
 
 
 def _explanation_section(report: Report, out: Path, experiments: list[Experiment],
@@ -294,8 +323,13 @@ def explanation_tables(report: Report, split: pd.DataFrame, counts: pd.DataFrame
     )
     report.table(split, save_csv(split, out / "tables" / f"attribution_split{suffix}.csv"),
                  "Divergences by what they are attributed to, by operation (all cohorts)")
+    by_cause = counts.groupby("mechanism", as_index=False, sort=False)[
+        [c for c in ("pairs", "rescues", "harms") if c in counts.columns]].sum()
+    by_cause = by_cause.sort_values("pairs", ascending=False, kind="mergesort").head(12)
     report.table(counts, save_csv(counts, out / "tables" / f"mechanisms_explained{suffix}.csv"),
-                 "Pairs, rescues and harms attributed to each cause, by operation (all cohorts)")
+                 "Pairs, rescues and harms attributed to each cause, by operation (all cohorts)",
+                 summary=by_cause, summary_caption="Pairs, rescues and harms attributed to each cause, every "
+                 "operation together (all cohorts; by operation in the whole table)")
     if len(harms):
         budget, total = int(harms["ended_by_budget"].sum()), int(harms["harms"].sum())
         circles = int(harms["ended_in_circles"].sum())
@@ -309,7 +343,11 @@ def explanation_tables(report: Report, split: pd.DataFrame, counts: pd.DataFrame
         report.text(text)
         report.table(harms, save_csv(harms, out / "tables" / f"harms_by_mechanism{suffix}.csv"),
                      "Harms by cause: ended on the budget, model turns lost (branch minus arm, from the "
-                     "branch point), ended going round one or two commands (>= 4 env actions)")
+                     "branch point), ended going round one or two commands (>= 4 env actions)",
+                     summary=harms.sort_values("harms", ascending=False, kind="mergesort").head(10),
+                     summary_caption="Harms by cause, the ten with most harms (each cause and operation in the "
+                     "whole table): ended on the budget, model turns lost (branch minus arm, from the branch point), "
+                     "ended going round one or two commands (>= 4 env actions)")
 
 
 def _fit_routers(out: Path, experiments: list[Experiment], runs: dict[str, CheckedRun], resamples: int,
@@ -333,9 +371,47 @@ def _with_features(run: CheckedRun) -> pd.DataFrame:
     return run.table
 
 
+#: The held-out policies the report's figure and its short table show, in this order (those a study has).
+HELDOUT_SHOWN = ("cir", "cir_paired", "cir_paired_replan", "cir_paired_rewind", MULTI, "always", "anomaly",
+                 "anomaly_rate_matched_heldout", "oracle_refresh", "oracle")
+
+
+def fit_shown(fit: pd.DataFrame) -> pd.DataFrame:
+    """The fit table as shown: a threshold that is never passed reads ``never``, a gate the
+    estimator does not have ``n/a`` (both None in the CSV)."""
+    from cir.router.rule import ESTIMATORS
+
+    out = fit.copy()
+    for gate in ("alpha", "beta", "gamma"):
+        if gate not in out.columns:
+            continue
+        gated = [gate in ESTIMATORS[e].thresholds if e in ESTIMATORS else True for e in out["estimator"]]
+        out[gate] = [("never" if has else "n/a") if v is None or pd.isna(v) else v
+                     for v, has in zip(out[gate], gated, strict=True)]
+    return out
+
+
+def heldout_figure(summary: pd.DataFrame, out: Path, name: str) -> tuple[SavedFigure | None, str]:
+    """The held-out policies against never recovering (:func:`cir.study.figures.plot_heldout`)."""
+    try:
+        fig = plot_heldout(summary, HELDOUT_SHOWN)
+    except FigureSkipped:
+        return None, ""
+    return save_figure(fig, out / "figures", name), "Held-out tasks: each policy against never recovering"
+
+
+def discrimination_summary(disc: pd.DataFrame) -> pd.DataFrame:
+    """The held-out rows of a discrimination table, a router's rows left out where an earlier
+    router's are the same numbers (``cir_multi``'s models per operation are the single routers')."""
+    held = disc[disc["where"] == "held out"]
+    values = [c for c in held.columns if c not in ("router", "seed")]
+    return held.drop_duplicates(subset=values, keep="first")
+
+
 def _cir_section(report: Report, out: Path, experiments: list[Experiment], sel: Selective,
-                 runs: dict[str, CheckedRun], resamples: int, seed: int) -> tuple[Finding, str]:
-    """The section, its finding and the sentence of the primary comparisons (empty: none named)."""
+                 runs: dict[str, CheckedRun], resamples: int, seed: int) -> tuple[Shown, str]:
+    """The section, its finding with its figure, and the sentence of the primary comparisons (empty:
+    none named)."""
     train, test = _fit_and_eval(experiments)
     report.heading("3. Selective recovery: CIR on held-out tasks")
     test_df = runs[test.name].table
@@ -357,42 +433,56 @@ def _cir_section(report: Report, out: Path, experiments: list[Experiment], sel: 
         "matched on the held-out arms themselves (`anomaly_rate_matched_heldout` to cir's rate there, "
         "`anomaly_matched_heldout_<router>` to each other router's), from the router's rate alone."
     )
-    report.table(_cols(fit, ["router"], FIT_SHOWN), save_csv(fit, out / "tables" / "cir_fit.csv"),
+    result = sel.evaluation
+    summary, margins = result["summary"], result["margins"]
+    figure, caption = heldout_figure(summary, out, "cir_heldout")
+    if figure is not None:
+        report.figure(figure, caption)
+    report.table(_cols(fit_shown(fit), ["router"], FIT_SHOWN), save_csv(fit, out / "tables" / "cir_fit.csv"),
                  "The fits: thresholds, budget and out-of-fold results (lambda, epsilon, d_min, delays and "
                  "the fitting cohort's size in the CSV)")
     report.text(budget_sentence(fit))
-    result = sel.evaluation
-    summary, margins = result["summary"], result["margins"]
     save_csv(result["episodes"], out / "tables" / "cir_eval_episodes.csv")
     eval_csv = save_csv(summary, out / "tables" / "cir_eval.csv")
-    report.table(_cols(summary[summary["condition"] == "all"], ["policy"], EVAL_SHOWN), eval_csv,
-                 "Held-out evaluation, all conditions (per-condition rows and more columns in the CSV)")
+    every = _cols(summary[summary["condition"] == "all"], ["policy"], EVAL_SHOWN)
+    report.table(every, eval_csv, "Held-out evaluation, all conditions (per-condition rows and more columns in the CSV)",
+                 summary=policy_rows(every, ("never", *HELDOUT_SHOWN)),
+                 summary_caption="Held-out evaluation, all conditions: the routers and the baselines and oracles "
+                 "they are read against (every policy in the whole table)")
     for name in ROUTERS:
         report.table(_cols(summary[summary["policy"] == name], ["condition"], EVAL_SHOWN), eval_csv,
                      f"{name} by observation condition")
-    which_recovery_section(report, out, result["episodes"], summary, margins)
     optimism = optimism_table(sel.policies, result["episodes"])
     report.table(optimism, save_csv(optimism, out / "tables" / "cir_optimism.csv"),
                  "Out of fold (the threshold search's own estimate) next to the held-out result")
-    report.table(margins[margins["condition"] == "all"], save_csv(margins, out / "tables" / "cir_margins.csv"),
-                 "Margins of each router over each policy (pp, paired by task)")
+    every_margin = margins[margins["condition"] == "all"]
+    report.table(every_margin, save_csv(margins, out / "tables" / "cir_margins.csv"),
+                 "Margins of each router over each policy (pp, paired by task)",
+                 summary=largest_margins(every_margin),
+                 summary_caption="Margins of the routers over the other policies (pp, paired by task): "
+                 + margins_caption(every_margin, 8))
     disc = discrimination_table(sel.policies, sel.routers, test_df)
     report.table(disc, save_csv(disc, out / "tables" / "cir_discrimination.csv"),
-                 "How well each router's scores tell rescue and harm cells from the rest (ROC AUC; 0.5 is chance)")
+                 "How well each router's scores tell rescue and harm cells from the rest (ROC AUC; 0.5 is chance)",
+                 summary=discrimination_summary(disc),
+                 summary_caption="How well each router's scores tell rescue and harm cells from the rest, held out "
+                 "(ROC AUC; 0.5 is chance; a router whose rows repeat an earlier one's is left out; out of fold in "
+                 "the whole table)")
     router = sel.routers["cir"]
     cal = calibration_table(router, test_df)
     cal_csv = save_csv(cal, out / "tables" / "cir_calibration.csv")
     brier = cal.groupby("model", sort=False)["brier"].first().reset_index()
-    report.table(brier, cal_csv, "Brier scores of cir's three models on the held-out cohort")
     report.figure(save_figure(calibration_figure(router, test_df), out / "figures", "cir_calibration"),
                   "Reliability of p_err, p0 and p1 on the held-out cohort")
+    report.table(brier, cal_csv, "Brier scores of cir's three models on the held-out cohort")
+    which_recovery_section(report, out, result["episodes"], summary, margins)
     shown_test = with_shown(runs[test.name])  # a run of an earlier version: derived from its store
     kinds = kind_section(report, out, with_arm_shown(result["episodes"], shown_test),
                          list(dict.fromkeys(summary["policy"])), list(sel.routers), scored_cells(sel.routers, shown_test),
                          shown_split(with_shown(runs[e.name]) for e in experiments), resamples=resamples, seed=seed)
     named = comparisons_block(report, out, test, {"condition": margins, "kind": kinds and kinds.margins,
                                                   "shown": kinds and kinds.part_margins})
-    return cir_finding(summary, float(fit["epsilon"].iloc[0])), named
+    return (cir_finding(summary, float(fit["epsilon"].iloc[0])), figure, caption), named
 
 
 def which_recovery_section(report: Report, out: Path, arms: pd.DataFrame, summary: pd.DataFrame,
@@ -417,26 +507,36 @@ def which_recovery_section(report: Report, out: Path, arms: pd.DataFrame, summar
         "the oracle of the operations it may use, named in `oracle_policy`). Every operation's branches were run from the same states, so this comparison is exact: no "
         "off-policy estimate is involved."
     )
-    ops = sorted({op for op in arms[f"op_{MULTI}"] if op} | {p.removeprefix("always_") for p in summary["policy"]
-                                                              if p.startswith("always_") and not p.startswith("always_cir")})
-    keep = [*singles, MULTI, f"always_{MULTI}", *[f"always_{op}" for op in ops], *[f"anomaly_{op}" for op in ops],
-            *[f"oracle_{op}" for op in ops], "oracle"]
-    rows = summary[(summary["condition"] == "all") & summary["policy"].isin(keep)]
-    path = out / "tables" / f"cir_eval{suffix}.csv"
-    report.table(_cols(rows, ["policy"], [*EVAL_SHOWN, "oracle_fraction", "oracle_policy"]), path,
-                 "Held-out, all conditions: the operation chooser and what it is measured against")
-    m = margins[(margins["policy"] == MULTI) & (margins["condition"] == "all")
-                & margins["versus"].isin([*singles, f"always_{MULTI}", "oracle", "anomaly",
-                                          *[f"anomaly_{op}" for op in ops], *[f"always_{op}" for op in ops]])]
-    report.table(m, out / "tables" / f"cir_margins{suffix}.csv", f"Margins of {MULTI} (pp, paired by task)")
     mix = mix_table(arms, MULTI)
-    report.table(mix, save_csv(mix, out / "tables" / f"cir_mix{suffix}.csv"),
-                 f"The operations {MULTI} chose, by condition and delay (delay -1: no recovery)")
     try:
         report.figure(save_figure(plot_recovery_mix(mix), out / "figures", f"cir_mix{suffix}"),
                       f"Which recovery {MULTI} chose, by condition and delay")
     except FigureSkipped as skipped:
         report.text(f"No figure of the mix: {skipped}.")
+    ops = sorted({op for op in arms[f"op_{MULTI}"] if op} | {p.removeprefix("always_") for p in summary["policy"]
+                                                              if p.startswith("always_") and not p.startswith("always_cir")})
+    keep = [*singles, MULTI, f"always_{MULTI}", *[f"always_{op}" for op in ops], *[f"anomaly_{op}" for op in ops],
+            *[f"oracle_{op}" for op in ops], "oracle"]
+    rows = _cols(summary[(summary["condition"] == "all") & summary["policy"].isin(keep)], ["policy"],
+                 [*EVAL_SHOWN, "oracle_fraction", "oracle_policy"])
+    best = [max((p for p in rows["policy"] if p.startswith(prefix) and p != f"always_{MULTI}"),
+                key=lambda p: float(rows.loc[rows["policy"] == p, "effect_pp"].iloc[0]), default=None)
+            for prefix in ("always_", "anomaly_")]
+    path = out / "tables" / f"cir_eval{suffix}.csv"
+    report.table(rows, path, "Held-out, all conditions: the operation chooser and what it is measured against",
+                 summary=policy_rows(rows, [*singles, MULTI, f"always_{MULTI}", *[b for b in best if b], "oracle"]),
+                 summary_caption=f"Held-out, all conditions: {MULTI} against the single-operation routers, always "
+                 "recovering, the best operation for always and for the anomaly rule, and the oracle (every "
+                 "operation's in the whole table)")
+    m = margins[(margins["policy"] == MULTI) & (margins["condition"] == "all")
+                & margins["versus"].isin([*singles, f"always_{MULTI}", "oracle", "anomaly",
+                                          *[f"anomaly_{op}" for op in ops], *[f"always_{op}" for op in ops]])]
+    report.table(m, out / "tables" / f"cir_margins{suffix}.csv", f"Margins of {MULTI} (pp, paired by task)",
+                 summary=largest_margins(m), summary_caption=f"Margins of {MULTI} (pp, paired by task): "
+                 + margins_caption(m, 8))
+    report.table(mix, save_csv(mix, out / "tables" / f"cir_mix{suffix}.csv"),
+                 f"The operations {MULTI} chose, by condition and delay (delay -1: no recovery)",
+                 summary=mix_sentence(mix))
 
 
 def budget_sentence(fit: pd.DataFrame) -> str:
@@ -455,15 +555,16 @@ def budget_sentence(fit: pd.DataFrame) -> str:
     return "The budget: " + "; ".join(parts) + "."
 
 
-def _findings_section(report: Report, findings: list[Finding], quick: bool, named: str = "") -> None:
+def _findings_section(report: Report, shown: list[Shown], quick: bool, named: str = "") -> None:
     report.heading("Findings")
     report.text("The paper's three questions, each answered from a table below (number, 95% task-level "
-                "cluster-bootstrap interval, sign-flip test).")
-    for i, finding in enumerate(findings, 1):
-        report.text(f"**{i}. {finding.question}.** {finding.sentence}")
+                "cluster-bootstrap interval, sign-flip test), beside the figure that shows it. What was run "
+                "(agent, cohorts, conditions, budgets) is in Setup, after the results.")
+    for i, (finding, figure, caption) in enumerate(shown, 1):
+        report.finding(f"**{i}. {finding.question}.** {finding.sentence}", figure, caption)
     if named:
         report.text(f"**Primary comparisons.** {named}")
-    warning = small_cohort_warning(findings, quick)
+    warning = small_cohort_warning([f for f, _, _ in shown], quick)
     if warning:
         report.warning(warning)
 
@@ -478,13 +579,15 @@ def write_study_report(out: Path, experiments: list[Experiment], runs: dict[str,
     read = {e.name: read_run(out / "runs" / e.name) for e in experiments}
     sel = _fit_routers(out, experiments, read, resamples, seed)
     body = Report(title)
-    _setup_section(body, out, experiments, runs, agent, quick)
     effects = _effects_section(body, out, experiments, read, resamples, seed)
     mechanism = _mechanism_section(body, out, experiments, read, resamples, seed)
     _explanation_section(body, out, experiments, read)
     selective, named = _cir_section(body, out, experiments, sel, read, resamples, seed)
     if validation:
         validation_section(body, out, validation, seed=seed, jobs=jobs)
+    # the setup after the results: the findings say what was run, and the first section's figure
+    # follows them within a screen
+    _setup_section(body, out, experiments, runs, agent, quick)
     report = Report(title)
     _findings_section(report, [f for f in (effects, mechanism, selective) if f is not None], quick, named)
     report.blocks += body.blocks

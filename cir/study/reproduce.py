@@ -100,11 +100,22 @@ def _check_study(out: Path, identity: dict[str, Any]) -> list[dict[str, Any]]:
         raise CirError(f"{path}: unreadable study record; remove it or choose another --out") from None
     for key, there, now in _differences(old, identity):
         raise CirError(
-            f"{out}: written by other settings ({key}: {there!r} there, {now!r} now); "
-            "use another --out or the same settings to resume"
+            f"{out}: written by other settings ({key}: {_said(key, old, there)} there, "
+            f"{_said(key, identity, now)} now); use another --out or the same settings to resume"
         )
     earlier = record.get("earlier_calls", [])
     return [*earlier, record["timings"]] if record.get("timings") else earlier
+
+
+def _said(key: str, settings: dict[str, Any], value: Any) -> str:
+    """A setting's value in a refusal: a setting a record leaves out is its default (study.json
+    records the samples and the planted worlds' replicates only when they are not)."""
+    if key in settings or key.startswith("experiment "):
+        return repr(value)
+    if key == "validation_replicates":
+        quick = bool(settings.get("quick"))
+        return f"the default ({STUDY_REPLICATES[quick]} with{'' if quick else 'out'} --quick)"
+    return "the default"
 
 
 def _differences(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, Any, Any]]:

@@ -81,6 +81,13 @@ def write_bytes_atomic(path: str | Path, data: bytes) -> Path:
     return path
 
 
+def json_error_text(err: json.JSONDecodeError) -> str:
+    """What the parser found and where: ``Expecting ',' delimiter at line 3 column 5``; a message
+    that already ends with 'at' (``Unterminated string starting at``) is not given a second one."""
+    where = f"line {err.lineno} column {err.colno}"
+    return f"{err.msg} {where}" if err.msg.endswith(" at") else f"{err.msg} at {where}"
+
+
 def _unique_keys(path: Path, what: str):  # noqa: ANN202 - a json object_pairs_hook
     def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -124,7 +131,6 @@ def read_json(path: str | Path, what: str = "JSON file", *, strict: bool = False
         return json.loads(text, parse_constant=no_constants if strict else None,
                           object_pairs_hook=_unique_keys(path, what) if strict else None)
     except json.JSONDecodeError as err:
-        raise CirError(f"{path}: not valid JSON (truncated or corrupt?): {err.msg} at line "
-                       f"{err.lineno} column {err.colno}") from None
+        raise CirError(f"{path}: not valid JSON (truncated or corrupt?): {json_error_text(err)}") from None
     except RecursionError:
         raise CirError(f"{path}: nested too deeply to be a {what}") from None

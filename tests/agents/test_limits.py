@@ -81,14 +81,16 @@ def test_a_refusal_halves_the_window_once_per_round_and_success_grows_it_back():
 def test_the_window_bounds_the_requests_in_flight_across_threads():
     lim = Limiter(concurrency=3)
     peak, now, lock = [0], [0], threading.Lock()
-    gate = threading.Event()
+    full = threading.Event()  # three in flight: from then on each request ends at once
 
     def request():
         ticket = lim.acquire()
         with lock:
             now[0] += 1
             peak[0] = max(peak[0], now[0])
-        gate.wait(0.05)
+            if now[0] == 3:
+                full.set()
+        full.wait(300)  # each of the first three waits for the others, however slowly threads start
         with lock:
             now[0] -= 1
         lim.release(ticket)

@@ -48,10 +48,12 @@ def test_help_shows_defaults_by_the_formatter_and_examples(name):
     text = parser.format_help()
     assert "\nexamples:\n  cir " in text, f"cir {name} --help has no examples"
     assert not re.search(r"\(default [^:]", text), f"cir {name}: a default written by hand"
+    from cir.cli.style import typed
+
     for action in parser._actions:
-        if action.option_strings and action.default not in (None, False, argparse.SUPPRESS) and action.help:
-            shown = parser._get_formatter()._get_help_string(action)
-            assert "(default: %(default)s)" in shown, f"cir {name} {action.option_strings[0]}"
+        if action.option_strings and typed(action.default, action) is not None and action.help:
+            shown = parser._get_formatter()._expand_help(action)
+            assert f"(default: {typed(action.default, action)})" in shown, f"cir {name} {action.option_strings[0]}"
 
 
 def _option(name: str, flag: str) -> argparse.Action:

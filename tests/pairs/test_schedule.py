@@ -288,19 +288,17 @@ def test_a_server_that_hangs_mid_run_gives_one_clear_error_within_the_timeout():
 
     def hangs_after_the_factual_run(path, body, attempt):
         answered.append(1)
-        return fake_answer(path, body, attempt) if len(answered) <= 12 else Reply(delay=30.0)
+        # an answer that comes long after the test: the error can only come from the client's timeout
+        return fake_answer(path, body, attempt) if len(answered) <= 12 else Reply(delay=3600.0)
 
     with FakeOpenAI(answer=hangs_after_the_factual_run) as server:
         agent = llm(server, timeout=0.5, max_retries=1)
-        start = time.monotonic()
         with pytest.raises(CirError) as err:
             run_task_pairs(task, agent, make_fake_env(task), LLM_SETTINGS, concurrency=8)
-        elapsed = time.monotonic() - start
     message = str(err.value)
     assert f"LLM server {server.base_url}/completions: no answer within 0.5 s" in message
     assert "gave up after 2 attempt(s)" in message and "\n" not in message
-    # two attempts of 0.5 s for the requests in flight, not the server's 30 s
-    assert elapsed < 5.0, elapsed
+    assert len(answered) > 12  # it hung: the requests after the factual run were never answered
 
 
 def test_usage_is_kept_with_the_cached_reply_and_summed(tmp_path):

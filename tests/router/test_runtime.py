@@ -347,8 +347,7 @@ def test_a_decision_reads_its_scores_as_attributes_and_logs_as_plain_data(router
     t = random_transcript(rng, 10, 5, "stale2")
     d = router.decide(t.prefix(t.steps_until_env_action(6)), 1)
     assert d.p0 == d.scores["p0"] and d.s_R == d.scores["s_R"]
-    with pytest.raises(AttributeError, match="its scores: p_err"):
-        _ = d.p_rescue
+    assert d.p_rescue is None and d.p_harm is None  # the paired estimator's scores: absent, not an error
     log = d.as_dict()
     assert log["delay"] == 1 and log["operation"] == d.operation and log["utility[refresh]"] == d.utility
     json.dumps(log)  # plain data
@@ -372,3 +371,96 @@ def test_a_paired_router_round_trips_and_refuses_the_other_estimators_models(tmp
     data["operations"] = ["teleport"]
     with pytest.raises(CirError, match="unknown operation 'teleport'"):
         Router.load(_write(tmp_path, data))
+
+
+# -- a router that never recovers, and one Decision for every router kind ----------------------------
+
+ROOT = Path(__file__).resolve().parents[2]
+#: Every router file a study writes (the committed reference study's first replicate).
+STUDY_ROUTERS = ROOT / "data" / "replicates" / "seed-0"
+ROUTER_FILES = ("router.json", "router_paired.json", "router_paired_replan.json", "router_paired_rewind.json",
+                "router_multi.json")
+NEVER = "never recovers: no threshold gained within the budget on the fitting table (alpha is null)"
+
+
+def _readme_router_example() -> str:
+    """The README's Python example of the router in one's own harness, as printed there."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = text.index("from cir import Router, Step, Transcript")
+    return text[start:text.index("```", start)]
+
+
+@pytest.mark.parametrize("name", ROUTER_FILES)
+def test_the_readme_example_runs_with_every_router_file_a_study_writes(name: str, capsys) -> None:
+    code = _readme_router_example()
+    assert '"cir-out/router.json"' in code
+    exec(compile(code.replace('"cir-out/router.json"', repr(str(STUDY_ROUTERS / name))), "README.md", "exec"), {})
+    recover, operation, p_err, p0, p1, blocked_by = capsys.readouterr().out.split()
+    paper = Router.load(STUDY_ROUTERS / name).estimator.name == "paper"
+    assert recover in ("True", "False") and float(p_err) >= 0
+    assert (p0 != "None", p1 != "None") == (paper, paper)  # the paired estimator has no p0, p1: None
+
+
+def test_a_decision_has_the_same_fields_for_every_router_kind() -> None:
+    t = Transcript.from_messages("t", [{"role": "user", "content": TASK}, {"role": "assistant", "content": "go to desk 1"},
+                                       {"role": "user", "content": "You arrive at desk 1. On the desk 1, you see a mug 1."}])
+    logs = [Router.load(STUDY_ROUTERS / name).decide(t, 1) for name in ROUTER_FILES]
+    # one log line's keys for every kind, but each operation's utility (utility[refresh], ...)
+    assert len({tuple(k for k in d.as_dict() if not k.startswith("utility[")) for d in logs}) == 1
+    for d in logs:
+        for name in ("p_err", "utility", "p0", "p1", "p_fail", "s_R", "s_H", "p_rescue", "p_harm"):
+            value = getattr(d, name)
+            assert value == d.scores.get(name), (name, value)  # a score the estimator lacks is None
+
+
+def _never(router_file: Path, tmp_path: Path) -> Path:
+    data = json.loads(router_file.read_text())
+    data["thresholds"]["alpha"] = None  # what a fit that found nothing to gain writes
+    return _write(tmp_path, data)
+
+
+def test_a_router_without_a_threshold_says_so_when_loaded_and_in_every_decision(router_file: Path, tmp_path: Path,
+                                                                                caplog) -> None:
+    import logging
+
+    path = _never(router_file, tmp_path)
+    with caplog.at_level(logging.WARNING, logger="cir"):
+        never = Router.load(path)
+    assert f"{path}: this router {NEVER}" in caplog.text
+    assert never.never_recovers == NEVER and Router.load(router_file).never_recovers is None
+    rng = np.random.default_rng(4)
+    decisions = []
+    for _ in range(20):
+        t = random_transcript(rng, 10, 5, "stale2")
+        for delay in (0, 1, 2, 4):
+            decisions.append(never.decide(t.prefix(t.steps_until_env_action(5 + delay)), delay))
+    assert all(not d.recover and d.operation is None and d.blocked_by == "no_threshold" for d in decisions)
+    assert max(d.p_err for d in decisions) > 0.5  # a score high enough is not what blocks it
+    # the offline rule says the same
+    offline = decide_rows(never, simulate(30, seed=2))
+    assert set(offline["blocked_by"]) == {"no_threshold"}
+
+
+def test_a_fit_that_finds_nothing_to_gain_says_the_router_never_recovers(tmp_path: Path, caplog, capsys) -> None:
+    import logging
+
+    from cir.cli import main
+    from cir.router.evaluation import evaluate
+
+    flat = simulate(80, seed=7)
+    flat["y1"] = flat["y0"]  # recovery changes nothing: no threshold can gain
+    flat["outcome"] = np.where(flat["y0"] == 1, "stable_success", "stable_failure")
+    with caplog.at_level(logging.WARNING, logger="cir"):
+        policy = CIRPolicy(threshold_steps=7).fit(flat)
+    assert policy.never_recovers == NEVER and f"the fitted router {NEVER}" in caplog.text
+    result = evaluate({"cir": policy.to_router()}, simulate(40, seed=8), resamples=50)
+    assert result["settings"]["routers"]["cir"]["never_recovers"] == NEVER
+    flat.to_csv(tmp_path / "flat.csv", index=False)
+    simulate(40, seed=8).to_csv(tmp_path / "test.csv", index=False)
+    capsys.readouterr()
+    assert main(["fit", str(tmp_path / "flat.csv"), "--out", str(tmp_path / "never.json"),
+                 "--threshold-steps", "7"]) == 0
+    assert f"note: the router {NEVER}" in capsys.readouterr().out
+    assert main(["evaluate", str(tmp_path / "never.json"), str(tmp_path / "test.csv"), "--resamples", "50",
+                 "--allow-overlap"]) == 0
+    assert "cir: paper estimator, refresh, alpha=null beta=" in (out := capsys.readouterr().out) and NEVER in out

@@ -1,38 +1,54 @@
-"""The analysis notebook runs top to bottom against a `cir reproduce --quick` output.
+"""The analysis notebook runs top to bottom against a `cir reproduce --quick` output, by the
+command the README gives (`jupyter nbconvert --to html --execute`, from the `notebook` extra).
 
 Run by .ci/run after the quick reproduction: `CIR_OUT=DIR pytest -m notebook`
 (DIR is the `--out` of `cir reproduce --quick`; the notebook reads the same variable).
 """
 
 import os
+import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-NOTEBOOK = Path(__file__).resolve().parents[2] / "experiments" / "analysis.ipynb"
+ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOK = ROOT / "experiments" / "analysis.ipynb"
+
+
+def _readme_command() -> str:
+    """The README's command that executes the notebook (CIR_OUT=... jupyter nbconvert ...)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    found = re.search(r"^(CIR_OUT=\S+ jupyter nbconvert [^\n]*analysis\.ipynb[^\n]*)$", readme, re.M)
+    assert found, "the README gives no `jupyter nbconvert --execute` command for the notebook"
+    assert 'pip install -e ".[notebook]"' in readme
+    return found.group(1)
+
+
+def test_the_readme_runs_the_notebook_with_an_extra_that_has_nbconvert():
+    notebook = re.search(r"^notebook = \[(.*)\]$", (ROOT / "pyproject.toml").read_text(encoding="utf-8"), re.M)
+    assert notebook and '"nbconvert' in notebook.group(1)  # the extra the README installs
+    command = _readme_command()
+    assert "--execute" in command and "--to html" in command
 
 
 @pytest.mark.notebook
-def test_analysis_notebook_executes(monkeypatch):
-    nbformat = pytest.importorskip("nbformat")
-    nbclient = pytest.importorskip("nbclient")
+def test_analysis_notebook_executes(tmp_path):
     out = os.environ.get("CIR_OUT")
     if not out or not (Path(out) / "report.md").exists():
         pytest.fail("set CIR_OUT to the output folder of `cir reproduce --quick --out DIR`")
-    # the kernel runs in experiments/: a relative CIR_OUT means this folder's, not the kernel's
-    monkeypatch.setenv("CIR_OUT", str(Path(out).resolve()))
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    client = nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",
-                                     resources={"metadata": {"path": str(NOTEBOOK.parent)}})
-    client.execute()
-    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
-              if o.get("output_type") == "error"]
-    assert not errors
-    # every figure cell shows its figure as a PNG (cir.study.figures builds Figures without pyplot)
-    figure_cells = [c for c in nb.cells if c.cell_type == "code" and "plot_" in c.source and "fig =" in c.source]
-    pngs = [sum("image/png" in o.get("data", {}) for o in c.get("outputs", [])) for c in figure_cells]
-    assert len(figure_cells) == 3 and pngs == [1, 1, 1], pngs
+    jupyter = shutil.which("jupyter", path=str(Path(sys.executable).parent)) or shutil.which("jupyter")
+    assert jupyter, 'jupyter is not installed: pip install -e ".[notebook]"'
+    words = _readme_command().split()[2:]  # the README's, without CIR_OUT= and jupyter
+    words[words.index("--output-dir") + 1] = str(tmp_path)  # written where the test looks
+    argv = [jupyter, *words]
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=900,
+                          env={**os.environ, "CIR_OUT": str(Path(out).resolve())})
+    assert done.returncode == 0, done.stderr[-3000:]
+    page = (tmp_path / "analysis.html").read_text(encoding="utf-8")
+    # every figure cell shows its figure (cir.study.figures builds Figures without pyplot)
+    assert page.count("data:image/png;base64,") >= 3
     # the router cell printed at least one decision
-    router_out = "".join(o.get("text", "") for c in nb.cells if "router.decide" in c.source
-                         for o in c.get("outputs", []))
-    assert "delay" in router_out and "Decision(" in router_out
+    assert "Decision(" in page and "delay" in page

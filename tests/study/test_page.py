@@ -3,6 +3,9 @@
 Run by .ci/run after the quick reproduction (Debian's `chromium` installed there):
 `CIR_OUT=DIR pytest -m report`, DIR being the `--out` of `cir reproduce --quick`, and again
 with DIR = `data` (the committed study's pooled report).
+The page shows before it tabulates: a figure beside the findings and the first section's figure
+within one screen after them, at 1280 and at 390 px, and no table of the main text longer than
+``cir.study.page.MAIN_ROWS`` rows (the longer ones are whole in the appendix).
 At a 1280-px-wide window no table is wider than its text column (so none needs its
 scroll box) and no figure is wider than the viewport or scaled down so far that its text
 becomes unreadable; at 760 px the page itself never scrolls sideways (wide tables scroll
@@ -34,6 +37,26 @@ CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run
                   "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 MEASURE = """<script>
+// where a reader meets things, in CSS px from the top of the page: the end of the findings (the
+// next section's heading), the first figure; and the table rows before the appendix and in it
+function layout() {
+  const top = (e) => e.getBoundingClientRect().top + window.scrollY;
+  const h2 = [...document.querySelectorAll("h2")];
+  const findings = h2.findIndex((h) => h.textContent.trim() === "Findings");
+  const after = findings >= 0 ? h2[findings + 1] : null;
+  const appendix = document.getElementById("appendix");
+  const inMain = (e) => !appendix || (appendix.compareDocumentPosition(e) & Node.DOCUMENT_POSITION_PRECEDING);
+  const rows = (main) => [...document.querySelectorAll("table tbody tr")].filter((r) => !!inMain(r) === main).length;
+  const imgs = [...document.querySelectorAll("figure img")];
+  const end = after ? top(after) : 0;
+  const next = imgs.find((i) => top(i) >= end);
+  return {screen: window.innerHeight, findings_end: after ? end : null,
+          first_figure: imgs.length ? top(imgs[0]) : null, next_figure: next ? top(next) : null,
+          rows_main: rows(true), rows_appendix: rows(false),
+          main_tables: [...document.querySelectorAll("table")].filter((t) => !!inMain(t)).map((t) => ({
+            rows: t.querySelectorAll("tbody tr").length,
+            caption: (t.parentElement.previousElementSibling || {}).textContent || ""}))};
+}
 window.addEventListener("load", () => {
   const box = (e) => e.getBoundingClientRect().width;
   const out = {
@@ -45,6 +68,7 @@ window.addEventListener("load", () => {
     figures: [...document.querySelectorAll("img")].map((i) => ({
       width: box(i), natural: i.naturalWidth, caption: i.alt, wide_width: +i.dataset.width,
       text_px: +i.dataset.textPx, phone_width: +i.dataset.phoneWidth, phone_text_px: +i.dataset.phoneTextPx})),
+    layout: layout(),
   };
   const pre = document.createElement("pre");
   pre.id = "measured";
@@ -132,9 +156,34 @@ def test_tables_and_figures_fit_a_1280_px_window(page: Path, tmp_path: Path):
     assert not raw, f"captions show markdown's backticks (HTML captions are plain text): {raw}"
     big = [(f["caption"][:60], round(f["width"])) for f in m["figures"] if f["width"] > m["viewport"]]
     assert not big, f"figures wider than the viewport: {big}"
+    # a wide drawing is scaled down at most MAX_SHRINK; one drawn for a narrow column (beside a
+    # finding: the phone's drawing) is read by its smallest axis text, as on a phone
+    narrow = [f for f in m["figures"] if f["wide_width"] and f["natural"] == f["phone_width"]]
     shrunk = [(f["caption"][:60], f["natural"], round(f["width"])) for f in m["figures"]
-              if f["natural"] > MAX_SHRINK * f["width"]]
+              if f not in narrow and f["natural"] > MAX_SHRINK * f["width"]]
     assert not shrunk, f"figures scaled down more than {MAX_SHRINK}x (text unreadable): {shrunk}"
+    small = [(f["caption"][:60], round(smallest_text_css_px(f), 1)) for f in narrow
+             if smallest_text_css_px(f) < MIN_TEXT_CSS_PX]
+    assert not small, f"axis text below {MIN_TEXT_CSS_PX} CSS px beside the findings: {small}"
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_the_page_shows_before_it_tabulates(page: Path, tmp_path: Path, width: int):
+    """A figure beside the findings, and the first section's figure within one screen after them;
+    every table of the main text at most MAIN_ROWS rows (the longer ones whole in the appendix)."""
+    from cir.study.page import MAIN_ROWS
+
+    m = measure(page, width, tmp_path)["layout"]
+    print(f"\n{width} px: first figure {m['first_figure']:.0f} px from the top, the findings end at "
+          f"{m['findings_end']:.0f} px, the next figure at {m['next_figure']:.0f} px (a screen is {m['screen']} px); "
+          f"{m['rows_main']} table rows in {len(m['main_tables'])} tables of the main text, "
+          f"{m['rows_appendix']} in the appendix")
+    assert m["findings_end"] is not None and m["first_figure"] is not None
+    assert m["first_figure"] < m["findings_end"], "no figure beside the findings"
+    assert m["next_figure"] is not None and m["next_figure"] - m["findings_end"] <= m["screen"], \
+        "the first figure after the findings is more than a screen below them"
+    long = [(t["caption"][:60], t["rows"]) for t in m["main_tables"] if t["rows"] > MAIN_ROWS]
+    assert not long, f"tables of the main text longer than {MAIN_ROWS} rows: {long}"
 
 
 def test_a_narrow_window_never_scrolls_sideways(page: Path, tmp_path: Path):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -110,9 +111,13 @@ def test_writes_report_tables_figures_and_router(study) -> None:
     assert set(explained["operation"]) <= {"refresh", "refresh_ablated", "placebo", "replan"}
     assert list((out / "figures").glob("*.png"))
     html = (out / "report.html").read_text(encoding="utf-8")
-    # self-contained: every figure is embedded, none is linked; each twice, wide and drawn for a phone
-    figures = len(list((out / "figures").glob("*.png")))
-    assert html.count("<picture>") == figures and html.count("data:image/png;base64,") == 2 * figures
+    # self-contained: every figure is embedded, none is linked; a section's twice, wide and drawn for a
+    # phone, and each finding's figure beside it once more, drawn for a narrow column (the phone's)
+    figures = {p.stem for p in (out / "figures").glob("*.png")}
+    beside = len(re.findall(r"<div class='finding'><p>.*?</p><figure><img ", html))  # findings with a figure
+    only_beside = {f for f in figures if f.startswith("finding_")}  # drawn for a finding alone
+    assert beside == html.count("<div class='finding'>") >= 2 and html.count("<picture>") == len(figures - only_beside)
+    assert html.count("data:image/png;base64,") == 2 * len(figures - only_beside) + beside
     assert "src='figures/" not in html and 'src="figures/' not in html
 
 

@@ -1,7 +1,8 @@
 """What a command leaves running after ``kill -9`` of it: its helper processes, counted exactly.
 
 Run as a script, this process becomes a *child subreaper* (Linux ``prctl``), starts the command,
-waits ``--after`` seconds, kills it with SIGKILL and then watches for ``--wait`` seconds: every
+waits ``--after`` seconds, kills it with SIGKILL and then watches for ``--wait`` seconds at most (until
+nothing it started is left: nothing is left to start another): every
 process the command started (workers, a manager, resource trackers), re-parented to this one
 once the command is gone, is seen here however deep it was. It prints one JSON line: how many
 processes the command had just before the kill, how many are left at the end of the wait,
@@ -53,10 +54,10 @@ def _alive() -> list[psutil.Process]:
 
 
 def _tasks_done(run_dir: Path) -> int:
-    try:
-        return int(json.loads((run_dir / "run.json").read_text())["counts"]["tasks_done"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return 0
+    """Tasks in the run's store (written after every task; run.json only now and then)."""
+    from cir.pairs.store import EPISODES, scan_store
+
+    return len(scan_store(run_dir / EPISODES).summaries())
 
 
 def kill_and_count(cmd: list[str], after: float, wait: float, env: dict[str, str] | None = None,
@@ -79,8 +80,9 @@ def kill_and_count(cmd: list[str], after: float, wait: float, env: dict[str, str
     t0, gone_after = time.monotonic(), None
     while time.monotonic() - t0 < wait:
         _reap()
-        if not _alive() and gone_after is None:
+        if not _alive():  # none left, so none can start another: the watch is over
             gone_after = round(time.monotonic() - t0, 2)
+            break
         time.sleep(0.1)
     _reap()
     left = _alive()
@@ -99,7 +101,7 @@ def kill_and_count(cmd: list[str], after: float, wait: float, env: dict[str, str
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--after", type=float, required=True, help="seconds before the kill")
-    ap.add_argument("--wait", type=float, default=10.0, help="seconds to watch after it")
+    ap.add_argument("--wait", type=float, default=10.0, help="seconds to watch after it at most")
     ap.add_argument("--run-dir", type=Path, default=None,
                     help="count --after from when this run folder records its first finished task")
     ap.add_argument("cmd", nargs=argparse.REMAINDER)

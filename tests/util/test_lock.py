@@ -92,30 +92,49 @@ def test_a_lock_is_reentrant_in_its_owner_and_released_once(tmp_path):
 
 
 RUN = """
-import sys
+import sys, time
+from pathlib import Path
 sys.path.insert(0, {tests!r})
 from support.replay import fake_settings, fake_tasks
+from cir.pairs import store
 from cir.pairs.run import run_experiment
 from cir.pairs.settings import ReplaySettings
-run_experiment(fake_tasks(4), {out!r}, fake_settings(ReplaySettings(operations=("refresh",)), "fake:0.003"),
+
+append, signals = store.RunStore.append_task, Path({signals!r})
+
+def append_then_wait(self, *args, **kwargs):
+    # the first task stored, the run holds its lock until the test says go
+    member = append(self, *args, **kwargs)
+    (signals / "stored").touch()
+    deadline = time.monotonic() + 600
+    while not (signals / "go").exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return member
+
+store.RunStore.append_task = append_then_wait
+run_experiment(fake_tasks(4), {out!r}, fake_settings(ReplaySettings(operations=("refresh",)), "fake"),
                tasks_source="fake", progress=False, echo=lambda s: None)
 """
 
 
 def test_two_runs_on_one_folder_one_is_refused_and_nothing_is_doubled(tmp_path):
-    out = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, "-c", RUN.format(tests=str(HERE), out=str(out))],
+    out, signals = tmp_path / "run", tmp_path / "signals"
+    signals.mkdir()
+    proc = subprocess.Popen([sys.executable, "-c", RUN.format(tests=str(HERE), out=str(out), signals=str(signals))],
                             stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 60
-        while not (out / "run.json").exists() and time.monotonic() < deadline:
+        # the other run is mid-way (a task stored, the others to come) however slow this machine is
+        deadline = time.monotonic() + 600
+        while not (signals / "stored").exists() and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.02)
+        assert proc.poll() is None, "the other run ended before its first task was stored"
         with pytest.raises(CirError, match="another cir process is writing this run folder"):
             run_experiment(fake_tasks(4), out,
-                           fake_settings(ReplaySettings(operations=("refresh",)), "fake:0.003"),
+                           fake_settings(ReplaySettings(operations=("refresh",)), "fake"),
                            tasks_source="fake", progress=False, echo=lambda s: None)
     finally:
-        _, err = proc.communicate(timeout=120)
+        (signals / "go").touch()
+        _, err = proc.communicate(timeout=600)
     assert proc.returncode == 0, err.decode()[-2000:]
     scan = scan_store(out / EPISODES)
     assert len(scan.members) == 4 and scan.sound
@@ -142,14 +161,14 @@ def test_workers_end_when_their_parent_is_killed(tmp_path):
                             stderr=subprocess.DEVNULL)
     pids: list[int] = []
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 600
         while len(pids) < 2 and time.monotonic() < deadline:
             pids = [int(p.read_text()) for p in tmp_path.glob("worker*") if p.read_text()]
             time.sleep(0.05)
         assert len(pids) == 2 and proc.poll() is None
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + 120  # a bound on a hang: they end within a second or so
         while any(_alive(p) for p in pids) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert not any(_alive(p) for p in pids)
@@ -183,14 +202,14 @@ def test_a_worker_without_a_task_ends_when_its_parent_is_killed(tmp_path):
     proc = subprocess.Popen([sys.executable, "-c", IDLE.format(folder=str(tmp_path))], stderr=subprocess.DEVNULL)
     pids: list[int] = []
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 600
         while (len(pids) < 2 or not (tmp_path / "busy").exists()) and time.monotonic() < deadline:
             pids = [k.pid for k in psutil.Process(proc.pid).children() if "popen_loky" in " ".join(k.cmdline())]
             time.sleep(0.05)
         assert len(pids) == 2 and proc.poll() is None
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + 120  # a bound on a hang: they end within a second or so
         while any(_alive(p) for p in pids) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert not any(_alive(p) for p in pids)

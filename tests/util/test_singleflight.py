@@ -9,13 +9,29 @@ import pytest
 from cir.util.singleflight import SingleFlight
 
 
+class _Watched(dict):
+    """The flight's calls, counting the threads that found a call in flight (they hold its
+    future and will take its result however late they get to wait on it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.joined = threading.Semaphore(0)
+
+    def get(self, key, default=None):
+        call = super().get(key, default)
+        if call is not None:
+            self.joined.release()
+        return call
+
+
 def test_threads_that_ask_at_once_share_one_call_and_its_exception():
     flight: SingleFlight[int] = SingleFlight()
+    flight._calls = watched = _Watched()
     calls, barrier, release = [], threading.Barrier(6), threading.Event()
 
     def work():
         calls.append(1)
-        release.wait(5)
+        release.wait()
         return 42
 
     results = []
@@ -27,10 +43,8 @@ def test_threads_that_ask_at_once_share_one_call_and_its_exception():
     threads = [threading.Thread(target=ask) for _ in range(6)]
     for t in threads:
         t.start()
-    barrier_passed = threading.Event()
-    while len(flight) == 0:
-        barrier_passed.wait(0.01)
-    barrier_passed.wait(0.3)  # the other five are inside do() by now, waiting for the first
+    for _ in range(5):  # the other five joined the first one's call, however slowly they came
+        assert watched.joined.acquire(timeout=300)
     release.set()
     for t in threads:
         t.join()

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from cir.util.errors import CirError
+from cir.util.files import json_error_text
 
 GAME_FILE = "game.tw-pddl"
 REQUIRED_GAME_KEYS: tuple[str, ...] = ("pddl_domain", "grammar", "pddl_problem")
@@ -32,7 +33,7 @@ def read_game_file(path: str | os.PathLike[str]) -> dict[str, Any]:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise CirError(
-            f"{path}: invalid JSON at line {exc.lineno} column {exc.colno} ({exc.msg}); "
+            f"{path}: invalid JSON ({json_error_text(exc)}); "
             f"expected a game.tw-pddl object with keys {', '.join(REQUIRED_GAME_KEYS)}"
         ) from None
     if not isinstance(data, dict):

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from cir.families.alfworld.gamefile import GAME_FILE, read_game_file
 from cir.families.alfworld.text import SPLITS, TASK_TYPES
 from cir.util.errors import CirError
+from cir.util.files import json_error_text
 
 if TYPE_CHECKING:
     from cir.families.alfworld.env import AlfworldEnv
@@ -107,7 +108,7 @@ def _read_json(path: Path, what: str) -> Any:
         return json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise CirError(
-            f"{path}: invalid JSON at line {exc.lineno} column {exc.colno} ({exc.msg}); "
+            f"{path}: invalid JSON ({json_error_text(exc)}); "
             f"expected {what}"
         ) from None
     except (OSError, UnicodeDecodeError) as exc:
