@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from cir.adapters.protocol import EnvCall, EnvSession, Framework, bound, refuse
+from cir.agents.base import agent_params
 from cir.agents.factory import FRAMEWORK_SAMPLES
 from cir.envs.base import DEFAULT_REFRESH_QUERY
 from cir.episode.harness import Harness
@@ -312,7 +313,7 @@ def framework_agent_of(kind: str, target: str, make: Callable[[Any], Any], *, ba
     proxy = serve_from(base_url, api_key_env, cache_dir, cache_fallback)
     obj, identity = load_target(kind, target)
     framework = make(obj)
-    return FrameworkAgent(f"{kind}:{target}", framework, {**framework.params(), **identity},
+    return FrameworkAgent(f"{kind}:{target}", framework, {**agent_params(framework, "Framework"), **identity},
                           close=getattr(framework, "close", None), replies=proxy)
 
 

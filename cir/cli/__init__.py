@@ -22,6 +22,7 @@ from pathlib import Path
 
 from cir import __version__
 from cir.cli.family import add_family_everywhere
+from cir.util.deprecation import CirDeprecationWarning, forget
 from cir.util.errors import CirError, SettingError
 
 # Command modules, in the order they appear in ``cir --help``.
@@ -80,19 +81,36 @@ def _show_notes() -> logging.Handler:
 def main(argv: list[str] | None = None) -> int:
     # Parse before anything touches the engine: fast_downward overwrites sys.argv.
     parser = build_parser()
-    args = parser.parse_args(argv)
-    if not getattr(args, "handler", None):
-        parser.print_help()
-        return 2
-    notes = _show_notes()
+    forget()  # each command says each former name it meets once (an option's name too)
     with warnings.catch_warnings(record=True) as held:
+        warnings.simplefilter("always", CirDeprecationWarning)  # once each: warn_former counts
         try:
-            return _run(args)
+            args = parser.parse_args(argv)
+            if not getattr(args, "handler", None):
+                parser.print_help()
+                return 2
+            notes = _show_notes()
+            try:
+                return _run(args)
+            finally:
+                logging.getLogger("cir").removeHandler(notes)
         finally:
-            for w in held:  # after the command's output and its error line, never before
-                print(f"cir: note: {w.category.__name__} from {Path(w.filename).name}: "
-                      f"{' '.join(str(w.message).split())}", file=sys.stderr)
-            logging.getLogger("cir").removeHandler(notes)
+            _print_held(held)
+
+
+def _print_held(held: list[warnings.WarningMessage]) -> None:
+    """The warnings the command met, after its output and its error line, never before: a former
+    name as one ``cir: deprecated:`` line each, a library's as a note."""
+    said: set[str] = set()
+    for w in sorted(held, key=lambda w: not issubclass(w.category, CirDeprecationWarning)):
+        text = " ".join(str(w.message).split())
+        if issubclass(w.category, CirDeprecationWarning):
+            line = f"cir: deprecated: {text}"
+        else:
+            line = f"cir: note: {w.category.__name__} from {Path(w.filename).name}: {text}"
+        if line not in said:
+            said.add(line)
+            print(line, file=sys.stderr)
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from cir.cli.limits import MAX_RESAMPLES, MAX_SEED, check_int
-from cir.cli.style import add_columns, add_quiet, command
+from cir.cli.style import StoreRenamed, add_columns, add_quiet, command
 from cir.episode.protocol import DEFAULT_LEVEL, DEFAULT_RESAMPLES, DEFAULT_SEED
 from cir.util.errors import CirError
 
@@ -35,8 +35,9 @@ JOINT_COLUMNS = ["comparison", "n_tasks", "wins", "losses", "effect_pp", "ci_low
 def _common(parser: argparse.ArgumentParser, resamples: bool = True, fmt: bool = True) -> None:
     parser.add_argument("paired", metavar="PAIRED", help="paired.csv / paired.parquet, or a RUN_DIR")
     parser.add_argument("--subset", "--cohort", dest="subset", choices=["all", "factual-success"], default="all",
+                        action=StoreRenamed,
                         help="all prefix-feasible tasks, or only tasks whose factual run succeeded "
-                             "(--cohort: its former name)")
+                             "(--cohort: its former name, deprecated)")
     parser.add_argument("--keep-prefix-mismatch", action="store_true",
                         help="keep rows whose two arms differ before the branch point (dropped by default)")
     parser.add_argument("--allow-partial", action="store_true",

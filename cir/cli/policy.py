@@ -23,7 +23,7 @@ from typing import Any
 from cir.cli.analysis import partial_label
 from cir.cli.family import family_spec, recorded_family
 from cir.cli.limits import MAX_BUDGET, MAX_RESAMPLES, MAX_SEED, check_int
-from cir.cli.style import add_columns, command
+from cir.cli.style import StoreRenamed, add_columns, command
 from cir.episode.operations import OPERATIONS
 from cir.episode.protocol import (
     DEFAULT_C,
@@ -113,7 +113,9 @@ def _register_fit(subparsers: Any) -> None:
     f.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seed of the fold assignment")
     f.add_argument("--C", type=float, default=DEFAULT_C, help="inverse L2 strength (the paper's models)")
     f.add_argument("--threshold-steps", "--grid-size", dest="threshold_steps", type=int, default=21,
-                   help="candidate values of each threshold in the search (quantiles of its score; --grid-size: its former name)")
+                   action=StoreRenamed,
+                   help="candidate values of each threshold in the search (quantiles of its score; --grid-size: its "
+                        "former name, deprecated)")
     f.add_argument("--max-turns", type=int, default=None,
                    help=f"model-turn budget of the harness (default: the run's; {DEFAULT_MAX_TURNS} for a table)")
     f.add_argument("--max-actions", type=int, default=None,

@@ -19,6 +19,20 @@ BACKENDS = ("loky", "threading", "dask")
 DEFAULT_JOBS = 2
 
 
+class StoreRenamed(argparse._StoreAction):
+    """An option that also answers to its former name (``--env`` of ``--family``): the value is
+    stored as the option's, and the former name says once that it is deprecated
+    (:data:`cir.util.deprecation.FORMER`, one ``cir: deprecated:`` line)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        from cir.util.deprecation import FORMER, warn_former
+
+        if option_string in FORMER:
+            warn_former(option_string)
+        super().__call__(parser, namespace, values, option_string)
+
+
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
     """Descriptions and examples as written; ``(default: X)`` after every option with a default."""
 

@@ -64,6 +64,7 @@ from typing import Any
 from cir.families.registry import DEFAULT_FAMILY
 from cir.pairs.settings import ReplaySettings, RunSettings, task_set_digest
 from cir.pairs.store import RUN_JSON, RunStore, StoredMember
+from cir.util.deprecation import former_attribute, renamed_parameters
 from cir.util.errors import CirError
 
 
@@ -262,6 +263,8 @@ class RunRecord:
     #: the restore check that failed (task, state, action, both answers): the folder is quarantined
     restore_failed: dict[str, Any] | None = None
 
+    agent_settings = former_attribute("RunRecord.agent_settings", "agent_params")  # before cir 0.2.0
+
     def quarantine(self, run_dir: Any) -> str | None:
         """The one line every reader (and a resume) refuses a quarantined folder with, or None.
 
@@ -317,6 +320,7 @@ class RunRecord:
                        members=tuple(members))
 
     @classmethod
+    @renamed_parameters("RunRecord(agent_settings=)", agent_settings="agent_params")
     def summarize(cls, cir_version: str, settings: RunIdentity, task_ids: list[str],
                   summaries: list[dict[str, Any]], sessions: list[Session], complete: bool,
                   agent_params: dict[str, Any] | None = None,
@@ -417,6 +421,10 @@ class RunRecord:
             members=None if members is None else tuple(
                 _build(StoredMember, m, source, "store.members") for m in members),
         )
+
+
+RunRecord.__init__ = renamed_parameters("RunRecord(agent_settings=)", agent_settings="agent_params")(  # type: ignore[method-assign]
+    RunRecord.__init__)
 
 
 def _restore_failed(value: Any, source: str) -> dict[str, Any] | None:

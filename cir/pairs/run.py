@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from cir import __version__
+from cir.agents.base import agent_params
 from cir.agents.factory import AgentIdentity
 from cir.families.registry import agent_identity, make_agent
 from cir.pairs.farm import FarmRun, Job, farm
@@ -60,7 +61,7 @@ def run_agent_identity(settings: RunSettings) -> Any:
     checked as :func:`make_run_agent` checks them. An ``agent_factory`` is asked for an agent."""
     if settings.agent_factory is not None:
         probe = settings.agent_factory(settings.agent, seed=settings.seed)
-        return AgentIdentity(probe.name, dict(probe.params()), uses_cache=hasattr(probe, "cache"))
+        return AgentIdentity(probe.name, agent_params(probe), uses_cache=hasattr(probe, "cache"))
     return agent_identity(settings.agent, family=settings.family, prompt_file=settings.prompt_file,
                           base_url=settings.base_url, seed=settings.seed, llm=settings.llm)
 
@@ -177,15 +178,15 @@ def _open_run(spec: RunSpec, stack: ExitStack, echo: Callable[[str], None]) -> R
     tasks = list(spec.tasks)
     ids = _task_ids(tasks, spec.tasks_source)
     agent = run_agent_identity(settings)  # the agent's label and settings, first
-    agent_params = agent.params()
+    params = agent_params(agent)
     identity = RunIdentity.of(settings, ids, agent_label(agent), spec.tasks_source, spec.limit)
     store = RunStore(spec.out)
-    fallback = _extension_cache(settings, store, identity, ids, agent_params, uses_cache=agent.uses_cache)
+    fallback = _extension_cache(settings, store, identity, ids, params, uses_cache=agent.uses_cache)
     stack.enter_context(store.lock())
     old = RunRecord.resume(store, identity)
     if old is not None and old.restore_failed is not None:  # the same command runs on the same restore
         raise CirError(str(old.quarantine(store.dir)))
-    run = _Run(store, identity, tasks, ids, old, echo, agent_params)
+    run = _Run(store, identity, tasks, ids, old, echo, params)
     if not run.todo and old is not None:
         return run.settle()
     session = Session(started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), jobs=settings.jobs,

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from cir.agents.base import agent_params
 from cir.agents.factory import DEFAULT_AGENT, FRAMEWORK_SAMPLES, FRAMEWORKS, LLMConfig
 from cir.agents.limits import RequestLimits
 from cir.agents.sampling import check_samples
@@ -253,10 +254,7 @@ class RunSettings:
 def agent_label(agent: Any) -> str:
     """The agent's name with a short digest of its parameters (the ``agent`` column): a changed
     agent, seed or LLM option is another agent."""
-    if not hasattr(agent, "params") and hasattr(agent, "settings"):
-        raise CirError(f"agent {getattr(agent, 'name', agent)!r}: the Agent contract's settings() is now "
-                       "called params(); rename the method")
-    params = json.dumps(agent.params(), sort_keys=True, ensure_ascii=False)
+    params = json.dumps(agent_params(agent), sort_keys=True, ensure_ascii=False)
     digest = hashlib.sha256(params.encode("utf-8")).hexdigest()[:8]
     return f"{agent.name}@{digest}"
 

@@ -57,6 +57,7 @@ from cir.router.evaluation import decide_rows, score_rows
 from cir.router.rule import BUDGETS, ESTIMATORS, Estimator, LinearModel, choose, split_model_name
 from cir.router.runtime import Router
 from cir.router.walk import Cells, build_cells, check_features, model_labels, summarize, walk
+from cir.util.deprecation import former_attribute, renamed_parameters
 from cir.util.errors import CirValueError
 
 
@@ -154,6 +155,7 @@ class CIRPolicy(BaseEstimator):
     settings.
     """
 
+    @renamed_parameters("CIRPolicy(grid_size=)", grid_size="threshold_steps")
     def __init__(
         self,
         estimator: str = "paper",
@@ -187,6 +189,8 @@ class CIRPolicy(BaseEstimator):
         self.seed = seed
         self.max_iter = max_iter
         self.extractor = extractor
+
+    grid_ = former_attribute("CIRPolicy.grid_", "candidates_")  # its name before cir 0.2.0
 
     # -- params ---------------------------------------------------------------------------------
     def _check_params(self) -> tuple[Estimator, tuple[str, ...], tuple[int, ...]]:

@@ -71,6 +71,7 @@ from cir.router.rule import (
     blocked_by,
     predict,
 )
+from cir.util.deprecation import former_attribute, renamed_parameters, warn_former
 from cir.util.errors import CirError
 from cir.util.files import read_json, write_atomic
 
@@ -152,6 +153,13 @@ class Decision:
         raise AttributeError(f"{type(self).__name__!r} has no attribute {name!r} "
                              f"(its scores: {', '.join(scores) or 'none'})")
 
+    @property
+    def refresh(self) -> bool:
+        """Whether it recovers with a refresh (the former ``refresh``, before a router chose among
+        operations): ``recover and operation == "refresh"``."""
+        warn_former("Decision.refresh", stacklevel=2)
+        return self.recover and self.operation == "refresh"
+
     def as_dict(self) -> dict[str, Any]:
         """Plain data for a log line."""
         return {"delay": self.delay, "recover": self.recover, "operation": self.operation,
@@ -202,6 +210,7 @@ def _numbers(values: list[Any], name: str, n: int, source: str, positive: bool =
 class Router:
     """The fitted CIR policy as a runtime object (see module docstring)."""
 
+    @renamed_parameters("Router(settings=)", settings="params")
     def __init__(self, features: list[str], models: dict[str, LinearModel],
                  thresholds: dict[str, float | None], params: dict[str, Any],
                  baselines: dict[str, Any], training: dict[str, Any],
@@ -222,6 +231,8 @@ class Router:
         self.training = training
         self.budget = dict(budget or {})
         self.cir_version = cir_version
+
+    settings = former_attribute("Router.settings", "params")  # its name before cir 0.2.0
 
     @property
     def delays(self) -> tuple[int, ...]:
@@ -299,6 +310,8 @@ class Router:
         the extractor of the family the file names (``family``; ALFWorld's without one).
         """
         version = _check_version(data, source)
+        if version < FORMAT_VERSION:  # an earlier cir's file: read, and said once
+            warn_former(f"router file format {version}", f"in {source}", stacklevel=3)
         if version < 3:
             data = _upgrade(data, version, source)
         if version < 4:

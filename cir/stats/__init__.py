@@ -15,4 +15,4 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "mcnemar_p": "cir.stats.significance",
     "explain_run": "cir.stats.explain",
     "explain_pair": "cir.stats.explain",
-})
+}, former={"select_cohort": "cir.stats.decompose"})

@@ -27,6 +27,7 @@ from cir.pairs.paired import OUTCOMES
 from cir.stats.decompose import count_outcomes, select_subset, sort_groups
 from cir.stats.effects import effect_table
 from cir.stats.joint import joint_matrix, joint_outcomes
+from cir.util.deprecation import renamed_parameters
 from cir.util.errors import CirError
 from cir.util.files import write_atomic
 from cir.util.progress import bar_settings
@@ -186,6 +187,7 @@ def _dodged_errorbars(ax, table: pd.DataFrame, x_key: str, series_key: str, colo
     ax.grid(axis="y", alpha=0.3)
 
 
+@renamed_parameters("cohort=", cohort="subset")
 def plot_effects(
     df: pd.DataFrame,
     subset: str = "all",
@@ -218,6 +220,7 @@ def plot_effects(
     return fig
 
 
+@renamed_parameters("cohort=", cohort="subset")
 def plot_mechanisms(
     df: pd.DataFrame,
     subset: str = "all",
@@ -261,6 +264,7 @@ def plot_mechanisms(
     return fig
 
 
+@renamed_parameters("cohort=", cohort="subset")
 def plot_partitions(df: pd.DataFrame, subset: str = "all") -> Figure:
     """Paired outcome partition (stable success, rescue, harm, stable failure) as stacked bars (fig. 6).
 
@@ -330,6 +334,7 @@ def _default_cell(rows: pd.DataFrame) -> tuple[str, int]:
     return condition, int(rows.loc[rows["condition"] == condition, "delay"].max())
 
 
+@renamed_parameters("cohort=", cohort="subset")
 def plot_joint(
     df: pd.DataFrame,
     a: str | None = None,
@@ -382,6 +387,7 @@ def plot_joint(
     return fig
 
 
+@renamed_parameters("cohort=", cohort="subset")
 def write_figures(
     df: pd.DataFrame,
     out: str | Path,

@@ -40,6 +40,7 @@ from typing import Any
 
 import joblib
 
+from cir.util.deprecation import quiet
 from cir.util.errors import CirError
 
 BACKENDS = ("loky", "threading", "dask")
@@ -128,6 +129,7 @@ class _EndWithParent:
 
     def __call__(self, *args: Any) -> Any:
         _watch_parent(self.parent)
+        quiet()  # the parent says each former name the work meets; a worker repeats none
         try:
             return self.fn(*args)
         except Exception as err:
