@@ -5,7 +5,7 @@ A run record is rebuilt from the finished tasks' summaries after every task
 on resume, by every reader of the paired table and by the study report.
 :meth:`RunRecord.to_dict` and :meth:`RunRecord.from_dict` are its only JSON form::
 
-    {"cir_version": "0.1.0", "complete": true,
+    {"cir_version": "0.2.0", "complete": true,
      "settings": {"tasks": ..., "task_set": ..., "n_tasks": ..., "limit": ..., "agent": ...,
                   "agent_label": ..., "seed": ..., "conditions": [...], "delays": [...],
                   "operations": [...], "perturb_fraction": ..., "max_turns": ..., "max_actions": ...},

@@ -24,7 +24,7 @@ where it says ``threshold_steps``) still load.
 
 File layout (format version 4)::
 
-    {"format": "cir-router", "format_version": 4, "cir_version": "0.1.0",
+    {"format": "cir-router", "format_version": 4, "cir_version": "0.2.0",
      "extractor": "alfworld", "estimator": "paper", "operations": ["refresh"],
      "features": ["f_delay", ...],
      "models": {"p_err": {"scaler_mean": [...], "scaler_scale": [...], "coef": [...],

@@ -50,8 +50,12 @@ class Former:
                 f"{self.removed_in}: use {self.new}" + (f"; {detail}" if detail else ""))
 
 
-_COHORT = ("contrast_table", "decompose", "effect_table", "joint_outcomes", "joint_effects")
-_COHORT_PLOTS = ("plot_effects", "plot_mechanisms", "plot_partitions", "plot_joint", "write_figures")
+#: the functions that took ``cohort=`` (0.1), as ``cir`` and their subpackage export them
+_COHORT = ("contrast_table", "decompose", "effect_table", "joint_outcomes", "plot_effects", "plot_mechanisms",
+           "plot_partitions", "write_figures")
+_COHORT_PUBLIC = (*(f"cir.{n}" for n in _COHORT),
+                  *(f"cir.stats.{n}" for n in (*_COHORT[:4], "joint_effects")),
+                  *(f"cir.study.{n}" for n in (*_COHORT[4:], "plot_joint")))
 
 #: Every former name still read, by ``name``.
 FORMER: dict[str, Former] = {f.name: f for f in (
@@ -65,9 +69,7 @@ FORMER: dict[str, Former] = {f.name: f for f in (
     Former("Harness.run()", "Harness.play()",
            public=("cir.Harness.run", "cir.episode.Harness.run", "cir.adapters.FrameworkHarness.run")),
     # statistics and figures: the all/factual-success filter is a subset
-    Former("cohort=", "subset=",
-           public=tuple(f"{p}.{n}" for p in ("cir", "cir.stats") for n in _COHORT)
-           + tuple(f"{p}.{n}" for p in ("cir", "cir.study") for n in _COHORT_PLOTS)),
+    Former("cohort=", "subset=", public=_COHORT_PUBLIC),
     Former("cir.stats.select_cohort()", "cir.stats.select_subset()", public=("cir.stats.select_cohort",)),
     Former("cir.stats.decompose.COHORTS", "cir.stats.decompose.SUBSETS"),
     # the policy and the router: parameters are params, the threshold search's are candidates
