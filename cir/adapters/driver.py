@@ -52,6 +52,7 @@ from cir.episode.transcript import (  # INVALID_CALL: what a step whose tool cal
     tool_call_of,
     tool_call_reply,
 )
+from cir.util.deprecation import renamed_parameters
 from cir.util.errors import CirError
 from cir.util.importing import import_module
 
@@ -223,6 +224,7 @@ class FrameworkAgent:
 
     thread_safe = True  # each turn starts from its own message list
 
+    @renamed_parameters("FrameworkAgent(settings=)", settings="params")
     def __init__(self, name: str, framework: Framework, params: dict[str, Any],
                  close: Callable[[], None] | None = None, replies: Any = None) -> None:
         self.name = name

@@ -109,15 +109,14 @@ _quiet = False
 def warn_former(name: str, detail: str = "", *, stacklevel: int = 2,
                 at: tuple[str, int, str] | None = None) -> None:
     """One :class:`CirDeprecationWarning` for the former ``name`` (a key of :data:`FORMER`), the
-    first time it is met in this process with this ``detail``; ``at`` (file, line, module) names
+    first time it is met in this process (``detail`` says where: the first use's); ``at`` (file, line, module) names
     the user's line it comes from, else the caller ``stacklevel`` frames up (2: the caller of the
     function that calls this)."""
     entry = FORMER[name]
-    key = f"{name}\x1f{detail}"
-    with _lock:
-        if _quiet or key in _said:
+    with _lock:  # once per former name: the first use says where
+        if _quiet or name in _said:
             return
-        _said.add(key)
+        _said.add(name)
     message = entry.message(detail)
     if at is not None:
         filename, lineno, module = at
