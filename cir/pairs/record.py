@@ -30,6 +30,7 @@ on resume, by every reader of the paired table and by the study report.
      "agent_params": {...},
      "restore_failed": {"task_id": ..., "after_env_action": ..., "where": ..., "sent": ...,
                         "env_action": ..., "answered": [...], "recorded": [...], "by": ..., "run": ...},
+     "task_digests": {TASK_ID: ..., ...},
      "store": {"episodes_bytes": ..., "paired_sha256": ...,
                "members": [{"task_id": ..., "bytes": ..., "sha256": ...}, ...]}}
 
@@ -44,6 +45,10 @@ requests, retries and the tokens the server reported; a rerun served from the
 cache shows ``http_requests: 0``; ``requests`` its request settings and ``limiter`` what the
 workers' request limiters did; its ``cache_dir`` is the reply cache it used (None: the run
 folder's own) and ``extends`` the run whose replies it reused (:func:`check_extension`).
+``task_digests`` are each task's digest as the run began (its plain fields and the bytes of the
+files it points to, :func:`cir.pairs.settings.task_digest`): a resume refuses a task whose files
+changed since, naming it, so one run never mixes two versions of a task (records of earlier
+versions lack them: their tasks are digested from the next session on).
 ``agent_params`` are the agent's params in words (the digest in ``agent_label`` is of
 these), for readers (``agent_settings`` in records of earlier versions). ``restore_failed`` (only in a run that failed a restore check) quarantines
 the folder: the env's restore answered otherwise than the episode it was checked against
@@ -262,6 +267,9 @@ class RunRecord:
     members: tuple[StoredMember, ...] | None = None  # None in records of older versions
     #: the restore check that failed (task, state, action, both answers): the folder is quarantined
     restore_failed: dict[str, Any] | None = None
+    #: each task's digest (cir.pairs.settings.task_digest) as the run began: a resume refuses a
+    #: task whose files changed (None in records of older versions)
+    task_digests: dict[str, str] | None = None
 
     agent_settings = former_attribute("RunRecord.agent_settings", "agent_params")  # before cir 0.2.0
 
@@ -324,7 +332,8 @@ class RunRecord:
     def summarize(cls, cir_version: str, settings: RunIdentity, task_ids: list[str],
                   summaries: list[dict[str, Any]], sessions: list[Session], complete: bool,
                   agent_params: dict[str, Any] | None = None,
-                  restore_failed: dict[str, Any] | None = None) -> RunRecord:
+                  restore_failed: dict[str, Any] | None = None,
+                  task_digests: dict[str, str] | None = None) -> RunRecord:
         """The record of a run whose finished tasks have these summaries (in task order)."""
         costs: dict[str, int] = {}
         for s in summaries:
@@ -342,7 +351,7 @@ class RunRecord:
                    feasibility=feasibility, costs=RunCosts.from_dict(costs),
                    task_seconds_sum=round(sum(s.get("seconds", 0.0) for s in summaries), 3),
                    sessions=list(sessions), task_ids=list(task_ids), agent_params=agent_params,
-                   restore_failed=restore_failed)
+                   restore_failed=restore_failed, task_digests=task_digests)
 
     def inconsistency(self) -> str | None:
         """What in the record contradicts the rest of it (an edited count, say), or None."""
@@ -369,6 +378,8 @@ class RunRecord:
              "it has finished tasks that are not among its task ids"),
             (self.members is None or sorted(m.task_id for m in self.members) == sorted(self.feasibility),
              "its store members are not its finished tasks"),
+            (self.task_digests is None or self.task_ids is None or set(self.task_digests) == set(self.task_ids),
+             "its task digests are not of its tasks"),
         ]
         return next((what for holds, what in facts if not holds), None)
 
@@ -389,6 +400,8 @@ class RunRecord:
             out["agent_params"] = self.agent_params
         if self.restore_failed is not None:
             out["restore_failed"] = dict(self.restore_failed)
+        if self.task_digests is not None:
+            out["task_digests"] = dict(self.task_digests)
         if self.episodes_bytes is not None or self.paired_sha256 is not None:
             out["store"] = {"episodes_bytes": self.episodes_bytes, "paired_sha256": self.paired_sha256}
             if self.members is not None:
@@ -418,6 +431,7 @@ class RunRecord:
             paired_sha256=store.get("paired_sha256") if isinstance(store, dict) else None,
             agent_params=data.get("agent_params", data.get("agent_settings")),  # its former name
             restore_failed=_restore_failed(data.get("restore_failed"), source),
+            task_digests=_digests(data.get("task_digests"), source),
             members=None if members is None else tuple(
                 _build(StoredMember, m, source, "store.members") for m in members),
         )
@@ -452,6 +466,15 @@ def _answer_text(answer: Any) -> str:
         obs, done, won = answer
         return f"{str(obs)!r:.160} (done {done}, won {won})"
     return repr(answer)
+
+
+def _digests(value: Any, source: str) -> dict[str, str] | None:
+    """The record's task digests (absent in records of older versions: None)."""
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        raise CirError(f"{source}: task_digests must map task ids to digests (text), got {value!r:.80}")
+    return dict(value)
 
 
 def _mapping(value: Any, source: str, where: str) -> dict[str, Any]:

@@ -63,6 +63,7 @@ from cir import __version__
 from cir.episode.extractor import FeatureExtractor, extract
 from cir.episode.transcript import HARNESS, Transcript
 from cir.families.registry import DEFAULT_FAMILY, builtin_extractors, get_family, resolve_extractor
+from cir.pairs.outputs import ROUTER, write_output
 from cir.router.rule import (
     BUDGETS,
     ESTIMATORS,
@@ -73,7 +74,7 @@ from cir.router.rule import (
 )
 from cir.util.deprecation import former_attribute, renamed_parameters, warn_former
 from cir.util.errors import CirError
-from cir.util.files import read_json, write_atomic
+from cir.util.files import read_json
 
 if TYPE_CHECKING:  # pragma: no cover
     from cir.envs.base import Env
@@ -298,8 +299,9 @@ class Router:
         }
 
     def save(self, path: str | Path) -> Path:
-        """Write the router as JSON (strict: no NaN/Infinity), atomically."""
-        return write_atomic(path, json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n")
+        """Write the router as JSON (strict: no NaN/Infinity), atomically; never over a run
+        folder's files or a record of another kind (:func:`cir.pairs.outputs.check_output`)."""
+        return write_output(path, json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n", ROUTER)
 
     @classmethod
     def from_dict(cls, data: Any, source: str = "router", extractor: FeatureExtractor | None = None) -> Router:

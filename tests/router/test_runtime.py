@@ -342,8 +342,8 @@ def test_router_files_of_format_versions_1_2_and_3_still_load(router: Router, tm
     (tmp_path / "v1.json").write_text(json.dumps(old))
     with pytest.warns(CirDeprecationWarning, match="router file format 1 is deprecated"):
         assert Router.load(tmp_path / "v1.json").extractor.name == "alfworld"
-    with pytest.raises(CirError, match="unexpected key 'extractor'"), pytest.warns(CirDeprecationWarning):
-        Router.from_dict({**v2, "format_version": 1})
+    with pytest.raises(CirError, match="unexpected key 'extractor'"):
+        Router.from_dict({**v2, "format_version": 1})  # (its warning said once already, above)
 
 
 def test_a_decision_reads_its_scores_as_attributes_and_logs_as_plain_data(router: Router) -> None:
