@@ -293,7 +293,7 @@ def load_target(kind: str, target: str) -> tuple[Any, dict[str, Any]]:
         raise CirError(f"agent {kind}:{target}: expected {kind}:MODULE:ATTR (e.g. "
                        f"{kind}:examples.{kind.replace('-', '_')}_agent:agent)")
     try:
-        module = import_module(module_name)
+        module = import_module(module_name, f"agent {kind}:{target}: importing {module_name}")
     except ModuleNotFoundError as err:
         raise CirError(f"agent {kind}:{target}: cannot import {module_name} ({err}); run from the folder "
                        "that holds it or install it") from None

@@ -53,6 +53,18 @@ def command(subparsers: argparse._SubParsersAction, name: str, *, help: str, des
                                  formatter_class=HelpFormatter)
 
 
+def add_traceback_everywhere(subparsers: argparse._SubParsersAction) -> None:
+    """``--traceback`` on every command and subcommand: an error raised by the user's own code is
+    one line and their frames; with it, the whole traceback (cir's frames too)."""
+    for parser in subparsers.choices.values():
+        for action in [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]:
+            add_traceback_everywhere(action)
+        if not any("--traceback" in a.option_strings for a in parser._actions):
+            parser.add_argument("--traceback", action="store_true",
+                                help="when your own code (a family, env, agent or framework agent) raises: the "
+                                     "whole traceback, cir's frames too (without it: one line and your frames)")
+
+
 def add_quiet(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress bars or progress lines")
 

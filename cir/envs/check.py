@@ -31,12 +31,14 @@ again, the refresh query twice) and, for a run's, each answer against the one th
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from cir.envs.base import refresh_query
 from cir.util.errors import CirError
+from cir.util.usercode import note_where
 
 Actions = Callable[[Any, str], Sequence[str] | Mapping[str, float]]
 Answer = tuple[str, bool, bool]
@@ -131,8 +133,9 @@ class _Recorder:
         return self.first
 
     def step(self, action: str) -> Answer:
-        self.snaps.append(self.env.snapshot())
-        answer = _answer(self.env.step(action))
+        with _at_step(len(self.taken) + 1):
+            self.snaps.append(self.env.snapshot())
+            answer = _answer(self.env.step(action))
         self.taken.append(action)
         self.answers.append(answer)
         return answer
@@ -167,11 +170,15 @@ def check_task(make_env: Callable[[Any], Any], task: Any, *, steps: int = 20, se
     name = str(getattr(task, "task_id", task))
     report.tasks += 1
     rng = random.Random(f"{seed}:{name}")
-    if steps:
-        _check_walk(make_env, task, name, "random", "", _random_walk(rng, steps, actions), rng, report)
-    for label, walk in walks:
-        _check_walk(make_env, task, name, label, f"{label}: ", walk, random.Random(f"{seed}:{name}:{label}"),
-                    report)
+    try:
+        if steps:
+            _check_walk(make_env, task, name, "random", "", _random_walk(rng, steps, actions), rng, report)
+        for label, walk in walks:
+            _check_walk(make_env, task, name, label, f"{label}: ", walk, random.Random(f"{seed}:{name}:{label}"),
+                        report)
+    except BaseException as err:  # the task a user code's error happened in (cir.util.usercode)
+        note_where(err, task=name)
+        raise
     return report
 
 
@@ -196,8 +203,9 @@ def _check_walk(make_env: Callable[[Any], Any], task: Any, name: str, kind: str,
         order = list(range(len(taken)))
         rng.shuffle(order)
         for t in order:
-            env.restore(snaps[t])
-            got = _answer(env.step(taken[t]))
+            with _at_step(t + 1):
+                env.restore(snaps[t])
+                got = _answer(env.step(taken[t]))
             report.restores += 1
             if got != answers[t]:
                 report.failures.append(
@@ -207,6 +215,16 @@ def _check_walk(make_env: Callable[[Any], Any], task: Any, name: str, kind: str,
     finally:
         if callable(getattr(env, "close", None)):
             env.close()
+
+
+@contextmanager
+def _at_step(step: int) -> Iterator[None]:
+    """An error of the env (the user's code) says which step of the walk it was at."""
+    try:
+        yield
+    except BaseException as err:
+        note_where(err, step=step)
+        raise
 
 
 def _check_reset(make_env: Callable[[Any], Any], task: Any, name: str, first: str, taken: list[str],

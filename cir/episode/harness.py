@@ -48,6 +48,7 @@ from cir.episode.transcript import AGENT, Step, TraceEvent, Transcript, context_
 from cir.util.deprecation import former_method
 from cir.util.errors import CirValueError
 from cir.util.singleflight import SingleFlight
+from cir.util.usercode import note_where
 
 if TYPE_CHECKING:  # pragma: no cover
     from cir.agents.base import Agent
@@ -178,6 +179,13 @@ class Harness:
     # -- one model turn -------------------------------------------------------------------
     def turn(self, env: Env, transcript: Transcript, perturbation: Perturbation | None = None) -> Step:
         """Ask the agent once and append the resulting step (a thought or an env action)."""
+        try:
+            return self._turn(env, transcript, perturbation)
+        except BaseException as err:  # the step a user code's error happened at (cir.util.usercode)
+            note_where(err, step=transcript.env_actions + 1)
+            raise
+
+    def _turn(self, env: Env, transcript: Transcript, perturbation: Perturbation | None) -> Step:
         reply, read, decided = self._reply_traced(transcript)
         at = len(transcript.steps)
         transcript.trace += [TraceEvent(at - 1, at, f.mechanism, f.about) for f in read]

@@ -62,6 +62,7 @@ grid, or a task this run does not have): such a member is refused like damage.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from typing import Any
@@ -80,15 +81,40 @@ def _part(data: Any, key: str, source: str) -> Any:
     return data[key]
 
 
+#: the JSON types a record's field of each annotation takes (bool is no number)
+_KINDS: dict[str, tuple[type, ...]] = {"int": (int,), "float": (int, float), "str": (str,), "bool": (bool,),
+                                       "dict": (dict,), "list": (list,)}
+
+
+def _typed(value: Any, annotation: str, source: str, name: str) -> Any:
+    """``value`` if JSON gives it the type ``annotation`` names (``int``, ``str | None``,
+    ``dict[str, Any]``...), else a CirError naming the field, what it holds and what was expected;
+    an annotation of another kind is not checked."""
+    options = [a.strip() for a in annotation.split("|")]
+    kinds = [_KINDS.get(a.split("[")[0]) for a in options if a != "None"]
+    if any(k is None for k in kinds) or not kinds:
+        return value
+    if value is None and "None" in options:
+        return value
+    wanted = tuple(t for k in kinds for t in k)  # type: ignore[union-attr]
+    if isinstance(value, wanted) and not (isinstance(value, bool) and bool not in wanted):
+        return value
+    expected = " or ".join(a.split("[")[0] for a in options).replace("int", "an integer").replace(
+        "float", "a number").replace("str", "text").replace("bool", "true or false").replace(
+        "dict", "an object").replace("list", "a list").replace("None", "null")
+    raise CirError(f"{source}: field {name!r} holds {json.dumps(value)[:60]}, expected {expected} (as cir writes "
+                   "it); was the run record edited? Put the field back as it was")
+
+
 def _build(cls: type, data: Any, source: str, where: str) -> Any:
-    """A dataclass from its fields in ``data``, with a one-line error on a missing field
-    (a field with a default may be missing: records of older versions lack it)."""
+    """A dataclass from its fields in ``data``, with a one-line error on a missing field or one of
+    another type (a field with a default may be missing: records of older versions lack it)."""
     values = {}
     for f in fields(cls):
         optional = f.default is not MISSING or f.default_factory is not MISSING
         if optional and isinstance(data, dict) and f.name not in data:
             continue
-        values[f.name] = _part(data, f.name, f"{source} ({where})")
+        values[f.name] = _typed(_part(data, f.name, f"{source} ({where})"), str(f.type), source, f"{where}.{f.name}")
     try:
         return cls(**values)
     except TypeError as err:
@@ -140,8 +166,8 @@ class RunIdentity:
             settings = ReplaySettings(**replay)
         except CirError as err:
             raise CirError(f"{source}: settings: {err}") from None
-        own = {f.name: _part(data, f.name, source) for f in fields(cls)
-               if f.name != "replay" and (f.name in data or f.default is MISSING)}
+        own = {f.name: _typed(_part(data, f.name, source), str(f.type), source, f"settings.{f.name}")
+               for f in fields(cls) if f.name != "replay" and (f.name in data or f.default is MISSING)}
         return cls(**own, replay=settings)
 
 
@@ -214,8 +240,10 @@ class RunCosts:
         return {**asdict(self), "cache_hit_rate": self.cache_hit_rate}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RunCosts:
-        return cls(**{f.name: int(data.get(f.name, 0)) for f in fields(cls)})
+    def from_dict(cls, data: dict[str, Any], source: str = RUN_JSON) -> RunCosts:
+        if not isinstance(data, dict):
+            raise CirError(f"{source}: field 'costs' holds {json.dumps(data)[:60]}, expected an object")
+        return cls(**{f.name: _typed(data.get(f.name, 0), "int", source, f"costs.{f.name}") for f in fields(cls)})
 
 
 @dataclass
@@ -416,14 +444,15 @@ class RunRecord:
         store = data.get("store") or {}
         members = store.get("members") if isinstance(store, dict) else None
         return cls(
-            cir_version=_part(data, "cir_version", source),
+            cir_version=_typed(_part(data, "cir_version", source), "str", source, "cir_version"),
             settings=RunIdentity.from_dict(_part(data, "settings", source), source),
-            complete=bool(_part(data, "complete", source)),
+            complete=_typed(_part(data, "complete", source), "bool", source, "complete"),
             counts=_build(RunCounts, _part(data, "counts", source), source, "counts"),
             feasibility={task_id: _build(TaskFeasibility, f, source, f"feasibility of {task_id}")
                          for task_id, f in _mapping(feasibility, source, "feasibility").items()},
-            costs=RunCosts.from_dict(_part(data, "costs", source)),
-            task_seconds_sum=_part(timings, "task_seconds_sum", source),
+            costs=RunCosts.from_dict(_part(data, "costs", source), source),
+            task_seconds_sum=_typed(_part(timings, "task_seconds_sum", source), "float", source,
+                                    "timings.task_seconds_sum"),
             sessions=[_build(Session, s, source, "timings.sessions")
                       for s in _part(timings, "sessions", source)],
             task_ids=_strings(data.get("task_ids"), source, "task_ids"),

@@ -39,7 +39,7 @@ from typing import Any
 
 from cir.pairs.episode_record import EpisodeRecord
 from cir.util.errors import CirError
-from cir.util.files import disk_error, read_json, write_atomic, write_bytes_atomic
+from cir.util.files import check_regular, disk_error, read_json, write_atomic, write_bytes_atomic
 from cir.util.lock import LOCK_FILE, FolderLock
 
 log = logging.getLogger(__name__)
@@ -202,6 +202,7 @@ def scan_store(path: str | Path, foreign: Foreign | None = None,
     is named from the one that began at the same byte."""
     path = Path(path)
     scan = StoreScan()
+    check_regular(path, "episode store")
     try:
         scan.size = path.stat().st_size
         if scan.size == 0:
@@ -314,6 +315,7 @@ def verify_members(path: str | Path, members: Sequence[StoredMember]) -> str | N
     """None when the store holds exactly ``members`` (sizes and digests, in order, nothing
     more), else what differs first: the check of the store a reader's fast path relies on."""
     path = Path(path)
+    check_regular(path, "episode store")
     try:
         size = path.stat().st_size
         if size != sum(m.bytes for m in members):
@@ -492,6 +494,7 @@ class RunStore:
     # -- table and record ---------------------------------------------------------------
     def read_paired_text(self) -> str | None:
         """paired.csv as it is on disk (None if absent)."""
+        check_regular(self.paired_path, "paired table")
         try:
             return self.paired_path.read_text(encoding="utf-8")
         except FileNotFoundError:

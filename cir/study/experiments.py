@@ -28,6 +28,7 @@ from cir.pairs.settings import ReplaySettings
 from cir.stats.decompose import SUBSETS
 from cir.util.deprecation import former_attribute, renamed_parameters, warn_former
 from cir.util.errors import CirError
+from cir.util.files import check_regular
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -86,6 +87,7 @@ Experiment.__init__ = renamed_parameters("Experiment(env=)", env="family")(Exper
 def load_experiment(path: str | Path) -> Experiment:
     """Read and check one config; errors name the file and the field."""
     path = Path(path)
+    check_regular(path, "experiment config")
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:

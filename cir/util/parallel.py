@@ -42,6 +42,7 @@ import joblib
 
 from cir.util.deprecation import quiet
 from cir.util.errors import CirError
+from cir.util.usercode import user_code_error
 
 BACKENDS = ("loky", "threading", "dask")
 _WORKER_RESTART = "A worker stopped while some jobs were given to the executor"
@@ -132,7 +133,14 @@ class _EndWithParent:
         quiet()  # the parent says each former name the work meets; a worker repeats none
         try:
             return self.fn(*args)
-        except Exception as err:
+        except (Exception, SystemExit) as err:
+            # the user's code's error as text (its frames, the task and step it was at): a traceback
+            # cannot cross to the parent, and loky's _RemoteTraceback would bury it in cir's frames
+            user = user_code_error(err)
+            if user is not None:
+                raise user from None
+            if isinstance(err, SystemExit):
+                raise
             travelling = _travelling(err)
             if travelling is err:
                 raise
