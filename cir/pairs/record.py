@@ -331,9 +331,12 @@ class RunRecord:
         return None if data is None else cls.from_dict(data, source=str(store.run_json_path))
 
     @classmethod
-    def resume(cls, store: RunStore, identity: RunIdentity) -> RunRecord | None:
+    def resume(cls, store: RunStore, identity: RunIdentity,
+               agent_params: dict[str, Any] | None = None) -> RunRecord | None:
         """The record of an earlier run in this folder with this identity (None if the folder
-        is new); a folder written with other settings is refused, key by key."""
+        is new); a folder written with other settings is refused, naming the setting that differs
+        (for another agent label, the agent's params that differ: its ``agent_params`` against
+        the record's)."""
         data = store.read_run_json()
         if data is None:
             store.check_unused()
@@ -341,12 +344,19 @@ class RunRecord:
         source = str(store.run_json_path)
         previous = _part(data, "settings", source)
         settings = identity.to_dict()
-        for key in sorted(set(previous) | set(settings)):
-            if previous.get(key) != settings.get(key):
-                raise CirError(
-                    f"{store.dir}: was written with {key}={previous.get(key)!r}, this command has "
-                    f"{key}={settings.get(key)!r}; rerun with the same settings to resume, "
-                    "or use a new --out folder (with --extend to reuse this run's agent replies)")
+        differ = [k for k in sorted(set(previous) | set(settings)) if previous.get(k) != settings.get(k)]
+        if differ:
+            key = next((k for k in differ if k != "agent_label"), differ[0])  # the label says least
+            was, now = f"{key}={previous.get(key)!r}", f"{key}={settings.get(key)!r}"
+            if key == "agent_label":
+                there = data.get("agent_params", data.get("agent_settings"))
+                params = _params_that_differ(there, agent_params)
+                if params:
+                    was, now = (f"the agent's {', '.join(f'{k}={v!r}' for k, v, _ in params)}",
+                                ", ".join(f"{k}={v!r}" for k, _, v in params))
+            raise CirError(
+                f"{store.dir}: was written with {was}, this command has {now}; rerun with the same "
+                "settings to resume, or use a new --out folder (with --extend to reuse this run's agent replies)")
         return cls.from_dict(data, source=source)
 
     def with_store(self, episodes_bytes: int, paired_sha256: str,
@@ -495,6 +505,13 @@ def _answer_text(answer: Any) -> str:
         obs, done, won = answer
         return f"{str(obs)!r:.160} (done {done}, won {won})"
     return repr(answer)
+
+
+def _params_that_differ(there: Any, here: dict[str, Any] | None) -> list[tuple[str, Any, Any]]:
+    """(param, recorded value, this command's) for each agent param that differs (None: absent)."""
+    if not isinstance(there, dict) or not isinstance(here, dict):
+        return []
+    return [(k, there.get(k), here.get(k)) for k in sorted(set(there) | set(here)) if there.get(k) != here.get(k)]
 
 
 def _digests(value: Any, source: str) -> dict[str, str] | None:

@@ -183,7 +183,7 @@ def _open_run(spec: RunSpec, stack: ExitStack, echo: Callable[[str], None]) -> R
     store = RunStore(spec.out)
     fallback = _extension_cache(settings, store, identity, ids, params, uses_cache=agent.uses_cache)
     stack.enter_context(store.lock())
-    old = RunRecord.resume(store, identity)
+    old = RunRecord.resume(store, identity, params)
     if old is not None and old.restore_failed is not None:  # the same command runs on the same restore
         raise CirError(str(old.quarantine(store.dir)))
     digests = {i: task_digest(t) for i, t in zip(ids, tasks, strict=True)}
