@@ -183,10 +183,10 @@ def _across_processes(runs: Sequence[FarmRun], work: Work, n: int, todo: Any, do
     try:
         reports = list(parallel_map(serve, range(n), runs, work, todo, done, channel, at_most, jobs=n,
                                     backend=runs[0].settings.backend, ordered=False))
-    except (OSError, EOFError) as err:  # a worker lost the manager's queues: say that, not a broken pipe
+    except Exception:  # a worker lost the manager's queues: say that, not a broken pipe or a lost result
         if not _manager_alive(todo):
             raise _manager_lost() from None
-        raise err
+        raise
     finally:
         try:
             done.put(None)

@@ -352,8 +352,10 @@ class RunRecord:
                 there = data.get("agent_params", data.get("agent_settings"))
                 params = _params_that_differ(there, agent_params)
                 if params:
-                    was, now = (f"the agent's {', '.join(f'{k}={v!r}' for k, v, _ in params)}",
-                                ", ".join(f"{k}={v!r}" for k, _, v in params))
+                    def say(k: str, v: Any) -> str:
+                        return f"{k} unset" if v is None else f"{k}={v!r}"
+                    was, now = (f"the agent's {', '.join(say(k, v) for k, v, _ in params)}",
+                                ", ".join(say(k, v) for k, _, v in params))
             raise CirError(
                 f"{store.dir}: was written with {was}, this command has {now}; rerun with the same "
                 "settings to resume, or use a new --out folder (with --extend to reuse this run's agent replies)")

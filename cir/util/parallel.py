@@ -27,6 +27,7 @@ import os
 import pickle  # only to test that an error can travel back: never loads a file
 import re
 import signal
+import sys
 import threading
 import time
 import traceback
@@ -176,8 +177,17 @@ def spawn_manager() -> SyncManager:
     of this process's death, by any signal (``kill -9`` included): use it as a context manager,
     which shuts it down at the end."""
     manager = SyncManager(ctx=get_context("spawn"))
-    manager.start(initializer=_watch_parent, initargs=(os.getpid(),))
+    manager.start(initializer=_manager_started, initargs=(os.getpid(),))
     return manager
+
+
+def _manager_started(parent: int) -> None:
+    """In the manager process: end with the parent, and say nothing on the user's terminal. It only
+    serves queues; when its parent is interrupted while it starts (Ctrl-C, SIGTERM), its address
+    can no longer be sent, and Python would print that broken pipe under the parent's one line.
+    Whatever goes wrong in it reaches the parent as a lost manager (cir.pairs.farm)."""
+    _watch_parent(parent)
+    sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - for the life of the process
 
 
 def parallel_map(fn: Callable[..., Any], items: Iterable[Any], *args: Any, jobs: int = 1,

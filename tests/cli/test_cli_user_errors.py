@@ -225,3 +225,20 @@ def test_a_resume_with_another_agent_setting_names_the_setting(tmp_path) -> None
                                        r"temperature=0\.7; rerun with the same settings"):
         run(0.7)
     shutil.rmtree(tmp_path / "run")
+
+
+def test_ctrl_c_once_the_command_is_done_says_nothing(tmp_path) -> None:
+    """A SIGINT while Python waits for its threads at exit (sent by a thread of the family module
+    once the main thread is done: the moment just after the last task is stored) printed
+    ``Exception ignored in: <module 'threading'>``; the command is done, so nothing is said."""
+    spec = _variant(tmp_path, "kd_exit_interrupt", "from cir import ",
+                    "import signal as _signal\nimport threading as _threading\n\n\n"
+                    "def _interrupt_at_exit():\n"
+                    "    while _threading.main_thread().is_alive():\n"
+                    "        time.sleep(0.01)\n"
+                    "    os.kill(os.getpid(), _signal.SIGINT)\n"
+                    "    time.sleep(0.5)\n\n\n"
+                    "_threading.Thread(target=_interrupt_at_exit).start()\n"
+                    "from cir import ")
+    done = _cir("tasks", "generate", "--family", spec, "--split", "test", "--n", "2", "--out", tmp_path / "t")
+    assert done.returncode == 0 and done.stderr == "", done.stderr
