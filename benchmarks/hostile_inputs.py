@@ -641,6 +641,7 @@ def _expect_quiet_exit(argv: list[str], lab: Lab) -> Callable[[], tuple[str, str
     """A command that finished its work: exit 0 and nothing on stderr, whatever comes after."""
     def run() -> tuple[str, str]:
         lab.n += 1
+        shutil.rmtree(lab.work / f"quiet{lab.n:03d}", ignore_errors=True)
         proc = cir([a.replace("{new}", str(lab.work / f"quiet{lab.n:03d}")) for a in argv], timeout=300)
         quiet = not [line for line in proc.stderr.splitlines() if not line.startswith("cir: deprecated:")]
         return classify(proc, right=proc.returncode == 0 and quiet), _said(proc)
@@ -660,6 +661,7 @@ def _user_error(lab: Lab, argv: list[str]) -> Callable[[], tuple[str, str]]:
     def run() -> tuple[str, str]:
         lab.n += 1
         folder = lab.work / f"user{lab.n:03d}"
+        shutil.rmtree(folder, ignore_errors=True)  # a --work folder of an earlier call
         args = [a.replace("{new}", str(folder)) for a in argv]
         if "{partial}" in argv:  # a partial run of the family while it does not raise, cut after its second task
             args = [a.replace("{partial}", str(folder)) for a in argv]
@@ -709,6 +711,7 @@ def _fifo_in_run(lab: Lab, name: str) -> tuple[str, str]:
 def _fifo_router(lab: Lab) -> tuple[str, str]:
     fifo = lab.work / f"router-fifo-{lab.n}.json"
     lab.n += 1
+    fifo.unlink(missing_ok=True)
     os.mkfifo(fifo)
     proc = cir(["evaluate", str(fifo), str(lab.pristine)], timeout=30)
     return classify(proc, right=False), _said(proc)
@@ -739,6 +742,7 @@ def _ctrl_c_at_the_end(lab: Lab) -> tuple[str, str]:
 
     lab.n += 1
     folder = lab.work / f"ctrlc{lab.n:03d}"
+    shutil.rmtree(folder, ignore_errors=True)
     argv = lab.run_argv(folder)
     proc = subprocess.Popen([*CIR, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True, preexec_fn=_default_sigint)
@@ -766,6 +770,7 @@ def _ctrl_c_at_the_end(lab: Lab) -> tuple[str, str]:
 def _signalled(lab: Lab, sig: int, after: float = 3.0) -> tuple[str, str]:
     lab.n += 1
     folder = lab.work / f"signal{lab.n:03d}"
+    shutil.rmtree(folder, ignore_errors=True)
     argv = lab.run_argv(folder)
     proc = subprocess.Popen([*CIR, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
@@ -794,6 +799,7 @@ def _manager_killed(lab: Lab) -> tuple[str, str]:
 
     lab.n += 1
     folder = lab.work / f"manager{lab.n:03d}"
+    shutil.rmtree(folder, ignore_errors=True)
     argv = lab.run_argv(folder)
     proc = subprocess.Popen([*CIR, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
