@@ -35,9 +35,8 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
-from cir.adapters.protocol import EnvCall, EnvSession, Framework, bound, refuse
+from cir.adapters.protocol import FRAMEWORK_SAMPLES, EnvCall, EnvSession, Framework, bound, refuse
 from cir.agents.base import agent_params
-from cir.agents.factory import FRAMEWORK_SAMPLES
 from cir.envs.base import DEFAULT_REFRESH_QUERY
 from cir.episode.harness import Harness
 from cir.episode.operations import OPERATIONS
@@ -139,7 +138,7 @@ class FrameworkHarness(Harness):
     def turn(self, env: Any, transcript: Transcript, perturbation: Perturbation | None = None) -> Step:
         """One turn of the framework from the transcript; its steps appended (the last returned)."""
         messages = self.messages_of(transcript)
-        session = EnvSession(env, transcript, perturbation)
+        session = EnvSession(env, transcript, perturbation, persistence=self.persistence)
         with bound(session):
             try:
                 added = self.framework.turn([dict(m) for m in messages])

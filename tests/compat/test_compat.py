@@ -359,7 +359,7 @@ def test_a_framework_example_of_0_1_runs_as_its_docstring_said(kind: str, exampl
     from support.keydoor import generate_tasks
     from support.toy_framework import keydoor_answer
 
-    from cir.agents.factory import FRAMEWORKS, missing_framework
+    from cir.adapters.frameworks import FRAMEWORKS, missing_framework
 
     if missing_framework(kind):
         pytest.skip(f"needs {', '.join(missing_framework(kind))}: pip install -e '.[{FRAMEWORKS[kind][1]}]'")

@@ -114,9 +114,9 @@ def test_an_output_never_replaces_a_record_of_another_kind(lab: dict[str, Path],
 
 
 def test_what_may_be_written(lab: dict[str, Path], tmp_path: Path) -> None:
-    assert write_output(tmp_path / "effects.md", "| a |\n", "table").read_text() == "| a |\n"
-    assert write_output(tmp_path / "effects.md", "| b |\n", "table").read_text() == "| b |\n"  # its own kind again
-    write_output(lab["run"] / "my-table.md", "x", "table")  # a new file beside a run's files
+    assert write_output(tmp_path / "effects.txt", "| a |\n", "table").read_text() == "| a |\n"
+    assert write_output(tmp_path / "effects.txt", "| b |\n", "table").read_text() == "| b |\n"  # its own kind again
+    write_output(lab["run"] / "my-table.txt", "x", "table")  # a new file beside a run's files
     assert read_paired(lab["run"]).shape[0] > 0  # the run reads as before
     write_output("/dev/null", "x", "table")  # a device is written to, never replaced
     with pytest.raises(CirError, match="is a folder, expected a file name"):
