@@ -6,9 +6,13 @@ The layers are folders (``util``, ``envs``, ``agents``, ``episode``, ``families`
 import is here, loaded on first use, so ``from cir import Router`` stays light.
 """
 
+from cir.util.deprecation import show_former_names
 from cir.util.lazy import lazy_exports
 
-__version__ = "0.1.0"
+#: The release, set here only (pyproject.toml reads it; CHANGELOG.md says what each one changed).
+__version__ = "0.2.0"
+
+show_former_names()  # a former name's one warning reaches the user (cir.util.deprecation)
 
 __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     # one episode

@@ -1,5 +1,5 @@
 import sys
 
-from cir.cli import main
+from cir.cli import console
 
-sys.exit(main())
+sys.exit(console())

@@ -32,3 +32,13 @@ def pick_place_env(pick_place_task):
     from cir.families.alfworld.env import AlfworldEnv
 
     return AlfworldEnv(pick_place_task.game_file)
+
+
+@pytest.fixture(autouse=True)
+def _former_names_said_afresh():
+    """Each test meets every former name as a new process would (cir.util.deprecation says
+    each once per process)."""
+    from cir.util.deprecation import forget
+
+    forget()
+    yield

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from cir.adapters.protocol import FRAMEWORK_SAMPLES, EnvCall, EnvSession, Framework, bound, refuse
+from cir.agents.base import agent_params
 from cir.envs.base import DEFAULT_REFRESH_QUERY
 from cir.episode.harness import Harness
 from cir.episode.operations import OPERATIONS
@@ -50,6 +51,7 @@ from cir.episode.transcript import (  # INVALID_CALL: what a step whose tool cal
     tool_call_of,
     tool_call_reply,
 )
+from cir.util.deprecation import renamed_parameters
 from cir.util.errors import CirError
 from cir.util.importing import import_module
 
@@ -221,6 +223,7 @@ class FrameworkAgent:
 
     thread_safe = True  # each turn starts from its own message list
 
+    @renamed_parameters("FrameworkAgent(settings=)", settings="params")
     def __init__(self, name: str, framework: Framework, params: dict[str, Any],
                  close: Callable[[], None] | None = None, replies: Any = None) -> None:
         self.name = name
@@ -289,7 +292,7 @@ def load_target(kind: str, target: str) -> tuple[Any, dict[str, Any]]:
         raise CirError(f"agent {kind}:{target}: expected {kind}:MODULE:ATTR (e.g. "
                        f"{kind}:examples.{kind.replace('-', '_')}_agent:agent)")
     try:
-        module = import_module(module_name)
+        module = import_module(module_name, f"agent {kind}:{target}: importing {module_name}")
     except ModuleNotFoundError as err:
         raise CirError(f"agent {kind}:{target}: cannot import {module_name} ({err}); run from the folder "
                        "that holds it or install it") from None
@@ -311,7 +314,7 @@ def framework_agent_of(kind: str, target: str, make: Callable[[Any], Any], *, ba
     proxy = serve_from(base_url, api_key_env, cache_dir, cache_fallback)
     obj, identity = load_target(kind, target)
     framework = make(obj)
-    return FrameworkAgent(f"{kind}:{target}", framework, {**framework.params(), **identity},
+    return FrameworkAgent(f"{kind}:{target}", framework, {**agent_params(framework, "Framework"), **identity},
                           close=getattr(framework, "close", None), replies=proxy)
 
 

@@ -97,6 +97,6 @@ def preload_agent(spec: str, base_url: str | None = None) -> None:
 
         try:
             serve_from(base_url or os.environ.get("OPENAI_BASE_URL"))
-            import_module(module)
+            import_module(module, f"agent {spec}: importing {module}")
         except ModuleNotFoundError:
             pass  # the agent's own build says what is missing, with the extra to install

@@ -20,10 +20,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from cir.agents.base import Agent
+from cir.agents.base import Agent, agent_params
 from cir.agents.limits import RequestLimits
 from cir.agents.prompt import LLMPrompt
 from cir.agents.sampling import check_temperature
+from cir.util.deprecation import former_function
 from cir.util.errors import CirError
 
 DEFAULT_AGENT = "builtin"
@@ -151,13 +152,13 @@ def identity_from_spec(spec: str = DEFAULT_AGENT, *, base_url: str | None = None
     llm = llm or LLMConfig()
     if kind == "builtin":
         agent = _builtin_agent(spec, arg or "default", llm, builtin, family, seed)
-        return AgentIdentity(agent.name, dict(agent.params()))
+        return AgentIdentity(agent.name, agent_params(agent))
     if kind not in _LLM_KINDS and framework is not None:
         # a framework agent's params are the installed framework's and the target's: built to read them
         agent = framework(spec, base_url=base_url, llm=llm)
         if agent is not None:
             try:
-                return AgentIdentity(agent.name, dict(agent.params()), uses_cache=True)
+                return AgentIdentity(agent.name, agent_params(agent), uses_cache=True)
             finally:
                 getattr(agent, "close", lambda: None)()
     from cir.agents.llm import LLMAgent
@@ -232,3 +233,13 @@ def _llm_agent(model: str, mode: str, url: str, prompt: LLMPrompt, llm: LLMConfi
         limiter=shared_limiter(",".join(base_urls(url)), limits),
         prompt=prompt,
     )
+
+
+def __getattr__(name: str) -> Any:
+    """The module's former names (cir 0.1): ``make_agent`` (:func:`agent_from_spec`; the family's
+    is ``cir.make_agent``) and ``agent_identity`` (:func:`identity_from_spec`); each warns once."""
+    if name == "make_agent":
+        return former_function("cir.agents.factory.make_agent()", agent_from_spec)
+    if name == "agent_identity":
+        return former_function("cir.agents.factory.agent_identity()", identity_from_spec)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cir.agents.sampling import check_temperature, sampling_params, softmax_choice, twin
+from cir.util.deprecation import former_method
 from cir.util.errors import CirError
 
 #: what a mechanism is: a slip of a plain run, a self-correction, an error a stale or missing
@@ -151,6 +152,8 @@ class ModelFreeAgent:
         """What its params add when it samples: the temperature and the sample index (nothing at
         temperature 0, so the agent's label is unchanged)."""
         return sampling_params(self.temperature, self.sample_index)
+
+    sampling_settings = former_method("ModelFreeAgent.sampling_settings()", sampling_params)  # before cir 0.2.0
 
     def sample(self, index: int) -> Any:
         """The agent drawing its ``index``-th sample (:mod:`cir.agents.sampling`): at temperature 0

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from cir.util.errors import CirError
+from cir.util.files import check_regular
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -165,6 +166,7 @@ class LLMPrompt:
         "..."``, ``examples = ["...", ...]``); this prompt's parser. Its version names the file's
         content (``file-SHA``), so another file is another agent."""
         path = Path(path)
+        check_regular(path, "--prompt TOML file")
         try:
             raw = path.read_bytes()
             data = tomllib.loads(raw.decode("utf-8"))

@@ -22,6 +22,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from cir.util.deprecation import former_function
 from cir.util.errors import CirError
 
 #: How far (in nats) a built-in agent's decided reply is ahead of each plausible alternative:
@@ -102,3 +103,10 @@ def check_temperature(temperature: Any, who: str = "agent temperature") -> float
             or not math.isfinite(temperature) or temperature < 0:
         raise CirError(f"{who} {temperature!r}: expected a number >= 0 (0: no sampling)")
     return float(temperature)
+
+
+def __getattr__(name: str) -> Any:
+    """The module's former name (cir 0.1): ``sampling_settings`` (:func:`sampling_params`)."""
+    if name == "sampling_settings":
+        return former_function("cir.agents.sampling.sampling_settings()", sampling_params)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import signal
 import sys
 import textwrap
 import warnings
@@ -22,7 +23,10 @@ from pathlib import Path
 
 from cir import __version__
 from cir.cli.family import add_family_everywhere
+from cir.cli.style import add_traceback_everywhere
+from cir.util.deprecation import CirDeprecationWarning, forget
 from cir.util.errors import CirError, SettingError
+from cir.util.usercode import UserCodeError, user_code_error
 
 # Command modules, in the order they appear in ``cir --help``.
 COMMAND_MODULES = [
@@ -59,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(subparsers)
     add_family_everywhere(subparsers)  # --family on every command that does not declare its own
+    add_traceback_everywhere(subparsers)  # --traceback: the whole traceback of a user code's error
     return parser
 
 
@@ -80,23 +85,41 @@ def _show_notes() -> logging.Handler:
 def main(argv: list[str] | None = None) -> int:
     # Parse before anything touches the engine: fast_downward overwrites sys.argv.
     parser = build_parser()
-    args = parser.parse_args(argv)
-    if not getattr(args, "handler", None):
-        parser.print_help()
-        return 2
-    notes = _show_notes()
+    forget()  # each command says each former name it meets once (an option's name too)
     with warnings.catch_warnings(record=True) as held:
+        warnings.simplefilter("always", CirDeprecationWarning)  # once each: warn_former counts
         try:
-            return _run(args)
+            args = parser.parse_args(argv)
+            if not getattr(args, "handler", None):
+                parser.print_help()
+                return 2
+            notes = _show_notes()
+            try:
+                return _run(args)
+            finally:
+                logging.getLogger("cir").removeHandler(notes)
         finally:
-            for w in held:  # after the command's output and its error line, never before
-                print(f"cir: note: {w.category.__name__} from {Path(w.filename).name}: "
-                      f"{' '.join(str(w.message).split())}", file=sys.stderr)
-            logging.getLogger("cir").removeHandler(notes)
+            _print_held(held)
+
+
+def _print_held(held: list[warnings.WarningMessage]) -> None:
+    """The warnings the command met, after its output and its error line, never before: a former
+    name as one ``cir: deprecated:`` line each, a library's as a note."""
+    said: set[str] = set()
+    for w in sorted(held, key=lambda w: not issubclass(w.category, CirDeprecationWarning)):
+        text = " ".join(str(w.message).split())
+        if issubclass(w.category, CirDeprecationWarning):
+            line = f"cir: deprecated: {text}"
+        else:
+            line = f"cir: note: {w.category.__name__} from {Path(w.filename).name}: {text}"
+        if line not in said:
+            said.add(line)
+            print(line, file=sys.stderr)
 
 
 def _run(args: argparse.Namespace) -> int:
-    """The command's handler; an error a user can act on as one line and exit code 2."""
+    """The command's handler; an error a user can act on as one line and exit code 2 (an error of
+    the user's own code: that line, then their frames; cir's with ``--traceback``)."""
     try:
         if getattr(args, "family", None):
             # --family names a family that exists and, for a run folder, the run's own family
@@ -106,6 +129,8 @@ def _run(args: argparse.Namespace) -> int:
         code = int(args.handler(args) or 0)
         sys.stdout.flush()  # a closed pipe fails here, not in the interpreter's flush at exit
         return code
+    except UserCodeError as err:
+        return _user_error(err, args)
     except CirError as err:
         print(f"cir: error: {err.as_option() if isinstance(err, SettingError) else err}", file=sys.stderr)
         return 2
@@ -113,14 +138,46 @@ def _run(args: argparse.Namespace) -> int:
         # the reader of the output is gone (`cir table run1 | head -3`): it read what it wanted
         _discard_stdout()
         return 0
-    except OSError as err:  # a disk error no module named a path for
+    except KeyboardInterrupt as err:
+        how = "terminated (SIGTERM)" if isinstance(err, Terminated) else "interrupted"
+        print(f"cir: {how}; finished work is saved, run the same command again to resume", file=sys.stderr)
+        return 143 if isinstance(err, Terminated) else 130
+    except OSError as err:  # a disk error no module named a path for (the path is what matters)
         where = f"{err.filename}: " if err.filename else ""
         print(f"cir: error: {where}{err.strerror or err}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("cir: interrupted; finished work is saved, run the same command again to resume",
-              file=sys.stderr)
-        return 130
+    except (Exception, SystemExit) as err:
+        user = user_code_error(err)
+        if user is not None:  # the user's code raised it (or exited): theirs, not cir's
+            return _user_error(user, args)
+        raise
+
+
+def _user_error(err: UserCodeError, args: argparse.Namespace) -> int:
+    print(f"cir: error: {err}", file=sys.stderr)
+    for line in err.lines(full=bool(getattr(args, "traceback", False))):
+        print(line, file=sys.stderr)
+    return 2
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, ended as Ctrl-C is: the finished work saved, one line (:func:`console`)."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated()
+
+
+def console() -> int:
+    """The ``cir`` command (and ``python -m cir``): :func:`main`, with SIGTERM ended as Ctrl-C is,
+    and Ctrl-C ignored once the command is done, while Python waits for its helper threads to end
+    (it printed ``Exception ignored in: <module 'threading'>`` there)."""
+    signal.signal(signal.SIGTERM, _terminate)
+    try:
+        return main()
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 def _discard_stdout() -> None:
@@ -136,4 +193,4 @@ def _discard_stdout() -> None:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    sys.exit(console())

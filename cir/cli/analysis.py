@@ -11,10 +11,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
 from cir.cli.limits import MAX_RESAMPLES, MAX_SEED, check_int
-from cir.cli.style import add_columns, add_quiet, command
+from cir.cli.style import StoreRenamed, add_columns, add_quiet, command
 from cir.episode.protocol import DEFAULT_LEVEL, DEFAULT_RESAMPLES, DEFAULT_SEED
 from cir.util.errors import CirError
 
@@ -35,8 +34,9 @@ JOINT_COLUMNS = ["comparison", "n_tasks", "wins", "losses", "effect_pp", "ci_low
 def _common(parser: argparse.ArgumentParser, resamples: bool = True, fmt: bool = True) -> None:
     parser.add_argument("paired", metavar="PAIRED", help="paired.csv / paired.parquet, or a RUN_DIR")
     parser.add_argument("--subset", "--cohort", dest="subset", choices=["all", "factual-success"], default="all",
+                        action=StoreRenamed,
                         help="all prefix-feasible tasks, or only tasks whose factual run succeeded "
-                             "(--cohort: its former name)")
+                             "(--cohort: its former name, deprecated)")
     parser.add_argument("--keep-prefix-mismatch", action="store_true",
                         help="keep rows whose two arms differ before the branch point (dropped by default)")
     parser.add_argument("--allow-partial", action="store_true",
@@ -150,12 +150,19 @@ def _records(df) -> list[dict]:  # noqa: ANN001
 
 def _emit(text: str, out: str | None) -> None:
     if out:
-        try:
-            Path(out).write_text(text)
-        except OSError as err:
-            raise CirError(f"{out}: cannot write ({err.strerror})") from None
+        from cir.pairs.outputs import write_output
+
+        write_output(out, text, "table", "--out")
     else:
         sys.stdout.write(text)
+
+
+def _check_out(args: argparse.Namespace) -> None:
+    """``--out FILE`` checked before the command's work (cir.pairs.outputs): never a run's file."""
+    if getattr(args, "out", None):
+        from cir.pairs.outputs import check_output
+
+        check_output(args.out, "table", "--out")
 
 
 def partial_label(df) -> str | None:  # noqa: ANN001 - pandas DataFrame
@@ -234,6 +241,7 @@ def _load(args: argparse.Namespace):  # noqa: ANN202
 def _table(args: argparse.Namespace) -> int:
     from cir.stats.effects import effect_table
 
+    _check_out(args)
     df = _load(args)
     table = effect_table(df, by=_keys(args.by), subset=args.subset, resamples=args.resamples,
                          seed=args.seed, level=args.level,
@@ -247,6 +255,7 @@ def _table(args: argparse.Namespace) -> int:
 def _contrast(args: argparse.Namespace) -> int:
     from cir.stats.effects import contrast_table
 
+    _check_out(args)
     df = _load(args)
     table = contrast_table(df, args.a, args.b, on=args.on, by=_keys(args.by), subset=args.subset,
                            resamples=args.resamples, seed=args.seed, level=args.level,
@@ -260,6 +269,7 @@ def _joint(args: argparse.Namespace) -> int:
     from cir.stats.decompose import group_index
     from cir.stats.joint import joint_effects, joint_matrix, joint_outcomes
 
+    _check_out(args)
     df = _load(args)
     common = dict(a=args.a, b=args.b, on=args.on, by=_keys(args.by), condition=args.condition,
                   delay=args.delay, subset=args.subset,

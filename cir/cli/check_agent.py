@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-from pathlib import Path
 from typing import Any
 
 from cir.agents.factory import AGENT_SPECS
@@ -100,6 +99,10 @@ def _check(family: Any, tasks: list[Any], args: argparse.Namespace) -> int:
 
     args.jobs, args.backend, args.scheduler, args.cache_dir = 1, "loky", None, None
     settings = run_settings(args)  # every agent option checked as `cir run` checks it
+    if args.json:
+        from cir.pairs.outputs import check_output
+
+        check_output(args.json, "agent check", "--json")  # before the agent is asked, not after
     agent = make_run_agent(settings)  # no --cache-dir: replies kept in memory only, never reused
     contexts = study_contexts(family, list(tasks), args.contexts, settings.family_options)
     if not contexts:
@@ -112,8 +115,9 @@ def _check(family: Any, tasks: list[Any], args: argparse.Namespace) -> int:
     print(markdown_table(shown))
     print(f"\nagent {settings.agent!r}: {result.summary()}")
     if args.json:
-        Path(args.json).write_text(json.dumps({"agent": settings.agent, "n": result.n, "requests": result.requests,
-                                               "match_rate": result.match_rate,
-                                               "per_context": result.per_context}, indent=1) + "\n",
-                                   encoding="utf-8")
+        from cir.pairs.outputs import write_output
+
+        write_output(args.json, json.dumps({"agent": settings.agent, "n": result.n, "requests": result.requests,
+                                            "match_rate": result.match_rate, "per_context": result.per_context},
+                                           indent=1) + "\n", "agent check", "--json")
     return 0

@@ -49,7 +49,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--n", type=int, default=None, help="tasks to walk; when not given, 3, or with --run every task of the run")
     p.add_argument("--steps", type=int, default=20, help="steps of each random walk")
     p.add_argument("--agent-walk", action=argparse.BooleanOptionalAction, default=True,
-                   help="walk the family's built-in agent's episode too (when the family has one)")
+                   help="walk the family's built-in agent's episode too, and its episodes with one observation "
+                        "missing, as a study's arms walk (when the family has one)")
+    p.add_argument("--deep", type=int, default=4, metavar="N",
+                   help="restore points of each walk from which every later step is sent again (a field the "
+                        "restore forgets may matter only actions later); 0: only the step after each restore")
     p.add_argument("--seed", type=int, default=0, help="seed of the walks (and of generated tasks)")
     add_family_options(p)
     p.set_defaults(handler=handle)
@@ -61,6 +65,7 @@ def handle(args: argparse.Namespace) -> int:
     if args.n is not None:
         check_int("--n", args.n, 1, 100_000)
     check_int("--steps", args.steps, 1, 10_000)
+    check_int("--deep", args.deep, 0, 10_000)
     check_int("--seed", args.seed, 0)
     family = family_of(args, args.run)
     family.option_values(family_options(args))  # a bad option: one line before any work
@@ -146,7 +151,7 @@ def _check(family: Any, tasks: list, args: argparse.Namespace, factual: dict[str
     walks = None if factual is None else (
         lambda task: [(label, _factual_walk(factual[str(task.task_id)]))])
     report = family.check(tasks, steps=args.steps, seed=args.seed, agent=args.agent_walk, walks=walks,
-                          family_options=family_options(args))
+                          family_options=family_options(args), deep=args.deep)
     for line in report.failures:
         print(line)
     print(f"family {family.name!r}: {report.summary()}")

@@ -17,7 +17,6 @@ from cir.cli.llm_options import add_llm_options, add_request_options, llm_config
 from cir.cli.style import add_quiet, command
 from cir.episode.protocol import DEFAULT_FRACTION, DEFAULT_MAX_ACTIONS, DEFAULT_MAX_TURNS
 from cir.util.errors import CirError
-from cir.util.files import disk_error
 from cir.util.progress import bar_settings
 
 _COLOURS = {"agent": "36", "harness": "35", "obs": "0", "perturbed": "33", "won": "32", "lost": "31",
@@ -111,8 +110,12 @@ def handle(args: argparse.Namespace) -> int:
     persistence = parse_persistence(args.persistence)
     check_int("--max-turns", args.max_turns, 1, MAX_BUDGET)
     check_int("--max-actions", args.max_actions, 1, MAX_BUDGET)
-    if args.json and Path(args.json).is_dir():  # found out before the episode runs, not after
-        raise CirError(f"--json {args.json}: is a folder; give a file name for the transcript")
+    if args.json:  # found out before the episode runs, not after
+        from cir.pairs.outputs import check_output
+
+        if Path(args.json).is_dir():
+            raise CirError(f"--json {args.json}: is a folder; give a file name for the transcript")
+        check_output(args.json, "transcript", "--json")
     # the family: --family, else the router's (its file names it), else ALFWorld
     router = Router.load(args.router) if args.router and not args.family else None
     env_spec = args.family or (router.family if router is not None else DEFAULT_FAMILY)
@@ -142,12 +145,10 @@ def handle(args: argparse.Namespace) -> int:
               f"{llm['cache_hits_disk']} replies from the disk cache, {llm['unparsable']} unparsable",
               file=sys.stderr)
     if args.json:
-        try:
-            Path(args.json).write_text(json.dumps({"task_id": task.task_id, "info": info,
-                                                   "transcript": episode.to_dict(),
-                                                   "factual": factual.to_dict()}, indent=1) + "\n")
-        except OSError as err:
-            raise disk_error(args.json, err) from None
+        from cir.pairs.outputs import write_output
+
+        write_output(args.json, json.dumps({"task_id": task.task_id, "info": info, "transcript": episode.to_dict(),
+                                            "factual": factual.to_dict()}, indent=1) + "\n", "transcript", "--json")
     return 0
 
 

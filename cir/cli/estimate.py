@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import json
 import tempfile
-from pathlib import Path
 from typing import Any
 
 from cir.agents.factory import AGENT_SPECS
@@ -90,6 +89,11 @@ def handle(args: argparse.Namespace) -> int:
     _check_throughput(args)
     settings = run_settings(args, grid_settings(args))
     llm_renderer(settings)  # an LLM agent and its options: before any task is loaded
+    from cir.pairs.outputs import check_output, write_output
+
+    for option, path, kind in (("--json", args.json, "estimate"), ("--prompts", args.prompts, "prompts")):
+        if path:
+            check_output(path, kind, option)  # before the dry run, not after it
     prompts: list[tuple[str, str]] = []
     keep = prompts if args.prompts else None
     if args.study:
@@ -106,11 +110,10 @@ def handle(args: argparse.Namespace) -> int:
                               keep=keep)
     print(report(result, args))
     if args.json:
-        Path(args.json).write_text(json.dumps(_as_json(result, args), indent=1) + "\n", encoding="utf-8")
+        write_output(args.json, json.dumps(_as_json(result, args), indent=1) + "\n", "estimate", "--json")
     if args.prompts:
-        with open(args.prompts, "w", encoding="utf-8") as f:
-            for prompt, reply in prompts:
-                f.write(json.dumps({"prompt": prompt, "reply": reply}, ensure_ascii=False) + "\n")
+        write_output(args.prompts, "".join(json.dumps({"prompt": prompt, "reply": reply}, ensure_ascii=False) + "\n"
+                                           for prompt, reply in prompts), "prompts", "--prompts")
     return 0
 
 

@@ -13,6 +13,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from cir.cli.style import StoreRenamed
 from cir.util.errors import CirError
 
 FAMILY_HELP = ("environment family: alfworld, textworld-cooking, or MODULE:ATTR or path/to/file.py:ATTR "
@@ -31,8 +32,8 @@ def add_family(parser: argparse.ArgumentParser, reads_runs: bool = False, defaul
     help_text = FAMILY_HELP + ("; default: " + (default or ("the family the run folder's run.json names, "
                                                           "else alfworld" if reads_runs else "alfworld")))
     # None: the default family (cir.families.registry.DEFAULT_FAMILY), resolved where it is used
-    parser.add_argument("--family", "--env", dest="family", default=None, metavar="NAME",
-                        help=help_text + " (--env: its former name)")
+    parser.add_argument("--family", "--env", dest="family", default=None, metavar="NAME", action=StoreRenamed,
+                        help=help_text + " (--env: its former name, deprecated)")
 
 
 def add_family_everywhere(subparsers: argparse._SubParsersAction) -> None:

@@ -15,6 +15,7 @@ with the run is refused.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import sys
 from pathlib import Path
@@ -23,7 +24,7 @@ from typing import Any
 from cir.cli.analysis import partial_label
 from cir.cli.family import family_spec, recorded_family
 from cir.cli.limits import MAX_BUDGET, MAX_RESAMPLES, MAX_SEED, check_int
-from cir.cli.style import add_columns, command
+from cir.cli.style import StoreRenamed, add_columns, command
 from cir.episode.operations import OPERATIONS
 from cir.episode.protocol import (
     DEFAULT_C,
@@ -38,6 +39,7 @@ from cir.episode.protocol import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
 )
+from cir.pairs.outputs import ROUTER, check_output, write_output
 from cir.util.errors import CirError
 from cir.util.files import disk_error
 
@@ -108,7 +110,7 @@ def _register_fit(subparsers: Any) -> None:
     f.add_argument("--delta", type=float, default=DEFAULT_DELTA, help="the certified budget's error probability")
     f.add_argument("--lam", type=float, default=DEFAULT_LAMBDA, help="harm penalty lambda")
     f.add_argument("--d-min", type=int, default=DEFAULT_D_MIN, help="earliest delay to recover at")
-    f.add_argument("--candidate-delays", "--delays", dest="delays", type=_delays,
+    f.add_argument("--candidate-delays", "--delays", dest="delays", type=_delays, action=StoreRenamed,
                    default=",".join(map(str, DEFAULT_CANDIDATE_DELAYS)),
                    help="the delays the router may recover at, checked in order (--delays: its former name, "
                         "which names the grid's delays in cir run)")
@@ -116,7 +118,9 @@ def _register_fit(subparsers: Any) -> None:
     f.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seed of the fold assignment")
     f.add_argument("--C", type=float, default=DEFAULT_C, help="inverse L2 strength (the paper's models)")
     f.add_argument("--threshold-steps", "--grid-size", dest="threshold_steps", type=int, default=21,
-                   help="candidate values of each threshold in the search (quantiles of its score; --grid-size: its former name)")
+                   action=StoreRenamed,
+                   help="candidate values of each threshold in the search (quantiles of its score; --grid-size: its "
+                        "former name, deprecated)")
     f.add_argument("--max-turns", type=int, default=None,
                    help=f"model-turn budget of the harness (default: the run's; {DEFAULT_MAX_TURNS} for a table)")
     f.add_argument("--max-actions", type=int, default=None,
@@ -225,6 +229,8 @@ def _fit(args: argparse.Namespace) -> int:
         if value is not None:
             check_int(flag, value, 1, MAX_BUDGET)
     check_int("--seed", args.seed, 0, MAX_SEED)
+    check_output(args.out, ROUTER, "--out")  # before the fit, not after it
+    report_files = _report_files(args.report)
     env = family_spec(args, args.paired)
     df = read_paired(args.paired, require_features=True, allow_partial=args.allow_partial)
     max_turns, max_actions = _budgets(args, df)
@@ -242,11 +248,12 @@ def _fit(args: argparse.Namespace) -> int:
         report = Path(args.report)
         try:
             report.mkdir(parents=True, exist_ok=True)
-            calibration_table(policy).to_csv(report / "calibration.csv", index=False)
-            fig = calibration_figure(policy)
-            fig.savefig(report / "calibration.png", dpi=120)
-            policy.candidates_.to_csv(report / "candidates.csv", index=False)
-            policy.oof_.to_csv(report / "oof.csv", index=False)
+            write_output(report_files["calibration.csv"], calibration_table(policy).to_csv(index=False), "report")
+            png = io.BytesIO()
+            calibration_figure(policy).savefig(png, dpi=120, format="png")
+            write_output(report_files["calibration.png"], png.getvalue(), "figure")
+            write_output(report_files["candidates.csv"], policy.candidates_.to_csv(index=False), "report")
+            write_output(report_files["oof.csv"], policy.oof_.to_csv(index=False), "report")
         except OSError as err:
             raise disk_error(err.filename or report, err) from None
         cal = calibration_table(policy).groupby("model", sort=False)["brier"].first()
@@ -256,6 +263,20 @@ def _fit(args: argparse.Namespace) -> int:
         print(f"note: fitted on a partial run ({partial})")
     print(f"router written to {out}")
     return 0
+
+
+def _figure_format(path: str) -> str:
+    """The image format a figure file's name asks for (matplotlib's, PNG without a suffix)."""
+    suffix = Path(path).suffix.lower().lstrip(".")
+    return suffix if suffix in ("png", "svg", "pdf", "jpg", "jpeg") else "png"
+
+
+def _report_files(report: str | None) -> dict[str, Path]:
+    """The files ``cir fit --report DIR`` writes, each checked before the fit (check_output)."""
+    if not report:
+        return {}
+    kinds = {"calibration.csv": "report", "calibration.png": "figure", "candidates.csv": "report", "oof.csv": "report"}
+    return {name: check_output(Path(report) / name, kind, "--report") for name, kind in kinds.items()}
 
 
 def _evaluate(args: argparse.Namespace) -> int:
@@ -269,6 +290,10 @@ def _evaluate(args: argparse.Namespace) -> int:
 
     check_int("--resamples", args.resamples, 1, MAX_RESAMPLES)
     check_int("--seed", args.seed, 0, MAX_SEED)
+    if args.out:
+        check_output(args.out, "table", "--out")
+    if args.calibration:
+        check_output(args.calibration, "figure", "--calibration")
     files = {"cir": args.router, **dict(args.compare)}
     if len(files) != 1 + len(args.compare):
         raise CirError("--compare: each router needs its own name (cir is the first router's)")
@@ -296,9 +321,11 @@ def _evaluate(args: argparse.Namespace) -> int:
     text = _render(result, summary, margins, partial, args.format)
     try:
         if args.calibration:
-            calibration_figure(routers["cir"], df).savefig(args.calibration, dpi=120)
+            png = io.BytesIO()
+            calibration_figure(routers["cir"], df).savefig(png, dpi=120, format=_figure_format(args.calibration))
+            write_output(args.calibration, png.getvalue(), "figure", "--calibration")
         if args.out:
-            Path(args.out).write_text(text, encoding="utf-8")
+            write_output(args.out, text, "table", "--out")
     except OSError as err:
         raise disk_error(err.filename or args.out or args.calibration, err) from None
     if args.out:

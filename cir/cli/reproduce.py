@@ -14,6 +14,7 @@ from cir.cli.run_settings import run_settings
 from cir.cli.style import add_family_options, add_parallel, add_quiet, add_restore_check, command
 from cir.episode.protocol import DEFAULT_RESAMPLES, DEFAULT_SEED
 from cir.study.timings import QUICK_STUDY
+from cir.util.errors import CirError
 
 #: Replicates of one study: each is a whole study (cir.study.timings.QUICK_STUDY with --quick).
 MAX_REPLICATES = 100
@@ -80,6 +81,11 @@ def _reproduce(args: argparse.Namespace) -> int:
         check_int("--perturb-at", args.perturb_at, 1, MAX_BUDGET)
     if args.validation_replicates is not None:
         check_int("--validation-replicates", args.validation_replicates, 0, 10_000)
+    from cir.pairs.store import RunStore
+
+    if RunStore(args.out).is_run():  # a study writes its tables, routers and runs in a folder of its own
+        raise CirError(f"--out {args.out}: is a run folder (it has run.json or episodes.jsonl.gz); a study "
+                       "needs a folder of its own")
     # one study per folder (each run folder also has its own lock)
     with writer_lock(Path(args.out), "study folder"):
         reproduce(args.out, settings, quick=args.quick, replicates=args.replicates,

@@ -34,6 +34,20 @@ def typed(value: object, action: argparse.Action | None = None) -> str | None:
     return str(value)
 
 
+class StoreRenamed(argparse._StoreAction):
+    """An option that also answers to its former name (``--env`` of ``--family``): the value is
+    stored as the option's, and the former name says once that it is deprecated
+    (:data:`cir.util.deprecation.FORMER`, one ``cir: deprecated:`` line)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        from cir.util.deprecation import FORMER, warn_former
+
+        if option_string in FORMER:
+            warn_former(option_string)
+        super().__call__(parser, namespace, values, option_string)
+
+
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
     """Descriptions and examples as written; ``(default: X)`` after every option with a default,
     the default as a user would type it (:func:`typed`)."""
@@ -55,6 +69,18 @@ def command(subparsers: argparse._SubParsersAction, name: str, *, help: str, des
     text = "\n\n".join(textwrap.fill(part, width=78) for part in description.split("\n\n"))
     return subparsers.add_parser(name, help=help, description=text, epilog=epilog,
                                  formatter_class=HelpFormatter)
+
+
+def add_traceback_everywhere(subparsers: argparse._SubParsersAction) -> None:
+    """``--traceback`` on every command and subcommand: an error raised by the user's own code is
+    one line and their frames; with it, the whole traceback (cir's frames too)."""
+    for parser in subparsers.choices.values():
+        for action in [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]:
+            add_traceback_everywhere(action)
+        if not any("--traceback" in a.option_strings for a in parser._actions):
+            parser.add_argument("--traceback", action="store_true",
+                                help="when your own code (a family, env, agent or framework agent) raises: the "
+                                     "whole traceback, cir's frames too (without it: one line and your frames)")
 
 
 def add_quiet(parser: argparse.ArgumentParser) -> None:

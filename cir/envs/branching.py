@@ -14,11 +14,13 @@ still computed once, so the env work does not depend on how the branches interle
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from cir.envs.base import Env
 from cir.util.errors import CirError
+from cir.util.usercode import note_where
 
 
 class _Tree:
@@ -32,6 +34,16 @@ class _Tree:
         self.snaps: dict[tuple[str, ...], Any] = {}
         self.stats = {"env_steps": 0, "env_memo_hits": 0, "env_restores": 0, "env_resets": 0}
         self.lock = threading.RLock()
+
+
+@contextmanager
+def _at_step(step: int) -> Iterator[None]:
+    """An error of the real env (the user's code) says which env action it was at."""
+    try:
+        yield
+    except BaseException as err:
+        note_where(err, step=step)
+        raise
 
 
 class BranchingEnv:
@@ -68,7 +80,7 @@ class BranchingEnv:
 
     def reset(self) -> str:
         tree = self._tree
-        with tree.lock:
+        with tree.lock, _at_step(0):
             if tree.intro is None:
                 tree.intro = tree.env.reset()
                 tree.stats["env_resets"] += 1
@@ -80,7 +92,7 @@ class BranchingEnv:
     def step(self, action: str) -> tuple[str, bool, bool]:
         key = (*self.path, action)
         tree = self._tree
-        with tree.lock:
+        with tree.lock, _at_step(len(key)):
             hit = tree.memo.get(key)
             if hit is not None:
                 tree.stats["env_memo_hits"] += 1
@@ -132,23 +144,31 @@ class BranchingEnv:
         with tree.lock:
             if tree.real is None:
                 raise CirError("verify_restores: the env was never reset")
-            back, found = tree.real, None
+            back, found, failed = tree.real, None, True
             try:
                 for index, (state, sent) in enumerate(checks):
                     state = tuple(state)
                     if state not in tree.snaps:
                         raise CirError(f"verify_restores: no remembered state at a path of {len(state)} actions")
-                    tree.env.restore(tree.snaps[state])
+                    with _at_step(len(state) + 1):
+                        tree.env.restore(tree.snaps[state])
                     for i, (action, want) in enumerate(sent):
-                        obs, done, won = tree.env.step(action)
+                        with _at_step(len(state) + i + 1):
+                            obs, done, won = tree.env.step(action)
                         got = (str(obs), bool(done), bool(won))
                         if got != tuple(want):
                             found = (index, (*state, *(a for a, _ in sent[: i + 1])), tuple(want), got)
                             break
                     if found is not None:
                         break
+                failed = False
             finally:
-                tree.env.restore(tree.snaps[back])
+                try:
+                    with _at_step(len(back)):
+                        tree.env.restore(tree.snaps[back])
+                except Exception:
+                    if not failed:  # else the first error is the one to say
+                        raise
         return found  # type: ignore[return-value]
 
     def restore(self, snapshot: tuple[str, ...]) -> None:

@@ -9,7 +9,10 @@ says ``prefix_match``: that compares what the agent was shown, not the state).
   walk on it answers the same (the env is deterministic);
 - **restore**: after the walk, the state before each step is restored (in a shuffled order,
   so the env comes from elsewhere every time) and that step's action sent again: the
-  observation, ``done`` and ``won`` must be those of the uninterrupted walk;
+  observation, ``done`` and ``won`` must be those of the uninterrupted walk; from ``deep``
+  restore points (spread over the walk, :func:`deep_points`) every later step is sent again, to
+  the walk's end: a field the restore forgets may matter only actions later (a move counter that
+  locks a door), where the step after the restore shows nothing;
 - **the env's own check**: an env whose restore checks itself (a tool world's state compares
   the content's digest with the snapshot's, :mod:`cir.tools.state`) and raises a
   :class:`~cir.util.errors.RestoreError` is a failure line naming what differs;
@@ -27,29 +30,34 @@ A random walk alone can miss a field the restore forgets when the field matters 
 a key-and-door corridor whose restore drops the key fails only where a walk has taken the key
 and then opens the door, which a uniform walk over five commands rarely does in 20 steps.
 So a task is also walked where agents walk (``walks``): the family's built-in agent's episode
-(:meth:`cir.families.family.Family.check`) and a run folder's factual runs (``cir check-env
---run``), each checked the same way (a new env walked the same, every step restored and sent
+and its episodes with one observation missing, which leave the clean path as a study's
+perturbed arms do and run on to the budget's end (:meth:`cir.families.family.Family.check`), and
+a run folder's factual runs (``cir check-env --run``), each checked the same way (a new env walked the same, every step restored and sent
 again, the refresh query twice) and, for a run's, each answer against the one the run recorded.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from cir.envs.base import refresh_query
 from cir.util.errors import CirError, RestoreError
+from cir.util.usercode import note_where
 
 Actions = Callable[[Any, str], Sequence[str] | Mapping[str, float]]
 Answer = tuple[str, bool, bool]
+#: Restore points of each walk that are walked on to its end (:func:`deep_points`)
+DEEP = 4
 #: A walk of one task: drives ``env`` (reset, then steps, as an agent or a recorded run does)
 #: and returns the answers a recorded run got for those steps (checked against the walk's),
 #: or None.
 Walk = Callable[[Any], Sequence[Answer] | None]
 #: The walks of a task besides the random one: ``[(label, walk), ...]`` (e.g. ``"the built-in
-#: agent's walk"``), none for a task without.
+#: agent's walk"``), none for a task without; a third item names the kind the summary counts it as.
 Walks = Callable[[Any], Sequence[tuple[str, Walk]]]
 
 
@@ -142,8 +150,9 @@ class _Recorder:
         return self.first
 
     def step(self, action: str) -> Answer:
-        self.snaps.append(self.env.snapshot())
-        answer = _answer(self.env.step(action))
+        with _at_step(len(self.taken) + 1):
+            self.snaps.append(self.env.snapshot())
+            answer = _answer(self.env.step(action))
         self.taken.append(action)
         self.answers.append(answer)
         return answer
@@ -171,23 +180,27 @@ def _random_walk(rng: random.Random, steps: int, actions: Actions | None) -> Wal
 
 def check_task(make_env: Callable[[Any], Any], task: Any, *, steps: int = 20, seed: int = 0,
                actions: Actions | None = None, report: EnvCheck | None = None,
-               walks: Sequence[tuple[str, Walk]] = ()) -> EnvCheck:
+               walks: Sequence[tuple[str, Walk]] = (), deep: int = DEEP) -> EnvCheck:
     """Check one task (see the module docstring): its random walk of ``steps`` (none when 0),
     then each of ``walks``; failures go into ``report``."""
     report = report or EnvCheck()
     name = str(getattr(task, "task_id", task))
     report.tasks += 1
     rng = random.Random(f"{seed}:{name}")
-    if steps:
-        _check_walk(make_env, task, name, "random", "", _random_walk(rng, steps, actions), rng, report)
-    for label, walk in walks:
-        _check_walk(make_env, task, name, label, f"{label}: ", walk, random.Random(f"{seed}:{name}:{label}"),
-                    report)
+    try:
+        if steps:
+            _check_walk(make_env, task, name, "random", "", _random_walk(rng, steps, actions), rng, report, deep)
+        for label, walk, *kind in walks:  # (label, walk) or (label, walk, the kind it is counted as)
+            _check_walk(make_env, task, name, kind[0] if kind else label, f"{label}: ", walk,
+                        random.Random(f"{seed}:{name}:{label}"), report, deep)
+    except BaseException as err:  # the task a user code's error happened in (cir.util.usercode)
+        note_where(err, task=name)
+        raise
     return report
 
 
 def _check_walk(make_env: Callable[[Any], Any], task: Any, name: str, kind: str, head: str, walk: Walk,
-                rng: random.Random, report: EnvCheck) -> None:
+                rng: random.Random, report: EnvCheck, deep: int = 0) -> None:
     """One walk on a new env, then the checks of the module docstring on what it did."""
     env = make_env(task)
     try:
@@ -213,20 +226,71 @@ def _check_walk(make_env: Callable[[Any], Any], task: Any, name: str, kind: str,
         for t in order:
             report.restores += 1
             try:
-                env.restore(snaps[t])
+                with _at_step(t + 1):
+                    env.restore(snaps[t])
             except RestoreError as err:  # the env's own check of its restore (a tool world's digest)
                 report.failures.append(f"task {name}: {head}step {t + 1} ({taken[t]!r}): restoring the state "
                                        f"before it failed: {_restore_text(err)}")
                 continue
-            got = _answer(env.step(taken[t]))
+            with _at_step(t + 1):
+                got = _answer(env.step(taken[t]))
             if got != answers[t]:
                 report.failures.append(
                     f"task {name}: {head}step {t + 1} ({taken[t]!r}) after restore answered {_say(got)}; "
                     f"the uninterrupted walk answered {_say(answers[t])}")
+        _check_deep(env, name, head, snaps, taken, answers, deep, report)
         _check_refresh(env, f"{name}: {head[:-2]}" if head else name, snaps, answers, rng, report)
     finally:
         if callable(getattr(env, "close", None)):
             env.close()
+
+
+def deep_points(n: int, deep: int) -> list[int]:
+    """The restore points (0-based steps) of a walk of ``n`` steps that replay to its end: ``deep``
+    of them spread evenly, the latest included, none at the last step (its one-step check is it)."""
+    candidates = list(range(max(0, n - 1)))
+    if deep <= 0 or not candidates:
+        return []
+    if deep >= len(candidates):
+        return candidates
+    return sorted({candidates[round(i * (len(candidates) - 1) / (deep - 1))] if deep > 1 else candidates[-1]
+                   for i in range(deep)})
+
+
+def _check_deep(env: Any, name: str, head: str, snaps: list[Any], taken: list[str], answers: list[Answer],
+                deep: int, report: EnvCheck) -> None:
+    """From a few restore points, every later step of the walk sent again: a field the restore
+    forgets that matters only some actions later (a move counter that locks a door at the end)
+    answers otherwise there, where the one-step check saw nothing."""
+    for t in deep_points(len(taken), deep):
+        report.restores += 1
+        try:
+            with _at_step(t + 1):
+                env.restore(snaps[t])
+        except RestoreError as err:  # the env's own check of its restore
+            report.failures.append(f"task {name}: {head}restoring the state before step {t + 1} failed: "
+                                   f"{_restore_text(err)}")
+            continue
+        for s in range(t, len(taken)):
+            with _at_step(s + 1):
+                got = _answer(env.step(taken[s]))
+            if got != answers[s]:
+                report.failures.append(
+                    f"task {name}: {head}restored to before step {t + 1} and walked on, step {s + 1} "
+                    f"({taken[s]!r}) answered {_say(got)}; the uninterrupted walk answered {_say(answers[s])}")
+                break
+            if got[1]:
+                break
+
+
+@contextmanager
+def _at_step(step: int) -> Iterator[None]:
+    """An error of the env (the user's code) says which step of the walk it was at."""
+    try:
+        yield
+    except BaseException as err:
+        note_where(err, step=step)
+        raise
 
 
 def _check_reset(make_env: Callable[[Any], Any], task: Any, name: str, first: str, taken: list[str],
@@ -275,17 +339,18 @@ def _check_refresh(env: Any, name: str, snaps: list[Any], answers: list[tuple[st
 
 
 def check_env(make_env: Callable[[Any], Any], tasks: Iterable[Any], *, steps: int = 20, seed: int = 0,
-              actions: Actions | None = None, walks: Walks | None = None) -> EnvCheck:
+              actions: Actions | None = None, walks: Walks | None = None, deep: int = DEEP) -> EnvCheck:
     """Check every task of ``tasks`` (a few are enough) with ``make_env(task)`` envs: a random
     walk of ``steps`` actions (0: none) and the task's ``walks(task)`` (the walks of an agent, a
-    run's factual runs); the report lists one line per failure (:attr:`EnvCheck.ok` when
-    there is none)."""
+    run's factual runs), each restored before every step, and from ``deep`` points of it walked on
+    to its end (:func:`deep_points`; 0: none); the report lists one line per failure
+    (:attr:`EnvCheck.ok` when there is none)."""
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0 or (steps == 0 and walks is None):
         raise CirError(f"check_env steps={steps!r}: expected an integer >= 1")
     report = EnvCheck()
     for task in tasks:
         check_task(make_env, task, steps=steps, seed=seed, actions=actions, report=report,
-                   walks=walks(task) if walks is not None else ())
+                   walks=walks(task) if walks is not None else (), deep=deep)
     if report.tasks == 0:
         raise CirError("check_env: no tasks to check")
     return report

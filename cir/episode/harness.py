@@ -6,7 +6,7 @@ The harness owns the loop between an :class:`~cir.agents.base.Agent` and an
 observation, harness events) and is the only place where perturbations and recovery
 operations touch an episode. The agent sees nothing but ``transcript.context()``.
 
-Runs are resumable: :meth:`Harness.run` continues an existing transcript on an env
+Episodes are resumable: :meth:`Harness.play` continues an existing transcript on an env
 that is in the matching state, and can stop when the transcript reaches a given
 number of env actions. The replayer uses that to branch from snapshots.
 
@@ -33,6 +33,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from cir.agents.base import agent_params
 from cir.agents.sampling import sample_agent
 from cir.envs.base import refresh_query
 from cir.episode.perturb import Persistence, parse_persistence
@@ -45,8 +46,10 @@ from cir.episode.protocol import (
 )
 from cir.episode.recovery import Checkpoints, Operation, get_operation
 from cir.episode.transcript import AGENT, Step, TraceEvent, Transcript, context_hash
+from cir.util.deprecation import former_method
 from cir.util.errors import CirValueError
 from cir.util.singleflight import SingleFlight
+from cir.util.usercode import note_where
 
 if TYPE_CHECKING:  # pragma: no cover
     from cir.agents.base import Agent
@@ -100,7 +103,7 @@ class Harness:
         self.max_turns = int(max_turns)
         self.max_actions = int(max_actions)
         self.reply_cache: dict[str, Any] = {} if reply_cache is None else reply_cache
-        self.agent_params: dict[str, Any] = dict(agent.params())  # they key the reply cache
+        self.agent_params: dict[str, Any] = agent_params(agent)  # they key the reply cache
         self.costs = Costs()
         self.on_call = on_call
         self.persistence = parse_persistence(persistence)
@@ -122,7 +125,7 @@ class Harness:
                 twin = object.__new__(type(self))  # a framework's harness stays one
                 twin.__dict__.update(self.__dict__)  # shared parts, not copies
                 twin.agent = sample_agent(self.agent, index)
-                twin.agent_params = dict(twin.agent.params())
+                twin.agent_params = agent_params(twin.agent)
                 self._samples[index] = twin
         return twin
 
@@ -182,6 +185,13 @@ class Harness:
     # -- one model turn -------------------------------------------------------------------
     def turn(self, env: Env, transcript: Transcript, perturbation: Perturbation | None = None) -> Step:
         """Ask the agent once and append the resulting step (a thought or an env action)."""
+        try:
+            return self._turn(env, transcript, perturbation)
+        except BaseException as err:  # the step a user code's error happened at (cir.util.usercode)
+            note_where(err, step=transcript.env_actions + 1)
+            raise
+
+    def _turn(self, env: Env, transcript: Transcript, perturbation: Perturbation | None) -> Step:
         reply, read, decided = self._reply_traced(transcript)
         at = len(transcript.steps)
         transcript.trace += [TraceEvent(at - 1, at, f.mechanism, f.about) for f in read]
@@ -234,6 +244,8 @@ class Harness:
             last = len(transcript.steps) - 1
             transcript.trace.append(TraceEvent(last, last + 1, "budget", spent))
         return transcript
+
+    run = former_method("Harness.run()", play)  # the name before cir 0.2.0
 
     def recover(
         self,

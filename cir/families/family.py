@@ -52,6 +52,7 @@ from cir.util.errors import CirError
 
 #: What check_env calls the walk of a family's built-in agent.
 AGENT_WALK = "the built-in agent's walk"
+AGENT_WALKS_MISSING = "its walks with one observation missing"
 #: The run options of the core a family's ``make_env`` may declare in ``env_options``.
 RUN_OPTIONS = ("snapshots",)
 #: The parts :meth:`Family.of` finds in a module by their names.
@@ -198,21 +199,24 @@ class Family:
 
     def check(self, tasks: Sequence[Any], *, steps: int = 20, seed: int = 0, agent: bool = True,
               walks: Callable[[Any], Sequence[tuple[str, Any]]] | None = None, family_options: Any = None,
-              **run_options: Any) -> Any:
+              deep: int = 4, **run_options: Any) -> Any:
         """:func:`cir.envs.check.check_env` on this family's envs and walk actions: a random walk
-        per task, the built-in agent's episode (``agent``, when the family has one: it walks where
-        a study's runs walk) and ``walks(task)`` (a run's factual runs, ``cir check-env --run``)."""
+        per task, the built-in agent's episode and its episodes with one observation missing
+        (``agent``, when the family has one: they walk where a study's arms walk) and ``walks(task)``
+        (a run's factual runs, ``cir check-env --run``); ``deep`` restore points of each walk are
+        walked on to its end."""
         from cir.envs.check import check_env
 
-        agent_walk = _agent_walk(self.builtin_agent("default", seed=seed)) \
-            if agent and self.builtin_agent is not None else None
+        builtin = self.builtin_agent("default", seed=seed) if agent and self.builtin_agent is not None else None
+
+        def make(task: Any) -> Any:
+            return self.env(task, family_options, **run_options)
 
         def all_walks(task: Any) -> list[tuple[str, Any]]:
-            out = [] if agent_walk is None else [(AGENT_WALK, agent_walk)]
+            out = [] if builtin is None else _agent_walks(builtin, make, task)
             return out + list(walks(task) if walks is not None else ())
 
-        return check_env(lambda task: self.env(task, family_options, **run_options), tasks, steps=steps,
-                         seed=seed, actions=self.walk_actions, walks=all_walks)
+        return check_env(make, tasks, steps=steps, seed=seed, actions=self.walk_actions, walks=all_walks, deep=deep)
 
     def experiments_dir(self) -> Path:
         if self.experiments is None:
@@ -221,15 +225,43 @@ class Family:
         return Path(self.experiments)
 
 
-def _agent_walk(agent: Any) -> Callable[[Any], None]:
+#: Perturbed episodes of the built-in agent a check walks per task at most (``missing`` at spread points)
+PERTURBED_WALKS = 6
+
+
+def _agent_walk(agent: Any, perturbation: Any = None) -> Callable[[Any], None]:
     """A check_env walk: one episode of ``agent`` on the env, within the protocol's budgets (the
-    task id is the harness's label only)."""
+    task id is the harness's label only), its observation of one env action hidden when
+    ``perturbation`` says so."""
     from cir.episode.harness import Harness
 
     def walk(env: Any) -> None:
-        Harness(agent).episode(env, "check-env")
+        Harness(agent).episode(env, "check-env", perturbation=perturbation)
 
     return walk
+
+
+def _agent_walks(agent: Any, make_env: Callable[[Any], Any], task: Any) -> list[tuple[str, Any]]:
+    """The built-in agent's episode, and episodes of it whose observation of one env action is
+    missing (at up to :data:`PERTURBED_WALKS` points spread over its episode): they walk where a
+    study's perturbed arms walk, off the clean path and on to the budget's end, where a field the
+    restore forgets may matter only late (a move counter that locks a door)."""
+    from cir.episode.harness import Harness
+    from cir.episode.perturb import Perturbation, parse_condition
+
+    env = make_env(task)
+    try:
+        n = Harness(agent).episode(env, "check-env").env_actions
+    finally:
+        if callable(getattr(env, "close", None)):
+            env.close()
+    points = list(range(1, n))
+    if len(points) > PERTURBED_WALKS:
+        points = sorted({points[round(i * (len(points) - 1) / (PERTURBED_WALKS - 1))] for i in range(PERTURBED_WALKS)})
+    missing = parse_condition("missing")
+    return [(AGENT_WALK, _agent_walk(agent))] + [
+        (f"{AGENT_WALK}, env action {k} missing", _agent_walk(agent, Perturbation(missing, k)), AGENT_WALKS_MISSING)
+        for k in points]
 
 
 def _need_callable(family: Any, name: str, what: str, optional: bool = False) -> None:

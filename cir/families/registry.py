@@ -83,7 +83,7 @@ def _load(target: str, spec: str, builtin: bool) -> Any:
     if not module_name or not attr:
         raise CirError(f"family {spec!r}: expected MODULE:ATTR (e.g. examples.counter:FAMILY)")
     try:
-        module = import_module(module_name)
+        module = import_module(module_name, f"family {spec!r}: importing {module_name}")
     except ModuleNotFoundError as err:
         if builtin:
             raise CirError(f"family {spec!r}: the family's module {module_name} is not part of this "

@@ -35,6 +35,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from cir.adapters.frameworks import FRAMEWORKS
+from cir.agents.base import agent_params
 from cir.agents.sampling import sample_agent, samples_agent
 from cir.families.registry import make_agent
 from cir.pairs.replay import run_task_pairs
@@ -136,7 +137,7 @@ class DryAgent:
         return reply, read, decided
 
     def params(self) -> dict[str, Any]:
-        return {**self.agent.params(), **({"sample": self.index} if self.index else {})}
+        return {**agent_params(self.agent), **({"sample": self.index} if self.index else {})}
 
     def sample(self, index: int) -> DryAgent:
         """The dry agent of sample ``index`` (the built-in agent's own sample, the LLM's request)."""
@@ -179,6 +180,14 @@ def _shared_prefix(earlier: list[str], prompt: str) -> int:
     return best
 
 
+def dry_run_agent(settings: RunSettings) -> Any:
+    """The family's built-in agent that plays the LLM's part in the dry run."""
+    family = settings.env_family()
+    if family.builtin_agent is None:
+        raise CirError(f"family {family.name!r}: cir estimate needs the family's built-in agent for its dry run")
+    return family.builtin_agent(seed=settings.seed)
+
+
 def estimate_task(task: Any, settings: RunSettings, chars_per_token: float = CHARS_PER_TOKEN,
                   keep: bool = False) -> tuple[TaskCost, list[tuple[str, str]]]:
     """The dry run of one task: its cost, and (``keep``) each request's prompt and the reply
@@ -186,10 +195,7 @@ def estimate_task(task: Any, settings: RunSettings, chars_per_token: float = CHA
     from cir.pairs.run import make_run_env
 
     family = settings.env_family()
-    if family.builtin_agent is None:
-        raise CirError(f"family {family.name!r}: cir estimate needs the family's built-in agent for its dry run")
-    dry = DryAgent(family.builtin_agent(seed=settings.seed), llm_renderer(settings),
-                   lambda index: llm_renderer(settings, index))
+    dry = DryAgent(dry_run_agent(settings), llm_renderer(settings), lambda index: llm_renderer(settings, index))
     env = make_run_env(task, settings)
     try:
         result = run_task_pairs(task, dry, env, settings.replay,
@@ -272,6 +278,7 @@ def estimate_run(tasks: Sequence[Any], settings: RunSettings, *, name: str = "ru
     if not isinstance(chars_per_token, (int, float)) or not chars_per_token > 0:
         raise CirError(f"--chars-per-token {chars_per_token!r}: expected a number > 0")
     llm_renderer(settings)  # an LLM agent: checked before any task runs
+    agent_params(dry_run_agent(settings))  # the agent contract read here once, before the workers
     seen: set[str] = set()
     out = Estimate(name=name)
     dry = replace(settings, requests=replace(settings.requests, concurrency=1))

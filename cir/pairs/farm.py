@@ -28,7 +28,7 @@ from typing import Any
 
 from cir.pairs.settings import RunSettings
 from cir.util.garbage import fewer_collections
-from cir.util.parallel import parallel_map
+from cir.util.parallel import WorkerLost, parallel_map
 
 #: Tasks at once in a process at most: each holds a loaded game; more than this fill no
 #: more requests (after its factual run a task has up to 3 arms and 80 branches to run).
@@ -163,7 +163,11 @@ def _across_processes(runs: Sequence[FarmRun], work: Work, n: int, todo: Any, do
 
     def read() -> None:
         while True:
-            item = done.get()
+            try:
+                item = done.get()
+            except (OSError, EOFError):  # the manager process is gone: no result can come
+                failed.append(_manager_lost())
+                return
             if item is None:
                 return
             if failed:
@@ -179,15 +183,34 @@ def _across_processes(runs: Sequence[FarmRun], work: Work, n: int, todo: Any, do
     try:
         reports = list(parallel_map(serve, range(n), runs, work, todo, done, channel, at_most, jobs=n,
                                     backend=runs[0].settings.backend, ordered=False))
+    except Exception:  # a worker lost the manager's queues: say that, not a broken pipe or a lost result
+        if not _manager_alive(todo):
+            raise _manager_lost() from None
+        raise
     finally:
         try:
             done.put(None)
-        except (OSError, EOFError):  # the manager is gone (interrupted)
+        except (OSError, EOFError):  # the manager is gone (interrupted, or killed)
             pass
         reader.join(timeout=None if not failed else 60)
     if failed:
         raise failed[0]
     return reports
+
+
+def _manager_lost() -> WorkerLost:
+    return WorkerLost("the process that passes tasks and results between the workers and this one (the "
+                      "queues' manager) ended in the middle of the run: killed, or out of memory")
+
+
+def _manager_alive(todo: Any) -> bool:
+    try:
+        todo.qsize()
+    except (OSError, EOFError):
+        return False
+    except Exception:  # noqa: BLE001 - a queue that cannot say its size is alive
+        return True
+    return True
 
 
 def _drain(todo: Any, n: int) -> None:

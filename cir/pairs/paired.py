@@ -58,6 +58,7 @@ from cir.pairs.record import RunRecord, foreign_member
 from cir.pairs.samples import check_sample_columns, has_samples
 from cir.pairs.store import EPISODES, PAIRED, RUN_JSON, RunStore, StoreScan, verify_members
 from cir.util.errors import CirError
+from cir.util.files import check_regular
 
 log = logging.getLogger(__name__)
 
@@ -318,6 +319,7 @@ def read_paired(path: str | Path, require_features: bool = False,
         path = found[0]
     if not path.exists():
         raise CirError(f"{path}: no such file")
+    check_regular(path, "paired table")
     if path.suffix == ".parquet":
         df = _parse(lambda: pd.read_parquet(path), str(path))
     elif path.suffix in {".csv", ".gz"}:

@@ -5,7 +5,7 @@ A run record is rebuilt from the finished tasks' summaries after every task
 on resume, by every reader of the paired table and by the study report.
 :meth:`RunRecord.to_dict` and :meth:`RunRecord.from_dict` are its only JSON form::
 
-    {"cir_version": "0.1.0", "complete": true,
+    {"cir_version": "0.2.0", "complete": true,
      "settings": {"tasks": ..., "task_set": ..., "n_tasks": ..., "limit": ..., "agent": ...,
                   "agent_label": ..., "seed": ..., "conditions": [...], "delays": [...],
                   "operations": [...], "perturb_fraction": ..., "max_turns": ..., "max_actions": ...},
@@ -30,6 +30,7 @@ on resume, by every reader of the paired table and by the study report.
      "agent_params": {...},
      "restore_failed": {"task_id": ..., "after_env_action": ..., "where": ..., "sent": ...,
                         "env_action": ..., "answered": [...], "recorded": [...], "by": ..., "run": ...},
+     "task_digests": {TASK_ID: ..., ...},
      "store": {"episodes_bytes": ..., "paired_sha256": ...,
                "members": [{"task_id": ..., "bytes": ..., "sha256": ...}, ...]}}
 
@@ -44,6 +45,10 @@ requests, retries and the tokens the server reported; a rerun served from the
 cache shows ``http_requests: 0``; ``requests`` its request settings and ``limiter`` what the
 workers' request limiters did; its ``cache_dir`` is the reply cache it used (None: the run
 folder's own) and ``extends`` the run whose replies it reused (:func:`check_extension`).
+``task_digests`` are each task's digest as the run began (its plain fields and the bytes of the
+files it points to, :func:`cir.pairs.settings.task_digest`): a resume refuses a task whose files
+changed since, naming it, so one run never mixes two versions of a task (records of earlier
+versions lack them: their tasks are digested from the next session on).
 ``agent_params`` are the agent's params in words (the digest in ``agent_label`` is of
 these), for readers (``agent_settings`` in records of earlier versions). ``restore_failed`` (only in a run that failed a restore check) quarantines
 the folder: the env's restore answered otherwise than the episode it was checked against
@@ -57,6 +62,7 @@ grid, or a task this run does not have): such a member is refused like damage.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from typing import Any
@@ -65,6 +71,7 @@ from cir.episode.perturb import ONCE
 from cir.families.registry import DEFAULT_FAMILY
 from cir.pairs.settings import ReplaySettings, RunSettings, task_set_digest
 from cir.pairs.store import RUN_JSON, RunStore, StoredMember
+from cir.util.deprecation import former_attribute, renamed_parameters
 from cir.util.errors import CirError
 
 
@@ -75,15 +82,40 @@ def _part(data: Any, key: str, source: str) -> Any:
     return data[key]
 
 
+#: the JSON types a record's field of each annotation takes (bool is no number)
+_KINDS: dict[str, tuple[type, ...]] = {"int": (int,), "float": (int, float), "str": (str,), "bool": (bool,),
+                                       "dict": (dict,), "list": (list,)}
+
+
+def _typed(value: Any, annotation: str, source: str, name: str) -> Any:
+    """``value`` if JSON gives it the type ``annotation`` names (``int``, ``str | None``,
+    ``dict[str, Any]``...), else a CirError naming the field, what it holds and what was expected;
+    an annotation of another kind is not checked."""
+    options = [a.strip() for a in annotation.split("|")]
+    kinds = [_KINDS.get(a.split("[")[0]) for a in options if a != "None"]
+    if any(k is None for k in kinds) or not kinds:
+        return value
+    if value is None and "None" in options:
+        return value
+    wanted = tuple(t for k in kinds for t in k)  # type: ignore[union-attr]
+    if isinstance(value, wanted) and not (isinstance(value, bool) and bool not in wanted):
+        return value
+    expected = " or ".join(a.split("[")[0] for a in options).replace("int", "an integer").replace(
+        "float", "a number").replace("str", "text").replace("bool", "true or false").replace(
+        "dict", "an object").replace("list", "a list").replace("None", "null")
+    raise CirError(f"{source}: field {name!r} holds {json.dumps(value)[:60]}, expected {expected} (as cir writes "
+                   "it); was the run record edited? Put the field back as it was")
+
+
 def _build(cls: type, data: Any, source: str, where: str) -> Any:
-    """A dataclass from its fields in ``data``, with a one-line error on a missing field
-    (a field with a default may be missing: records of older versions lack it)."""
+    """A dataclass from its fields in ``data``, with a one-line error on a missing field or one of
+    another type (a field with a default may be missing: records of older versions lack it)."""
     values = {}
     for f in fields(cls):
         optional = f.default is not MISSING or f.default_factory is not MISSING
         if optional and isinstance(data, dict) and f.name not in data:
             continue
-        values[f.name] = _part(data, f.name, f"{source} ({where})")
+        values[f.name] = _typed(_part(data, f.name, f"{source} ({where})"), str(f.type), source, f"{where}.{f.name}")
     try:
         return cls(**values)
     except TypeError as err:
@@ -135,8 +167,8 @@ class RunIdentity:
             settings = ReplaySettings(**replay)
         except CirError as err:
             raise CirError(f"{source}: settings: {err}") from None
-        own = {f.name: _part(data, f.name, source) for f in fields(cls)
-               if f.name != "replay" and (f.name in data or f.default is MISSING)}
+        own = {f.name: _typed(_part(data, f.name, source), str(f.type), source, f"settings.{f.name}")
+               for f in fields(cls) if f.name != "replay" and (f.name in data or f.default is MISSING)}
         return cls(**own, replay=settings)
 
 
@@ -213,8 +245,10 @@ class RunCosts:
         return {**asdict(self), "cache_hit_rate": self.cache_hit_rate}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RunCosts:
-        return cls(**{f.name: int(data.get(f.name, 0)) for f in fields(cls)})
+    def from_dict(cls, data: dict[str, Any], source: str = RUN_JSON) -> RunCosts:
+        if not isinstance(data, dict):
+            raise CirError(f"{source}: field 'costs' holds {json.dumps(data)[:60]}, expected an object")
+        return cls(**{f.name: _typed(data.get(f.name, 0), "int", source, f"costs.{f.name}") for f in fields(cls)})
 
 
 @dataclass
@@ -266,6 +300,11 @@ class RunRecord:
     members: tuple[StoredMember, ...] | None = None  # None in records of older versions
     #: the restore check that failed (task, state, action, both answers): the folder is quarantined
     restore_failed: dict[str, Any] | None = None
+    #: each task's digest (cir.pairs.settings.task_digest) as the run began: a resume refuses a
+    #: task whose files changed (None in records of older versions)
+    task_digests: dict[str, str] | None = None
+
+    agent_settings = former_attribute("RunRecord.agent_settings", "agent_params")  # before cir 0.2.0
 
     def quarantine(self, run_dir: Any) -> str | None:
         """The one line every reader (and a resume) refuses a quarantined folder with, or None.
@@ -301,9 +340,12 @@ class RunRecord:
         return None if data is None else cls.from_dict(data, source=str(store.run_json_path))
 
     @classmethod
-    def resume(cls, store: RunStore, identity: RunIdentity) -> RunRecord | None:
+    def resume(cls, store: RunStore, identity: RunIdentity,
+               agent_params: dict[str, Any] | None = None) -> RunRecord | None:
         """The record of an earlier run in this folder with this identity (None if the folder
-        is new); a folder written with other settings is refused, key by key."""
+        is new); a folder written with other settings is refused, naming the setting that differs
+        (for another agent label, the agent's params that differ: its ``agent_params`` against
+        the record's)."""
         data = store.read_run_json()
         if data is None:
             store.check_unused()
@@ -311,12 +353,21 @@ class RunRecord:
         source = str(store.run_json_path)
         previous = _part(data, "settings", source)
         settings = identity.to_dict()
-        for key in sorted(set(previous) | set(settings)):
-            if previous.get(key) != settings.get(key):
-                raise CirError(
-                    f"{store.dir}: was written with {key}={previous.get(key)!r}, this command has "
-                    f"{key}={settings.get(key)!r}; rerun with the same settings to resume, "
-                    "or use a new --out folder (with --extend to reuse this run's agent replies)")
+        differ = [k for k in sorted(set(previous) | set(settings)) if previous.get(k) != settings.get(k)]
+        if differ:
+            key = next((k for k in differ if k != "agent_label"), differ[0])  # the label says least
+            was, now = f"{key}={previous.get(key)!r}", f"{key}={settings.get(key)!r}"
+            if key == "agent_label":
+                there = data.get("agent_params", data.get("agent_settings"))
+                params = _params_that_differ(there, agent_params)
+                if params:
+                    def say(k: str, v: Any) -> str:
+                        return f"{k} unset" if v is None else f"{k}={v!r}"
+                    was, now = (f"the agent's {', '.join(say(k, v) for k, v, _ in params)}",
+                                ", ".join(say(k, v) for k, _, v in params))
+            raise CirError(
+                f"{store.dir}: was written with {was}, this command has {now}; rerun with the same "
+                "settings to resume, or use a new --out folder (with --extend to reuse this run's agent replies)")
         return cls.from_dict(data, source=source)
 
     def with_store(self, episodes_bytes: int, paired_sha256: str,
@@ -326,10 +377,12 @@ class RunRecord:
                        members=tuple(members))
 
     @classmethod
+    @renamed_parameters("RunRecord(agent_settings=)", agent_settings="agent_params")
     def summarize(cls, cir_version: str, settings: RunIdentity, task_ids: list[str],
                   summaries: list[dict[str, Any]], sessions: list[Session], complete: bool,
                   agent_params: dict[str, Any] | None = None,
-                  restore_failed: dict[str, Any] | None = None) -> RunRecord:
+                  restore_failed: dict[str, Any] | None = None,
+                  task_digests: dict[str, str] | None = None) -> RunRecord:
         """The record of a run whose finished tasks have these summaries (in task order)."""
         costs: dict[str, int] = {}
         for s in summaries:
@@ -347,7 +400,7 @@ class RunRecord:
                    feasibility=feasibility, costs=RunCosts.from_dict(costs),
                    task_seconds_sum=round(sum(s.get("seconds", 0.0) for s in summaries), 3),
                    sessions=list(sessions), task_ids=list(task_ids), agent_params=agent_params,
-                   restore_failed=restore_failed)
+                   restore_failed=restore_failed, task_digests=task_digests)
 
     def inconsistency(self) -> str | None:
         """What in the record contradicts the rest of it (an edited count, say), or None."""
@@ -374,6 +427,8 @@ class RunRecord:
              "it has finished tasks that are not among its task ids"),
             (self.members is None or sorted(m.task_id for m in self.members) == sorted(self.feasibility),
              "its store members are not its finished tasks"),
+            (self.task_digests is None or self.task_ids is None or set(self.task_digests) == set(self.task_ids),
+             "its task digests are not of its tasks"),
         ]
         return next((what for holds, what in facts if not holds), None)
 
@@ -394,6 +449,8 @@ class RunRecord:
             out["agent_params"] = self.agent_params
         if self.restore_failed is not None:
             out["restore_failed"] = dict(self.restore_failed)
+        if self.task_digests is not None:
+            out["task_digests"] = dict(self.task_digests)
         if self.episodes_bytes is not None or self.paired_sha256 is not None:
             out["store"] = {"episodes_bytes": self.episodes_bytes, "paired_sha256": self.paired_sha256}
             if self.members is not None:
@@ -408,14 +465,15 @@ class RunRecord:
         store = data.get("store") or {}
         members = store.get("members") if isinstance(store, dict) else None
         return cls(
-            cir_version=_part(data, "cir_version", source),
+            cir_version=_typed(_part(data, "cir_version", source), "str", source, "cir_version"),
             settings=RunIdentity.from_dict(_part(data, "settings", source), source),
-            complete=bool(_part(data, "complete", source)),
+            complete=_typed(_part(data, "complete", source), "bool", source, "complete"),
             counts=_build(RunCounts, _part(data, "counts", source), source, "counts"),
             feasibility={task_id: _build(TaskFeasibility, f, source, f"feasibility of {task_id}")
                          for task_id, f in _mapping(feasibility, source, "feasibility").items()},
-            costs=RunCosts.from_dict(_part(data, "costs", source)),
-            task_seconds_sum=_part(timings, "task_seconds_sum", source),
+            costs=RunCosts.from_dict(_part(data, "costs", source), source),
+            task_seconds_sum=_typed(_part(timings, "task_seconds_sum", source), "float", source,
+                                    "timings.task_seconds_sum"),
             sessions=[_build(Session, s, source, "timings.sessions")
                       for s in _part(timings, "sessions", source)],
             task_ids=_strings(data.get("task_ids"), source, "task_ids"),
@@ -423,9 +481,14 @@ class RunRecord:
             paired_sha256=store.get("paired_sha256") if isinstance(store, dict) else None,
             agent_params=data.get("agent_params", data.get("agent_settings")),  # its former name
             restore_failed=_restore_failed(data.get("restore_failed"), source),
+            task_digests=_digests(data.get("task_digests"), source),
             members=None if members is None else tuple(
                 _build(StoredMember, m, source, "store.members") for m in members),
         )
+
+
+RunRecord.__init__ = renamed_parameters("RunRecord(agent_settings=)", agent_settings="agent_params")(  # type: ignore[method-assign]
+    RunRecord.__init__)
 
 
 def _restore_failed(value: Any, source: str) -> dict[str, Any] | None:
@@ -453,6 +516,22 @@ def _answer_text(answer: Any) -> str:
         obs, done, won = answer
         return f"{str(obs)!r:.160} (done {done}, won {won})"
     return repr(answer)
+
+
+def _params_that_differ(there: Any, here: dict[str, Any] | None) -> list[tuple[str, Any, Any]]:
+    """(param, recorded value, this command's) for each agent param that differs (None: absent)."""
+    if not isinstance(there, dict) or not isinstance(here, dict):
+        return []
+    return [(k, there.get(k), here.get(k)) for k in sorted(set(there) | set(here)) if there.get(k) != here.get(k)]
+
+
+def _digests(value: Any, source: str) -> dict[str, str] | None:
+    """The record's task digests (absent in records of older versions: None)."""
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        raise CirError(f"{source}: task_digests must map task ids to digests (text), got {value!r:.80}")
+    return dict(value)
 
 
 def _mapping(value: Any, source: str, where: str) -> dict[str, Any]:

@@ -49,7 +49,8 @@ def repair_run(run_dir: str | Path, echo: Callable[[str], None] = print) -> RunR
         replay = record.settings.replay
         text = paired_text(done, replay.conditions, replay.operations)
         new = RunRecord.summarize(__version__, record.settings, ids, done, record.sessions,
-                                  len(done) == len(ids), record.agent_params, record.restore_failed)
+                                  len(done) == len(ids), record.agent_params, record.restore_failed,
+                                  record.task_digests)
         new = new.with_store(store.episodes_bytes(), text_digest(text), scan.stored())
         _rewrite(store, record, new, text, echo)
     missing = len(ids) - len(done)

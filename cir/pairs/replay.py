@@ -73,6 +73,7 @@ from cir.pairs.samples import sample_columns
 from cir.pairs.schedule import JobPool, run_fork
 from cir.pairs.settings import RESTORE_CHECKS, ReplaySettings, agent_label
 from cir.util.errors import CirError, ReplayError, RestoreError
+from cir.util.usercode import note_where
 
 __all__ = ["RESTORE_CHECKS", "ReplayError", "ReplaySettings", "RestoreError", "check_branch_points",
            "check_restore", "TaskResult", "agent_label", "check_arm", "run_task_pairs"]
@@ -154,6 +155,19 @@ def run_task_pairs(
     the ``shown`` column reads (:func:`cir.episode.perturb.shown_kind`); by default the default
     family's (ALFWorld's) when ``extractor`` is its too (None), else none: only the missing text.
     """
+    try:
+        return _task_pairs(task, agent, env, settings, reply_cache=reply_cache, extractor=extractor,
+                           progress=progress, concurrency=concurrency, pool=pool, restore_check=restore_check,
+                           anomalous=anomalous)
+    except BaseException as err:  # the task it happened in, for a user code's error (cir.util.usercode)
+        note_where(err, task=getattr(task, "task_id", None))
+        raise
+
+
+def _task_pairs(task: Any, agent: Any, env: Env, settings: ReplaySettings | None, *,
+                reply_cache: dict[str, str] | None, extractor: FeatureExtractor | None,
+                progress: Callable[[int, int], None] | None, concurrency: int, pool: JobPool | None,
+                restore_check: str, anomalous: Anomalous | None) -> TaskResult:
     if restore_check not in RESTORE_CHECKS:
         raise CirError(f"restore_check {restore_check!r}: expected one of {', '.join(RESTORE_CHECKS)}")
     settings = settings or ReplaySettings()

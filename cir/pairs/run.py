@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from cir import __version__
+from cir.agents.base import agent_params
 from cir.agents.factory import AgentIdentity
 from cir.episode.perturb import no_anomaly
 from cir.families.registry import agent_identity, make_agent
@@ -35,7 +36,7 @@ from cir.pairs.farm import FarmRun, Job, farm
 from cir.pairs.paired import paired_text, rows_of, text_digest
 from cir.pairs.record import RunIdentity, RunRecord, Session, check_extension, foreign_member
 from cir.pairs.replay import RestoreError, run_task_pairs
-from cir.pairs.settings import RunSettings, agent_label, resolved
+from cir.pairs.settings import RunSettings, agent_label, resolved, task_digest, task_files
 from cir.pairs.store import AGENT_CACHE, RunStore, StoredMember
 from cir.util.errors import CirError
 from cir.util.parallel import WorkerLost, spawn_manager
@@ -61,7 +62,7 @@ def run_agent_identity(settings: RunSettings) -> Any:
     checked as :func:`make_run_agent` checks them. An ``agent_factory`` is asked for an agent."""
     if settings.agent_factory is not None:
         probe = settings.agent_factory(settings.agent, seed=settings.seed)
-        return AgentIdentity(probe.name, dict(probe.params()), uses_cache=hasattr(probe, "cache"))
+        return AgentIdentity(probe.name, agent_params(probe), uses_cache=hasattr(probe, "cache"))
     return agent_identity(settings.agent, family=settings.family, prompt_file=settings.prompt_file,
                           base_url=settings.base_url, seed=settings.seed, llm=settings.llm)
 
@@ -179,15 +180,17 @@ def _open_run(spec: RunSpec, stack: ExitStack, echo: Callable[[str], None]) -> R
     tasks = list(spec.tasks)
     ids = _task_ids(tasks, spec.tasks_source)
     agent = run_agent_identity(settings)  # the agent's label and settings, first
-    agent_params = agent.params()
+    params = agent_params(agent)
     identity = RunIdentity.of(settings, ids, agent_label(agent), spec.tasks_source, spec.limit)
     store = RunStore(spec.out)
-    fallback = _extension_cache(settings, store, identity, ids, agent_params, uses_cache=agent.uses_cache)
+    fallback = _extension_cache(settings, store, identity, ids, params, uses_cache=agent.uses_cache)
     stack.enter_context(store.lock())
-    old = RunRecord.resume(store, identity)
+    old = RunRecord.resume(store, identity, params)
     if old is not None and old.restore_failed is not None:  # the same command runs on the same restore
         raise CirError(str(old.quarantine(store.dir)))
-    run = _Run(store, identity, tasks, ids, old, echo, agent_params)
+    digests = {i: task_digest(t) for i, t in zip(ids, tasks, strict=True)}
+    _check_same_tasks(store, old, tasks, digests)
+    run = _Run(store, identity, tasks, ids, old, echo, params, digests)
     if not run.todo and old is not None:
         return run.settle()
     session = Session(started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), jobs=settings.jobs,
@@ -198,6 +201,24 @@ def _open_run(spec: RunSpec, stack: ExitStack, echo: Callable[[str], None]) -> R
                       requests=settings.limits().as_dict())
     workers = replace(settings, cache_dir=settings.cache_dir or str(store.dir / AGENT_CACHE))
     return _Pending(run, session, workers, fallback)
+
+
+def _check_same_tasks(store: RunStore, old: RunRecord | None, tasks: list[Any], digests: dict[str, str]) -> None:
+    """A resume runs on the tasks the run began with: a task whose files (or fields) changed since
+    under the same id is refused, naming it, before anything is written (its rows would mix two
+    versions of it). A record of an older cir has no digests: its tasks are digested from now on."""
+    if old is None or old.task_digests is None:
+        return
+    changed = [t for t in tasks if str(t.task_id) in old.task_digests
+               and old.task_digests[str(t.task_id)] != digests[str(t.task_id)]]
+    if not changed:
+        return
+    task = changed[0]
+    files = ", ".join(str(f) for f in task_files(task)) or "its fields"
+    more = f" (and {len(changed) - 1} other task(s))" if len(changed) > 1 else ""
+    raise CirError(f"{store.dir}: task {task.task_id} is not the one this run began with: its files ({files}) "
+                   f"differ from those the run recorded{more}, so resuming would mix two versions of it; "
+                   "put the task's files back, or run these tasks into a new --out folder")
 
 
 def _longest_first(pending: Sequence[_Pending]) -> list[Job]:
@@ -335,9 +356,10 @@ class _Run:
 
     def __init__(self, store: RunStore, identity: RunIdentity, tasks: list[Any], ids: list[str],
                  old: RunRecord | None, echo: Callable[[str], None],
-                 agent_params: dict[str, Any] | None = None) -> None:
+                 agent_params: dict[str, Any] | None = None, task_digests: dict[str, str] | None = None) -> None:
         self.store, self.identity, self.ids, self.old, self.echo = store, identity, ids, old, echo
         self.agent_params = agent_params
+        self.task_digests = task_digests
         self._keep_edited()
         scan = store.open(foreign_member(identity, ids), None if old is None else old.members)
         self.done = scan.summaries()
@@ -381,7 +403,8 @@ class _Run:
         replay = self.identity.replay
         text = paired_text(summaries, replay.conditions, replay.operations)
         record = RunRecord.summarize(__version__, self.identity, self.ids, summaries,
-                                     self.sessions, complete, self.agent_params, self.restore_failed)
+                                     self.sessions, complete, self.agent_params, self.restore_failed,
+                                     self.task_digests)
         return text, record.with_store(self.store.episodes_bytes(), text_digest(text), self.members)
 
     def flush(self, complete: bool) -> RunRecord:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from cir.adapters.frameworks import FRAMEWORK_SAMPLES, FRAMEWORKS
+from cir.agents.base import agent_params
 from cir.agents.factory import DEFAULT_AGENT, LLMConfig
 from cir.agents.limits import RequestLimits
 from cir.agents.sampling import check_samples
@@ -267,10 +268,7 @@ class RunSettings:
 def agent_label(agent: Any) -> str:
     """The agent's name with a short digest of its parameters (the ``agent`` column): a changed
     agent, seed or LLM option is another agent."""
-    if not hasattr(agent, "params") and hasattr(agent, "settings"):
-        raise CirError(f"agent {getattr(agent, 'name', agent)!r}: the Agent contract's settings() is now "
-                       "called params(); rename the method")
-    params = json.dumps(agent.params(), sort_keys=True, ensure_ascii=False)
+    params = json.dumps(agent_params(agent), sort_keys=True, ensure_ascii=False)
     digest = hashlib.sha256(params.encode("utf-8")).hexdigest()[:8]
     return f"{agent.name}@{digest}"
 
@@ -278,6 +276,49 @@ def agent_label(agent: Any) -> str:
 def task_set_digest(task_ids: Sequence[str]) -> str:
     """A short digest of a run's task ids, in order (``settings.task_set`` of run.json)."""
     return hashlib.sha256("\n".join(task_ids).encode("utf-8")).hexdigest()[:16]
+
+
+def task_files(task: Any) -> list[Path]:
+    """The files a task points to (its fields that are paths of files: ALFWorld's game and
+    trajectory files, a cooking game's story file)."""
+    return [v for _, v in _task_fields(task) if isinstance(v, Path) and v.is_file()]
+
+
+def task_digest(task: Any) -> str:
+    """A short digest of what a task is: its plain fields and the bytes of every file it points to
+    (not the paths: the same tasks in a moved folder are the same tasks). A task whose file was
+    replaced under the same id has another digest (``task_digests`` of run.json: a resume refuses
+    it). Fields of other types count by their type's name only (a repr may hold a memory address)."""
+    h = hashlib.sha256()
+    for name, value in _task_fields(task):
+        h.update(f"{name}\x1f{json.dumps(_plain(value), sort_keys=True)}\x1e".encode())
+    return h.hexdigest()[:16]
+
+
+def _task_fields(task: Any) -> list[tuple[str, Any]]:
+    if hasattr(task, "__dataclass_fields__"):
+        return [(f, getattr(task, f)) for f in task.__dataclass_fields__]
+    return sorted((k, v) for k, v in getattr(task, "__dict__", {}).items() if not k.startswith("_"))
+
+
+def _plain(value: Any) -> Any:
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    if isinstance(value, Path):
+        if value.is_file():
+            digest = hashlib.sha256()
+            with open(value, "rb") as fh:
+                for chunk in iter(lambda: fh.read(1 << 20), b""):
+                    digest.update(chunk)
+            return {"file": digest.hexdigest()}
+        return {"path": "folder" if value.is_dir() else "missing"}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if hasattr(value, "__dataclass_fields__"):
+        return {f: _plain(getattr(value, f)) for f in value.__dataclass_fields__}
+    return {"type": type(value).__qualname__}
 
 
 def resolved(path: str | Path | None) -> str | None:

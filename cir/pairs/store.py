@@ -39,7 +39,7 @@ from typing import Any
 
 from cir.pairs.episode_record import EpisodeRecord
 from cir.util.errors import CirError
-from cir.util.files import disk_error, read_json, write_atomic, write_bytes_atomic
+from cir.util.files import check_regular, disk_error, read_json, write_atomic, write_bytes_atomic
 from cir.util.lock import LOCK_FILE, FolderLock
 
 log = logging.getLogger(__name__)
@@ -202,12 +202,13 @@ def scan_store(path: str | Path, foreign: Foreign | None = None,
     is named from the one that began at the same byte."""
     path = Path(path)
     scan = StoreScan()
+    check_regular(path, "episode store")
     try:
         scan.size = path.stat().st_size
         if scan.size == 0:
             return scan
         with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-            _scan(buf, scan, foreign)
+            _scan(buf, scan, foreign, {m.task_id: m.sha256 for m in recorded or ()})
     except FileNotFoundError:
         return scan
     except OSError as err:
@@ -227,16 +228,22 @@ def _named_from_record(damaged: list[Member], recorded: Sequence[StoredMember]) 
             if m.task_id is None and m.start in starts else m for m in damaged]
 
 
-def _scan(buf: Any, scan: StoreScan, foreign: Foreign | None) -> None:
+def _scan(buf: Any, scan: StoreScan, foreign: Foreign | None, digests: dict[str, str]) -> None:
+    """``digests``: the sha256 the run record names for each task's member; a member of a task it
+    names with other bytes is not the one the run wrote (replaced, or re-encoded), so it is
+    refused as another run's would be, whatever it holds."""
     seen: set[str] = set()
     pos = 0
     while pos < scan.size:
         data, end, error = _inflate(buf, pos)
         if end is not None:
             task_id, summary, problem = _check_member(data)
+            sha = hashlib.sha256(buf[pos:end]).hexdigest()
             other = None if problem or foreign is None or summary is None else foreign(summary)
-            member = Member(pos, end, task_id, summary, problem or other,
-                            hashlib.sha256(buf[pos:end]).hexdigest())
+            if not problem and not other and digests.get(task_id, sha) != sha:
+                other = (f"not the bytes the run recorded for this task (sha256 {sha[:12]}..., the run "
+                         f"record names {digests[task_id][:12]}...): replaced or re-encoded after it was written")
+            member = Member(pos, end, task_id, summary, problem or other, sha)
             if problem:
                 scan.damaged.append(member)
             elif other:
@@ -308,6 +315,7 @@ def verify_members(path: str | Path, members: Sequence[StoredMember]) -> str | N
     """None when the store holds exactly ``members`` (sizes and digests, in order, nothing
     more), else what differs first: the check of the store a reader's fast path relies on."""
     path = Path(path)
+    check_regular(path, "episode store")
     try:
         size = path.stat().st_size
         if size != sum(m.bytes for m in members):
@@ -449,8 +457,8 @@ class RunStore:
                         self.episodes_path, len(scan.damaged),
                         "; ".join(m.describe() for m in scan.damaged), backup.name)
         if scan.foreign:
-            log.warning("%s: %d task(s) of another run refused: %s; kept as %s; these tasks run "
-                        "again", self.episodes_path, len(scan.foreign),
+            log.warning("%s: %d task(s) that are not this run's refused: %s; kept as %s; these tasks "
+                        "run again", self.episodes_path, len(scan.foreign),
                         "; ".join(m.describe() for m in scan.foreign), backup.name)
         if scan.duplicates:
             log.warning("%s: %d task(s) stored twice (%s); kept the first copy of each (all in %s)",
@@ -486,6 +494,7 @@ class RunStore:
     # -- table and record ---------------------------------------------------------------
     def read_paired_text(self) -> str | None:
         """paired.csv as it is on disk (None if absent)."""
+        check_regular(self.paired_path, "paired table")
         try:
             return self.paired_path.read_text(encoding="utf-8")
         except FileNotFoundError:

@@ -66,6 +66,7 @@ from cir.router.rule import (
 )
 from cir.router.runtime import Router, never_recovers_text
 from cir.router.walk import Cells, build_cells, check_features, model_labels, summarize, walk
+from cir.util.deprecation import former_attribute, renamed_parameters
 from cir.util.errors import CirValueError
 
 log = logging.getLogger(__name__)
@@ -165,6 +166,7 @@ class CIRPolicy(BaseEstimator):
     settings.
     """
 
+    @renamed_parameters("CIRPolicy(grid_size=)", grid_size="threshold_steps")
     def __init__(
         self,
         estimator: str = "paper",
@@ -198,6 +200,8 @@ class CIRPolicy(BaseEstimator):
         self.seed = seed
         self.max_iter = max_iter
         self.extractor = extractor
+
+    grid_ = former_attribute("CIRPolicy.grid_", "candidates_")  # its name before cir 0.2.0
 
     # -- params ---------------------------------------------------------------------------------
     def _check_params(self) -> tuple[Estimator, tuple[str, ...], tuple[int, ...]]:

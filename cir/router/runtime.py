@@ -24,7 +24,7 @@ where it says ``threshold_steps``) still load.
 
 File layout (format version 4)::
 
-    {"format": "cir-router", "format_version": 4, "cir_version": "0.1.0",
+    {"format": "cir-router", "format_version": 4, "cir_version": "0.2.0",
      "extractor": "alfworld", "estimator": "paper", "operations": ["refresh"],
      "features": ["f_delay", ...],
      "models": {"p_err": {"scaler_mean": [...], "scaler_scale": [...], "coef": [...],
@@ -64,6 +64,7 @@ from cir import __version__
 from cir.episode.extractor import FeatureExtractor, extract
 from cir.episode.transcript import HARNESS, Transcript
 from cir.families.registry import DEFAULT_FAMILY, builtin_extractors, get_family, resolve_extractor
+from cir.pairs.outputs import ROUTER, write_output
 from cir.router.rule import (
     BUDGETS,
     ESTIMATORS,
@@ -74,8 +75,9 @@ from cir.router.rule import (
     no_threshold,
     predict,
 )
+from cir.util.deprecation import former_attribute, renamed_parameters, warn_former
 from cir.util.errors import CirError
-from cir.util.files import read_json, write_atomic
+from cir.util.files import read_json
 
 log = logging.getLogger(__name__)
 
@@ -171,6 +173,13 @@ class Decision:
             if getattr(self, name) is None and name in self.scores:
                 object.__setattr__(self, name, self.scores[name])
 
+    @property
+    def refresh(self) -> bool:
+        """Whether it recovers with a refresh (the former ``refresh``, before a router chose among
+        operations): ``recover and operation == "refresh"``."""
+        warn_former("Decision.refresh", stacklevel=2)
+        return self.recover and self.operation == "refresh"
+
     def as_dict(self) -> dict[str, Any]:
         """Plain data for a log line: the same keys for every router kind (None: no such score)."""
         return {"delay": self.delay, "recover": self.recover, "operation": self.operation,
@@ -234,6 +243,7 @@ def _numbers(values: list[Any], name: str, n: int, source: str, positive: bool =
 class Router:
     """The fitted CIR policy as a runtime object (see module docstring)."""
 
+    @renamed_parameters("Router(settings=)", settings="params")
     def __init__(self, features: list[str], models: dict[str, LinearModel],
                  thresholds: dict[str, float | None], params: dict[str, Any],
                  baselines: dict[str, Any], training: dict[str, Any],
@@ -254,6 +264,8 @@ class Router:
         self.training = training
         self.budget = dict(budget or {})
         self.cir_version = cir_version
+
+    settings = former_attribute("Router.settings", "params")  # its name before cir 0.2.0
 
     @property
     def delays(self) -> tuple[int, ...]:
@@ -325,8 +337,9 @@ class Router:
         }
 
     def save(self, path: str | Path) -> Path:
-        """Write the router as JSON (strict: no NaN/Infinity), atomically."""
-        return write_atomic(path, json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n")
+        """Write the router as JSON (strict: no NaN/Infinity), atomically; never over a run
+        folder's files or a record of another kind (:func:`cir.pairs.outputs.check_output`)."""
+        return write_output(path, json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n", ROUTER)
 
     @classmethod
     def from_dict(cls, data: Any, source: str = "router", extractor: FeatureExtractor | None = None) -> Router:
@@ -337,6 +350,8 @@ class Router:
         the extractor of the family the file names (``family``; ALFWorld's without one).
         """
         version = _check_version(data, source)
+        if version < FORMAT_VERSION:  # an earlier cir's file: read, and said once
+            warn_former(f"router file format {version}", f"in {source}", stacklevel=3)
         if version < 3:
             data = _upgrade(data, version, source)
         if version < 4:

@@ -15,4 +15,8 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "mcnemar_p": "cir.stats.significance",
     "explain_run": "cir.stats.explain",
     "explain_pair": "cir.stats.explain",
-})
+}, former={"select_cohort": "cir.stats.decompose"})
+
+# ``decompose`` is both an exported function and a module of this package: bound here, once, so that
+# importing the module (which sets the package's attribute to it) never shadows the function
+from cir.stats.decompose import decompose as decompose  # noqa: E402

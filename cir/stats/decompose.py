@@ -12,6 +12,7 @@ the figures in :mod:`cir.study.figures`.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -19,6 +20,7 @@ import pandas as pd
 from cir.episode.operations import OPERATIONS
 from cir.pairs.paired import OUTCOMES, validate_paired
 from cir.pairs.samples import SAMPLE_COLUMNS, has_samples, outcome_probabilities
+from cir.util.deprecation import former_function, renamed_parameters, warn_former
 from cir.util.errors import CirError
 
 SUBSETS = ("all", "factual-success")
@@ -235,6 +237,7 @@ def expected_counts(rows: pd.DataFrame, codes: np.ndarray, k: int) -> dict[str, 
             "success_without": total(p["p0"]) / n, "success_with": total(p["p1"]) / n}
 
 
+@renamed_parameters("cohort=", cohort="subset")
 def decompose(
     df: pd.DataFrame,
     by: Sequence[str] = DEFAULT_BY,
@@ -248,3 +251,13 @@ def decompose(
     out = count_outcomes(rows, keys)
     out.attrs.update({"subset": subset, "by": list(by)})
     return out
+
+
+def __getattr__(name: str) -> Any:
+    """The module's former names (cir 0.1): ``select_cohort``, ``COHORTS``; each warns once."""
+    if name == "select_cohort":
+        return former_function("cir.stats.select_cohort()", renamed_parameters("cohort=", cohort="subset")(select_subset))
+    if name == "COHORTS":
+        warn_former("cir.stats.decompose.COHORTS", stacklevel=2)
+        return SUBSETS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

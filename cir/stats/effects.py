@@ -39,6 +39,7 @@ from cir.stats.decompose import (
 )
 from cir.stats.noise import floor_of, noise_floor
 from cir.stats.significance import group_seed, mcnemar_p, sign_flip_test
+from cir.util.deprecation import renamed_parameters
 from cir.util.errors import CirError
 
 EFFECT_COLUMNS = [
@@ -104,6 +105,7 @@ def tian_pearl_bounds(success_with: np.ndarray, success_without: np.ndarray) -> 
     }
 
 
+@renamed_parameters("cohort=", cohort="subset")
 def effect_table(
     df: pd.DataFrame,
     by: Sequence[str] = DEFAULT_BY,
@@ -197,6 +199,7 @@ def _noise_columns(table: pd.DataFrame, rows: pd.DataFrame, keys: list[str], gco
     table["within_noise"] = np.abs(table["effect_pp"].to_numpy()) <= np.asarray(floor)
 
 
+@renamed_parameters("cohort=", cohort="subset")
 def contrast_table(
     df: pd.DataFrame,
     a: str,

@@ -29,6 +29,7 @@ from cir.stats.decompose import (
     task_index,
 )
 from cir.stats.significance import group_seed, mcnemar_p, sign_flip_test
+from cir.util.deprecation import renamed_parameters
 from cir.util.errors import CirError
 
 JOINT_EFFECT_COLUMNS = [
@@ -84,6 +85,7 @@ def _joint_pairs(
     return pairs, info
 
 
+@renamed_parameters("cohort=", cohort="subset")
 def joint_outcomes(
     df: pd.DataFrame,
     a: str = "refresh",
@@ -152,6 +154,7 @@ def _comparison_records(label: str, groups: pd.DataFrame, keys: list[str], den: 
     return records
 
 
+@renamed_parameters("cohort=", cohort="subset")
 def joint_effects(
     df: pd.DataFrame,
     a: str = "refresh",

@@ -14,3 +14,7 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "plot_joint": "cir.study.figures",
     "write_figures": "cir.study.figures",
 })
+
+# ``reproduce`` is both an exported function and a module of this package: bound here, once, so that
+# importing the module (which sets the package's attribute to it) never shadows the function
+from cir.study.reproduce import reproduce as reproduce  # noqa: E402

@@ -32,7 +32,9 @@ from cir.families.registry import DEFAULT_FAMILY, get_family
 from cir.pairs.settings import ReplaySettings
 from cir.stats.decompose import SUBSETS
 from cir.study.comparisons import check_comparisons, parse_comparisons
+from cir.util.deprecation import former_attribute, renamed_parameters, warn_former
 from cir.util.errors import CirError
+from cir.util.files import check_regular
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -73,6 +75,8 @@ class Experiment:
     #: the primary comparisons, named before the study runs (the held-out cohort's; cir.study.comparisons)
     comparisons: tuple[str, ...] = ()
 
+    env = former_attribute("Experiment.env", "family")  # its name before cir 0.2.0
+
     def size(self, quick: bool) -> int:
         return self.quick_n_tasks if quick else self.n_tasks
 
@@ -91,9 +95,13 @@ class Experiment:
                 **({} if self.family == DEFAULT_FAMILY else {"family": self.family})}
 
 
+Experiment.__init__ = renamed_parameters("Experiment(env=)", env="family")(Experiment.__init__)  # type: ignore[method-assign]
+
+
 def load_experiment(path: str | Path) -> Experiment:
     """Read and check one config; errors name the file and the field."""
     path = Path(path)
+    check_regular(path, "experiment config")
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -120,6 +128,8 @@ def load_experiment(path: str | Path) -> Experiment:
     if "family" in data and "env" in data:
         raise CirError(f"{path}: fields 'family' and 'env' both given; 'env' is the former name of 'family': keep one")
     field = "env" if "env" in data else "family"
+    if field == "env":
+        warn_former("an experiment config's env key", str(path))
     family = data.get(field, DEFAULT_FAMILY)
     try:
         splits = get_family(family).splits
@@ -164,6 +174,7 @@ def load_experiment(path: str | Path) -> Experiment:
     )
 
 
+@renamed_parameters("load_experiments(env=)", env="family")
 def load_experiments(folder: str | Path | None = None, family: str | None = None) -> list[Experiment]:
     """All configs of a folder, in ``order``; one cohort to fit CIR on, one to evaluate it;
     all of one family (``family``, when given, must be theirs). Without ``folder``: the family's

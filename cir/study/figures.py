@@ -9,6 +9,7 @@ operation only: no joint heatmap) raises :class:`FigureSkipped` with the reason.
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,12 +24,13 @@ from tqdm import tqdm
 
 from cir import __version__
 from cir.episode.protocol import DEFAULT_LEVEL, DEFAULT_RESAMPLES, DEFAULT_SEED, PRIMARY_STALE
+from cir.pairs.outputs import check_output, write_output
 from cir.pairs.paired import OUTCOMES
 from cir.stats.decompose import count_outcomes, select_subset, sort_groups
 from cir.stats.effects import effect_table
 from cir.stats.joint import joint_matrix, joint_outcomes
+from cir.util.deprecation import renamed_parameters
 from cir.util.errors import CirError
-from cir.util.files import write_atomic
 from cir.util.progress import bar_settings
 
 # Okabe-Ito colours: distinguishable with common colour-vision deficiencies.
@@ -192,6 +194,7 @@ def _dodged_errorbars(ax, table: pd.DataFrame, x_key: str, series_key: str, colo
     ax.grid(axis="y", alpha=0.3)
 
 
+@renamed_parameters("cohort=", cohort="subset")
 def plot_effects(
     df: pd.DataFrame,
     subset: str = "all",
@@ -224,6 +227,7 @@ def plot_effects(
     return fig
 
 
+@renamed_parameters("cohort=", cohort="subset")
 def plot_mechanisms(
     df: pd.DataFrame,
     subset: str = "all",
@@ -267,6 +271,7 @@ def plot_mechanisms(
     return fig
 
 
+@renamed_parameters("cohort=", cohort="subset")
 def plot_partitions(df: pd.DataFrame, subset: str = "all") -> Figure:
     """Paired outcome partition (stable success, rescue, harm, stable failure) as stacked bars (fig. 6).
 
@@ -336,6 +341,7 @@ def _default_cell(rows: pd.DataFrame) -> tuple[str, int]:
     return condition, int(rows.loc[rows["condition"] == condition, "delay"].max())
 
 
+@renamed_parameters("cohort=", cohort="subset")
 def plot_joint(
     df: pd.DataFrame,
     a: str | None = None,
@@ -388,6 +394,7 @@ def plot_joint(
     return fig
 
 
+@renamed_parameters("cohort=", cohort="subset")
 def write_figures(
     df: pd.DataFrame,
     out: str | Path,
@@ -408,16 +415,19 @@ def write_figures(
     """
     rows = select_subset(df, subset, True)
     out = Path(out)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise CirError(f"{out}: cannot create the output folder ({err.strerror})") from None
     builders = {
         "effects_by_delay": lambda: plot_effects(rows, "all", resamples, seed, level),
         "mechanism_controls": lambda: plot_mechanisms(rows, "all", resamples, seed, level),
         "outcome_partitions": lambda: plot_partitions(rows, "all"),
         "joint_outcomes": lambda: plot_joint(rows, subset="all", **(joint or {})),
     }
+    for path in [out / f"{name}.{fmt}" for name in builders for fmt in formats]:  # before any is drawn
+        check_output(path, "figure")
+    check_output(out / "figures.json", "figures manifest")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise CirError(f"{out}: cannot create the output folder ({err.strerror})") from None
     settings = {"cir_version": __version__, "subset": subset, "resamples": int(resamples), "seed": int(seed),
                 "level": level, "tasks": int(rows["task_id"].nunique()), "rows": len(rows)}
     result: dict[str, list[Path] | str] = {}
@@ -438,13 +448,15 @@ def write_figures(
                 meta["Software"] = f"cir {__version__}"
             else:
                 meta["Date"] = None
+            image = io.BytesIO()
             with matplotlib.rc_context({"svg.hashsalt": "cir"}):
-                fig.savefig(path, dpi=150, metadata=meta)
+                fig.savefig(image, dpi=150, metadata=meta, format=fmt)
+            write_output(path, image.getvalue(), "figure")
             paths.append(path)
         result[name] = paths
     manifest = {"settings": settings,
                 "figures": {k: [p.name for p in v] if isinstance(v, list) else v for k, v in result.items()}}
-    write_atomic(out / "figures.json", json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    write_output(out / "figures.json", json.dumps(manifest, indent=2, sort_keys=True) + "\n", "figures manifest")
     return result
 
 

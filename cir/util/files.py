@@ -14,11 +14,29 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from cir.util.errors import CirError
+
+
+def check_regular(path: str | Path, what: str = "file") -> None:
+    """Refuse, before it is opened, a path that exists and is not a regular file or a folder: a
+    FIFO (its read would wait for a writer forever), a device (``/dev/zero`` never ends), a
+    socket. A CirError names it and what was expected."""
+    try:
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    except OSError as err:
+        raise disk_error(path, err, "read") from None
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return
+    kind = ("a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+            else "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
+    raise CirError(f"{path}: is {kind}; expected a {what} in a regular file")
 
 
 def disk_error(path: str | Path, err: OSError, doing: str = "write") -> CirError:
@@ -116,6 +134,7 @@ def read_json(path: str | Path, what: str = "JSON file", *, strict: bool = False
         raise CirError(f"{path}: no such {what}")
     if path.is_dir():
         raise CirError(f"{path}: is a folder, expected a {what}")
+    check_regular(path, what)
     try:
         if max_bytes is not None and path.stat().st_size > max_bytes:
             raise CirError(f"{path}: {path.stat().st_size} bytes, more than a {what} can be "

@@ -16,6 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from cir.util.usercode import import_error
+
 #: The module name a file is imported under: this prefix and the hex of its absolute path.
 FILE_MODULE_PREFIX = "cir_family_"
 
@@ -42,9 +44,21 @@ if not any(isinstance(f, _FileModules) for f in sys.meta_path):
     sys.meta_path.append(_FileModules())
 
 
-def import_module(name: str) -> Any:
+def import_module(name: str, what: str | None = None) -> Any:
     """The module ``name``: a dotted name (the current folder searched too, as ``python -m``
-    would) or a ``path/to/file.py`` (imported under :func:`file_module_name`)."""
+    would) or a ``path/to/file.py`` (imported under :func:`file_module_name`). The module is a
+    user's: an error its code raises while it is imported (a syntax error, an exception,
+    ``sys.exit``) is a :class:`~cir.util.usercode.UserCodeError` of importing it (``what``: how
+    to name it); a module that is not there is a ModuleNotFoundError, for the caller to name."""
+    try:
+        return _import(name)
+    except ModuleNotFoundError:
+        raise  # the module, or one it imports, is not installed: the caller names it in one line
+    except (Exception, SystemExit) as err:
+        raise import_error(err, what or f"importing {name}") from None
+
+
+def _import(name: str) -> Any:
     if name.endswith(".py"):
         path = Path(name).expanduser().resolve()
         if not path.is_file():

@@ -27,6 +27,7 @@ import os
 import pickle  # only to test that an error can travel back: never loads a file
 import re
 import signal
+import sys
 import threading
 import time
 import traceback
@@ -40,7 +41,9 @@ from typing import Any
 
 import joblib
 
+from cir.util.deprecation import quiet
 from cir.util.errors import CirError
+from cir.util.usercode import user_code_error
 
 BACKENDS = ("loky", "threading", "dask")
 _WORKER_RESTART = "A worker stopped while some jobs were given to the executor"
@@ -128,9 +131,17 @@ class _EndWithParent:
 
     def __call__(self, *args: Any) -> Any:
         _watch_parent(self.parent)
+        quiet()  # the parent says each former name the work meets; a worker repeats none
         try:
             return self.fn(*args)
-        except Exception as err:
+        except (Exception, SystemExit) as err:
+            # the user's code's error as text (its frames, the task and step it was at): a traceback
+            # cannot cross to the parent, and loky's _RemoteTraceback would bury it in cir's frames
+            user = user_code_error(err)
+            if user is not None:
+                raise user from None
+            if isinstance(err, SystemExit):
+                raise
             travelling = _travelling(err)
             if travelling is err:
                 raise
@@ -166,8 +177,17 @@ def spawn_manager() -> SyncManager:
     of this process's death, by any signal (``kill -9`` included): use it as a context manager,
     which shuts it down at the end."""
     manager = SyncManager(ctx=get_context("spawn"))
-    manager.start(initializer=_watch_parent, initargs=(os.getpid(),))
+    manager.start(initializer=_manager_started, initargs=(os.getpid(),))
     return manager
+
+
+def _manager_started(parent: int) -> None:
+    """In the manager process: end with the parent, and say nothing on the user's terminal. It only
+    serves queues; when its parent is interrupted while it starts (Ctrl-C, SIGTERM), its address
+    can no longer be sent, and Python would print that broken pipe under the parent's one line.
+    Whatever goes wrong in it reaches the parent as a lost manager (cir.pairs.farm)."""
+    _watch_parent(parent)
+    sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - for the life of the process
 
 
 def parallel_map(fn: Callable[..., Any], items: Iterable[Any], *args: Any, jobs: int = 1,

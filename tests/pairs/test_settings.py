@@ -137,8 +137,9 @@ def test_cir_run_takes_a_random_point_range(tmp_path, capsys) -> None:
             assert "perturb:stale1" in step.events
 
 
-def test_an_agent_with_the_former_settings_method_is_told_its_new_name() -> None:
+def test_an_agent_with_the_former_settings_method_keeps_its_label_and_is_told_the_new_name() -> None:
     from cir.pairs.settings import agent_label
+    from cir.util.deprecation import CirDeprecationWarning
 
     class Former:
         name = "mine"
@@ -149,6 +150,12 @@ def test_an_agent_with_the_former_settings_method_is_told_its_new_name() -> None
         def settings(self):
             return {"v": 1}
 
-    with pytest.raises(CirError, match=r"agent 'mine': the Agent contract's settings\(\) is now called params\(\)"):
-        agent_label(Former())
+    class Now(Former):
+        def params(self):
+            return {"v": 1}
+
+    with pytest.warns(CirDeprecationWarning, match=r"Agent.settings\(\) is deprecated .* use Agent.params\(\); "
+                      r"rename the method .*Former.settings \(.*test_settings.py, line \d+\)"):
+        label = agent_label(Former())
+    assert label == agent_label(Now())  # the same params: the same agent
     assert agent_label(make_fake_agent()).startswith(make_fake_agent().name + "@")

@@ -18,6 +18,7 @@ from cir.pairs.synthetic import simulate
 from cir.router.evaluation import decide_rows
 from cir.router.policy import CIRPolicy
 from cir.router.runtime import FORMAT_VERSION, Decision, Router
+from cir.util.deprecation import CirDeprecationWarning
 from cir.util.errors import CirError
 
 TASK = ("You are in the middle of a room. Looking quickly around you, you see a cabinet 1, "
@@ -328,18 +329,21 @@ def test_router_files_of_format_versions_1_2_and_3_still_load(router: Router, tm
     assert data["format_version"] == FORMAT_VERSION == 4 and data["extractor"] == "alfworld"
     assert "settings" not in data and data["params"]["threshold_steps"] == router.params["threshold_steps"]
     (tmp_path / "v3.json").write_text(json.dumps(_as_version_3(data)))
-    v3 = Router.load(tmp_path / "v3.json")
+    with pytest.warns(CirDeprecationWarning, match=r"router file format 3 is deprecated .* in .*v3\.json"):
+        v3 = Router.load(tmp_path / "v3.json")
     assert v3.to_dict() == data  # the same router in the words of version 4
     v2 = _as_version_2(data)
     (tmp_path / "v2.json").write_text(json.dumps(v2))
-    loaded = Router.load(tmp_path / "v2.json")
+    with pytest.warns(CirDeprecationWarning, match="router file format 2 is deprecated"):
+        loaded = Router.load(tmp_path / "v2.json")
     assert loaded.estimator.name == "paper" and loaded.operations == ("refresh",)
     assert {k: m.to_dict() for k, m in loaded.models.items()} == data["models"]
     old = {k: v for k, v in v2.items() if k != "extractor"} | {"format_version": 1}
     (tmp_path / "v1.json").write_text(json.dumps(old))
-    assert Router.load(tmp_path / "v1.json").extractor.name == "alfworld"
+    with pytest.warns(CirDeprecationWarning, match="router file format 1 is deprecated"):
+        assert Router.load(tmp_path / "v1.json").extractor.name == "alfworld"
     with pytest.raises(CirError, match="unexpected key 'extractor'"):
-        Router.from_dict({**v2, "format_version": 1})
+        Router.from_dict({**v2, "format_version": 1})  # (its warning said once already, above)
 
 
 def test_a_decision_reads_its_scores_as_attributes_and_logs_as_plain_data(router: Router) -> None:

@@ -7,7 +7,9 @@ missing observation at the key's cell hides the key, so it reaches the door with
 must walk back (too far, most times); a refresh (``look``) says where the key lies, so the
 agent turns back at once, and costs a move. ``FORGETFUL`` is the same family whose restore forgets the move counter;
 ``FORGETS_KEY`` the same whose restore drops the key in hand, which matters only at the end of a task
-(``open door``): a random walk rarely holds the key at the door, the agent always does.
+(``open door``): a random walk rarely holds the key at the door, the agent always does;
+``FORGETS_LATE`` the same whose restore forgets the moves beyond the third, which matters only when
+the door locks (its walks are drawn to win before that).
 """
 
 from __future__ import annotations
@@ -128,8 +130,30 @@ class KeyDroppingEnv(KeyDoorEnv):
         self.state = (cell, moves, False, done)
 
 
+class LateForgettingEnv(KeyDoorEnv):
+    """The same env whose restore forgets the moves beyond the third (the counter comes back as at
+    most 3): nothing differs until the door should lock, which it then does late. A walk that wins
+    before the lock never sees it; the agent's walks with an observation missing run on to the lock."""
+
+    def restore(self, snapshot: tuple[int, int, bool, bool]) -> None:
+        cell, moves, holding, done = snapshot
+        self.state = (cell, min(moves, 3), holding, done)
+
+
 def make_env(task: Task) -> KeyDoorEnv:
     return KeyDoorEnv(task)
+
+
+def make_late_forgetting_env(task: Task) -> KeyDoorEnv:
+    return LateForgettingEnv(task)
+
+
+def eager_walk_actions(env: Any, observation: str) -> dict[str, float]:
+    """Walk actions that make for the door as a family author who wants its walks to win would
+    weigh them: a random walk mostly wins before the door locks."""
+    return {"right": 3.0, "left": 0.3, "look": 0.3,
+            "take key": 12.0 if "You see a key." in observation else 0.05,
+            "open door": 12.0 if "You see the door." in observation else 0.05}
 
 
 def make_forgetful_env(task: Task) -> KeyDoorEnv:
@@ -253,6 +277,11 @@ FAMILY = Family(
 FORGETFUL = Family(
     name="keydoor-forgetful", load_tasks=load_tasks, make_env=make_forgetful_env, extractor=KeyDoorFeatures(),
     prompt=PROMPT, generate_tasks=generate_tasks, builtin_agent=builtin_agent, walk_actions=walk_actions,
+)
+FORGETS_LATE = Family(
+    name="keydoor-forgets-late", load_tasks=load_tasks, make_env=make_late_forgetting_env,
+    extractor=KeyDoorFeatures(), prompt=PROMPT, generate_tasks=generate_tasks, builtin_agent=builtin_agent,
+    mechanisms=frozenset({"refresh_shows_key", "walk_back"}), walk_actions=eager_walk_actions,
 )
 FORGETS_KEY = Family(
     name="keydoor-forgets-key", load_tasks=load_tasks, make_env=make_key_dropping_env,

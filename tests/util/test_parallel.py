@@ -63,11 +63,24 @@ def _raises_cir_error(x: int) -> int:
 
 
 def test_a_worker_error_that_cannot_travel_back_arrives_as_its_type_and_message() -> None:
-    from cir.util.parallel import WorkerError
+    """Raised by code of the user's (this test file): their error as text, one line, their frames."""
+    from cir.util.usercode import UserCodeError
 
-    with pytest.raises(WorkerError, match=r"^_HoldsAResponse: server said no to 1$") as caught:
+    with pytest.raises(UserCodeError, match=r"^_raises_unpicklable raised _HoldsAResponse: server said no to 1$") as caught:
         list(parallel_map(_raises_unpicklable, [1], jobs=2))
-    assert "_raises_unpicklable" in caught.value.trace  # where it was raised, in the worker
+    assert "_raises_unpicklable" in caught.value.trace and "_raises_unpicklable" in caught.value.frames
+    assert "cir/util/parallel.py" not in caught.value.frames  # cir's frames only behind --traceback
+
+
+def test_a_library_error_that_cannot_travel_back_arrives_as_a_worker_error() -> None:
+    """Raised in a library (a framework's APIError holding its response): its type and message."""
+    from cir.util.parallel import WorkerError, _travelling
+
+    try:
+        _raises_unpicklable(1)
+    except _HoldsAResponse as err:
+        travelled = _travelling(err)
+    assert isinstance(travelled, WorkerError) and str(travelled) == "_HoldsAResponse: server said no to 1"
 
 
 def test_a_worker_error_that_can_travel_arrives_as_itself() -> None:
