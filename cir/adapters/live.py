@@ -66,6 +66,8 @@ class LiveRouting:
 
     def decide(self, messages: list[dict[str, Any]]) -> Recovery | None:
         session = current_session()
+        if session is not None and session.budget is None:
+            return None  # a turn of the paired replayer, which applies the recoveries of its grid itself
         env = session.env if session is not None else None
         at = self.suspect_at if self.suspect_at is not None else (
             session.perturbation.at if session is not None and session.perturbation is not None else None)

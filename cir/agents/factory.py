@@ -146,7 +146,7 @@ def agent_from_spec(
     if kind in FRAMEWORKS:
         if not llm.is_default():
             raise CirError(f"agent {spec!r}: the LLM options are the framework's (set them on its model)")
-        return _framework_agent(kind, arg, base_url, api_key_env, cache_dir, cache_fallback)
+        return _framework_agent(kind, arg, base_url, api_key_env, cache_dir, cache_fallback, limits)
     model, mode, url = _llm_spec(spec, base_url, prompt, family)
     return _llm_agent(model, mode, url, prompt, llm, limits or RequestLimits(),  # type: ignore[arg-type]
                       api_key=os.environ.get(api_key_env), cache_dir=cache_dir, cache_fallback=cache_fallback,
@@ -226,8 +226,10 @@ def preload_agent(spec: str, base_url: str | None = None) -> None:
 
 
 def _framework_agent(kind: str, target: str, base_url: str | None, api_key_env: str,
-                     cache_dir: str | Path | None, cache_fallback: Sequence[str | Path]) -> Agent:
-    """A framework agent (``langgraph:MODULE:ATTR``, ...) through its adapter."""
+                     cache_dir: str | Path | None, cache_fallback: Sequence[str | Path],
+                     limits: RequestLimits | None = None) -> Agent:
+    """A framework agent (``langgraph:MODULE:ATTR``, ...) through its adapter; its reply proxy tries a
+    server it cannot reach as often as ``limits`` says (``--retries``)."""
     module, extra = FRAMEWORKS[kind]
     missing = missing_framework(kind)
     if missing:
@@ -242,7 +244,7 @@ def _framework_agent(kind: str, target: str, base_url: str | None, api_key_env: 
                        f'pip install "cir[{extra}]"') from None
     url = base_url or os.environ.get("OPENAI_BASE_URL")
     return adapter.framework_agent(target, base_url=url, api_key_env=api_key_env, cache_dir=cache_dir,
-                                   cache_fallback=cache_fallback)
+                                   cache_fallback=cache_fallback, retries=(limits or RequestLimits()).retries)
 
 
 def _builtin_agent(spec: str, profile: str, llm: LLMConfig, builtin: Callable[..., Agent] | None,

@@ -133,7 +133,8 @@ def _register_evaluate(subparsers: Any) -> None:
                     "cluster-bootstrap CIs, margins of CIR over each, a sign-flip test.",
         examples=["cir evaluate router.json test_run",
                   "cir evaluate router.json test_run --columns all --format csv --out eval.csv",
-                  "cir evaluate router.json test_run --calibration reliability.png"])
+                  "cir evaluate router.json test_run --calibration reliability.png",
+                  "cir evaluate router.json test_run --decisions decisions.csv"])
     e.add_argument("router", help="router file from `cir fit` (named cir in the output)")
     e.add_argument("paired", help="held-out paired.csv/.parquet or RUN_DIR")
     e.add_argument("--compare", type=_named_router, action="append", default=[], metavar="NAME=ROUTER",
@@ -144,6 +145,10 @@ def _register_evaluate(subparsers: Any) -> None:
     e.add_argument("--out", default=None, help="write the output here instead of stdout")
     e.add_argument("--calibration", default=None,
                    help="also write the models' reliability curves on this table to this PNG/SVG")
+    e.add_argument("--decisions", default=None, metavar="FILE",
+                   help="also write each router's decision on each held-out arm to this CSV (task_id, "
+                        "condition, router, recover, delay, operation, y): what a live run of the router "
+                        "is compared with, arm by arm")
     e.add_argument("--allow-overlap", action="store_true",
                    help="evaluate even if the table shares tasks with the training table")
     e.add_argument("--allow-partial", action="store_true",
@@ -292,10 +297,19 @@ def _evaluate(args: argparse.Namespace) -> int:
     try:
         if args.calibration:
             calibration_figure(routers["cir"], df).savefig(args.calibration, dpi=120)
+        if args.decisions:
+            from cir.router.evaluation import arm_decisions
+
+            decisions = arm_decisions(result["episodes"], list(routers))
+            if partial:
+                decisions = decisions.assign(partial_run=partial)
+            Path(args.decisions).write_text(decisions.to_csv(index=False), encoding="utf-8")
         if args.out:
             Path(args.out).write_text(text, encoding="utf-8")
     except OSError as err:
         raise disk_error(err.filename or args.out or args.calibration, err) from None
+    if args.decisions:
+        print(f"wrote {args.decisions}", file=sys.stderr)
     if args.out:
         print(f"wrote {args.out}", file=sys.stderr)
     else:
