@@ -122,7 +122,7 @@ def test_the_graph_sees_known_edges():
 
 
 #: The layers, lowest first: a module may import its own layer and the layers below it.
-LAYERS = ("util", "envs", "agents", "episode", "adapters", "families", "pairs", "stats", "router", "study", "testing",
+LAYERS = ("util", "envs", "agents", "episode", "tools", "adapters", "families", "pairs", "stats", "router", "study", "testing",
           "cli")
 
 #: Imports that still run upward, each with the issue that removes it. The test fails when
@@ -178,7 +178,7 @@ def test_the_runtime_router_needs_neither_pandas_nor_scikit_learn():
 
 
 #: The core: the layers that know no environment (a family is found by name, cir.families.registry).
-CORE = ("util", "envs", "agents", "episode", "adapters", "pairs", "stats", "router", "study")
+CORE = ("util", "envs", "agents", "episode", "tools", "adapters", "pairs", "stats", "router", "study")
 
 
 def test_the_core_never_imports_a_family_directly():

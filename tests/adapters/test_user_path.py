@@ -21,7 +21,7 @@ from support.fake_openai import FakeOpenAI, Reply  # noqa: E402
 from support.keydoor import FAMILY, KeyDoorAgent, KeyDoorEnv, generate_tasks, load_tasks  # noqa: E402
 from support.toy_framework import keydoor_answer  # noqa: E402
 
-from cir.agents.factory import FRAMEWORKS, missing_framework  # noqa: E402
+from cir.adapters.frameworks import FRAMEWORKS, missing_framework  # noqa: E402
 from cir.pairs.replay import ReplaySettings, run_task_pairs  # noqa: E402
 
 #: every framework agent the docs show: the three examples, a hand-built StateGraph, create_react_agent
@@ -146,7 +146,7 @@ def test_create_react_agent_forks_as_the_key_and_door_agent(server, tasks, monke
     """``create_react_agent`` was refused for ``remaining_steps``, LangGraph's own bookkeeping."""
     from support.framework_checks import pairs_as_keydoor
 
-    from cir.agents.factory import agent_from_spec
+    from cir.adapters.frameworks import framework_agent as agent_from_spec
 
     monkeypatch.chdir(ROOT)
     monkeypatch.syspath_prepend(str(ROOT))
@@ -158,7 +158,7 @@ def test_create_react_agent_forks_as_the_key_and_door_agent(server, tasks, monke
 def test_a_hand_built_stategraph_forks_as_the_key_and_door_agent(server, tasks, monkeypatch):
     from support.framework_checks import pairs_as_keydoor
 
-    from cir.agents.factory import agent_from_spec
+    from cir.adapters.frameworks import framework_agent as agent_from_spec
 
     monkeypatch.chdir(ROOT)
     monkeypatch.syspath_prepend(str(ROOT))
@@ -264,7 +264,7 @@ def test_the_refusal_of_parallel_tool_calls_says_where_each_framework_turns_them
 def test_the_langgraph_agents_send_parallel_tool_calls_false(name, server, tasks, monkeypatch):
     """Each LangGraph agent of the docs turns parallel tool calls off where its way of building the
     graph takes it (section 4's table): every request its model sends says so."""
-    from cir.agents.factory import agent_from_spec
+    from cir.adapters.frameworks import framework_agent as agent_from_spec
 
     monkeypatch.chdir(ROOT)
     monkeypatch.syspath_prepend(str(ROOT))
