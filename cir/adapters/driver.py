@@ -70,7 +70,14 @@ def _one_line(err: BaseException, limit: int = 300) -> str:
 
 def refresh_call(tools: dict[str, tuple[str, ...]], query: str) -> tuple[str, dict[str, str]]:
     """The tool call a refresh is shown as: the tool named as the refresh query with no
-    parameters (``look()``), else the one tool that takes one parameter (``act(command=QUERY)``)."""
+    parameters (``look()``), else the one tool that takes one parameter (``act(command=QUERY)``); a
+    tool world's refresh, a call of one of the tools (``get_order(order_id="W1002")``: the suspect read
+    again), is that call."""
+    from cir.adapters.typed import call_of
+
+    typed = call_of(query, tools)
+    if typed is not None:
+        return typed
     if query in tools and not tools[query]:
         return query, {}
     single = [name for name, params in tools.items() if len(params) == 1]

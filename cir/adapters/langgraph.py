@@ -40,12 +40,15 @@ from langchain_core.messages import (
     convert_to_messages,
     convert_to_openai_messages,
 )
+from langchain_core.tools import StructuredTool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from cir.adapters.driver import FrameworkAgent, framework_agent_of
-from cir.adapters.live import LiveRouting, live_episode
+from cir.adapters.live import LiveRouting, Suspect, live_episode
 from cir.adapters.protocol import EpisodeOver, refuse
+from cir.adapters.typed import TYPED_KEY, TypedToolList, TypedTools, typed_of
+from cir.tools.typed import FINISH
 from cir.util.errors import CirError
 
 #: The state keys of ``create_agent``'s graphs besides ``messages`` (its own bookkeeping, which a
@@ -108,9 +111,36 @@ def framework_agent(target: str, **options: Any) -> FrameworkAgent:
     return framework_agent_of("langgraph", target, LangGraphFramework, **options)
 
 
-def _routing(router: Any, tools: list[Any], suspect_at: int | None) -> LiveRouting:
-    """The router's decisions over the graph's tools (a refresh calls the observing one)."""
-    routing = LiveRouting(router, suspect_at)
+def typed_tools(tools: Any, state: Any = None) -> TypedToolList:
+    """A tool world's typed tools (a :class:`~cir.tools.world.ToolWorld` or its tools) as LangChain
+    tools, each wrapped once: inside a ``cir`` episode a call is one env action of the forked world,
+    outside it the tool's own function on ``state`` (:mod:`cir.adapters.typed`). Their schemas are
+    the kit's; ``finish`` returns directly (the graph ends after it, as the episode does)::
+
+        tools = typed_tools(WORLD, state="shop.db")       # your SQLite file, outside cir
+        agent = create_agent(model, tools=tools, system_prompt=...)
+    """
+    typed = TypedTools(tools, state)
+    out = TypedToolList(
+        StructuredTool(name=t.name, description=t.description, args_schema=t.parameters,
+                       func=_caller(typed, t.name), return_direct=t.name == FINISH, metadata={TYPED_KEY: typed})
+        for t in typed.tools.values())
+    out.typed = typed
+    return out
+
+
+def _caller(typed: TypedTools, name: str) -> Any:
+    def call(**arguments: Any) -> str:
+        return typed.call(name, arguments)
+
+    call.__name__ = name
+    return call
+
+
+def _routing(router: Any, tools: list[Any], suspect_at: Any) -> LiveRouting:
+    """The router's decisions over the graph's tools (a refresh calls the observing one, or re-runs
+    the suspect call of typed tools)."""
+    routing = LiveRouting(router, suspect_at, typed=typed_of(tools))
     by_name = {t.name: t for t in tools}
     routing.tools = {name: tuple(t.args) for name, t in by_name.items()}
     routing.call_tool = lambda name, args: str(by_name[name].invoke(args))
@@ -139,7 +169,7 @@ class RouterMiddleware(AgentMiddleware):
     (a refresh calls the observing one); ``suspect_at`` is the env action whose answer is suspect
     (None: the perturbation point of the episode cir runs)."""
 
-    def __init__(self, router: Any, tools: list[Any], *, suspect_at: int | None = None) -> None:
+    def __init__(self, router: Any, tools: list[Any], *, suspect_at: Suspect | None = None) -> None:
         super().__init__()
         self.routing = _routing(router, tools, suspect_at)
 
@@ -159,7 +189,7 @@ class RouterNode:
 
     ``examples/langgraph_stategraph.py`` is such a graph, studied by ``cir run`` and routed live."""
 
-    def __init__(self, router: Any, tools: list[Any], *, suspect_at: int | None = None) -> None:
+    def __init__(self, router: Any, tools: list[Any], *, suspect_at: Suspect | None = None) -> None:
         self.routing = _routing(router, tools, suspect_at)
 
     def __call__(self, state: dict[str, Any]) -> dict[str, Any]:

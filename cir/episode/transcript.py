@@ -246,8 +246,9 @@ class Transcript:
                     raise CirError(f"messages[{i}]: the tool call {call['id']!r} is not answered by the "
                                    "tool message that follows it")
                 shown = _content(messages, i + 1)
-                if call["id"].startswith(RECOVERY_CALL_PREFIX):
-                    transcript.steps.append(_recovery_call_step(shown, refresh_query, i))
+                if call["id"].startswith(RECOVERY_CALL_PREFIX):  # its action: the call the harness sent
+                    transcript.steps.append(_recovery_call_step(
+                        shown, (action_of or tool_action)(call["name"], call["arguments"]), i))
                 else:
                     action = (action_of or tool_action)(call["name"], call["arguments"])
                     text = messages[i].get("content") or ""
