@@ -182,7 +182,16 @@ def _llm_spec(spec: str, base_url: str | None, prompt: LLMPrompt | None, family:
         raise CirError(f"agent {spec!r}: no server address; pass --base-url URL or set OPENAI_BASE_URL")
     if prompt is None:
         raise CirError(f"agent {spec!r}: {family} has no LLM prompt; give one (--prompt FILE)")
-    return arg, "chat" if kind == "openai" else "completion", url
+    return arg, llm_mode(kind, prompt), url
+
+
+def llm_mode(kind: str, prompt: LLMPrompt) -> str:
+    """How an ``openai:MODEL`` / ``openai-completion:MODEL`` agent asks: a plain completion; else by
+    function calling when the family is a tool world (its prompt's tools go as ``tools=``, its calls
+    come back as tool calls), else chat text."""
+    if kind != "openai":
+        return "completion"
+    return "tools" if prompt.tools and prompt.read_call is not None else "chat"
 
 
 def _builtin_agent(spec: str, profile: str, llm: LLMConfig, builtin: Callable[..., Agent] | None,
