@@ -1,5 +1,5 @@
 """What a framework adapter cannot fork, each tried once through ``cir run`` (docs/frameworks.md,
-section 4): the exit code, the one line shown, the rows and episodes written (must be 0).
+section 7, "What cannot be forked is refused"): the exit code, the one line shown, the rows and episodes written (must be 0).
 
 Each case is a small agent of its framework defined below (an attribute of this module, built when
 ``cir run --agent KIND:benchmarks/framework_refusals.py:NAME`` asks for it, after ``cir`` has

@@ -312,7 +312,7 @@ def malformed_call(messages: list[dict[str, Any]], i: int) -> tuple[str, str] | 
     return None
 
 
-#: Where ``parallel_tool_calls=False`` goes in each framework (docs/frameworks.md, section 4).
+#: Where ``parallel_tool_calls=False`` goes in each framework (docs/frameworks.md, "What cannot be forked is refused").
 PARALLEL_OFF = ("LangGraph: ChatOpenAI(..., model_kwargs={'parallel_tool_calls': False}) for create_agent "
                 "and create_react_agent, model.bind_tools(tools, parallel_tool_calls=False) in a StateGraph; "
                 "Agents SDK: Agent(model_settings=ModelSettings(parallel_tool_calls=False)); "

@@ -214,18 +214,21 @@ class _RowConnection(sqlite3.Connection):
         self.row_factory = sqlite3.Row
 
 
-def test_the_same_file_runs_in_production_with_the_router_live(server, tasks, tmp_path):
-    """``python -m examples.langgraph_tools`` on a SQLite file, a fitted router in the graph: the file
-    studied by cir run is the one run here, unchanged; the orders are cancelled in the file and the
-    router decided after the suspect read (a clean read: it does not refresh, as on the clean arms)."""
-    _need("langgraph")
+@pytest.mark.parametrize("kind", ["langgraph", "openai-agents"])
+def test_the_same_file_runs_in_production_with_the_router_live(kind, server, tasks, tmp_path):
+    """``python -m examples.langgraph_tools`` (and the SDK's) on a SQLite file, a fitted router in the
+    framework's loop: the file studied by cir run is the one run here, unchanged; the orders are
+    cancelled in the file and the router decided after the suspect read (a clean read: it does not
+    refresh, as on the clean arms)."""
+    _need(kind)
     router = tmp_path / "router.json"
     _fit_router(tasks, tmp_path, router)
     db = _shop_db(tasks, tmp_path)
     task = FAMILY.load_tasks(tasks / "test")[0]
     env = {"SHOP_DB": str(db), "OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "none",
            "PATH": "/usr/bin:/bin"}
-    done = subprocess.run([sys.executable, "-m", "examples.langgraph_tools", "--router", str(router), "--suspect",
+    module = TYPED[kind].split(":")[1]
+    done = subprocess.run([sys.executable, "-m", module, "--router", str(router), "--suspect",
                            "get_order", REQUEST.format(*task.data["orders"])], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]

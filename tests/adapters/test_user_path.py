@@ -263,7 +263,7 @@ def test_the_refusal_of_parallel_tool_calls_says_where_each_framework_turns_them
 @pytest.mark.parametrize("name", ["langgraph", "stategraph", "react"])
 def test_the_langgraph_agents_send_parallel_tool_calls_false(name, server, tasks, monkeypatch):
     """Each LangGraph agent of the docs turns parallel tool calls off where its way of building the
-    graph takes it (section 4's table): every request its model sends says so."""
+    graph takes it (docs/frameworks.md's table of refusals): every request its model sends says so."""
     from cir.adapters.frameworks import framework_agent as agent_from_spec
 
     monkeypatch.chdir(ROOT)
