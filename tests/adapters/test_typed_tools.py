@@ -330,3 +330,26 @@ def test_cir_episode_of_each_typed_example_with_a_router_writes_its_json(kind, s
     assert len(refresh) == 1 and refresh[0]["action"].startswith("get_order(")
     assert episode["llm"]["http_requests"] == server.count - before > 0
     assert "LLM: " in done.stderr
+
+
+def test_outside_cir_the_tools_of_a_folder_world_edit_a_real_folder(tmp_path, monkeypatch):
+    """Production on a folder (the kit's folder world, ``examples/folder_world.py``): ``state`` is the
+    project folder's path; reads show its files as the world shows them, and an edit changes the
+    file on disk; a read-only call changes nothing."""
+    from cir.adapters.langgraph import typed_tools
+
+    _need("langgraph")
+    monkeypatch.syspath_prepend(str(ROOT))
+    from examples.folder_world import WORLD as FOLDER
+    from examples.folder_world import build_project
+
+    build_project(tmp_path, "div")
+    tools = {t.name: t for t in typed_tools(FOLDER, state=str(tmp_path))}
+    ops = tmp_path / "calc" / "ops.py"
+    before = ops.read_text()
+    assert json.loads(tools["read_file"].invoke({"path": "calc/ops.py"})) == {"path": "calc/ops.py", "text": before}
+    assert ops.read_text() == before and "return a // b" in before
+    answer = json.loads(tools["edit_file"].invoke({"path": "calc/ops.py", "old": "return a // b", "new": "return a / b"}))
+    assert "error" not in answer, answer
+    assert ops.read_text() == before.replace("return a // b", "return a / b")
+    assert set(json.loads(tools["read_file"].invoke({"path": "nope.py"}))) == {"error"}
