@@ -18,7 +18,7 @@ import os
 from inspect_ai.agent import react
 from inspect_ai.model import GenerateConfig, get_model
 
-from cir.adapters.inspect_ai import typed_tools  # cir
+from cir.adapters.inspect_ai import typed_tools, until_finish  # cir
 from tests.support.shop import WORLD  # the tool file: typed tools over the shop's database
 
 INSTRUCTIONS = ("You are a shop's support agent. Use the tools, one call at a time; call finish when the "
@@ -36,7 +36,47 @@ def make_model():
 
 def build(model=None):
     """The agent; ``model``: e.g. the router as its model step, ``routed_model(router, make_model())``."""
-    return react(prompt=INSTRUCTIONS, tools=tools, model=model or make_model(), submit=False)
+    # the loop ends at finish (as the episode does), or at a reply without a tool call
+    return react(prompt=INSTRUCTIONS, tools=tools, model=model or make_model(), submit=False, on_continue=until_finish)
 
 
 agent = build()
+
+
+def main() -> None:
+    """One request on ``$SHOP_DB`` as an Inspect eval of one sample, the router (if given) as the
+    agent's model step, deciding after the first result of the ``--suspect`` tool: the router's
+    decisions and the orders after."""
+    import argparse
+    import tempfile
+
+    from inspect_ai import Task, eval
+    from inspect_ai.agent import as_solver
+    from inspect_ai.dataset import Sample
+
+    from cir import Router
+    from cir.adapters.inspect_ai import routed_model
+    from tests.support.shop import FAMILY
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("request")
+    parser.add_argument("--router", default=None, help="a router file (cir fit)")
+    parser.add_argument("--suspect", default="get_order", help="the tool whose first result is suspect")
+    args = parser.parse_args()
+    model = make_model()
+    if args.router:  # cir: the router as the agent's model step
+        model = routed_model(Router.load(args.router, extractor=FAMILY.extractor), model,
+                             suspect_at=lambda action, shown: action.startswith(f"{args.suspect}("))
+    with tempfile.TemporaryDirectory() as logs:
+        log = eval(Task(dataset=[Sample(input=args.request)], solver=as_solver(build(model))), model=make_model(),
+                   log_dir=logs, display="none")[0]
+        for message in log.samples[0].messages:
+            calls = "".join(f" -> {c.function}({c.arguments})" for c in getattr(message, "tool_calls", None) or [])
+            print(f"{message.role}: {message.text}{calls}")
+    if args.router:
+        print("router decisions (delay, operation):", model.routing.decisions)
+    print("orders now:", tools.typed.production("list_orders", {}))
+
+
+if __name__ == "__main__":
+    main()

@@ -60,6 +60,7 @@ from cir.adapters.driver import AsyncLoop, FrameworkAgent, framework_agent_of
 from cir.adapters.live import LiveRouting, Suspect, live_episode, recovering
 from cir.adapters.protocol import EpisodeOver, bound, current_session
 from cir.adapters.typed import TYPED_KEY, TypedToolList, TypedTools, typed_of
+from cir.tools.typed import FINISH
 from cir.util.errors import CirError
 
 os.environ.setdefault("INSPECT_DISPLAY", "none")  # the eval runs behind cir's own progress
@@ -299,6 +300,17 @@ def typed_tools(tools: Any, state: Any = None) -> TypedToolList:
     return out
 
 
+async def until_finish(state: AgentState) -> bool:
+    """``react``'s ``on_continue`` for a tool world's agent: its loop ends after ``finish`` (the end of
+    an episode in the study, the end of the run in production) or after a reply without a tool call
+    (as ``react(submit=False)`` ends), and goes on otherwise, adding nothing to the messages::
+
+        react(prompt=..., tools=typed_tools(WORLD, state=...), submit=False, on_continue=until_finish)
+    """
+    calls = state.output.message.tool_calls or []
+    return bool(calls) and all(call.function != FINISH for call in calls)
+
+
 def _executor(typed: TypedTools, name: str) -> Any:
     async def execute(**arguments: Any) -> str:
         return typed.call(name, arguments)
@@ -351,7 +363,9 @@ def routed_model(router: Any, model: Any = None, *, suspect_at: Suspect | None =
             return state
         return execute
 
-    return routed()
+    step = routed()
+    step.routing = routing  # its decisions (routing.decisions), for a run's log
+    return step
 
 
 def episode(agent_: Any, env: Any, task_id: str, condition: str = "clean", **options: Any) -> Any:
@@ -383,4 +397,4 @@ def episode(agent_: Any, env: Any, task_id: str, condition: str = "clean", **opt
 
 
 __all__ = ["InspectFramework", "TurnServer", "chat_messages", "episode", "framework_agent", "inspect_messages",
-           "routed_model"]
+           "routed_model", "typed_tools", "until_finish"]

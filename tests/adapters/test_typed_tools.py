@@ -214,10 +214,10 @@ class _RowConnection(sqlite3.Connection):
         self.row_factory = sqlite3.Row
 
 
-@pytest.mark.parametrize("kind", ["langgraph", "openai-agents"])
+@pytest.mark.parametrize("kind", list(TYPED))
 def test_the_same_file_runs_in_production_with_the_router_live(kind, server, tasks, tmp_path):
-    """``python -m examples.langgraph_tools`` (and the SDK's) on a SQLite file, a fitted router in the
-    framework's loop: the file studied by cir run is the one run here, unchanged; the orders are
+    """``python -m examples.langgraph_tools`` (and the SDK's, and Inspect's as an eval of one sample)
+    on a SQLite file, a fitted router in the framework's loop: the file studied by cir run is the one run here, unchanged; the orders are
     cancelled in the file and the router decided after the suspect read (a clean read: it does not
     refresh, as on the clean arms)."""
     _need(kind)
