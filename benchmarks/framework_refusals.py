@@ -1,5 +1,5 @@
 """What a framework adapter cannot fork, each tried once through ``cir run`` (docs/frameworks.md,
-section 4): the exit code, the one line shown, the rows and episodes written (must be 0).
+section 7, "What cannot be forked is refused"): the exit code, the one line shown, the rows and episodes written (must be 0).
 
 Each case is a small agent of its framework defined below (an attribute of this module, built when
 ``cir run --agent KIND:benchmarks/framework_refusals.py:NAME`` asks for it, after ``cir`` has
@@ -49,6 +49,17 @@ def _lg(body=None, **options):
 
     return create_agent(ChatOpenAI(model=MODEL, temperature=0), tools=[_lg_tool(body or env_step)],
                         system_prompt=INSTRUCTIONS, **options)
+
+
+def _lg_own_url():
+    """The example's agent, its model built with its own address (the fake server's, not the proxy's)."""
+    from langchain.agents import create_agent
+    from langchain_openai import ChatOpenAI
+
+    from cir.adapters import env_step
+
+    return create_agent(ChatOpenAI(model=MODEL, temperature=0, base_url=os.environ["CIR_REFUSALS_SERVER"]),
+                        tools=[_lg_tool(env_step)], system_prompt=INSTRUCTIONS)
 
 
 def _lg_extra_state():
@@ -138,6 +149,7 @@ AGENTS = {
     "lg_changed": lambda: _lg(_changed), "sdk_changed": lambda: _sdk(_changed),
     "inspect_changed": lambda: _inspect(_changed),
     "lg_extra_state": _lg_extra_state,
+    "lg_own_url": _lg_own_url,
     "inspect_proceed": lambda: _inspect(submit=True),
     "sdk_handoffs": _sdk_handoffs,
 }
@@ -153,7 +165,13 @@ def __getattr__(name: str) -> Any:
 KIND = {"lg": "langgraph", "sdk": "openai-agents", "inspect": "inspect"}
 EXAMPLES = {"langgraph": "examples.langgraph_agent:agent", "openai-agents": "examples.openai_agents_agent:agent",
             "inspect": "examples.inspect_agent:agent"}
-#: (feature, agent or None for the framework's example, fake server's answer, extra cir run options)
+#: each framework's typed-tool example (the tests' shop world)
+TYPED = {"typed_lg": "langgraph:examples.langgraph_tools:agent",
+         "typed_sdk": "openai-agents:examples.openai_agents_tools:agent",
+         "typed_inspect": "inspect:examples.inspect_tools:agent"}
+FAMILIES = {"keydoor": "tests.support.keydoor:FAMILY", "shop": "tests.support.shop:FAMILY"}
+#: (feature, agent (a name above, a framework's example, or a typed-tool example), fake server's answer,
+#: extra cir run options[, family: keydoor by default])
 CASES = [
     *[("parallel tool calls (two calls in one message)", f"{p}_parallel", "two_calls", []) for p in KIND],
     *[("a tool that answers without the env", f"{p}_no_env", "keydoor", []) for p in KIND],
@@ -163,6 +181,9 @@ CASES = [
     ("messages the framework's own logic adds (react's 'please proceed')", "inspect_proceed", "text", []),
     ("handoffs", "sdk_handoffs", "keydoor", []),
     *[("--samples 2", kind, "keydoor", ["--samples", "2"]) for kind in KIND.values()],
+    ("a model built with its own base_url", "lg_own_url", "keydoor", []),
+    *[("parallel typed tool calls (two calls in one message)", name, "two_typed_calls", [], "shop") for name in TYPED],
+    *[("--samples 2 (typed tools)", name, "shop", ["--samples", "2"], "shop") for name in TYPED],
 ]
 GRID = ["--conditions", "clean,stale2", "--delays", "0", "--operations", "refresh", "--max-turns", "30",
         "--max-actions", "30"]
@@ -174,6 +195,16 @@ def answer_of(name: str):
 
     if name == "keydoor":
         return keydoor_answer
+    if name == "shop":
+        from support.toy_framework import shop_answer
+
+        return shop_answer
+    if name == "two_typed_calls":
+        def two_typed(path: str, body: dict[str, Any], attempt: int) -> Reply:
+            n = len(body.get("messages", ()))
+            return Reply(text=None, tool_calls=[tool_call("get_order", {"order_id": "W3000"}, n, 1),
+                                                tool_call("list_orders", {}, n, 2)])
+        return two_typed
     if name == "text":
         return lambda path, body, attempt: Reply(text="I think I am done.")
 
@@ -210,27 +241,36 @@ def main() -> int:
     sys.path.insert(0, str(ROOT / "tests"))
     from support.fake_openai import FakeOpenAI
     from support.keydoor import generate_tasks
+    from support.shop import FAMILY as SHOP
 
     work = Path(tempfile.mkdtemp(prefix="cir-refusals-"))
-    generate_tasks(work / "tasks", "test", 2, 0)
+    generate_tasks(work / "tasks" / "keydoor", "test", 2, 0)
+    SHOP.generate(work / "tasks" / "shop", "test", 2, 0, progress=False)
     results = []
-    for feature, agent, answer, extra in CASES:
+    for feature, agent, answer, extra, *family in CASES:
         if args.only and args.only not in agent:
             continue
-        kind = KIND.get(agent.split("_")[0]) or agent
-        spec = f"{kind}:{EXAMPLES[kind]}" if agent in KIND.values() else f"{kind}:{HERE}:{agent}"
+        family = family[0] if family else "keydoor"
+        if agent in TYPED:
+            spec = TYPED[agent]
+            kind = spec.split(":")[0]
+        else:
+            kind = KIND.get(agent.split("_")[0]) or agent
+            spec = f"{kind}:{EXAMPLES[kind]}" if agent in KIND.values() else f"{kind}:{HERE}:{agent}"
         out = work / "runs" / agent.replace(":", "_") / str(len(results))
+        grid = GRID if family == "keydoor" else ["--conditions", "clean,stale1", *GRID[2:]]
         with FakeOpenAI(answer=answer_of(answer), keep_requests=False) as fake:
-            cmd = [sys.executable, "-m", "cir", "run", "--family", "tests.support.keydoor:FAMILY",
-                   "--tasks", str(work / "tasks" / "test"), "--out", str(out), "--agent", spec,
-                   "--base-url", fake.base_url, "--quiet", *GRID, *extra]
+            cmd = [sys.executable, "-m", "cir", "run", "--family", FAMILIES[family],
+                   "--tasks", str(work / "tasks" / family / "test"), "--out", str(out), "--agent", spec,
+                   "--base-url", fake.base_url, "--quiet", *grid, *extra]
             t0 = time.perf_counter()
-            done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+            done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600,
+                                  env={**os.environ, "CIR_REFUSALS_SERVER": fake.base_url})
             requests = fake.count
         lines = [line for line in done.stderr.splitlines() if line.strip()]
         rows, episodes = written(out)
-        results.append({"feature": feature, "framework": kind, "agent": agent if agent not in KIND.values()
-                        else EXAMPLES[kind], "exit_code": done.returncode, "stderr_lines": len(lines),
+        results.append({"feature": feature, "framework": kind, "family": family, "agent": agent if agent not in
+                        KIND.values() else EXAMPLES[kind], "exit_code": done.returncode, "stderr_lines": len(lines),
                         "line": lines[-1] if lines else "", "traceback": "Traceback" in done.stderr,
                         "rows": rows, "episodes": episodes, "model_requests": requests,
                         "seconds": round(time.perf_counter() - t0, 1)})

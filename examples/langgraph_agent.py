@@ -34,7 +34,8 @@ def act(command: str) -> str:
 def build(middleware: tuple = ()):
     # every turn acts (the episode ends when the env says done): the tool call is asked for by name
     model = ChatOpenAI(model=os.environ.get("CIR_MODEL", "SmolLM2-135M-Instruct"), temperature=0, seed=0,
-                       max_tokens=64, model_kwargs={"tool_choice": {"type": "function", "function": {"name": "act"}}})
+                       max_tokens=64, model_kwargs={"parallel_tool_calls": False,  # one tool call a reply
+                                                     "tool_choice": {"type": "function", "function": {"name": "act"}}})
     return create_agent(model, tools=[act], system_prompt=INSTRUCTIONS, middleware=list(middleware))
 
 

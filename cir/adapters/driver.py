@@ -72,7 +72,14 @@ def _one_line(err: BaseException, limit: int = 300) -> str:
 
 def refresh_call(tools: dict[str, tuple[str, ...]], query: str) -> tuple[str, dict[str, str]]:
     """The tool call a refresh is shown as: the tool named as the refresh query with no
-    parameters (``look()``), else the one tool that takes one parameter (``act(command=QUERY)``)."""
+    parameters (``look()``), else the one tool that takes one parameter (``act(command=QUERY)``); a
+    tool world's refresh, a call of one of the tools (``get_order(order_id="W1002")``: the suspect read
+    again), is that call."""
+    from cir.adapters.typed import call_of
+
+    typed = call_of(query, tools)
+    if typed is not None:
+        return typed
     if query in tools and not tools[query]:
         return query, {}
     single = [name for name, params in tools.items() if len(params) == 1]
@@ -149,6 +156,7 @@ class FrameworkHarness(Harness):
                 gone = getattr(self.agent.replies, "unreachable", "")  # the proxy knows why, when it does
                 raise CirError(f"{where}: {gone}" if gone else
                                f"{where}: the {self.agent.name} agent raised {_one_line(err)}") from err
+        self.agent.check_proxy_used()
         with self._lock:
             self.costs.agent_calls += 1
         if self.on_call is not None:
@@ -225,18 +233,51 @@ class FrameworkAgent:
 
     @renamed_parameters("FrameworkAgent(settings=)", settings="params")
     def __init__(self, name: str, framework: Framework, params: dict[str, Any],
-                 close: Callable[[], None] | None = None, replies: Any = None) -> None:
+                 close: Callable[[], None] | None = None, replies: Any = None, *,
+                 model_server: bool = False) -> None:
         self.name = name
         self.framework = framework
         self._params = dict(params)
         self._close = close
         self.replies = replies  # the reply proxy (cir.adapters.replies), or None
+        #: built from a spec (``langgraph:MODULE:ATTR``): its model is a client of a chat server, which
+        #: must be asked through the reply proxy (checked at each turn: :meth:`check_proxy_used`)
+        self.model_server = model_server
+        self._tally: dict[str, int] = {}
+        self._tally_lock = threading.Lock()
         if replies is not None:
             self.cache = replies.cache  # a run that extends another reads its replies through it
 
     def stats(self) -> dict[str, int] | None:
-        """The requests, cache hits and tokens of the reply proxy since the last agent took them."""
-        return None if self.replies is None else self.replies.take()
+        """The requests, cache hits and tokens of the reply proxy this agent has claimed so far
+        (:meth:`~cir.adapters.replies.ReplyProxy.claim`: the progress bar and the task's end read
+        the same tally; reading never loses a count)."""
+        if self.replies is None:
+            return None
+        with self._tally_lock:
+            for key, value in self.replies.claim().items():
+                self._tally[key] = self._tally.get(key, 0) + value
+            return dict(self._tally)
+
+    def check_proxy_used(self) -> None:
+        """After a turn (which asked the model once): a CirError when the model was not asked through
+        the reply proxy, whose replies a run keeps and counts. A model built with its own address
+        (``ChatOpenAI(base_url=...)``) goes around it: the run would give a table that no reply
+        cache can reproduce and count 0 requests. Refused, saying how to build it."""
+        if not self.model_server:
+            return
+        if self.replies is None:
+            raise CirError(f"agent {self.name}: no model server given; pass --base-url URL (or set "
+                           "OPENAI_BASE_URL): cir asks it through its reply proxy, which keeps and counts "
+                           "the model's replies")
+        if self.replies.seen == 0:
+            raise CirError(f"agent {self.name}: its model was not asked through cir's reply proxy of "
+                           f"{self.replies.upstream} (a turn ran, the proxy saw no request): a model built with "
+                           "its own address (ChatOpenAI(base_url=...), AsyncOpenAI(base_url=...), "
+                           "get_model(..., base_url=...)) goes around it, so its replies would be neither kept "
+                           "nor counted; build it without base_url (the client reads OPENAI_BASE_URL, which cir "
+                           "points at the proxy of --base-url) or with base_url=os.environ.get('OPENAI_BASE_URL', "
+                           "'YOUR_SERVER')")
 
     def params(self) -> dict[str, Any]:
         return dict(self._params)
@@ -307,25 +348,26 @@ def load_target(kind: str, target: str) -> tuple[Any, dict[str, Any]]:
 
 def framework_agent_of(kind: str, target: str, make: Callable[[Any], Any], *, base_url: str | None = None,
                        api_key_env: str = "OPENAI_API_KEY", cache_dir: Any = None,
-                       cache_fallback: Any = ()) -> FrameworkAgent:
+                       cache_fallback: Any = (), retries: int | None = None) -> FrameworkAgent:
     """The framework agent ``KIND:MODULE:ATTR``: its model's client pointed at ``base_url`` through the
-    reply proxy (before the module is imported: it builds its model then), the object ``ATTR`` made a
+    reply proxy (before the module is imported: it builds its model then; ``retries``: the proxy's
+    tries of a server it cannot reach, beyond the first), the object ``ATTR`` made a
     :class:`Framework` by ``make``, its params the framework's and the target's identity."""
-    proxy = serve_from(base_url, api_key_env, cache_dir, cache_fallback)
+    proxy = serve_from(base_url, api_key_env, cache_dir, cache_fallback, retries)
     obj, identity = load_target(kind, target)
     framework = make(obj)
     return FrameworkAgent(f"{kind}:{target}", framework, {**agent_params(framework, "Framework"), **identity},
-                          close=getattr(framework, "close", None), replies=proxy)
+                          close=getattr(framework, "close", None), replies=proxy, model_server=True)
 
 
 def serve_from(base_url: str | None, api_key_env: str = "OPENAI_API_KEY", cache_dir: Any = None,
-               cache_fallback: Any = ()) -> Any:
+               cache_fallback: Any = (), retries: int | None = None) -> Any:
     """Point the framework's OpenAI client (``OPENAI_BASE_URL``, read when the user's module builds its
     model) at ``base_url`` through this process's reply proxy (:mod:`cir.adapters.replies`, its
     replies kept in ``cache_dir``), with a placeholder key for a local server without one; the proxy."""
     from cir.adapters.replies import proxied
 
-    proxy = proxied(base_url, cache_dir, cache_fallback)
+    proxy = proxied(base_url, cache_dir, cache_fallback, retries)
     if proxy is not None:
         os.environ["OPENAI_BASE_URL"] = proxy.base_url
     if not os.environ.get(api_key_env):

@@ -17,6 +17,7 @@ from typing import Any
 
 from cir.adapters.protocol import FRAMEWORK_SAMPLES
 from cir.agents.factory import LLMConfig
+from cir.agents.limits import RequestLimits
 from cir.util.errors import CirError
 
 #: Framework agents by the spec's kind: the adapter that builds each, imported only when one is
@@ -59,9 +60,10 @@ def is_framework(spec: str) -> bool:
 
 def framework_agent(spec: str, *, base_url: str | None = None, api_key_env: str = "OPENAI_API_KEY",
                     cache_dir: str | Path | None = None, cache_fallback: Sequence[str | Path] = (),
-                    llm: LLMConfig | None = None, **_: Any) -> Any:
+                    llm: LLMConfig | None = None, limits: RequestLimits | None = None, **_: Any) -> Any:
     """The framework agent ``spec`` names, through its adapter; None when ``spec`` names no framework
-    (:func:`cir.agents.factory.agent_from_spec` then reads it as its own)."""
+    (:func:`cir.agents.factory.agent_from_spec` then reads it as its own). Its reply proxy tries a
+    server it cannot reach as often as ``limits`` says (``--retries``)."""
     kind, _, target = spec.partition(":")
     if kind not in FRAMEWORKS:
         return None
@@ -81,7 +83,7 @@ def framework_agent(spec: str, *, base_url: str | None = None, api_key_env: str 
                        f'pip install "cir[{extra}]"') from None
     url = base_url or os.environ.get("OPENAI_BASE_URL")
     return adapter.framework_agent(target, base_url=url, api_key_env=api_key_env, cache_dir=cache_dir,
-                                   cache_fallback=cache_fallback)
+                                   cache_fallback=cache_fallback, retries=(limits or RequestLimits()).retries)
 
 
 def preload_agent(spec: str, base_url: str | None = None) -> None:

@@ -53,12 +53,14 @@ from inspect_ai.model import (
     get_model,
 )
 from inspect_ai.solver import solver
-from inspect_ai.tool import ToolCall, ToolCallError, ToolDef
+from inspect_ai.tool import ToolCall, ToolCallError, ToolDef, ToolParam, ToolParams
 from inspect_ai.util import display_type, message_limit
 
 from cir.adapters.driver import AsyncLoop, FrameworkAgent, framework_agent_of
-from cir.adapters.live import LiveRouting, live_episode, recovering
+from cir.adapters.live import LiveRouting, Suspect, live_episode, recovering
 from cir.adapters.protocol import EpisodeOver, bound, current_session
+from cir.adapters.typed import TYPED_KEY, TypedToolList, TypedTools, typed_of
+from cir.tools.typed import FINISH
 from cir.util.errors import CirError
 
 os.environ.setdefault("INSPECT_DISPLAY", "none")  # the eval runs behind cir's own progress
@@ -275,12 +277,53 @@ class _Nothing:
         return None
 
 
+def typed_tools(tools: Any, state: Any = None) -> TypedToolList:
+    """A tool world's typed tools (a :class:`~cir.tools.world.ToolWorld` or its tools) as Inspect
+    tools, each wrapped once: inside a ``cir`` episode a call is one env action of the forked world,
+    outside it the tool's own function on ``state`` (:mod:`cir.adapters.typed`). Their schemas are
+    the kit's::
+
+        agent = react(prompt=..., tools=typed_tools(WORLD, state="shop.db"), model=..., submit=False)
+    """
+    typed = TypedTools(tools, state)
+    out = TypedToolList()
+    for t in typed.tools.values():
+        try:
+            params = ToolParams(properties={k: ToolParam.model_validate(v) for k, v in t.parameters["properties"].items()},
+                                required=list(t.parameters.get("required", [])))
+        except ValueError as err:
+            raise CirError(f"tool {t.name}: Inspect cannot take its argument schema ({err})") from None
+        wrapped = ToolDef(_executor(typed, t.name), name=t.name, description=t.description, parameters=params).as_tool()
+        setattr(wrapped, TYPED_KEY, typed)
+        out.append(wrapped)
+    out.typed = typed
+    return out
+
+
+async def until_finish(state: AgentState) -> bool:
+    """``react``'s ``on_continue`` for a tool world's agent: its loop ends after ``finish`` (the end of
+    an episode in the study, the end of the run in production) or after a reply without a tool call
+    (as ``react(submit=False)`` ends), and goes on otherwise, adding nothing to the messages::
+
+        react(prompt=..., tools=typed_tools(WORLD, state=...), submit=False, on_continue=until_finish)
+    """
+    calls = state.output.message.tool_calls or []
+    return bool(calls) and all(call.function != FINISH for call in calls)
+
+
+def _executor(typed: TypedTools, name: str) -> Any:
+    async def execute(**arguments: Any) -> str:
+        return typed.call(name, arguments)
+
+    return execute
+
+
 def framework_agent(target: str, **options: Any) -> FrameworkAgent:
     """``inspect:MODULE:ATTR``: the Inspect agent ``ATTR`` of ``MODULE`` as a framework agent (:func:`~cir.adapters.driver.framework_agent_of`)."""
     return framework_agent_of("inspect", target, InspectFramework, **options)
 
 
-def routed_model(router: Any, model: Any = None, *, suspect_at: int | None = None) -> Any:
+def routed_model(router: Any, model: Any = None, *, suspect_at: Suspect | None = None) -> Any:
     """The router as an Inspect agent's model step: ``react(..., model=routed_model(router, model))``
     (see the module's text); ``model`` is what ``react`` would use (a name or a Model; None: the
     eval's)."""
@@ -290,6 +333,7 @@ def routed_model(router: Any, model: Any = None, *, suspect_at: int | None = Non
     def routed() -> Any:
         async def execute(state: AgentState, tools: list[Any]) -> AgentState:
             routing.tools = {d.name: tuple(d.parameters.properties) for d in (ToolDef(t) for t in tools)}
+            routing.typed = typed_of(tools)
             session = current_session()
             if session is not None:  # react goes on after a call it answered itself: the budget counts turns
                 session.model_turn()
@@ -319,7 +363,9 @@ def routed_model(router: Any, model: Any = None, *, suspect_at: int | None = Non
             return state
         return execute
 
-    return routed()
+    step = routed()
+    step.routing = routing  # its decisions (routing.decisions), for a run's log
+    return step
 
 
 def episode(agent_: Any, env: Any, task_id: str, condition: str = "clean", **options: Any) -> Any:
@@ -351,4 +397,4 @@ def episode(agent_: Any, env: Any, task_id: str, condition: str = "clean", **opt
 
 
 __all__ = ["InspectFramework", "TurnServer", "chat_messages", "episode", "framework_agent", "inspect_messages",
-           "routed_model"]
+           "routed_model", "typed_tools", "until_finish"]

@@ -40,18 +40,27 @@ from langchain_core.messages import (
     convert_to_messages,
     convert_to_openai_messages,
 )
+from langchain_core.tools import StructuredTool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from cir.adapters.driver import FrameworkAgent, framework_agent_of
-from cir.adapters.live import LiveRouting, live_episode
+from cir.adapters.live import LiveRouting, Suspect, live_episode
 from cir.adapters.protocol import EpisodeOver, refuse
+from cir.adapters.typed import TYPED_KEY, TypedToolList, TypedTools, typed_of
+from cir.tools.typed import FINISH
 from cir.util.errors import CirError
 
 #: The state keys of ``create_agent``'s graphs besides ``messages`` (its own bookkeeping, which a
-#: turn recomputes); any other key is state the message list does not hold.
+#: turn recomputes), and of ``langgraph.prebuilt.create_react_agent``'s: ``remaining_steps`` (and
+#: ``is_last_step``) are LangGraph's managed values, the steps left before the run's recursion limit,
+#: computed from the config at every step, never stored. A turn starts a fresh thread, so there they
+#: are always far from the limit, as they are in a live episode (:func:`episode` sets a recursion
+#: limit above the budget): cir's budget of model turns is what ends a run. ``llm_input_messages`` is
+#: what a ``pre_model_hook`` gives the model in place of the messages, recomputed before every
+#: model call. Any other key is state the message list does not hold.
 AGENT_KEYS = frozenset({"messages", "jump_to", "structured_response", "thread_model_call_count",
-                        "run_model_call_count"})
+                        "run_model_call_count", "remaining_steps", "is_last_step", "llm_input_messages"})
 
 
 class LangGraphFramework:
@@ -102,6 +111,57 @@ def framework_agent(target: str, **options: Any) -> FrameworkAgent:
     return framework_agent_of("langgraph", target, LangGraphFramework, **options)
 
 
+def typed_tools(tools: Any, state: Any = None) -> TypedToolList:
+    """A tool world's typed tools (a :class:`~cir.tools.world.ToolWorld` or its tools) as LangChain
+    tools, each wrapped once: inside a ``cir`` episode a call is one env action of the forked world,
+    outside it the tool's own function on ``state`` (:mod:`cir.adapters.typed`). Their schemas are
+    the kit's; ``finish`` returns directly (the graph ends after it, as the episode does)::
+
+        tools = typed_tools(WORLD, state="shop.db")       # your SQLite file, outside cir
+        agent = create_agent(model, tools=tools, system_prompt=...)
+    """
+    typed = TypedTools(tools, state)
+    out = TypedToolList(
+        StructuredTool(name=t.name, description=t.description, args_schema=t.parameters,
+                       func=_caller(typed, t.name), return_direct=t.name == FINISH, metadata={TYPED_KEY: typed})
+        for t in typed.tools.values())
+    out.typed = typed
+    return out
+
+
+def _caller(typed: TypedTools, name: str) -> Any:
+    def call(**arguments: Any) -> str:
+        return typed.call(name, arguments)
+
+    call.__name__ = name
+    return call
+
+
+def _routing(router: Any, tools: list[Any], suspect_at: Any) -> LiveRouting:
+    """The router's decisions over the graph's tools (a refresh calls the observing one, or re-runs
+    the suspect call of typed tools)."""
+    routing = LiveRouting(router, suspect_at, typed=typed_of(tools))
+    by_name = {t.name: t for t in tools}
+    routing.tools = {name: tuple(t.args) for name, t in by_name.items()}
+    routing.call_tool = lambda name, args: str(by_name[name].invoke(args))
+    return routing
+
+
+def _route(routing: LiveRouting, state: dict[str, Any]) -> dict[str, Any] | None:
+    """The state update of the recovery the router chooses before the next model call, or None."""
+    recovery = routing.decide(convert_to_openai_messages(state["messages"]))
+    if recovery is None:
+        return None
+    if recovery.cut is not None:  # rewind: the checkpoint's messages, then the memory
+        kept = list(state["messages"][:recovery.cut])
+        return {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *kept, HumanMessage(recovery.text)]}
+    if recovery.call is not None:
+        name, args, call_id = recovery.call
+        return {"messages": [AIMessage(content="", tool_calls=[{"name": name, "args": args, "id": call_id}]),
+                             ToolMessage(recovery.text, tool_call_id=call_id)]}
+    return {"messages": [HumanMessage(recovery.text)]}
+
+
 class RouterMiddleware(AgentMiddleware):
     """A fitted router as a LangChain agent middleware: before each model call at a candidate delay
     after the suspect observation, the router decides and the chosen recovery is written to the
@@ -109,26 +169,31 @@ class RouterMiddleware(AgentMiddleware):
     (a refresh calls the observing one); ``suspect_at`` is the env action whose answer is suspect
     (None: the perturbation point of the episode cir runs)."""
 
-    def __init__(self, router: Any, tools: list[Any], *, suspect_at: int | None = None) -> None:
+    def __init__(self, router: Any, tools: list[Any], *, suspect_at: Suspect | None = None) -> None:
         super().__init__()
-        self.routing = LiveRouting(router, suspect_at)
-        by_name = {t.name: t for t in tools}
-        self.routing.tools = {name: tuple(t.args) for name, t in by_name.items()}
-        self.routing.call_tool = lambda name, args: str(by_name[name].invoke(args))
+        self.routing = _routing(router, tools, suspect_at)
 
     def before_model(self, state: dict[str, Any], runtime: Any) -> dict[str, Any] | None:
-        messages = convert_to_openai_messages(state["messages"])
-        recovery = self.routing.decide(messages)
-        if recovery is None:
-            return None
-        if recovery.cut is not None:  # rewind: the checkpoint's messages, then the memory
-            kept = list(state["messages"][:recovery.cut])
-            return {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *kept, HumanMessage(recovery.text)]}
-        if recovery.call is not None:
-            name, args, call_id = recovery.call
-            return {"messages": [AIMessage(content="", tool_calls=[{"name": name, "args": args, "id": call_id}]),
-                                 ToolMessage(recovery.text, tool_call_id=call_id)]}
-        return {"messages": [HumanMessage(recovery.text)]}
+        return _route(self.routing, state)
+
+
+class RouterNode:
+    """A fitted router as a node of a graph without a middleware slot: a hand-built ``StateGraph``
+    (a node between its tools node and its model node) or ``langgraph.prebuilt.create_react_agent``
+    (its ``pre_model_hook``). It decides as :class:`RouterMiddleware` does and returns the recovery
+    as a state update of ``messages`` (an empty update when it does not recover)::
+
+        graph.add_node("router", RouterNode(router, tools))
+        graph.add_edge("tools", "router")
+        graph.add_edge("router", "agent")
+
+    ``examples/langgraph_stategraph.py`` is such a graph, studied by ``cir run`` and routed live."""
+
+    def __init__(self, router: Any, tools: list[Any], *, suspect_at: Suspect | None = None) -> None:
+        self.routing = _routing(router, tools, suspect_at)
+
+    def __call__(self, state: dict[str, Any]) -> dict[str, Any]:
+        return _route(self.routing, state) or {"messages": []}
 
 
 def episode(graph: Any, env: Any, task_id: str, condition: str = "clean", **options: Any) -> Any:

@@ -24,11 +24,12 @@ from typing import Any
 
 from cir.adapters.driver import refresh_call
 from cir.adapters.protocol import EnvCall, EnvSession, EpisodeOver, bound, current_session
-from cir.envs.base import refresh_for, refresh_query
+from cir.envs.base import DEFAULT_REFRESH_QUERY, refresh_for, refresh_query
 from cir.episode.operations import operation_info
 from cir.episode.perturb import (
     Perturbation,
     feasibility,
+    lagged_answer,
     parse_conditions,
     parse_persistence,
     perturbation_point,
@@ -59,27 +60,46 @@ class Recovery:
     pending: bool = False
 
 
+#: Which env action's answer is suspect in a run outside ``cir``: its number (1 for the first), or a
+#: function of each env action and the text it showed that says whether that one is (the first it
+#: says so of is the suspect: a read served from a cache, a replica that lags, a call that timed out).
+Suspect = int | Callable[[str, str], bool]
+
+
 class LiveRouting:
     """The router's decisions in a framework's loop (see the module's text). ``tools`` are the
     agent's tool names and parameters, ``call_tool(name, args)`` runs one of them (a refresh
-    re-calls the observing tool); each adapter gives both."""
+    re-calls the observing tool); each adapter gives both. ``suspect_at``: which env action's answer
+    is suspect (:data:`Suspect`; None: the perturbation point of the episode ``cir`` runs).
+    ``typed``: the agent's typed tools (:class:`cir.adapters.typed.TypedTools`), whose calls are
+    read as the study recorded them and whose refresh re-runs the suspect read, in a ``cir`` episode
+    and in production alike."""
 
-    def __init__(self, router: Any, suspect_at: int | None = None) -> None:
+    def __init__(self, router: Any, suspect_at: Suspect | None = None, *, typed: Any = None) -> None:
+        if suspect_at is not None and not callable(suspect_at) and (
+                isinstance(suspect_at, bool) or not isinstance(suspect_at, int) or suspect_at < 1):
+            raise CirError(f"router: suspect_at={suspect_at!r}; expected an env action number >= 1 or a function "
+                           "(action, shown) -> bool")
         self.router = router
         self.suspect_at = suspect_at
+        self.typed = typed
         self.tools: dict[str, tuple[str, ...]] = {}
         self.call_tool: Callable[[str, dict[str, Any]], str] | None = None
+        #: every decision so far, (delay, operation or None), in any run (a cir episode's are its session's too)
+        self.decisions: list[tuple[int, str | None]] = []
 
     def decide(self, messages: list[dict[str, Any]]) -> Recovery | None:
         session = current_session()
+        if session is not None and session.budget is None:
+            return None  # a turn of the paired replayer, which applies the recoveries of its grid itself
         env = session.env if session is not None else None
-        at = self.suspect_at if self.suspect_at is not None else (
-            session.perturbation.at if session is not None and session.perturbation is not None else None)
+        query = refresh_query(env) if env is not None else DEFAULT_REFRESH_QUERY
+        system = [m for m in messages if m.get("role") == "system"]
+        transcript = Transcript.from_messages("live", messages, refresh_query=query,
+                                              action_of=self.typed.action_of if self.typed is not None else None)
+        at = self._suspect(transcript, session)
         if at is None:
             return None
-        query = refresh_query(env) if env is not None else "look"
-        system = [m for m in messages if m.get("role") == "system"]
-        transcript = Transcript.from_messages("live", messages, refresh_query=query)
         steps = transcript.steps
         if not steps or steps[-1].action is None or steps[-1].actor != AGENT:
             return None
@@ -88,19 +108,40 @@ class LiveRouting:
             return None
         decision = self.router.decide(transcript, delay)
         operation = decision.operation if decision.recover else None
+        self.decisions.append((delay, operation))
         if session is not None:
             session.decisions.append((delay, operation))
         if operation is None:
             return None
-        # a tool world re-runs the suspect call (cir.envs.base.refresh_for); other envs get their query
-        suspect = transcript.steps[transcript.steps_until_env_action(at) - 1].action if env is not None else None
-        return self._recovery(operation, transcript, at, session, refresh_for(env, suspect) or query, len(system))
+        # a tool world re-runs the suspect call (the env's refresh_for, or production's typed tools'
+        # by the world's rule); other envs get their query
+        suspect = transcript.steps[transcript.steps_until_env_action(at) - 1].action
+        if env is not None:
+            again = refresh_for(env, suspect) or query
+        elif self.typed is not None:
+            again = self.typed.refresh_for(suspect) or self.typed.refresh_query
+        else:
+            again = query
+        return self._recovery(operation, transcript, at, session, again, len(system))
+
+    def _suspect(self, transcript: Transcript, session: EnvSession | None) -> int | None:
+        """The env action whose answer is suspect (1-based), or None (none yet)."""
+        if self.suspect_at is None:
+            return session.perturbation.at if session is not None and session.perturbation is not None else None
+        if not callable(self.suspect_at):
+            return self.suspect_at
+        acted = [s for s in transcript.steps if s.action is not None]
+        return next((k for k, s in enumerate(acted, start=1) if s.actor == AGENT and self.suspect_at(s.action, s.shown)),
+                    None)
 
     def _recovery(self, operation: str, transcript: Transcript, at: int, session: EnvSession | None,
-                  query: str, n_system: int) -> Recovery:
+                  query: str | None, n_system: int) -> Recovery:
         info = operation_info(operation)
         index = len(transcript.visible_steps())
         if info.queries_env:
+            if query is None:
+                raise CirError("router: a refresh has no call to send: the typed tools were given without their "
+                               "world (typed_tools(WORLD, ...) knows its refresh query)")
             name, args = refresh_call(self.tools, query)
             pending = Recovery(operation, "", call=(name, args, f"{RECOVERY_CALL_PREFIX}{operation}-{index}"),
                                pending=True)
@@ -207,20 +248,24 @@ def live_episode(run: Callable[[str, int], list[dict[str, Any]]], tools: dict[st
     def once(perturbation: Perturbation | None) -> tuple[Transcript, EnvSession]:
         task_text = env.reset()
         session = EnvSession(env, Transcript(task_id, task_text), perturbation,
-                             budget=(max_turns, max_actions), snapshots=perturbation is not None,
+                             budget=(max_turns, max_actions), snapshots=True,
                              persistence=lasting if perturbation is not None else None)
         with bound(session):
             messages = run(task_text, max_turns)
         return transcript_of(task_id, messages, session.calls, query, session.rewound_at), session
 
-    factual, _ = once(None)
+    factual, seen = once(None)
     n = factual.env_actions
     info: dict[str, Any] = {"factual_env_actions": n, "factual_success": factual.won, "condition": cond.name}
     ok, reason = feasibility(n, [cond], perturb_fraction, perturb_at)
     if not ok:
         raise CirError(f"task {task_id}: not prefix-feasible under {cond.name}: {reason}")
     p = perturbation_point(n, perturb_fraction, perturb_at)
-    episode, session = once(Perturbation(cond, p))
+    lagged = None
+    if cond.kind == "lag":  # the answer the command got K env actions earlier, from the factual run's snapshots
+        by_step = {factual.steps_until_env_action(a): snap for a, snap in (seen.snapshots or {}).items() if a <= n}
+        lagged = lagged_answer(env, by_step, factual, p, cond.k)
+    episode, session = once(Perturbation(cond, p, lagged))
     info.update(point=p, router_decisions=[{"delay": d, "recover": op is not None, "operation": op}
                                            for d, op in session.decisions])
     return factual, episode, info

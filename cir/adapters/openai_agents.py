@@ -32,13 +32,14 @@ import json
 from importlib.metadata import version
 from typing import Any
 
-from agents import Agent, ItemHelpers, MaxTurnsExceeded, RunConfig, Runner
+from agents import Agent, FunctionTool, ItemHelpers, MaxTurnsExceeded, RunConfig, Runner
 from agents.items import MessageOutputItem, ToolCallItem, ToolCallOutputItem
 from agents.run_config import CallModelData, ModelInputData
 
 from cir.adapters.driver import AsyncLoop, FrameworkAgent, framework_agent_of
-from cir.adapters.live import LiveRouting, Recovery, live_episode, recovering
+from cir.adapters.live import LiveRouting, Recovery, Suspect, live_episode, recovering
 from cir.adapters.protocol import EpisodeOver, bound, current_session, refuse
+from cir.adapters.typed import TYPED_KEY, TypedToolList, TypedTools, typed_of
 from cir.util.errors import CirError
 
 
@@ -134,6 +135,35 @@ class AgentsSDKFramework:
         return messages_of_items(items)
 
 
+def typed_tools(tools: Any, state: Any = None) -> TypedToolList:
+    """A tool world's typed tools (a :class:`~cir.tools.world.ToolWorld` or its tools) as the SDK's
+    ``FunctionTool`` s, each wrapped once: inside a ``cir`` episode a call is one env action of the
+    forked world, outside it the tool's own function on ``state`` (:mod:`cir.adapters.typed`). Their
+    schemas are the kit's::
+
+        agent = Agent(name="shop", tools=typed_tools(WORLD, state="shop.db"), ...)
+    """
+    typed = TypedTools(tools, state)
+    out = TypedToolList()
+    for t in typed.tools.values():
+        wrapped = FunctionTool(name=t.name, description=t.description, params_json_schema=t.parameters,
+                               on_invoke_tool=_invoker(typed, t.name), strict_json_schema=False)
+        setattr(wrapped, TYPED_KEY, typed)
+        out.append(wrapped)
+    out.typed = typed
+    return out
+
+
+def _invoker(typed: TypedTools, name: str) -> Any:
+    async def invoke(context: Any, arguments: str) -> str:
+        parsed = typed.arguments_of(arguments)
+        if parsed is None:  # the model's call is not JSON: answered here, as the SDK answers a function tool's
+            return f"An error occurred while running the tool: the arguments are not a JSON object: {arguments!r:.200}"
+        return typed.call(name, parsed)
+
+    return invoke
+
+
 def framework_agent(target: str, **options: Any) -> FrameworkAgent:
     """``openai-agents:MODULE:ATTR``: the ``Agent`` ``ATTR`` of ``MODULE`` as a framework agent (:func:`~cir.adapters.driver.framework_agent_of`)."""
     return framework_agent_of("openai-agents", target, AgentsSDKFramework, **options)
@@ -142,8 +172,8 @@ def framework_agent(target: str, **options: Any) -> FrameworkAgent:
 class RouterFilter:
     """The router as a ``call_model_input_filter`` (see the module's text); one per run."""
 
-    def __init__(self, router: Any, agent: Agent, *, suspect_at: int | None = None) -> None:
-        self.routing = LiveRouting(router, suspect_at)
+    def __init__(self, router: Any, agent: Agent, *, suspect_at: Suspect | None = None) -> None:
+        self.routing = LiveRouting(router, suspect_at, typed=typed_of(agent.tools))
         self.routing.tools = AgentsSDKFramework(agent).tools()
         self.agent = agent
         self.recovery: tuple[int, Recovery] | None = None  # where it goes in the items, and what

@@ -12,9 +12,12 @@ resume, an extended run) costs one request, and ``run.json`` counts the requests
 and the tokens of each answer's ``usage``.
 
 One proxy per server and process (a module builds its model once); each run's agent sets the
-cache it writes to. :meth:`ReplyProxy.take` hands the counts since the last take to the agent
-that ends (a worker's tasks that ran at once share them out in the order they end; the session's
-sums are exact).
+cache it writes to. The proxy counts what it did (requests sent, replies from the cache, tokens)
+once, and each count is claimed by one agent (:meth:`ReplyProxy.claim`): an agent's ``stats()``
+claims what no agent has claimed yet and adds it to its own tally, which it only ever reads again.
+So the progress bar (which reads a running task's stats) and the task's final stats read one
+source, and the sums over a session are the requests the server answered, whoever read them when
+(the tasks a worker runs at once share a proxy, so a request may be tallied by another of them).
 """
 
 from __future__ import annotations
@@ -32,9 +35,12 @@ from cir.agents.usage import UsageCounter, usage_of
 from cir.util.errors import CirError
 
 _PROXIES: dict[str, ReplyProxy] = {}
-#: seconds between the proxy's tries of an upstream it cannot reach (a server restarting)
-UPSTREAM_WAITS = (1.0, 2.0, 4.0)
+#: seconds between the proxy's tries of an upstream it cannot reach (a server restarting): the
+#: first waits of a doubling backoff, as many as the run's ``--retries`` (``RequestLimits.retries``)
+UPSTREAM_WAITS = (1.0, 2.0, 4.0, 8.0)
 _LOCK = threading.Lock()
+#: What a proxy counts (the LLM agent's names for the same things, so a session's sums read alike).
+COUNTS = ("http_requests", "cache_hits", "cache_hits_memory", "cache_hits_disk", "retries")
 
 
 class ReplyProxy:
@@ -44,8 +50,10 @@ class ReplyProxy:
         self.upstream = upstream.rstrip("/")
         self.cache = ResponseCache(None)
         self._lock = threading.Lock()
-        self.counts = {"http_requests": 0, "cache_hits": 0}
+        self.counts = dict.fromkeys(COUNTS, 0)  # not yet claimed by an agent
         self.usage = UsageCounter()
+        self.seen = 0  # requests answered since the proxy started (never reset): the model uses the proxy
+        self.waits = UPSTREAM_WAITS  # the waits between tries of an upstream it cannot reach
         self.unreachable = ""  # why the upstream could not be reached, once it could not
         self.client = httpx.Client(timeout=600.0)
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
@@ -73,10 +81,12 @@ class ReplyProxy:
         key = request_key(path, body)
         cache = self.cache
         with cache.asking(key):
-            record = cache.get(key)
+            record, where = cache.lookup(key)
             if record is not None:
                 with self._lock:
                     self.counts["cache_hits"] += 1
+                    self.counts[f"cache_hits_{where}"] += 1
+                    self.seen += 1
                 return 200, record["text"].encode("utf-8")
             sent = self._post(path, _compatible(body, raw), {
                 k: v for k, v in headers.items() if k.lower() in ("content-type", "authorization")})
@@ -84,6 +94,7 @@ class ReplyProxy:
                 return 400, json.dumps({"error": {"message": self.unreachable}}).encode()
             with self._lock:
                 self.counts["http_requests"] += 1
+                self.seen += 1
             if sent.status_code == 200:
                 try:
                     answer = sent.json()
@@ -98,11 +109,12 @@ class ReplyProxy:
 
     def _post(self, path: str, content: bytes, headers: dict[str, str]) -> httpx.Response | None:
         """The upstream's answer, or None (``unreachable`` says why) when it cannot be reached
-        after :data:`UPSTREAM_WAITS` (a server that died or never started) or at its first
-        timeout. The framework is then answered 400, which no framework retries: a 5xx is retried
-        by each (by Inspect without limit unless ``max_retries`` is set), and the run would wait
-        on a server that is gone (a CI run waited until it was stopped)."""
-        for tries, wait in enumerate((*UPSTREAM_WAITS, None), start=1):
+        after :attr:`waits` (a server that died or never started; one try and as many more as the
+        run's ``--retries``) or at its first timeout. The framework is then answered 400, which no
+        framework retries: a 5xx is retried by each (by Inspect without limit unless
+        ``max_retries`` is set), and the run would wait on a server that is gone (a CI run waited
+        until it was stopped)."""
+        for tries, wait in enumerate((*self.waits, None), start=1):
             try:
                 sent = self.client.post(self.upstream + path, content=content, headers=headers)
                 self.unreachable = ""
@@ -110,18 +122,28 @@ class ReplyProxy:
             except httpx.TransportError as err:
                 if wait is None or isinstance(err, httpx.TimeoutException):  # a timeout is not retried
                     self.unreachable = (f"cir's reply proxy: the model server {self.upstream} cannot be reached "
-                                        f"({type(err).__name__}: {err}; tried {tries})")
+                                        f"({type(err).__name__}: {err}; tried {tries} "
+                                        f"time{'s' if tries > 1 else ''})")
                     return None
+                with self._lock:
+                    self.counts["retries"] += 1
                 time.sleep(wait)
         return None  # pragma: no cover - the loop returns
 
-    def take(self) -> dict[str, int]:
-        """The counts since the last take (requests, cache hits, tokens), reset."""
+    def retry(self, retries: int) -> None:
+        """Try an upstream it cannot reach ``retries`` more times (``--retries``), 1, 2, 4 ... s apart."""
+        self.waits = tuple(float(min(2 ** i, 30)) for i in range(retries))
+
+    def claim(self) -> dict[str, int]:
+        """The counts no agent has claimed yet (requests, cache hits, tokens); they are the
+        caller's from now on (see the module's text)."""
         with self._lock:
             out = {**self.counts, **self.usage.as_dict()}
             self.counts = dict.fromkeys(self.counts, 0)
             self.usage = UsageCounter()
         return out
+
+    take = claim  # its former name
 
 
 def _compatible(body: dict[str, Any], raw: bytes) -> bytes:
@@ -182,12 +204,16 @@ def _handler(proxy: ReplyProxy) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-def proxied(base_url: str | None, cache_dir: Any = None, fallback: Any = ()) -> ReplyProxy | None:
-    """The proxy of ``base_url`` keeping replies in ``cache_dir`` (None: the server is asked directly)."""
+def proxied(base_url: str | None, cache_dir: Any = None, fallback: Any = (),
+            retries: int | None = None) -> ReplyProxy | None:
+    """The proxy of ``base_url`` keeping replies in ``cache_dir`` (None: the server is asked directly),
+    trying a server it cannot reach ``retries`` more times (None: :data:`UPSTREAM_WAITS`)."""
     if not base_url:
         return None
     if not base_url.startswith(("http://", "https://")):
         raise CirError(f"--base-url {base_url!r}: expected an http(s):// address")
     proxy = ReplyProxy.of(base_url)
     proxy.cache = ResponseCache(cache_dir, fallback=fallback)
+    if retries is not None:
+        proxy.retry(retries)
     return proxy

@@ -139,18 +139,22 @@ class ResponseCache:
         On disk, what the folders held when this cache first looked, what it stored itself
         and what :meth:`stored` has read since (a reply another process stores meanwhile is
         found by :meth:`stored`, after :meth:`asking`)."""
+        return self.lookup(key)[0]
+
+    def lookup(self, key: str) -> tuple[dict[str, Any] | None, str | None]:
+        """:meth:`get`, and where the record came from: ``"memory"``, ``"disk"`` or None (a miss)."""
         record = self._memory.get(key)
         if record is not None:
             with self._lock:
                 self.hits_memory += 1
-            return record
+            return record, "memory"
         for folder in self._folders():
             record = folder.record(key)
             if record is not None:
                 if folder is not self._own:
                     self.put(key, record)  # copied: the own folder is complete on its own
-                return self._hit_disk(key, record)
-        return None
+                return self._hit_disk(key, record), "disk"
+        return None, None
 
     def put(self, key: str, record: dict[str, Any]) -> None:
         """Store ``record`` (a valid answer: non-empty ``text``) under ``key``: one line

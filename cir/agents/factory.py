@@ -118,7 +118,7 @@ def agent_from_spec(
         return _builtin_agent(spec, arg or "default", llm, builtin, family, seed)
     if kind not in _LLM_KINDS and framework is not None:
         agent = framework(spec, base_url=base_url, api_key_env=api_key_env, cache_dir=cache_dir,
-                          cache_fallback=cache_fallback, llm=llm)
+                          cache_fallback=cache_fallback, llm=llm, limits=limits)
         if agent is not None:
             return agent
     model, mode, url = _llm_spec(spec, base_url, prompt, family)
@@ -183,7 +183,16 @@ def _llm_spec(spec: str, base_url: str | None, prompt: LLMPrompt | None, family:
         raise CirError(f"agent {spec!r}: no server address; pass --base-url URL or set OPENAI_BASE_URL")
     if prompt is None:
         raise CirError(f"agent {spec!r}: {family} has no LLM prompt; give one (--prompt FILE)")
-    return arg, "chat" if kind == "openai" else "completion", url
+    return arg, llm_mode(kind, prompt), url
+
+
+def llm_mode(kind: str, prompt: LLMPrompt) -> str:
+    """How an ``openai:MODEL`` / ``openai-completion:MODEL`` agent asks: a plain completion; else by
+    function calling when the family is a tool world (its prompt's tools go as ``tools=``, its calls
+    come back as tool calls), else chat text."""
+    if kind != "openai":
+        return "completion"
+    return "tools" if prompt.tools and prompt.read_call is not None else "chat"
 
 
 def _builtin_agent(spec: str, profile: str, llm: LLMConfig, builtin: Callable[..., Agent] | None,

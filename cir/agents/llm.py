@@ -68,7 +68,7 @@ from cir.agents.usage import UsageCounter, usage_of
 from cir.util.errors import CirError
 from cir.util.singleflight import SingleFlight
 
-MODES = ("chat", "completion")
+MODES = ("chat", "completion", "tools")
 #: An answer longer than this is not a reply to a request for one short command.
 MAX_REPLY_BYTES = 1 << 20
 #: ``max_tokens`` by default: one command (about 10 tokens) with room for a ``think:`` line.
@@ -84,6 +84,7 @@ RESERVED_FIELDS = {
     "max_tokens": "max_tokens (--max-tokens)", "stop": "the newline stop (off with --think)",
     "logprobs": "logprobs (--logprobs)", "top_logprobs": "logprobs (--logprobs)",
     "stream": "the agent (it reads whole answers)", "n": "the agent (it reads one choice)",
+    "tools": "the family's tools (a tool world's, sent with every request of an openai:MODEL agent)",
 }
 _THINK_CLOSED = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
 _THINK_OPEN = re.compile(r"<think>", re.IGNORECASE)
@@ -206,6 +207,9 @@ def _check_agent(prompt: Any, model: Any, mode: str | None) -> str:
     mode = mode or "chat"
     if mode not in MODES:
         raise CirError(f"LLM mode {mode!r}: expected one of {', '.join(MODES)}")
+    if mode == "tools" and (not prompt.tools or prompt.read_call is None):
+        raise CirError(f"LLM mode 'tools' (function calling): prompt {prompt.version!r} has no tools; it is a "
+                       "tool world's (cir.tools)")
     return mode
 
 
@@ -336,7 +340,8 @@ class LLMAgent:
         if max_tokens is None:
             max_tokens = THINK_MAX_TOKENS if think else MAX_TOKENS
         _check_decoding(temperature, logprobs)
-        name = f"openai:{model}" if mode == "chat" else f"openai-{mode}:{model}"
+        # function calling is how openai:MODEL asks a tool world (the spec names the endpoint)
+        name = f"openai:{model}" if mode in ("chat", "tools") else f"openai-{mode}:{model}"
         return name, {
             "agent": "openai",
             "model": model,
@@ -345,7 +350,8 @@ class LLMAgent:
             "temperature": float(temperature),
             "seed": int(seed),
             "max_tokens": int(max_tokens),
-            "stop": [] if think else ["\n"],  # one line is one command; a reasoning model's thinking spans lines
+            # one line is one command; a reasoning model's thinking spans lines, a tool call is no line
+            "stop": [] if think or mode == "tools" else ["\n"],
             "think": bool(think),
             "logprobs": logprobs,
             "options": dict(sorted(check_options(options or {}).items())),
@@ -454,6 +460,9 @@ class LLMAgent:
         body: dict[str, Any] = {"model": self.model}
         if self.mode == "chat":
             body["messages"] = self.prompt.chat_messages(context)
+        elif self.mode == "tools":  # function calling: the tool world's schemas, the calls as tool calls
+            body["messages"] = self.prompt.tool_messages(context)
+            body["tools"] = [dict(t) for t in self.prompt.tools]
         else:
             body["prompt"] = self.prompt.completion_prompt(context)
         body.update(temperature=self.temperature, seed=sample_seed(self.seed, self.sample_index),
@@ -461,7 +470,7 @@ class LLMAgent:
         if self.stop:
             body["stop"] = list(self.stop)
         if self.logprobs is not None:  # the two endpoints ask for them differently
-            if self.mode == "chat":
+            if self.mode in ("chat", "tools"):
                 body.update(logprobs=True, top_logprobs=self.logprobs)
             else:
                 body["logprobs"] = self.logprobs
@@ -474,7 +483,7 @@ class LLMAgent:
         return self._url(self.base_urls[0])
 
     def _url(self, base: str) -> str:
-        return f"{base}/{'chat/completions' if self.mode == 'chat' else 'completions'}"
+        return f"{base}/{'completions' if self.mode == 'completion' else 'chat/completions'}"
 
     @property
     def limiter(self) -> Limiter:
@@ -598,10 +607,12 @@ class LLMAgent:
             return None, f"answer is not an OpenAI-style completion (no choices): {_snippet(raw, 200)!r}"
         choice = choices[0]
         reasoning = None
-        if endpoint == "chat":
+        if endpoint in ("chat", "tools"):
             message = choice.get("message")
             message = message if isinstance(message, dict) else {}
             text = message.get("content")
+            if endpoint == "tools":
+                text = _tool_call_text(message, text)
             # servers that parse the thinking out put it beside the answer (vLLM, llama.cpp)
             reasoning = message.get("reasoning_content") or message.get("reasoning")
         else:
@@ -653,6 +664,19 @@ class LLMAgent:
 
     def __repr__(self) -> str:
         return f"LLMAgent(model={self.model!r}, base_url={self.base_url!r}, mode={self.mode!r})"
+
+
+def _tool_call_text(message: dict[str, Any], text: Any) -> Any:
+    """A function-calling answer as the reply text the family's parser reads: its first tool call in
+    OpenAI's form (``{"name": ..., "arguments": "..."}``; one call per reply, the rest not sent to the
+    env), else the message's text (a model that wrote its call, or a thought, as text)."""
+    calls = message.get("tool_calls")
+    if isinstance(calls, list) and calls and isinstance(calls[0], dict):
+        function = calls[0].get("function")
+        if isinstance(function, dict) and isinstance(function.get("name"), str):
+            return json.dumps({"name": function["name"], "arguments": function.get("arguments") or "{}"},
+                              ensure_ascii=False)
+    return text
 
 
 def _check_requests(*, max_retries: int, backoff: float, max_backoff: float, **above: float) -> None:

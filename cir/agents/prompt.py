@@ -14,6 +14,7 @@ reply cache keys and its own ``agent`` label).
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import sys
 from collections.abc import Callable, Sequence
@@ -110,13 +111,16 @@ class LLMPrompt:
     ``parse`` (a reply -> :class:`ParsedAction`). ``version`` names it in the agent's params.
     ``tools``: the JSON schemas (OpenAI's function-calling form) of a tool world's tools, as plain
     data (:mod:`cir.tools.prompt`), for an agent that sends them as ``tools=``; none for a text
-    world."""
+    world. ``read_call``: a reply's call as ``(tool name, arguments)``, or None (a thought, a text
+    that is no call), which a function-calling agent sends back as the assistant's tool call
+    (:meth:`tool_messages`)."""
 
     version: str
     instructions: str
     examples: Examples = ()
     parse: Callable[[str], ParsedAction] = first_line_action
     tools: tuple[dict, ...] = field(default=(), hash=False)  # dicts: left out of the hash
+    read_call: Callable[[str], tuple[str, dict] | None] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.version, str) or not self.version.strip():
@@ -127,6 +131,9 @@ class LLMPrompt:
             raise CirError(f"LLMPrompt {self.version!r}: parse must be a function reply -> ParsedAction")
         if not isinstance(self.tools, tuple) or not all(isinstance(t, dict) for t in self.tools):
             raise CirError(f"LLMPrompt {self.version!r}: tools must be a tuple of JSON schemas (dicts)")
+        if self.read_call is not None and not callable(self.read_call):
+            raise CirError(f"LLMPrompt {self.version!r}: read_call must be a function reply -> (name, arguments) "
+                           "or None")
 
     def examples_for(self, task_text: str) -> list[str]:
         """The worked examples shown for a task."""
@@ -144,6 +151,44 @@ class LLMPrompt:
             lead = self._lead(len(examples), " (lines starting with > are your commands)")
             system += "\n\n" + lead + "\n\n" + "\n\n".join(examples)
         return [{"role": "system", "content": system}, *merge_same_role(context)]
+
+    def tool_messages(self, context: list[dict[str, str]]) -> list[dict]:
+        """The messages of a function-calling request (sent with :attr:`tools`): a system message
+        (instructions and the examples), then the context in OpenAI's tool-calling form. Each reply
+        of the agent that is a call (:attr:`read_call`) is an assistant message calling that tool
+        (its id ``call_N``, N the reply's place: the same context gives the same request), and the
+        text shown after it that tool's answer; any other reply is the assistant's text and any
+        other message the user's (a harness's recovery, one after a tool's answer)."""
+        if self.read_call is None:
+            raise CirError(f"LLMPrompt {self.version!r}: function calling needs a tool world's prompt "
+                           "(its tools and read_call)")
+        examples = self.examples_for(context[0]["content"] if context else "")
+        system = f"{self.instructions}\nCall one tool per reply."
+        if examples:
+            lead = self._lead(len(examples), " (lines starting with > are calls, each followed by its answer)")
+            system += "\n\n" + lead + "\n\n" + "\n\n".join(examples)
+        messages: list[dict] = [{"role": "system", "content": system}]
+        answering: str | None = None  # the id of the tool call the next shown text answers
+        for i, msg in enumerate(context):
+            if msg["role"] == "assistant":
+                call = self.read_call(msg["content"])
+                if call is None:
+                    messages.append({"role": "assistant", "content": msg["content"]})
+                    answering = None
+                    continue
+                name, arguments = call
+                answering = f"call_{i}"
+                messages.append({"role": "assistant", "content": "", "tool_calls": [
+                    {"id": answering, "type": "function",
+                     "function": {"name": name, "arguments": json.dumps(arguments, ensure_ascii=False)}}]})
+            elif answering is not None:
+                messages.append({"role": "tool", "tool_call_id": answering, "content": msg["content"]})
+                answering = None
+            elif messages[-1]["role"] == msg["role"]:  # harness notes after what was shown
+                messages[-1] = {**messages[-1], "content": messages[-1]["content"] + "\n" + msg["content"]}
+            else:
+                messages.append({"role": msg["role"], "content": msg["content"]})
+        return messages
 
     def completion_prompt(self, context: list[dict[str, str]]) -> str:
         """A plain-completion ReAct prompt ending in ``>`` (the model writes the next command):

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from cir.cli.family import add_family
+from cir.cli.family import add_family, load_family_tasks
 from cir.cli.limits import check_int
 from cir.cli.style import add_family_options, command, family_options
 
@@ -81,7 +81,7 @@ def on_tasks(family: Any, args: argparse.Namespace, n: int,
     generated with ``--seed`` (and ``--family-option``) into a temporary folder (of ``--split``,
     else the family's first)."""
     if args.tasks is not None:
-        return check(family, family.load_tasks(args.tasks, split=args.split), args)
+        return check(family, load_family_tasks(args, family, args.tasks, args.split), args)
     with tempfile.TemporaryDirectory(prefix=f"cir-{args.command}-") as folder:
         split = args.split or family.splits[0]
         family.generate(Path(folder), split, n, args.seed, progress=False, family_options=family_options(args))

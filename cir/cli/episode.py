@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from cir.agents.factory import AGENT_SPECS
-from cir.cli.family import add_family
+from cir.cli.family import add_family, load_family_tasks
 from cir.cli.limits import MAX_BUDGET, check_int
 from cir.cli.llm_options import add_llm_options, add_request_options, llm_config, request_limits
 from cir.cli.style import add_quiet, command
@@ -122,7 +122,8 @@ def handle(args: argparse.Namespace) -> int:
     family = get_family(env_spec)
     if args.router and router is None:
         router = Router.load(args.router, extractor=family.extractor)
-    task = _one_task(family, args.task, args.tasks)
+    # (a family named by --family or by the router is given; only the default one may be a forgotten --family)
+    task = _one_task(family, args.task, args.tasks, args if env_spec == DEFAULT_FAMILY and not args.family else None)
     from cir.pairs.settings import RunSettings
 
     # the request options checked as a run's are (one line naming the option)
@@ -139,27 +140,37 @@ def handle(args: argparse.Namespace) -> int:
         )
     paint = Painter(sys.stdout.isatty() and not os.environ.get("NO_COLOR"))
     print(format_episode(episode, task, info, paint, full=args.show))
-    if callable(getattr(agent, "stats", None)):  # what the episode cost the LLM server
-        llm = agent.stats()
-        print(f"LLM: {llm['http_requests']} HTTP requests ({llm['retries']} retries), "
-              f"{llm['cache_hits_disk']} replies from the disk cache, {llm['unparsable']} unparsable",
-              file=sys.stderr)
+    llm = agent.stats() if callable(getattr(agent, "stats", None)) else None
+    if llm:  # what the episode cost the LLM server (an LLM agent's or a framework agent's reply proxy)
+        print(llm_line(llm), file=sys.stderr)
     if args.json:
         from cir.pairs.outputs import write_output
 
         write_output(args.json, json.dumps({"task_id": task.task_id, "info": info, "transcript": episode.to_dict(),
-                                            "factual": factual.to_dict()}, indent=1) + "\n", "transcript", "--json")
+                                            "factual": factual.to_dict(), **({"llm": llm} if llm else {})},
+                                           indent=1) + "\n", "transcript", "--json")
     return 0
 
 
-def _one_task(family: Any, task: str, folder: str | None) -> Any:
+def llm_line(llm: dict[str, Any]) -> str:
+    """What an episode cost the model's server, from an agent's ``stats()`` (an LLM agent's, or a
+    framework agent's reply proxy's: the counts either has)."""
+    line = (f"LLM: {llm.get('http_requests', 0)} HTTP requests ({llm.get('retries', 0)} retries), "
+            f"{llm.get('cache_hits', 0)} replies from the reply cache ({llm.get('cache_hits_disk', 0)} from disk)")
+    if "unparsable" in llm:
+        line += f", {llm['unparsable']} unparsable"
+    return line
+
+
+def _one_task(family: Any, task: str, folder: str | None, args: argparse.Namespace | None = None) -> Any:
     """TASK of the family: a task id of ``folder``, or what ``load_tasks(TASK)`` finds (one task)."""
+    given = args if args is not None else argparse.Namespace(family=family.name)
     if folder is not None:
-        found = [t for t in family.load_tasks(folder) if str(t.task_id) == task]
+        found = [t for t in load_family_tasks(given, family, folder) if str(t.task_id) == task]
         if not found:
             raise CirError(f"--tasks {folder}: no task {task!r}")
         return found[0]
-    tasks = family.load_tasks(task)
+    tasks = load_family_tasks(given, family, task)
     if len(tasks) != 1:
         raise CirError(f"{task}: holds {len(tasks)} tasks; give one task (ALFWorld: one game.tw-pddl or "
                        "the trial folder of one task), or --tasks DIR and a task id")

@@ -9,6 +9,7 @@ import tempfile
 from typing import Any
 
 from cir.agents.factory import AGENT_SPECS
+from cir.cli.family import load_family_tasks
 from cir.cli.llm_options import add_llm_options
 from cir.cli.run import add_grid_options, grid_settings
 from cir.cli.run_settings import run_settings
@@ -105,7 +106,7 @@ def handle(args: argparse.Namespace) -> int:
                               samples=args.samples)
             result = estimate_runs(runs, name="study", chars_per_token=args.chars_per_token, keep=keep)
     else:
-        tasks = settings.env_family().load_tasks(args.tasks, split=args.split)[: args.limit]
+        tasks = load_family_tasks(args, settings.env_family(), args.tasks, args.split)[: args.limit]
         result = estimate_run(tasks, settings, name=str(args.tasks), chars_per_token=args.chars_per_token,
                               keep=keep)
     print(report(result, args))

@@ -78,3 +78,18 @@ def family_of(args: argparse.Namespace, *runs: str | Path | None) -> Any:
     from cir.families.registry import get_family
 
     return get_family(family_spec(args, *runs))
+
+
+def load_family_tasks(args: argparse.Namespace, family: Any, path: str | Path, split: str | None = None) -> list[Any]:
+    """``family.load_tasks(path, split=split)``; when ``--family`` was not given (the tasks read as the
+    default family's), a folder that does not read as them says so and how to name the family: a
+    forgotten ``--family`` is the likeliest cause (another family's ``manifest.json`` read as
+    ALFWorld's said only "task #0 is not an object")."""
+    try:
+        tasks = family.load_tasks(path, split=split) if split is not None else family.load_tasks(path)
+    except CirError as err:
+        if getattr(args, "family", None):
+            raise
+        raise CirError(f"{err} (read as {family.name} tasks, the default family: for another family's tasks "
+                       "give --family NAME, the one `cir tasks generate` was given)") from None
+    return tasks

@@ -140,7 +140,8 @@ def _register_evaluate(subparsers: Any) -> None:
                     "cluster-bootstrap CIs, margins of CIR over each, a sign-flip test.",
         examples=["cir evaluate router.json test_run",
                   "cir evaluate router.json test_run --columns all --format csv --out eval.csv",
-                  "cir evaluate router.json test_run --calibration reliability.png"])
+                  "cir evaluate router.json test_run --calibration reliability.png",
+                  "cir evaluate router.json test_run --decisions decisions.csv"])
     e.add_argument("router", metavar="ROUTER", help="router file from `cir fit` (named cir in the output)")
     e.add_argument("paired", metavar="PAIRED", help="the held-out table: paired.csv / paired.parquet, or a RUN_DIR")
     e.add_argument("--compare", type=_named_router, action="append", default=[], metavar="NAME=ROUTER",
@@ -151,6 +152,10 @@ def _register_evaluate(subparsers: Any) -> None:
     e.add_argument("--out", default=None, metavar="FILE", help="write to FILE instead of standard output")
     e.add_argument("--calibration", default=None, metavar="FILE",
                    help="also write the models' reliability curves on this table to this PNG/SVG")
+    e.add_argument("--decisions", default=None, metavar="FILE",
+                   help="also write each router's decision on each held-out arm to this CSV (task_id, "
+                        "condition, router, recover, delay, operation, y): what a live run of the router "
+                        "is compared with, arm by arm")
     e.add_argument("--allow-overlap", action="store_true",
                    help="evaluate even if the table shares tasks with the training table")
     e.add_argument("--allow-partial", action="store_true",
@@ -324,10 +329,19 @@ def _evaluate(args: argparse.Namespace) -> int:
             png = io.BytesIO()
             calibration_figure(routers["cir"], df).savefig(png, dpi=120, format=_figure_format(args.calibration))
             write_output(args.calibration, png.getvalue(), "figure", "--calibration")
+        if args.decisions:
+            from cir.router.evaluation import arm_decisions
+
+            decisions = arm_decisions(result["episodes"], list(routers))
+            if partial:
+                decisions = decisions.assign(partial_run=partial)
+            write_output(args.decisions, decisions.to_csv(index=False), "table", "--decisions")
         if args.out:
             write_output(args.out, text, "table", "--out")
     except OSError as err:
         raise disk_error(err.filename or args.out or args.calibration, err) from None
+    if args.decisions:
+        print(f"wrote {args.decisions}", file=sys.stderr)
     if args.out:
         print(f"wrote {args.out}", file=sys.stderr)
     else:

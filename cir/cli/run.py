@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cir.agents.factory import AGENT_SPECS
-from cir.cli.family import add_family
+from cir.cli.family import add_family, load_family_tasks
 from cir.cli.llm_options import add_llm_options, add_request_options
 from cir.cli.run_settings import run_settings
 from cir.cli.style import add_family_options, add_parallel, add_quiet, add_restore_check, command
@@ -139,7 +139,7 @@ def handle(args: argparse.Namespace) -> int:
     settings = run_settings(args, replay)
     if args.limit is not None and args.limit < 1:
         raise CirError(f"--limit {args.limit}: expected an integer >= 1")
-    tasks = settings.env_family().load_tasks(args.tasks, split=args.split)
+    tasks = load_family_tasks(args, settings.env_family(), args.tasks, args.split)
     if args.limit is not None:
         tasks = tasks[: args.limit]
     source = str(Path(args.tasks).expanduser().resolve()) + (f" (split {args.split})" if args.split else "")

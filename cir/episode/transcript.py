@@ -246,8 +246,9 @@ class Transcript:
                     raise CirError(f"messages[{i}]: the tool call {call['id']!r} is not answered by the "
                                    "tool message that follows it")
                 shown = _content(messages, i + 1)
-                if call["id"].startswith(RECOVERY_CALL_PREFIX):
-                    transcript.steps.append(_recovery_call_step(shown, refresh_query, i))
+                if call["id"].startswith(RECOVERY_CALL_PREFIX):  # its action: the call the harness sent
+                    transcript.steps.append(_recovery_call_step(
+                        shown, (action_of or tool_action)(call["name"], call["arguments"]), i))
                 else:
                     action = (action_of or tool_action)(call["name"], call["arguments"])
                     text = messages[i].get("content") or ""
@@ -311,6 +312,13 @@ def malformed_call(messages: list[dict[str, Any]], i: int) -> tuple[str, str] | 
     return None
 
 
+#: Where ``parallel_tool_calls=False`` goes in each framework (docs/frameworks.md, "What cannot be forked is refused").
+PARALLEL_OFF = ("LangGraph: ChatOpenAI(..., model_kwargs={'parallel_tool_calls': False}) for create_agent "
+                "and create_react_agent, model.bind_tools(tools, parallel_tool_calls=False) in a StateGraph; "
+                "Agents SDK: Agent(model_settings=ModelSettings(parallel_tool_calls=False)); "
+                "Inspect: GenerateConfig(parallel_tool_calls=False) on its model")
+
+
 def tool_call_of(messages: list[dict[str, Any]], i: int) -> dict[str, Any]:
     """The one tool call of ``messages[i]`` as ``{"id", "name", "arguments"}`` (arguments
     parsed from their JSON text); several calls (parallel tool calls) are refused."""
@@ -319,7 +327,7 @@ def tool_call_of(messages: list[dict[str, Any]], i: int) -> dict[str, Any]:
         n = len(calls) if isinstance(calls, list) else calls
         raise CirError(f"messages[{i}]: {n} tool calls in one message: parallel tool calls cannot be "
                        "forked exactly (the env sees them in an order the messages do not record); "
-                       "turn them off (parallel_tool_calls=False)")
+                       f"turn them off: {PARALLEL_OFF}")
     call = calls[0]
     function = call.get("function") if isinstance(call, dict) else None
     if not isinstance(function, dict) or not isinstance(call.get("id"), str) \

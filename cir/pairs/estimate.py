@@ -65,11 +65,15 @@ def prompt_text(body: dict[str, Any]) -> str:
 
 def framework_renderer(settings: RunSettings) -> Callable[[list[dict[str, str]]], dict[str, Any]]:
     """A framework agent's request for a context: its messages as the framework gets them, each reply
-    a call of its command tool answered by the tool's message (one request a turn). The framework's
+    a call of its command tool answered by the tool's message (one request a turn; a tool world's
+    replies are calls of its typed tools). The framework's
     own system prompt and tool schemas are not known without running it: the tokens are a lower
     bound, the requests exact for an agent that makes one model call a turn."""
     import json
 
+    prompt = settings.env_family().prompt
+    if prompt.read_call is not None:  # a tool world: each reply the call of its typed tool, as the model makes it
+        return lambda context: {"model": settings.agent, "messages": prompt.tool_messages(context)[1:]}
     agent = make_agent(settings.agent, family=settings.family)
     tools = agent.framework.tools()
     command = [(name, params[0]) for name, params in tools.items() if len(params) == 1]
@@ -96,6 +100,7 @@ def framework_renderer(settings: RunSettings) -> Callable[[list[dict[str, str]]]
 
 def llm_renderer(settings: RunSettings, sample: int = 0) -> Callable[[list[dict[str, str]]], dict[str, Any]]:
     """The request body the run's LLM agent (drawing ``sample``: its own seed) would send for a context."""
+    from cir.agents.factory import llm_mode
     from cir.agents.llm import LLMAgent
 
     kind, _, model = settings.agent.partition(":")
@@ -108,7 +113,7 @@ def llm_renderer(settings: RunSettings, sample: int = 0) -> Callable[[list[dict[
     family = settings.env_family()
     prompt = family.prompt.from_file(settings.prompt_file) if settings.prompt_file else family.prompt
     agent = LLMAgent(model, _NOWHERE, prompt=prompt, seed=settings.seed, temperature=llm.temperature,
-                     max_tokens=llm.max_tokens, mode="chat" if kind == "openai" else "completion",
+                     max_tokens=llm.max_tokens, mode=llm_mode(kind, prompt),
                      think=llm.think, logprobs=llm.logprobs, options=llm.options).sample(sample)
     return lambda context: agent.request(context)[1]
 

@@ -480,5 +480,7 @@ class _Run:
                      f"{llm.get('retries', 0)}, refused {llm.get('refusals', 0)}), tokens "
                      f"{llm.get('prompt_tokens', 0)} prompt ({llm.get('cached_prompt_tokens', 0)} "
                      f"cached) + {llm.get('completion_tokens', 0)} completion, replies from the "
-                     f"disk cache {llm.get('cache_hits_disk', 0)}, unparsable {llm.get('unparsable', 0)}")
+                     f"reply cache {llm.get('cache_hits', 0)} ({llm.get('cache_hits_disk', 0)} from disk)")
+            if "unparsable" in llm:  # an LLM agent parses replies (a framework agent's framework does)
+                line += f", unparsable {llm['unparsable']}"
         return line

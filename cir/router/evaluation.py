@@ -388,6 +388,24 @@ def evaluate(model: Router | Fitted | Mapping[str, Router | Fitted], paired: pd.
     return {"episodes": arms, "summary": summary, "margins": margins, "settings": settings}
 
 
+#: The columns of :func:`arm_decisions` (``cir evaluate --decisions FILE``).
+DECISION_COLUMNS = ["task_id", "condition", "router", "recover", "delay", "operation", "y"]
+
+
+def arm_decisions(arms: pd.DataFrame, routers: list[str]) -> pd.DataFrame:
+    """Each router's decision on each held-out arm, from a walk table (:func:`walk_routers`, the
+    ``episodes`` of :func:`evaluate`): whether it recovers, at which delay (-1: never) and with which
+    operation ("" where none), and the arm's outcome under it. What a live run of the router is
+    compared with, arm by arm (``cir evaluate --decisions FILE``): the live episode of a task under
+    a condition recovers at that delay with that operation, or not at all, and ends with ``y``."""
+    frames = [pd.DataFrame({"task_id": arms["task_id"].astype(str), "condition": arms["condition"].astype(str),
+                            "router": name, "recover": arms[f"int_{name}"].astype(bool),
+                            "delay": arms[f"delay_{name}"].astype(int), "operation": arms[f"op_{name}"].astype(str),
+                            "y": arms[f"y_{name}"]}) for name in routers]
+    out = pd.concat(frames, ignore_index=True)[DECISION_COLUMNS]
+    return out.sort_values(["router", "task_id", "condition"], kind="stable").reset_index(drop=True)
+
+
 def _router_settings(router: Router) -> dict[str, Any]:
     """The policy's settings as fitted (the harness budgets are the router's, not the policy's)."""
     params = {k: v for k, v in router.params.items() if k not in ("max_turns", "max_actions")}

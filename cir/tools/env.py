@@ -133,28 +133,8 @@ class ToolEnv:
     def refresh_for(self, suspect_action: str) -> str | None:
         """The call a refresh sends after the suspect result of ``suspect_action``: the same call
         when its tool only reads, else the world's ``refresh`` of it, else None (the env's
-        ``refresh_query`` is sent)."""
-        try:
-            call = parse_call(suspect_action, self.tools)
-        except CallError:
-            return None
-        if call.name == FINISH:
-            return None
-        if self.tools[call.name].read_only:
-            return render_call(call, self.tools)
-        if self.refresh is None:
-            return None
-        other = self.refresh(call)
-        if other is None:
-            return None
-        try:
-            mapped = parse_call(other, self.tools) if isinstance(other, str) else other.resolved(self.tools)
-        except CallError as err:
-            raise CirError(f"the world's refresh of {suspect_action!r:.80} gave {other!r:.80}: {err}") from None
-        if not self.tools[mapped.name].read_only:
-            raise CirError(f"the world's refresh of {suspect_action!r:.80} gave {mapped.name}, which changes the "
-                           "state; a refresh re-reads, so it must name a read-only tool")
-        return render_call(mapped, self.tools)
+        ``refresh_query`` is sent). :func:`refresh_call_for`."""
+        return refresh_call_for(self.tools, self.refresh, suspect_action)
 
     def moves_on_its_own(self) -> bool:
         """Whether a world event fires after the next env action (``check_env`` does not compare
@@ -223,3 +203,32 @@ class ToolEnv:
             known = self.seen.setdefault(key, [])
             if value not in known and len(known) < 50:
                 known.append(value)
+
+
+def refresh_call_for(tools: Mapping[str, Tool], refresh: Callable[[ToolCall], Any] | None,
+                     suspect_action: str) -> str | None:
+    """The call a refresh sends after the suspect result of ``suspect_action`` (see
+    :meth:`ToolEnv.refresh_for`), given the tools and the world's ``refresh`` mapping: the env's
+    answer, and production's (a framework agent's typed tools on the user's own state,
+    :mod:`cir.adapters.typed`), which has no env."""
+    try:
+        call = parse_call(suspect_action, tools)
+    except CallError:
+        return None
+    if call.name == FINISH:
+        return None
+    if tools[call.name].read_only:
+        return render_call(call, tools)
+    if refresh is None:
+        return None
+    other = refresh(call)
+    if other is None:
+        return None
+    try:
+        mapped = parse_call(other, tools) if isinstance(other, str) else other.resolved(tools)
+    except CallError as err:
+        raise CirError(f"the world's refresh of {suspect_action!r:.80} gave {other!r:.80}: {err}") from None
+    if not tools[mapped.name].read_only:
+        raise CirError(f"the world's refresh of {suspect_action!r:.80} gave {mapped.name}, which changes the "
+                       "state; a refresh re-reads, so it must name a read-only tool")
+    return render_call(mapped, tools)

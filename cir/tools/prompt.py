@@ -36,7 +36,7 @@ def tool_prompt(name: str, tools: Mapping[str, Tool], instructions: str = "",
     digest = hashlib.sha256(json.dumps([schemas, text, list(examples)], sort_keys=True,
                                        ensure_ascii=False).encode()).hexdigest()[:12]
     return LLMPrompt(version=f"{name}-tools-{digest}", instructions=text, examples=tuple(examples),
-                     parse=CallParser(tools), tools=schemas)
+                     parse=CallParser(tools), tools=schemas, read_call=CallReader(tools))
 
 
 class CallParser:
@@ -68,3 +68,25 @@ class CallParser:
 
     def __repr__(self) -> str:
         return f"CallParser({', '.join(self.tools)})"
+
+
+class CallReader:
+    """A reply (a canonical call text, as the agent's replies are recorded) -> ``(tool name,
+    arguments)``, or None for a reply that is no call of a known tool: what a function-calling
+    agent sends back as its tool call (:meth:`cir.agents.prompt.LLMPrompt.tool_messages`)."""
+
+    def __init__(self, tools: Mapping[str, Tool]) -> None:
+        self.tools = dict(tools)
+
+    def __call__(self, reply: str) -> tuple[str, dict] | None:
+        lines = [line for line in reply.strip().splitlines() if line.strip()]
+        if not lines:
+            return None
+        try:
+            call = parse_call(lines[0], self.tools)
+        except CallError:
+            return None
+        return call.name, self.tools[call.name].json_values(call.arguments)
+
+    def __repr__(self) -> str:
+        return f"CallReader({', '.join(self.tools)})"

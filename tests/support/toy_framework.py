@@ -16,6 +16,7 @@ from typing import Any
 
 from cir.adapters.driver import FrameworkAgent
 from cir.adapters.protocol import env_step
+from cir.util.errors import CirError
 from support.keydoor import KeyDoorAgent
 
 
@@ -106,3 +107,54 @@ def sloppy_keydoor_answer(turns: tuple[int, ...] = (1, 3, 5)):
             reply.tool_calls = [{**call, "function": {"name": "act", "arguments": '{"command": "rig'}}]
         return reply
     return answer
+
+
+def tool_chat(messages: list[dict[str, Any]], tools: dict[str, Any]) -> list[dict[str, str]]:
+    """A tool world's framework messages as cir's context: each agent tool call as its canonical call
+    text, each tool answer as a user message; a harness's call (a refresh) shows only its answer,
+    as a harness step does in cir's context."""
+    from cir.episode.protocol import RECOVERY_CALL_PREFIX
+    from cir.tools import ToolCall, render_call
+
+    out = []
+    for m in messages:
+        if m["role"] == "assistant" and m.get("tool_calls"):
+            call = m["tool_calls"][0]
+            if str(call["id"]).startswith(RECOVERY_CALL_PREFIX):
+                continue
+            function = call["function"]
+            try:
+                arguments = json.loads(function["arguments"] or "{}")
+                text = render_call(ToolCall(function["name"], arguments), tools)
+            except (ValueError, CirError):
+                text = function["arguments"]
+            out.append({"role": "assistant", "content": text})
+        elif m["role"] == "tool":
+            out.append({"role": "user", "content": m["content"]})
+        else:
+            out.append({"role": m["role"], "content": m["content"] or ""})
+    return out
+
+
+def world_answer(world: Any, agent: Any):
+    """A deterministic chat server that is a tool world's model-free ``agent`` calling its typed tools
+    (``FakeOpenAI(answer=world_answer(WORLD, AGENT))``): each reply one tool call, the agent's call
+    with its arguments; the system message (a framework's instructions) is not read."""
+    from cir.tools import parse_call
+    from support.fake_openai import Reply, tool_call
+
+    def answer(path: str, body: dict[str, Any], attempt: int):
+        messages = [m for m in body.get("messages", ()) if m.get("role") != "system"]
+        call = parse_call(agent.act(tool_chat(messages, world.tools)), world.tools)
+        prompt = len(json.dumps(body.get("messages", ())).split())
+        return Reply(text=None, tool_calls=[tool_call(call.name, dict(call.arguments), messages)],
+                     usage={"prompt_tokens": prompt, "completion_tokens": 8, "total_tokens": prompt + 8})
+
+    return answer
+
+
+def shop_answer(path: str, body: dict[str, Any], attempt: int):
+    """The tests' shop world's agent (``tests/support/shop.py``) as a chat server calling its tools."""
+    from support.shop import WORLD, ShopAgent
+
+    return world_answer(WORLD, ShopAgent())(path, body, attempt)
