@@ -24,7 +24,7 @@ from typing import Any
 
 from cir.adapters.driver import refresh_call
 from cir.adapters.protocol import EnvCall, EnvSession, EpisodeOver, bound, current_session
-from cir.envs.base import refresh_query
+from cir.envs.base import refresh_for, refresh_query
 from cir.episode.operations import operation_info
 from cir.episode.perturb import Perturbation, feasibility, parse_conditions, perturbation_point
 from cir.episode.protocol import (
@@ -86,7 +86,9 @@ class LiveRouting:
             session.decisions.append((delay, operation))
         if operation is None:
             return None
-        return self._recovery(operation, transcript, at, session, query, len(system))
+        # a tool world re-runs the suspect call (cir.envs.base.refresh_for); other envs get their query
+        suspect = transcript.steps[transcript.steps_until_env_action(at) - 1].action if env is not None else None
+        return self._recovery(operation, transcript, at, session, refresh_for(env, suspect) or query, len(system))
 
     def _recovery(self, operation: str, transcript: Transcript, at: int, session: EnvSession | None,
                   query: str, n_system: int) -> Recovery:

@@ -17,7 +17,7 @@ import hashlib
 import re
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from cir.util.errors import CirError
@@ -106,12 +106,16 @@ def merge_same_role(messages: list[dict[str, str]]) -> list[dict[str, str]]:
 class LLMPrompt:
     """A ReAct prompt: ``instructions`` (the system text), ``examples`` (worked episodes, the
     agent's commands on ``> `` lines, or a function of the task text that chooses them) and
-    ``parse`` (a reply -> :class:`ParsedAction`). ``version`` names it in the agent's params."""
+    ``parse`` (a reply -> :class:`ParsedAction`). ``version`` names it in the agent's params.
+    ``tools``: the JSON schemas (OpenAI's function-calling form) of a tool world's tools, as plain
+    data (:mod:`cir.tools.prompt`), for an agent that sends them as ``tools=``; none for a text
+    world."""
 
     version: str
     instructions: str
     examples: Examples = ()
     parse: Callable[[str], ParsedAction] = first_line_action
+    tools: tuple[dict, ...] = field(default=(), hash=False)  # dicts: left out of the hash
 
     def __post_init__(self) -> None:
         if not isinstance(self.version, str) or not self.version.strip():
@@ -120,6 +124,8 @@ class LLMPrompt:
             raise CirError(f"LLMPrompt {self.version!r}: instructions must be a non-empty str")
         if not callable(self.parse):
             raise CirError(f"LLMPrompt {self.version!r}: parse must be a function reply -> ParsedAction")
+        if not isinstance(self.tools, tuple) or not all(isinstance(t, dict) for t in self.tools):
+            raise CirError(f"LLMPrompt {self.version!r}: tools must be a tuple of JSON schemas (dicts)")
 
     def examples_for(self, task_text: str) -> list[str]:
         """The worked examples shown for a task."""

@@ -29,6 +29,13 @@ class Env(Protocol):
     ``refresh_query`` (for example ``refresh_query = "read counter"``); ALFWorld's is
     ``look`` (:data:`DEFAULT_REFRESH_QUERY`), which is also what an env that declares
     none is sent. :func:`refresh_query` reads it (through wrappers).
+
+    An env may also define ``refresh_for(suspect_action) -> str | None``: the action that
+    re-reads what the suspect observation (the answer to ``suspect_action``) was about, or None.
+    A refresh then sends that action instead of the refresh query: a tool world
+    (:mod:`cir.tools.env`) re-runs the read-only call that produced the suspect result. An env
+    without it (ALFWorld, the cooking games) is sent its refresh query, as before;
+    :func:`refresh_for` reads it (through wrappers).
     """
 
     def reset(self) -> str:
@@ -60,3 +67,20 @@ def refresh_query(env: Any) -> str:
     if not isinstance(query, str) or not query.strip():
         raise CirError(f"{type(env).__name__}.refresh_query: expected a non-empty action text, got {query!r}")
     return query
+
+
+def refresh_for(env: Any, suspect_action: str | None) -> str | None:
+    """The action ``env`` says a refresh sends after the suspect observation of ``suspect_action``
+    (its ``refresh_for``, read through wrappers as the query is), or None: the env has no
+    ``refresh_for``, or it names no action (a refresh sends the refresh query then)."""
+    inner = env
+    while not hasattr(inner, "refresh_for") and hasattr(inner, "env"):
+        inner = inner.env
+    method = getattr(inner, "refresh_for", None)
+    if not callable(method) or suspect_action is None:
+        return None
+    action = method(suspect_action)
+    if action is not None and (not isinstance(action, str) or not action.strip()):
+        raise CirError(f"{type(inner).__name__}.refresh_for({suspect_action!r:.60}): expected an action text or "
+                       f"None, got {action!r:.60}")
+    return action

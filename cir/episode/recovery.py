@@ -31,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from cir.envs.base import DEFAULT_REFRESH_QUERY
+from cir.envs.base import DEFAULT_REFRESH_QUERY, refresh_for
 from cir.episode.operations import OPERATIONS, OperationInfo, check_operations, operation_info
 from cir.episode.protocol import REWIND_HEADER
 from cir.episode.transcript import HARNESS, Step, Transcript
@@ -86,7 +86,10 @@ class Operation:
 
 class Refresh(Operation):
     """Send ``query`` (the env's refresh query, :func:`cir.envs.base.refresh_query`) and show
-    the answer."""
+    the answer. An env that says which action re-reads what a suspect observation was about
+    (``refresh_for``, :func:`cir.envs.base.refresh_for`: a tool world re-runs the read-only call
+    that produced the suspect result) is sent that action instead; the suspect step is the one
+    ``checkpoints.anchor`` indexes (the perturbed step)."""
 
     info = OPERATIONS["refresh"]
 
@@ -96,9 +99,19 @@ class Refresh(Operation):
     def shown(self, obs: str) -> str:
         return f"{self.info.text} {obs}"
 
+    def action(self, env: Env, transcript: Transcript, checkpoints: Checkpoints) -> str:
+        """What this refresh sends: the env's ``refresh_for`` of the suspect step's action when it
+        gives one, else :attr:`query`."""
+        anchor = checkpoints.anchor
+        suspect = transcript.steps[anchor].action if anchor is not None and 0 <= anchor < len(transcript.steps) \
+            else None
+        found = refresh_for(env, suspect)
+        return self.query if found is None else found
+
     def apply(self, env: Env, transcript: Transcript, checkpoints: Checkpoints) -> Step:
-        obs, done, won = env.step(self.query)
-        return Step(actor=HARNESS, reply=self.name, action=self.query, observation=obs,
+        query = self.action(env, transcript, checkpoints)
+        obs, done, won = env.step(query)
+        return Step(actor=HARNESS, reply=self.name, action=query, observation=obs,
                     shown=self.shown(obs), events=[f"recovery:{self.name}"], done=done, won=won)
 
     def __repr__(self) -> str:

@@ -273,6 +273,10 @@ class RunRecord:
         spec, done = self.settings.family, self.counts.tasks_done
         if failed.get("task_id") is None:  # a failure without its parts: its message
             what = f"({failed.get('message', 'no detail recorded')})"
+        elif failed.get("differs") is not None:  # a tool world's state found its own restore inexact
+            task = failed["task_id"] if not failed.get("run") else f"{failed['task_id']} of {failed['run']}"
+            what = (f"in task {task} (restored to the state after env action {failed.get('after_env_action')}, "
+                    f"its {failed.get('kind', '')} state's content was not the snapshot's: {failed['differs']})")
         else:
             task = failed["task_id"] if not failed.get("run") else f"{failed['task_id']} of {failed['run']}"
             where = f" ({failed['where']})" if failed.get("where") else ""

@@ -63,25 +63,10 @@ from cir.pairs.record import sent_text
 from cir.pairs.samples import sample_columns
 from cir.pairs.schedule import JobPool, run_fork
 from cir.pairs.settings import RESTORE_CHECKS, ReplaySettings, agent_label
-from cir.util.errors import CirError
+from cir.util.errors import CirError, ReplayError, RestoreError
 
 __all__ = ["RESTORE_CHECKS", "ReplayError", "ReplaySettings", "RestoreError", "check_branch_points",
            "check_restore", "TaskResult", "agent_label", "check_arm", "run_task_pairs"]
-
-
-class ReplayError(CirError):
-    """The two arms of a pair are not identical up to the branch point."""
-
-
-class RestoreError(ReplayError):
-    """The env's restore is not exact: a restored state answered otherwise than the original.
-
-    ``failure`` holds the parts as plain data (task, the state's env action count, the action
-    sent, both answers), for the run record that quarantines the run folder."""
-
-    def __init__(self, message: str, failure: dict[str, Any] | None = None) -> None:
-        super().__init__(message)
-        self.failure = dict(failure or {})
 
 
 def _features(extractor: FeatureExtractor, transcript: Transcript, delay: int,

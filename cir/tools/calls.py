@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from cir.util.errors import CirError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from cir.tools.tool import Tool
+    from cir.tools.typed import Tool
 
 #: JSON's words, read where a Python literal would stand
 _JSON_NAMES = {"true": True, "false": False, "null": None, "True": True, "False": False, "None": None}

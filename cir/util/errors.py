@@ -31,3 +31,22 @@ class CirValueError(CirError, ValueError):
 class CirTypeError(CirError, TypeError):
     """An object that lacks what it must have (an env without ``cursor()``): a CirError that is
     also a ``TypeError``."""
+
+
+class ReplayError(CirError):
+    """The two arms of a pair are not identical up to the branch point (:mod:`cir.pairs.replay`)."""
+
+
+class RestoreError(ReplayError):
+    """An env's restore is not exact: a restored state answered otherwise than the original
+    (the replayer's restore check, :mod:`cir.pairs.replay`), or its content is not the content
+    the snapshot recorded (a tool world's digest check, :mod:`cir.tools.state`). A run that meets
+    one is quarantined (:mod:`cir.pairs.run`); ``check_env`` reports one as a failure.
+
+    ``failure`` holds the parts as plain data (task, the state's env action count, the action
+    sent, both answers; or the task and what differs), for the run record that quarantines the
+    run folder."""
+
+    def __init__(self, message: str, failure: dict | None = None) -> None:
+        super().__init__(message)
+        self.failure = dict(failure or {})

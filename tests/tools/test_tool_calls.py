@@ -1,4 +1,4 @@
-"""The call format of tool worlds (cir.tools.calls) and typed tools (cir.tools.tool): one
+"""The call format of tool worlds (cir.tools.calls) and typed tools (cir.tools.typed): one
 canonical text per call, schemas derived from hints and docstrings, bad calls as errors that
 say what was expected."""
 
@@ -11,7 +11,7 @@ from typing import Literal
 import pytest
 
 from cir.tools.calls import CallError, ToolCall, canonical, parse_call, render_call
-from cir.tools.tool import Tool, bind, parse_docstring, tool, tool_map
+from cir.tools.typed import Tool, bind, parse_docstring, tool, tool_map
 from cir.util.errors import CirError
 
 
