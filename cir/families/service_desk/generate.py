@@ -30,7 +30,15 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from cir.families.service_desk.catalog import CARRIERS, CATALOGS, CITIES, FIRST_NAMES, LAST_NAMES, STREETS, Product
+from cir.families.service_desk.catalog import (
+    CARRIERS,
+    CATALOGS,
+    CITIES,
+    FIRST_NAMES,
+    LAST_NAMES,
+    STREETS,
+    Product,
+)
 from cir.families.service_desk.store import OPENED, SCHEMA, money, store_time
 from cir.families.service_desk.tickets import KINDS, Address, Request, Ticket, ticket_text
 from cir.util.errors import SettingError
@@ -179,6 +187,9 @@ def _customer(store: _Store, name: str | None = None) -> tuple[str, list[tuple[s
     if name is None:
         name = f"{rng.choice(FIRST_NAMES)} {rng.choice(LAST_NAMES)}"
     email = name.lower().replace(" ", ".") + f"{rng.randint(1, 99)}@example.com"
+    while email in store.used:
+        email = name.lower().replace(" ", ".") + f"{rng.randint(100, 999)}@example.com"
+    store.used.add(email)
     home = store.address()
     store.rows["customers"].append((cid, name, email, home.address1, home.city, home.state, home.zip, store.past(30, 400)))
     kinds = ["credit_card"] + rng.sample(["paypal", "gift_card", "credit_card"], rng.randint(0, 2))

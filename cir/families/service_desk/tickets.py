@@ -128,7 +128,7 @@ def ticket_text(t: Ticket) -> str:
 _HEADER = re.compile(r"^Ticket (?P<id>\S+), opened (?P<opened>\S+), from (?P<name>.+?) <(?P<email>[^>]+)>:", re.M)
 _LINE = re.compile(r"^(\d+)\. (.+)$", re.M)
 _ORDER = re.compile(r"\b(W\d+)\b")
-_ITEM = re.compile(r"(?:the|my) (?P<product>[A-Z][\w'-]*(?: [\w'-]+)*?) \((?P<opts>[^)]*)\)")
+_ITEM = re.compile(r"(?:[Tt]he|[Mm]y) (?P<product>[A-Z][\w'-]*(?: [\w'-]+)*?) \((?P<opts>[^)]*)\)")
 _ADDRESS = re.compile(r"to (?P<a1>[^,]+), (?P<city>[^,]+), (?P<state>[A-Z]{2}) (?P<zip>\d{5})")
 
 

@@ -31,7 +31,7 @@ from cir.families.service_desk.store import (
     order_record,
     product_record,
 )
-from cir.tools.tool import ToolError, tool
+from cir.tools.typed import ToolError, tool
 
 Reason = Literal["no longer needed", "ordered by mistake"]
 assert tuple(Reason.__args__) == CANCEL_REASONS  # type: ignore[attr-defined]
