@@ -309,7 +309,8 @@ def generate_task(split: str, seed: int, index: int, settings: StoreSettings | N
                 requests.append(Request("cancel", oid, reason=reason, phrasing=phrasing))
                 data_requests.append({"kind": "cancel", "order_id": oid, "reason": reason})
             else:
-                from_profile = rng.random() < 0.45
+                # one new address a customer has saved: at most one request ships to it
+                from_profile = rng.random() < 0.45 and not any(p.get("from_profile") for p in plans)
                 new = store.address()
                 requests.append(Request("address", oid, address=None if from_profile else new,
                                         from_profile=from_profile, phrasing=phrasing))

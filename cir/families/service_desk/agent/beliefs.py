@@ -62,6 +62,8 @@ class Job:
     polled: bool = False
     obey: bool = False  # it will refund a return where the customer asks (obey_customer)
     dropped: bool = False
+    gave_up: str = ""  # the stage it gave the request up at (give_up), until something reopens it
+    gave_up_on: str = ""  # the read that did not answer then
 
     @property
     def open(self) -> bool:
@@ -86,6 +88,7 @@ class Beliefs:
     sent: Counter = field(default_factory=Counter)
     harness: Counter = field(default_factory=Counter)
     noticed: frozenset[tuple[str, str]] = frozenset()  # store changes it has seen (world_clock)
+    redo: tuple[str, ...] = ()  # calls a rewind discarded, which it makes again
 
     def copy(self) -> Beliefs:
         return replace(self, orders=dict(self.orders), products=dict(self.products), sent=Counter(self.sent),
@@ -160,6 +163,10 @@ def fold(b: Beliefs, role: str, content: str, draws: Draws, params: dict[str, fl
         b.last_call, b.awaiting, b.last_write = key, True, None
         if b.pending and b.pending[0] == key:
             b.pending = b.pending[1:]
+        if key in b.redo:
+            redo = list(b.redo)
+            redo.remove(key)
+            b.redo = tuple(redo)
         return b, []
     if b.awaiting and b.last_call is not None:
         b.awaiting = False
@@ -193,12 +200,21 @@ def _answer(b: Beliefs, call: ToolCall, key: str, text: str, draws: Draws, param
         if not write and draws.chance("misread", params["misread"], key, value.get(ANSWERS[call.name][1], "")):
             fired.append(Fired("misread_other", f"{key}: {value.get(ANSWERS[call.name][1])}"))
             value = {**value, ANSWERS[call.name][1]: call.arguments[ANSWERS[call.name][1]]}
-        else:
-            fired.append(Fired("reread_mismatch", key))
-            _unclear(b, call, key, write)
-            return fired
+            out = _after(b, call, key, value, fired, draws, params)
+            b.doubt = key  # it took the other record for this one, but saw the id: the step it is least sure of
+            return out
+        fired.append(Fired("reread_mismatch", key))
+        _unclear(b, call, key, write)
+        return fired
     if b.doubt == key:
         b.doubt = None
+    return _after(b, call, key, value, fired, draws, params)
+
+
+def _after(b: Beliefs, call: ToolCall, key: str, value: dict[str, Any], fired: list[Fired], draws: Draws,
+           params: dict[str, float]) -> list[Fired]:
+    """A result that answers its call (or that it takes for one): believed."""
+    write = call.name in ORDER_WRITES
     kind = ANSWERS[call.name][0]
     if kind == "found":
         b.customer_id = str(value["customer_id"])
@@ -233,15 +249,22 @@ def _missing(b: Beliefs, call: ToolCall, key: str, write: bool, draws: Draws,
              params: dict[str, float]) -> list[Fired]:
     """A result that did not arrive."""
     if write:
+        i = b.job_of_order(str(call.arguments["order_id"]))
         if draws.chance("retry_missing", params["retry_missing"], key, b.sent[key]):
             b.pending, b.doubt = (key,), None
+            if i is not None and b.jobs[i].open:
+                b.set_job(i, stage="write", write=key)
             return [Fired("retry_missing", key)]
-        i = b.job_of_order(str(call.arguments["order_id"]))
         if i is not None and b.jobs[i].open:  # it reads the order to see whether the change went through
             b.set_job(i, stage="verify", write=key)
         return []
     i = b.current()
     job = b.jobs[i] if i is not None else None
+    if job is not None and call.name != "find_customer" \
+            and draws.chance("give_up", params["give_up"], key, b.sent[key]):
+        b.set_job(i, stage="done", note="cannot: the store did not answer", gave_up=job.stage, gave_up_on=key)
+        b.doubt = key
+        return [Fired("give_up", key)]
     can_assume = (job is not None and call.name == "get_order" and job.stage == "order"
                   and job.request.kind in ("cancel", "address") and job.request.order_id == call.arguments["order_id"])
     if can_assume and not draws.chance("reread_missing", params["reread_missing"], key, b.sent[key]):
@@ -272,8 +295,7 @@ def _refused(b: Beliefs, call: ToolCall, error: str, fired: list[Fired]) -> None
             fired.append(Fired("world_clock", f"order {oid} is {status} (was {before})"))
         b.orders[oid] = {**(b.orders.get(oid) or {"order_id": oid}), "status": status}
         if i is not None and b.jobs[i].open:
-            note = "done" if own else f"cannot: order {oid} is {status}"
-            b.set_job(i, stage="done", note=note)
+            b.set_job(i, stage="done", note="done" if own else f"cannot: order is {status}")
         return
     if "out of stock" in error and i is not None and b.jobs[i].open:
         job = b.jobs[i]
@@ -563,9 +585,10 @@ def _harness(b: Beliefs, text: str, draws: Draws, params: dict[str, float]) -> l
     b.harness[kind] += 1
     n = b.harness[kind]
     invite = params[f"invite_{kind}"]
-    if kind == "rewind":  # the store and its context went back: it makes the suspect call again
+    if kind == "rewind":  # the store and its context went back: it redoes what was discarded
         fired.append(Fired("rewind", "state restored"))
         b.pending, b.last_write = (), None
+        b.redo = abandoned_calls(text)
         return fired
     corrected = False
     if kind == "refresh":
@@ -573,6 +596,7 @@ def _harness(b: Beliefs, text: str, draws: Draws, params: dict[str, float]) -> l
     if b.doubt is not None and not corrected \
             and draws.chance("harness_recheck", params["harness_recheck"] * invite, b.doubt, n):
         fired.append(Fired("harness_recheck", b.doubt))
+        _reopen(b, b.doubt)
         b.pending = (b.doubt,)
         return fired
     if b.last_write is not None and not corrected:
@@ -591,13 +615,56 @@ def _harness(b: Beliefs, text: str, draws: Draws, params: dict[str, float]) -> l
     return fired
 
 
+_ABANDONED = re.compile(r"you took \d+ action\(s\): (?:\(and \d+ earlier\) )?(.*?)\. Some observations")
+
+
+def abandoned_calls(text: str) -> tuple[str, ...]:
+    """The calls a rewind's memory lists as abandoned (:func:`cir.episode.recovery.rewind_memory`)."""
+    found = _ABANDONED.search(text)
+    if found is None:
+        return ()
+    out = []
+    for part in found.group(1).split("; "):
+        call = call_of(part.strip())
+        if call is not None:
+            out.append(render_call(call, TOOL_MAP))
+    return tuple(out)
+
+
+def _reopen(b: Beliefs, read: str) -> None:
+    """A request it gave up on when ``read`` did not answer is open again, at that stage."""
+    for i, job in enumerate(b.jobs):
+        if job.gave_up and job.gave_up_on == read:
+            b.set_job(i, stage=job.gave_up, note="", gave_up="", gave_up_on="")
+
+
 def _refreshed(b: Beliefs, body: str, n: int, fired: list[Fired], draws: Draws, params: dict[str, float]) -> bool:
-    """A refreshed record: believed when it contradicts the beliefs (``refresh_correction``), and
-    perhaps a distraction; True when it corrected something."""
+    """A refreshed record: taken as the answer to the read it is least sure of, or believed when it
+    contradicts the beliefs (``refresh_correction``), and perhaps a distraction; True when it
+    corrected something."""
     value = _json(body)
     kind = record_kind(value)
+    doubt = call_of(b.doubt) if b.doubt else None
+    if doubt is not None and doubt.name in ANSWERS and ANSWERS[doubt.name][0] == kind \
+            and answers(doubt, value) == "yes" and (b.pending[:1] == (b.doubt,) or any(j.gave_up for j in b.jobs)
+                                                   or kind == "order" and _assumed(b, doubt)):
+        if draws.chance("refresh_correction", params["refresh_correction"], b.doubt, n):
+            key = b.doubt
+            fired.append(Fired("refresh_correction", f"answers {key}"))
+            _reopen(b, key)
+            if b.pending[:1] == (key,):
+                b.pending = b.pending[1:]
+            if kind == "order" and _assumed(b, doubt):
+                b.orders.pop(str(doubt.arguments["order_id"]), None)
+            b.doubt = None
+            _after(b, doubt, key, value, fired, draws, params)
+            return True
+    if kind is None:
+        return False
     if kind == "order":
         return _refreshed_order(b, value, n, fired, draws, params)
+    if kind == "found":
+        return False
     if kind == "product":
         return _refreshed_product(b, value, n, fired, draws, params)
     if kind == "customer":
@@ -642,6 +709,10 @@ def _refreshed_order(b: Beliefs, value: dict[str, Any], n: int, fired: list[Fire
                 b.set_job(i, item=first.get("item_id"), product=first.get("product_id"), paid=first.get("price"),
                           stage="product" if job.request.kind != "return" else "write")
     return corrected
+
+
+def _assumed(b: Beliefs, call: ToolCall) -> bool:
+    return bool((b.orders.get(str(call.arguments.get("order_id", ""))) or {}).get("assumed"))
 
 
 def _replan_order(b: Beliefs, i: int, order: dict[str, Any]) -> None:

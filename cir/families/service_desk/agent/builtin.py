@@ -33,20 +33,20 @@ PROFILES: dict[str, dict[str, float]] = {
     "default": {
         "wrong_item": 0.3, "wrong_variant": 0.08, "forget_request": 0.06, "obey_customer": 0.3,
         "extra_lookup": 0.1, "verify": 0.8,
-        "reread_missing": 0.6, "misread": 0.3, "lost_write": 0.5, "retry_missing": 0.4,
-        "refresh_correction": 0.9, "harness_recheck": 0.7, "over_correct": 0.25, "interruption": 0.2,
-        "distraction": 0.15,
+        "reread_missing": 0.6, "give_up": 0.12, "misread": 0.3, "lost_write": 0.5, "retry_missing": 0.4,
+        "refresh_correction": 0.9, "harness_recheck": 0.7, "over_correct": 0.25, "interruption": 0.15,
+        "distraction": 0.3,
         **INVITE,
     },
 }
 PROFILES["weak"] = {**PROFILES["default"], "wrong_item": 0.6, "wrong_variant": 0.2, "forget_request": 0.2,
-                    "obey_customer": 0.6, "extra_lookup": 0.3, "verify": 0.6, "reread_missing": 0.4, "misread": 0.5,
+                    "obey_customer": 0.6, "extra_lookup": 0.3, "verify": 0.6, "reread_missing": 0.4, "give_up": 0.25, "misread": 0.5,
                     "lost_write": 0.7, "retry_missing": 0.6, "refresh_correction": 0.8, "harness_recheck": 0.5,
-                    "over_correct": 0.35, "interruption": 0.3, "distraction": 0.25}
+                    "over_correct": 0.35, "interruption": 0.3, "distraction": 0.4}
 PROFILES["strong"] = {**PROFILES["default"], "wrong_item": 0.1, "wrong_variant": 0.02, "forget_request": 0.01,
-                      "obey_customer": 0.1, "extra_lookup": 0.03, "verify": 0.95, "reread_missing": 0.85,
+                      "obey_customer": 0.1, "extra_lookup": 0.03, "verify": 0.95, "reread_missing": 0.85, "give_up": 0.04,
                       "misread": 0.1, "lost_write": 0.3, "retry_missing": 0.2, "refresh_correction": 0.95,
-                      "harness_recheck": 0.85, "over_correct": 0.15, "interruption": 0.1, "distraction": 0.08}
+                      "harness_recheck": 0.85, "over_correct": 0.15, "interruption": 0.1, "distraction": 0.15}
 DEFAULTS = PROFILES["default"]
 
 PARAMETERS: dict[str, str] = {

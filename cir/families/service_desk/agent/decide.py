@@ -23,6 +23,12 @@ class Decider:
         self.fired: list[Fired] = []
 
     def decide(self) -> str:
+        reply = self._decide()
+        if reply in self.b.redo:  # the rewind acts here: it makes a discarded call again
+            self.fired.append(Fired("rewind", f"redoes {reply}"))
+        return reply
+
+    def _decide(self) -> str:
         b = self.b
         if b.pending:
             return b.pending[0]
@@ -41,6 +47,9 @@ class Decider:
             call = self._next(job)
             if call is not None:
                 return call
+        dropped = [j.request.order_id for j in b.jobs if j.dropped]
+        if dropped:  # the interruption acts here: it answers without them
+            self.fired.append(Fired("interruption", f"finishes without {', '.join(dropped)}"))
         return render("finish", answer=self.answer())
 
     def _forgotten(self, i: int, job: Job) -> bool:

@@ -50,6 +50,9 @@ _ALL = (
     Mechanism("assume_missing", "error", "reread_missing",
               "a result of an order's read did not arrive: it goes on as if the order were as the ticket says "
               "(pending) instead of reading it again (the chance is 1 - reread_missing)"),
+    Mechanism("give_up", "error", "give_up",
+              "a read about a request did not answer (the missing text): it tells itself the store is not "
+              "answering and gives that request up (until a harness message or a refreshed record reopens it)"),
     Mechanism("misread_other", "error", "misread",
               "a result of another order (another id) answers its read: it takes that order's status and items "
               "for the one it asked about"),
