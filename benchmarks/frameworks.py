@@ -238,7 +238,7 @@ def main() -> int:
     from support.llm_server import MODEL_NAME, LlamaServer
     from support.toy_framework import keydoor_answer
 
-    from cir.agents.factory import agent_from_spec
+    from cir.adapters.frameworks import framework_agent as agent_from_spec
 
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="cir-frameworks-"))
     generate_tasks(work / "tasks", "test", args.tasks, 0)  # the same tasks again on a second call

@@ -32,6 +32,6 @@ def test_cited_documents_exist():
 def test_the_design_page_covers_the_contracts():
     design = (ROOT / "DESIGN.md").read_text(encoding="utf-8")
     for part in ("## Vocabulary", "## Data flow", "**Agent**", "**Env**", "refresh_query", "**Harness**",
-                 "**Paired replayer**", "**Paired table**", "**Feature extractor**", "**Router artifact**",
+                 "**Paired replayer**", "**Tool world**", "**Paired table**", "**Feature extractor**", "**Router artifact**",
                  "## The built-in agent as an instrument", "## The explanation trace", "placebo"):
         assert part in design, part

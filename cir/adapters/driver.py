@@ -35,8 +35,7 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
-from cir.adapters.protocol import EnvCall, EnvSession, Framework, bound, refuse
-from cir.agents.factory import FRAMEWORK_SAMPLES
+from cir.adapters.protocol import FRAMEWORK_SAMPLES, EnvCall, EnvSession, Framework, bound, refuse
 from cir.envs.base import DEFAULT_REFRESH_QUERY
 from cir.episode.harness import Harness
 from cir.episode.operations import OPERATIONS

@@ -47,6 +47,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from cir.util.errors import CirError
 
+#: why a framework agent draws one sample (``--samples`` above 1 is refused for it)
+FRAMEWORK_SAMPLES = ("a framework agent draws one sample: its framework makes its own model calls, which cir "
+                     "cannot give each draw its own seed, and its replies are kept by request, so K draws of "
+                     "one state would be one draw K times; run it with --samples 1 (an openai:MODEL agent "
+                     "samples, each draw with its own seed)")
+
 if TYPE_CHECKING:  # pragma: no cover
     from cir.envs.base import Env
     from cir.episode.perturb import Perturbation

@@ -13,7 +13,6 @@ of the agent's params: the same replies come at any rate).
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 from collections.abc import Callable, Sequence
@@ -28,43 +27,12 @@ from cir.agents.sampling import check_temperature
 from cir.util.errors import CirError
 
 DEFAULT_AGENT = "builtin"
+#: The kinds of an LLM agent's spec (``openai:MODEL``); a framework agent's kinds are the adapters'
+#: (:data:`cir.adapters.frameworks.FRAMEWORKS`).
+_LLM_KINDS = ("openai", "openai-completion")
 # The agent specs agent_from_spec understands, for command-line help.
 AGENT_SPECS = ("builtin[:PROFILE], openai:MODEL, openai-completion:MODEL, or a framework agent "
                "langgraph:MODULE:ATTR, openai-agents:MODULE:ATTR, inspect:MODULE:ATTR")
-#: Framework agents by the spec's kind: the adapter (``cir.adapters``, an optional extra) that
-#: builds each, imported only when one is asked for, and the extra that installs it.
-FRAMEWORKS: dict[str, tuple[str, str]] = {
-    "langgraph": ("cir.adapters.langgraph", "langgraph"),
-    "openai-agents": ("cir.adapters.openai_agents", "openai-agents"),
-    "inspect": ("cir.adapters.inspect_ai", "inspect"),
-}
-#: why a framework agent draws one sample (``--samples`` above 1 is refused for it)
-FRAMEWORK_SAMPLES = ("a framework agent draws one sample: its framework makes its own model calls, which cir "
-                     "cannot give each draw its own seed, and its replies are kept by request, so K draws of "
-                     "one state would be one draw K times; run it with --samples 1 (an openai:MODEL agent "
-                     "samples, each draw with its own seed)")
-# The distributions each adapter needs. Checked by distribution, not by import: the SDK's import
-# name ``agents`` is also any folder called agents/ on the path (a namespace package).
-FRAMEWORK_DISTRIBUTIONS: dict[str, tuple[str, ...]] = {
-    "langgraph": ("langgraph", "langchain", "langchain-openai"),
-    "openai-agents": ("openai-agents",),
-    "inspect": ("inspect-ai",),
-}
-
-
-def missing_framework(kind: str) -> list[str]:
-    """The distributions the ``kind`` adapter needs that are not installed (empty when ready)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    missing = []
-    for dist in FRAMEWORK_DISTRIBUTIONS[kind]:
-        try:
-            version(dist)
-        except PackageNotFoundError:
-            missing.append(dist)
-    return missing
-
-
 @dataclass(frozen=True)
 class LLMConfig:
     """How the LLM agent asks its server (``cir.agents.llm.LLMAgent`` says what each does).
@@ -120,6 +88,7 @@ def agent_from_spec(
     builtin: Callable[..., Agent] | None = None,
     prompt: LLMPrompt | None = None,
     family: str = "this environment",
+    framework: Callable[..., Agent | None] | None = None,
 ) -> Agent:
     """The agent named by ``spec``.
 
@@ -135,7 +104,10 @@ def agent_from_spec(
     ``cache_dir`` is where its replies are kept, ``cache_fallback`` caches it reads too.
     ``limits``: the LLM agent's timeout, retries and patience, and the limits of this
     process's limiter for its server (shared by every agent of the process that has them;
-    give each worker process its share, :meth:`RequestLimits.share`).
+    give each worker process its share, :meth:`RequestLimits.share`). ``framework(spec, ...)``
+    builds a framework agent (``langgraph:MODULE:ATTR``, ...) or answers None for a spec it does
+    not know: the adapters layer's :func:`cir.adapters.frameworks.framework_agent`, which
+    :func:`cir.families.registry.make_agent` gives (this layer knows no adapter).
     """
     kind, _, arg = spec.partition(":")
     llm = llm or LLMConfig()
@@ -143,10 +115,11 @@ def agent_from_spec(
     # (for AGENT_SPECS), and the LLM agent brings an HTTP client.
     if kind == "builtin":
         return _builtin_agent(spec, arg or "default", llm, builtin, family, seed)
-    if kind in FRAMEWORKS:
-        if not llm.is_default():
-            raise CirError(f"agent {spec!r}: the LLM options are the framework's (set them on its model)")
-        return _framework_agent(kind, arg, base_url, api_key_env, cache_dir, cache_fallback)
+    if kind not in _LLM_KINDS and framework is not None:
+        agent = framework(spec, base_url=base_url, api_key_env=api_key_env, cache_dir=cache_dir,
+                          cache_fallback=cache_fallback, llm=llm)
+        if agent is not None:
+            return agent
     model, mode, url = _llm_spec(spec, base_url, prompt, family)
     return _llm_agent(model, mode, url, prompt, llm, limits or RequestLimits(),  # type: ignore[arg-type]
                       api_key=os.environ.get(api_key_env), cache_dir=cache_dir, cache_fallback=cache_fallback,
@@ -169,7 +142,8 @@ class AgentIdentity:
 
 def identity_from_spec(spec: str = DEFAULT_AGENT, *, base_url: str | None = None, seed: int = 0,
                    llm: LLMConfig | None = None, builtin: Callable[..., Agent] | None = None,
-                   prompt: LLMPrompt | None = None, family: str = "this environment", **_: Any) -> AgentIdentity:
+                   prompt: LLMPrompt | None = None, family: str = "this environment",
+                   framework: Callable[..., Agent | None] | None = None, **_: Any) -> AgentIdentity:
     """The name and params of the agent :func:`agent_from_spec` would build from these arguments
     (the same checks, the same CirErrors), without building it: no reply cache, no server
     limiter, no client. A model-free agent is plain data, so its own ``params()`` are read."""
@@ -178,12 +152,14 @@ def identity_from_spec(spec: str = DEFAULT_AGENT, *, base_url: str | None = None
     if kind == "builtin":
         agent = _builtin_agent(spec, arg or "default", llm, builtin, family, seed)
         return AgentIdentity(agent.name, dict(agent.params()))
-    if kind in FRAMEWORKS:  # its params are the installed framework's and the target's: built to read them
-        agent = agent_from_spec(spec, base_url=base_url, seed=seed, llm=llm)
-        try:
-            return AgentIdentity(agent.name, dict(agent.params()), uses_cache=True)
-        finally:
-            getattr(agent, "close", lambda: None)()
+    if kind not in _LLM_KINDS and framework is not None:
+        # a framework agent's params are the installed framework's and the target's: built to read them
+        agent = framework(spec, base_url=base_url, llm=llm)
+        if agent is not None:
+            try:
+                return AgentIdentity(agent.name, dict(agent.params()), uses_cache=True)
+            finally:
+                getattr(agent, "close", lambda: None)()
     from cir.agents.llm import LLMAgent
 
     model, mode, _url = _llm_spec(spec, base_url, prompt, family)
@@ -196,8 +172,9 @@ def identity_from_spec(spec: str = DEFAULT_AGENT, *, base_url: str | None = None
 def _llm_spec(spec: str, base_url: str | None, prompt: LLMPrompt | None, family: str) -> tuple[str, str, str]:
     """An LLM agent's model, mode and server address from its spec, or the CirError saying what is missing."""
     kind, _, arg = spec.partition(":")
-    if kind not in ("openai", "openai-completion"):
-        raise CirError(f"unknown agent {spec!r}: expected {AGENT_SPECS}")
+    if kind not in _LLM_KINDS:
+        raise CirError(f"unknown agent {spec!r}: expected {AGENT_SPECS} (a framework agent is built by "
+                       "cir.make_agent, which knows the adapters)")
     if not arg:
         raise CirError(f"agent {spec!r}: name the model, e.g. openai:Qwen3-14B")
     url = base_url or os.environ.get("OPENAI_BASE_URL")
@@ -206,43 +183,6 @@ def _llm_spec(spec: str, base_url: str | None, prompt: LLMPrompt | None, family:
     if prompt is None:
         raise CirError(f"agent {spec!r}: {family} has no LLM prompt; give one (--prompt FILE)")
     return arg, "chat" if kind == "openai" else "completion", url
-
-
-def preload_agent(spec: str, base_url: str | None = None) -> None:
-    """Import a framework agent's module (``KIND:MODULE:ATTR``) now, its model pointed at ``base_url``
-    as the agent's will be, so that what it registers (its harness's own recovery operations,
-    ``cir.episode.recovery.register_operation``) is known before a grid is read; other specs need
-    nothing."""
-    kind, _, target = spec.partition(":")
-    module = target.rpartition(":")[0]
-    if kind in FRAMEWORKS and module and not missing_framework(kind):
-        from cir.util.importing import import_module
-
-        try:
-            importlib.import_module("cir.adapters.driver").serve_from(base_url or os.environ.get("OPENAI_BASE_URL"))
-            import_module(module)
-        except ModuleNotFoundError:
-            pass  # the agent's own build says what is missing, with the extra to install
-
-
-def _framework_agent(kind: str, target: str, base_url: str | None, api_key_env: str,
-                     cache_dir: str | Path | None, cache_fallback: Sequence[str | Path]) -> Agent:
-    """A framework agent (``langgraph:MODULE:ATTR``, ...) through its adapter."""
-    module, extra = FRAMEWORKS[kind]
-    missing = missing_framework(kind)
-    if missing:
-        raise CirError(f"agent {kind}:{target}: the {kind} adapter needs {', '.join(missing)}, "
-                       f'not installed; pip install "cir[{extra}]"')
-    try:
-        adapter = importlib.import_module(module)
-    except ModuleNotFoundError as err:
-        if (err.name or "").split(".")[0] == "cir":
-            raise
-        raise CirError(f"agent {kind}:{target}: the {kind} adapter needs its framework ({err}); "
-                       f'pip install "cir[{extra}]"') from None
-    url = base_url or os.environ.get("OPENAI_BASE_URL")
-    return adapter.framework_agent(target, base_url=url, api_key_env=api_key_env, cache_dir=cache_dir,
-                                   cache_fallback=cache_fallback)
 
 
 def _builtin_agent(spec: str, profile: str, llm: LLMConfig, builtin: Callable[..., Agent] | None,

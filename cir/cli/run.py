@@ -122,7 +122,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     # imported here, not at the top: `cir --help` must not load the engine and the models
-    from cir.agents.factory import preload_agent
+    from cir.adapters.frameworks import preload_agent
     from cir.pairs.run import run_experiment
 
     preload_agent(args.agent, args.base_url)  # a framework agent's module may register its own recovery operations

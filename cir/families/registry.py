@@ -22,6 +22,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from cir.adapters.frameworks import framework_agent
 from cir.agents.factory import DEFAULT_AGENT, AgentIdentity, agent_from_spec, identity_from_spec
 from cir.families.family import Family, check_family
 from cir.util.errors import CirError
@@ -105,10 +106,12 @@ def family_name(spec: str | Family | None) -> str:
 def make_agent(spec: str = DEFAULT_AGENT, *, family: str | Family | None = None,
                prompt_file: str | Path | None = None, **options: Any) -> Any:
     """:func:`cir.agents.factory.agent_from_spec` with the family's built-in agent and LLM prompt
-    (``prompt_file``: a TOML file's instructions and examples instead, the family's parser)."""
+    (``prompt_file``: a TOML file's instructions and examples instead, the family's parser), and
+    the framework agents' adapters (:func:`cir.adapters.frameworks.framework_agent`)."""
     fam = get_family(family)
     prompt = fam.prompt.from_file(prompt_file) if prompt_file else fam.prompt
-    return agent_from_spec(spec, builtin=fam.builtin_agent, prompt=prompt, family=f"family {fam.name!r}", **options)
+    return agent_from_spec(spec, builtin=fam.builtin_agent, prompt=prompt, family=f"family {fam.name!r}",
+                           framework=framework_agent, **options)
 
 
 def agent_identity(spec: str = DEFAULT_AGENT, *, family: str | Family | None = None,
@@ -117,7 +120,8 @@ def agent_identity(spec: str = DEFAULT_AGENT, *, family: str | Family | None = N
     would build the agent: its name and settings without the agent."""
     fam = get_family(family)
     prompt = fam.prompt.from_file(prompt_file) if prompt_file else fam.prompt
-    return identity_from_spec(spec, builtin=fam.builtin_agent, prompt=prompt, family=f"family {fam.name!r}", **options)
+    return identity_from_spec(spec, builtin=fam.builtin_agent, prompt=prompt, family=f"family {fam.name!r}",
+                              framework=framework_agent, **options)
 
 
 def builtin_extractors() -> dict[str, Any]:

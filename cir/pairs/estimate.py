@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from cir.agents.factory import FRAMEWORKS
+from cir.adapters.frameworks import FRAMEWORKS
 from cir.agents.sampling import sample_agent, samples_agent
 from cir.families.registry import make_agent
 from cir.pairs.replay import run_task_pairs

@@ -19,7 +19,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from cir.agents.factory import DEFAULT_AGENT, FRAMEWORK_SAMPLES, FRAMEWORKS, LLMConfig
+from cir.adapters.frameworks import FRAMEWORK_SAMPLES, FRAMEWORKS
+from cir.agents.factory import DEFAULT_AGENT, LLMConfig
 from cir.agents.limits import RequestLimits
 from cir.agents.sampling import check_samples
 from cir.episode.delays import check_delays

@@ -24,12 +24,12 @@ import ast
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cir.util.errors import CirError
 
-if TYPE_CHECKING:  # pragma: no cover
-    from cir.tools.typed import Tool
+#: Tools by name (:class:`cir.tools.typed.Tool`, which reads calls: this module names it only so)
+Tools = Mapping[str, Any]
 
 #: JSON's words, read where a Python literal would stand
 _JSON_NAMES = {"true": True, "false": False, "null": None, "True": True, "False": False, "None": None}
@@ -49,7 +49,7 @@ class ToolCall:
     arguments: Mapping[str, Any] = field(default_factory=dict)
     positional: tuple[Any, ...] = ()
 
-    def resolved(self, tools: Mapping[str, Tool]) -> ToolCall:
+    def resolved(self, tools: Tools) -> ToolCall:
         """This call with its arguments checked against its tool: positional ones placed by the
         signature, defaults filled in, every value validated (a :class:`CallError` otherwise)."""
         tool = tools.get(self.name)
@@ -59,7 +59,7 @@ class ToolCall:
         return ToolCall(self.name, tool.validate(self.arguments, self.positional))
 
 
-def parse_call(text: str, tools: Mapping[str, Tool] | None = None) -> ToolCall:
+def parse_call(text: str, tools: Tools | None = None) -> ToolCall:
     """The call ``text`` writes (see the module docstring); with ``tools``, resolved against its
     tool (:meth:`ToolCall.resolved`). A :class:`CallError` names what is wrong."""
     if not isinstance(text, str):
@@ -71,7 +71,7 @@ def parse_call(text: str, tools: Mapping[str, Tool] | None = None) -> ToolCall:
     return call.resolved(tools) if tools is not None else call
 
 
-def render_call(call: ToolCall, tools: Mapping[str, Tool] | None = None) -> str:
+def render_call(call: ToolCall, tools: Tools | None = None) -> str:
     """The canonical text of ``call``; with ``tools``, resolved first (signature order, defaults
     filled in, values as the tool's validation gives them)."""
     if tools is not None:
@@ -85,7 +85,7 @@ def render_call(call: ToolCall, tools: Mapping[str, Tool] | None = None) -> str:
     return f"{call.name}({args})"
 
 
-def canonical(text: str, tools: Mapping[str, Tool]) -> str | None:
+def canonical(text: str, tools: Tools) -> str | None:
     """The canonical text of the call ``text`` writes, or None when it writes no valid call."""
     try:
         return render_call(parse_call(text, tools), tools)

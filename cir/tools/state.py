@@ -41,7 +41,6 @@ import sys
 import tempfile
 import weakref
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -51,15 +50,30 @@ from cir.util.errors import CirError, RestoreError
 SERIALIZE = sys.version_info >= (3, 11) and hasattr(sqlite3.Connection, "serialize")
 
 
-@dataclass(frozen=True, eq=False)
 class Snapshot:
     """An opaque snapshot of a state: its ``kind``, its content ``digest``, the digests of its
-    ``parts`` (tables, files, keys: what a failed restore names) and the kind's ``data``."""
+    ``parts`` (tables, files, keys: what a failed restore names) and the kind's ``data``. The parts
+    are given, or computed from the data when first asked for (``parts_of``: a database's are read
+    from its pages only when a restore's quick check cannot vouch for it)."""
 
-    kind: str
-    digest: str
-    parts: Mapping[str, str]
-    data: Any
+    __slots__ = ("kind", "data", "_parts", "_parts_of", "_digest")
+
+    def __init__(self, kind: str, data: Any, parts: Mapping[str, str] | None = None,
+                 parts_of: Callable[[Any], Mapping[str, str]] | None = None) -> None:
+        self.kind, self.data = kind, data
+        self._parts, self._parts_of, self._digest = parts, parts_of, None
+
+    @property
+    def parts(self) -> Mapping[str, str]:
+        if self._parts is None:
+            self._parts = dict(self._parts_of(self.data))  # type: ignore[misc]
+        return self._parts
+
+    @property
+    def digest(self) -> str:
+        if self._digest is None:
+            self._digest = _combine(self.parts)
+        return self._digest
 
 
 class State:
@@ -73,15 +87,17 @@ class State:
         raise NotImplementedError
 
     def snapshot(self) -> Snapshot:
-        parts = self.parts()
-        return Snapshot(self.kind, _combine(parts), parts, self._take())
+        return Snapshot(self.kind, self._take(), self.parts())
 
     def restore(self, snapshot: Snapshot) -> None:
         """Bring the state back to ``snapshot``; a :class:`RestoreError` when its content then is
-        not the snapshot's (naming what differs)."""
+        not the snapshot's (naming what differs). A kind that can vouch for an exact restore more
+        cheaply than by the digest (a database whose pages are the snapshot's) does so first."""
         if not isinstance(snapshot, Snapshot) or snapshot.kind != self.kind:
             raise CirError(f"{self.kind} state: cannot restore {snapshot!r:.60}; expected a snapshot of this kind")
         self._put(snapshot)
+        if self._same(snapshot):
+            return
         parts = self.parts()
         if _combine(parts) != snapshot.digest:
             what = self.difference(snapshot, parts)
@@ -122,6 +138,11 @@ class State:
 
     def _put(self, snapshot: Snapshot) -> None:
         raise NotImplementedError
+
+    def _same(self, snapshot: Snapshot) -> bool:
+        """Whether the state now is the snapshot's for a reason cheaper than the digest (else the
+        digest decides)."""
+        return False
 
     def close(self) -> None:
         """Let go of what the state holds (a database, a folder)."""
@@ -278,6 +299,14 @@ class SqliteState(State):
     def parts(self) -> dict[str, str]:
         return {name: h.hexdigest() for name, h in _table_hashes(self.conn).items()}
 
+    def snapshot(self) -> Snapshot:
+        """The pages (the content digest is read from them when first asked for)."""
+        return Snapshot(self.kind, self._take(), parts_of=_parts_of_pages)
+
+    def _same(self, snapshot: Snapshot) -> bool:
+        """The database's pages now are the snapshot's, byte for byte (then so is every row)."""
+        return SERIALIZE and isinstance(snapshot.data, bytes) and self.conn.serialize() == snapshot.data
+
     def _take(self) -> Any:
         if SERIALIZE:
             return self.conn.serialize()
@@ -312,6 +341,18 @@ class SqliteState(State):
 
     def close(self) -> None:
         self.conn.close()
+
+
+def _parts_of_pages(data: Any) -> dict[str, str]:
+    """The content digests of a database snapshot's pages (or of a 3.10 snapshot's connection)."""
+    if isinstance(data, bytes):
+        conn = connect()
+        try:
+            _load_bytes(conn, data)
+            return {name: h.hexdigest() for name, h in _table_hashes(conn).items()}
+        finally:
+            conn.close()
+    return {name: h.hexdigest() for name, h in _table_hashes(data).items()}
 
 
 def connect() -> sqlite3.Connection:
@@ -432,8 +473,7 @@ class FolderState(State):
 
     def snapshot(self) -> Snapshot:
         entries = self._scan(keep=True)
-        parts = {rel: _entry_text(entry) for rel, entry in entries.items()}
-        return Snapshot(self.kind, _combine(parts), parts, entries)
+        return Snapshot(self.kind, entries, {rel: _entry_text(entry) for rel, entry in entries.items()})
 
     def _scan(self, keep: bool = False) -> dict[str, tuple[Any, ...]]:
         """The manifest: ``{path: ("file", digest, mode) | ("dir", mode) | ("link", target)}``;
@@ -517,10 +557,11 @@ class FolderState(State):
             elif entry[0] == "link":
                 if not path.is_symlink():
                     os.symlink(entry[1], path)
-            elif rel not in have or have[rel] is None or have[rel][0] != "file" or have[rel][1] != entry[1]:
-                tmp = path.with_name(f".{path.name}.cir-restore")
-                self._copy(self.store / entry[1], tmp)
-                os.replace(tmp, path)
+            elif rel not in have or have[rel][0] != "file" or have[rel][1] != entry[1]:
+                # written in place (a rename costs the file system more than the copy): one writer
+                if path.exists() and not os.access(path, os.W_OK):
+                    os.chmod(path, stat.S_IMODE(path.stat().st_mode) | stat.S_IWUSR)
+                self._copy(self.store / entry[1], path)
         for rel in sorted(want, key=lambda r: r.count("/"), reverse=True):  # modes last: a folder may be read-only
             entry, path = want[rel], self.root / rel
             if entry[0] in ("dir", "file") and stat.S_IMODE(path.lstat().st_mode) != entry[-1]:

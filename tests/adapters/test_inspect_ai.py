@@ -20,7 +20,7 @@ from support.framework_checks import (  # noqa: E402
 from support.keydoor import KeyDoorEnv, generate_tasks, load_tasks  # noqa: E402
 from support.toy_framework import keydoor_answer  # noqa: E402
 
-from cir.agents.factory import agent_from_spec  # noqa: E402
+from cir.adapters.frameworks import framework_agent as agent_from_spec  # noqa: E402
 
 AGENT = "inspect:examples.inspect_agent:agent"
 

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-from cir.agents import factory
+from cir.adapters import frameworks as factory  # the framework agents' part of the agent factory
 from cir.util.errors import CirError
 
 
 def test_a_framework_not_installed_names_the_distribution_and_the_extra(monkeypatch):
     monkeypatch.setitem(factory.FRAMEWORK_DISTRIBUTIONS, "openai-agents", ("cir-no-such-distribution",))
     with pytest.raises(CirError) as err:
-        factory.agent_from_spec("openai-agents:examples.openai_agents_agent:agent", base_url="http://127.0.0.1:9")
+        factory.framework_agent("openai-agents:examples.openai_agents_agent:agent", base_url="http://127.0.0.1:9")
     message = str(err.value)
     assert "cir-no-such-distribution" in message
     assert 'pip install "cir[openai-agents]"' in message

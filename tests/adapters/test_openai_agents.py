@@ -20,8 +20,8 @@ from support.framework_checks import (  # noqa: E402
 from support.keydoor import generate_tasks  # noqa: E402
 from support.toy_framework import keydoor_answer  # noqa: E402
 
+from cir.adapters.frameworks import framework_agent as agent_from_spec  # noqa: E402
 from cir.adapters.protocol import ForkRefused  # noqa: E402
-from cir.agents.factory import agent_from_spec  # noqa: E402
 
 AGENT = "openai-agents:examples.openai_agents_agent:agent"
 

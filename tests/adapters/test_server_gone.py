@@ -15,7 +15,7 @@ from support.keydoor import generate_tasks
 from support.llm_server import free_port
 
 from cir.adapters import replies
-from cir.agents.factory import FRAMEWORKS, missing_framework
+from cir.adapters.frameworks import FRAMEWORKS, missing_framework
 
 
 def test_the_proxy_answers_400_naming_the_server_once_it_cannot_reach_it(monkeypatch):

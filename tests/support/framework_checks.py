@@ -30,7 +30,7 @@ def require_framework(kind: str) -> None:
     distribution: ``pytest.importorskip("agents")`` passes on any folder named agents/)."""
     import pytest
 
-    from cir.agents.factory import FRAMEWORKS, missing_framework
+    from cir.adapters.frameworks import FRAMEWORKS, missing_framework
 
     missing = missing_framework(kind)
     if missing:

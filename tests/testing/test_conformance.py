@@ -11,7 +11,8 @@ from cir.families.registry import get_family
 from cir.testing import CHECKS, ConformanceError, family_checks
 
 ROOT = Path(__file__).resolve().parents[2]
-FAMILIES = ("alfworld", "textworld-cooking", "examples.counter:FAMILY", "tests.support.keydoor:FAMILY")
+FAMILIES = ("alfworld", "textworld-cooking", "examples.counter:FAMILY", "tests.support.keydoor:FAMILY",
+            "tests.support.shop:FAMILY", "examples.folder_world:FAMILY")
 
 
 @pytest.fixture(autouse=True)

@@ -1,0 +1,116 @@
+"""A tool world's env (cir.tools.env) as the core uses it: the ten lines of docs/own-environment.md
+run as written, a refresh re-runs the suspect call, lagK answers the same call on the older state,
+world events are silent and in the snapshot, and a tool's own bug is raised, never shown."""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from pathlib import Path
+
+import pytest
+from support.shop import FAMILY, generate
+
+from cir.episode.harness import Harness
+from cir.episode.perturb import lagged_answer
+from cir.episode.recovery import Checkpoints
+from cir.tools import ToolTask, ToolWorld, tool
+from cir.util.errors import CirError
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "own-environment.md"
+
+
+def test_the_ten_lines_of_the_docs_run_as_written():
+    text = DOC.read_text(encoding="utf-8")
+    section = text[text.index("## 0. Your tools and your state in ten lines"):text.index("## 1. The parts")]
+    code = re.search(r"```python\n(.*?)```", section, re.DOTALL).group(1)
+    namespace: dict = {"__name__": "docs_shop"}
+    exec(compile(code, str(DOC), "exec"), namespace)
+    env = namespace["FAMILY"].make_env(ToolTask(
+        "t1", "Cancel W0001.", "CREATE TABLE orders (id TEXT PRIMARY KEY, status TEXT);"
+        "INSERT INTO orders VALUES ('W0001', 'pending');", data={"order": "W0001"}))
+    assert env.reset() == "Cancel W0001."
+    assert json.loads(env.step('get_order("W0001")')[0]) == {"id": "W0001", "status": "pending"}
+    assert json.loads(env.step('get_order(order_id="W9")')[0]) == {"error": "no order W9"}
+    env.step('cancel_order(order_id="W0001")')
+    assert env.step('finish(answer="")') == ('{"finished": true}', True, True)
+
+
+def _episode(task_index: int = 0):
+    task = generate("train", 3, 0)[task_index]
+    env = FAMILY.make_env(task)
+    transcript, snapshots = Harness(FAMILY.builtin_agent()).episode_with_snapshots(env, task.task_id)
+    return task, env, transcript, snapshots
+
+
+def test_a_refresh_re_runs_the_suspect_call_or_the_worlds_read_after_a_change():
+    task, env, transcript, snapshots = _episode()
+    assert transcript.steps[0].action.startswith("get_order(")
+    harness = Harness(FAMILY.builtin_agent())
+    for index, want in ((0, transcript.steps[0].action), (1, 'get_order(order_id="W1000")')):
+        prefix = transcript.prefix(index + 1)
+        env.restore(snapshots[index + 1])
+        step = harness.recover(env, prefix, "refresh", Checkpoints(anchor=index))
+        assert step.action == want  # the read itself, or the world's read after cancel_order
+        assert step.shown.startswith("[Refreshed observation] {")
+    # without the suspect step (no anchor), the world's refresh query
+    env.restore(snapshots[1])
+    assert harness.recover(env, transcript.prefix(1), "refresh").action == "list_orders()"
+
+
+def test_lag_shows_the_same_calls_answer_on_the_older_state():
+    task, env, transcript, snapshots = _episode()
+    # env action 3 reads the second order; one env action earlier the world had not yet moved
+    at = 3
+    lagged = lagged_answer(env, snapshots, transcript, at, 1)
+    true = transcript.steps[transcript.steps_until_env_action(at) - 1].observation
+    assert json.loads(lagged)["order_id"] == json.loads(true)["order_id"]
+    assert env.snapshot().clock == at  # the env is back where it was
+
+
+def test_world_events_are_silent_and_part_of_the_snapshot():
+    task = generate("train", 1, 0)[0]
+    env = FAMILY.make_env(task)
+    env.reset()
+    shown, _, _ = env.step("list_orders()")
+    env.step("list_orders()")  # the other order ships after env action 2
+    assert all("shipped" not in json.dumps(o) for o in json.loads(shown) if o["order_id"] == "W1004")
+    after = json.loads(env.step("list_orders()")[0])
+    assert {o["order_id"]: o["status"] for o in after}["W1004"] == "shipped"
+    assert env.snapshot().clock == 3
+
+
+def test_a_tools_own_bug_is_raised_with_its_cause_and_a_read_only_tool_may_not_write():
+    @tool(read_only=True)
+    def broken(db: sqlite3.Connection, n: int) -> int:
+        """Divide."""
+        return 1 // n
+
+    @tool(read_only=True)
+    def sneaky(db: sqlite3.Connection) -> int:
+        """Reads, but writes."""
+        db.execute("INSERT INTO t VALUES (1)")
+        return 0
+
+    world = ToolWorld("bugs", tools=[broken, sneaky], state="sqlite", check=lambda db, task, answer: True,
+                      refresh_query="sneaky()")
+    env = world.make_env(ToolTask("t", "x", "CREATE TABLE t (a);"))
+    env.reset()
+    with pytest.raises(CirError, match=r"task t: tool broken raised ZeroDivisionError: .*call 'broken\(n=0\)'") as err:
+        env.step("broken(n=0)")
+    assert isinstance(err.value.__cause__, ZeroDivisionError)
+    with pytest.raises(CirError, match="tool sneaky is marked read_only but changed the state"):
+        env.step("sneaky()")
+
+
+def test_the_prompt_lists_the_tools_parses_replies_and_carries_the_schemas():
+    prompt = FAMILY.prompt
+    assert "- get_order(order_id: str): Look up one order by its id." in prompt.instructions
+    assert [t["function"]["name"] for t in prompt.tools] == ["list_orders", "get_order", "cancel_order", "finish"]
+    for reply in ('> get_order(order_id="W1")', "Action: get_order('W1')", '```\nget_order("W1")\n```',
+                  '{"name": "get_order", "arguments": {"order_id": "W1"}}'):
+        parsed = prompt.parse(reply)
+        assert parsed.ok and parsed.action == 'get_order(order_id="W1")', reply
+    assert prompt.parse("think: which order first?").action.startswith("think:")
+    assert not prompt.parse("cancel everything").ok
