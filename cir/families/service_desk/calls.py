@@ -12,6 +12,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
+from cir.families.service_desk.store import money
 from cir.families.service_desk.tools import ORDER_WRITES, TOOLS
 from cir.tools.calls import CallError, ToolCall, parse_call, render_call
 from cir.tools.typed import tool_map
@@ -70,3 +71,21 @@ def answers(call: ToolCall, value: Any) -> str:
     return "yes" if same else "other"
 
 
+def reflects(call: ToolCall, order: dict[str, Any], times: int) -> bool:
+    """Whether an order shows the change ``call`` made (``times``: how often the agent made it)."""
+    a = call.arguments
+    if call.name == "cancel_order":
+        return order.get("status") == "cancelled"
+    if call.name == "change_address":
+        want = {k: str(a[k]).strip() for k in ("address1", "city", "state", "zip")}
+        return order.get("address") == want
+    if call.name == "exchange_item":
+        return any(e.get("item_id") == a["item_id"] and e.get("new_item_id") == a["new_item_id"]
+                   for e in order.get("exchanges") or [])
+    if call.name == "return_item":
+        return any(i.get("item_id") == a["item_id"] and i.get("status") == "returned" for i in order.get("items") or [])
+    if call.name == "refund":
+        same = [r for r in order.get("refunds") or [] if r.get("reason") == a["reason"].strip()
+                and money(r.get("amount", 0)) == money(a["amount"]) and r.get("payment_id") == a["payment_id"]]
+        return len(same) >= times
+    return False

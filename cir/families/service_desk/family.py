@@ -18,6 +18,7 @@ from cir.families.family import Family
 from cir.families.service_desk.agent.mechanisms import DIVERGENCE_MECHANISMS
 from cir.families.service_desk.check import solved
 from cir.families.service_desk.env import StoreEnv, refresh_query
+from cir.families.service_desk.features import SERVICE_DESK_FEATURES
 from cir.families.service_desk.generate import SPLITS, generate_task
 from cir.families.service_desk.prompts import INSTRUCTIONS, worked_example
 from cir.families.service_desk.tools import TOOLS, refresh_of
@@ -39,7 +40,7 @@ def generate(split: str, n: int, seed: int) -> list[ToolTask]:
 
 WORLD = ToolWorld("service-desk", tools=TOOLS, state="sqlite", check=solved, refresh=refresh_of,
                   refresh_query='get_customer(customer_id="")', generate=generate, splits=SPLITS,
-                  instructions=INSTRUCTIONS, examples=(worked_example(),),
+                  instructions=INSTRUCTIONS, examples=(worked_example(),), extractor=SERVICE_DESK_FEATURES,
                   experiments=Path(__file__).resolve().parent / "experiments",
                   tasks_text="generated service-desk tickets on a SQLite store")
 

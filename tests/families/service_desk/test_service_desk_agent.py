@@ -5,9 +5,18 @@ is out of stock), plus common random numbers, the memo and the careful plan."""
 from __future__ import annotations
 
 import json
-from types import SimpleNamespace
 
 import pytest
+from support.service_desk_example import (
+    CANCEL,
+    EXCHANGE,
+    FIND,
+    PRODUCT,
+    READ1,
+    READ2,
+    VERIFY1,
+    answers,
+)
 
 from cir.episode.perturb import MISSING_TEXT
 from cir.episode.protocol import PLACEBO_TEXT, REFRESH_PREFIX, REPLAN_TEXT
@@ -15,27 +24,12 @@ from cir.episode.recovery import rewind_memory
 from cir.episode.transcript import Step
 from cir.families.service_desk.agent.builtin import PROFILES, ServiceDeskAgent
 from cir.families.service_desk.agent.mechanisms import DIVERGENCE_MECHANISMS, MECHANISMS
-from cir.families.service_desk.calls import TOOL_MAP
-from cir.families.service_desk.env import StoreEnv
 from cir.families.service_desk.prompts import EXAMPLE_CALLS, EXAMPLE_SQL, EXAMPLE_TICKET
-from cir.tools.state import build_state
 
-FIND, READ1, CANCEL, VERIFY1, READ2, PRODUCT, EXCHANGE, VERIFY2 = EXAMPLE_CALLS[:8]
 #: every slip off and the verify habit on: the agent makes exactly the example's calls
 CAREFUL = {"wrong_item": 0.0, "wrong_variant": 0.0, "forget_request": 0.0, "obey_customer": 0.0,
            "extra_lookup": 0.0, "verify": 1.0, "interruption": 0.0, "over_correct": 0.0, "harness_recheck": 0.0,
            "distraction": 0.0}
-
-
-def answers(calls, sql=EXAMPLE_SQL):
-    """The true answers of ``calls`` on a fresh example store, in order."""
-    task = SimpleNamespace(task_id="t", instruction=EXAMPLE_TICKET, data={})
-    env = StoreEnv(task, tools=TOOL_MAP, state=build_state("sqlite", sql), check=lambda *_: True,
-                   refresh_query='get_customer(customer_id="C3001")')
-    env.reset()
-    out = [env.step(c)[0] for c in calls]
-    env.close()
-    return out
 
 
 def context(calls, shown, extra=()):

@@ -30,7 +30,15 @@ from typing import Any
 from cir.agents.modelfree import Draws, Fired
 from cir.episode.perturb import MISSING_TEXT
 from cir.episode.protocol import ABLATED_TEXT, REFRESH_PREFIX, REWIND_HEADER
-from cir.families.service_desk.calls import ANSWERS, TOOL_MAP, answers, call_of, record_kind, render
+from cir.families.service_desk.calls import (
+    ANSWERS,
+    TOOL_MAP,
+    answers,
+    call_of,
+    record_kind,
+    reflects,
+    render,
+)
 from cir.families.service_desk.store import STATUSES, money, tick_of
 from cir.families.service_desk.tickets import Request, Ticket, parse_ticket
 from cir.families.service_desk.tools import ORDER_WRITES
@@ -125,26 +133,6 @@ def _json(text: str) -> Any:
 
 def _error(value: Any) -> str | None:
     return str(value["error"]) if isinstance(value, dict) and set(value) == {"error"} else None
-
-
-def reflects(call: ToolCall, order: dict[str, Any], times: int) -> bool:
-    """Whether an order shows the change ``call`` made (``times``: how often the agent made it)."""
-    a = call.arguments
-    if call.name == "cancel_order":
-        return order.get("status") == "cancelled"
-    if call.name == "change_address":
-        want = {k: str(a[k]).strip() for k in ("address1", "city", "state", "zip")}
-        return order.get("address") == want
-    if call.name == "exchange_item":
-        return any(e.get("item_id") == a["item_id"] and e.get("new_item_id") == a["new_item_id"]
-                   for e in order.get("exchanges") or [])
-    if call.name == "return_item":
-        return any(i.get("item_id") == a["item_id"] and i.get("status") == "returned" for i in order.get("items") or [])
-    if call.name == "refund":
-        same = [r for r in order.get("refunds") or [] if r.get("reason") == a["reason"].strip()
-                and money(r.get("amount", 0)) == money(a["amount"]) and r.get("payment_id") == a["payment_id"]]
-        return len(same) >= times
-    return False
 
 
 def _status_rank(status: str) -> int:
