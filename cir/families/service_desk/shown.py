@@ -23,9 +23,9 @@ from cir.families.service_desk.calls import ANSWERS, answers, call_of
 TRUE, ANOMALOUS, LOOKS_RIGHT = "true", "anomalous", "looks_right"
 
 
-def anomalous(action: str, shown: str) -> bool:
-    """Whether ``shown``, the text shown for the call ``action``, visibly looks wrong (see the
-    module docstring)."""
+def anomalous(action: str | None, shown: str) -> bool:
+    """Whether ``shown``, the text shown for the call ``action`` (None: no call), visibly looks wrong
+    (see the module docstring); the family's ``anomalous(action, shown)``."""
     if shown.strip() == MISSING_TEXT:
         return True
     try:
@@ -34,7 +34,7 @@ def anomalous(action: str, shown: str) -> bool:
         return True
     if isinstance(value, dict) and "error" in value:
         return True
-    call = call_of(action)
+    call = call_of(action) if action else None
     if call is None or call.name not in ANSWERS:
         return False  # the agent's own bad call or finish: nothing to compare with
     return answers(call, value) != "yes"
