@@ -18,7 +18,7 @@ from cir.episode.recovery import Checkpoints
 from cir.tools import ToolTask, ToolWorld, tool
 from cir.util.errors import CirError
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "own-environment.md"
+DOC = Path(__file__).resolve().parents[2] / "docs/own-environment.md"
 
 
 def test_the_ten_lines_of_the_docs_run_as_written():
