@@ -18,6 +18,9 @@ and its replicates S + 1000 r), for each agent seed asked for, and prints, measu
   mechanism fired and how many rescues and harms each explains; the divergences no mechanism
   explains (must be 0); whether the features see where a clean refresh harms (out-of-fold
   AUC, a check, not a target);
+- beside the share that looks right, the share whose content is out of date (more than the store
+  times differ: a change's answer on an older state is the same record stamped earlier; a
+  measurement, not a target);
 - every target below, per seed, met or missed.
 
 Usage::
@@ -156,7 +159,7 @@ def shown_split(run: Path) -> dict[tuple[str, str], str]:
     """(task, condition) -> what the arm's perturbed step showed: ``true``, ``anomalous`` or
     ``looks_right`` (the family's rule), with the kit's generic rule beside it (key suffix ``:kit``)."""
     from cir.families.service_desk.calls import TOOL_MAP
-    from cir.families.service_desk.shown import shown_kind
+    from cir.families.service_desk.shown import differs_in_content, shown_kind
     from cir.pairs.store import read_episodes
     from cir.tools.results import anomalous as kit_anomalous
     from cir.tools.results import error_of, shape
@@ -168,7 +171,11 @@ def shown_split(run: Path) -> dict[tuple[str, str], str]:
         steps = [s for s in ep.transcript.steps if s.action is not None]
         for j, s in enumerate(steps):
             if f"perturb:{ep.condition}" in s.events:
-                out[(ep.task_id, ep.condition)] = shown_kind(s.action or "", s.shown, s.observation or "")
+                kind = shown_kind(s.action or "", s.shown, s.observation or "")
+                out[(ep.task_id, ep.condition)] = kind
+                if kind == "looks_right":  # beside it: whether more than the store times differ
+                    out[(ep.task_id, ep.condition + ":content")] = (
+                        "looks_right" if differs_in_content(s.shown, s.observation or "") else "times_only")
                 shapes: dict[str, set[str]] = {}
                 for earlier in steps[:j]:
                     try:
@@ -215,6 +222,11 @@ def reference_summary(run: Path, prof: str, conditions: tuple[str, ...], factual
         total = sum(pooled.values())
         key = "looks_right_share" if rule == "family" else "looks_right_share_kit_rule"
         out[key] = _pct(pooled["looks_right"], total)
+    times_only = [k for k, v in split.items() if v == "times_only" and k[1].split(":")[0] in STALE_LAG]
+    out["looks_right_times_only"] = len(times_only)
+    stale_lag = sum(1 for (t, c) in split if c in STALE_LAG)
+    out["looks_right_content_share"] = _pct(sum(1 for (t, c), v in split.items() if c in STALE_LAG
+                                                and v == "looks_right") - len(times_only), stale_lag)
     paired = pd.read_csv(run / "paired.csv")
     right = {(t, c) for (t, c), v in split.items() if v == "looks_right" and c in STALE_LAG}
     right_success = [k for k in right if won.get(k[0])]

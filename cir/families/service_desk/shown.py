@@ -10,17 +10,22 @@ before: here the missing text, text that is not JSON, an error object, a record 
 ``W2`` shown for ``get_order(order_id="W1")``) are anomalous; a record of the right kind about the
 right id, however old (``lagK``, or ``staleK`` of the same call), is not. :func:`shown_kind`
 classifies a perturbed step as the paired table's column does: ``true`` when the shown text is
-the true one, else ``anomalous`` or ``looks_right``.
+the true one, else ``anomalous`` or ``looks_right``; :func:`differs_in_content` tells a looks-right
+result that differs only in its store times (a change's answer on an older state) from one whose
+content is out of date.
 """
 
 from __future__ import annotations
 
 import json
+import re
 
 from cir.episode.perturb import MISSING_TEXT
 from cir.families.service_desk.calls import ANSWERS, answers, call_of
 
 TRUE, ANOMALOUS, LOOKS_RIGHT = "true", "anomalous", "looks_right"
+#: the store times a record carries (when it, a refund or an exchange was made)
+_STAMPS = re.compile(r'"(?:updated_at|created_at)": "[^"]*"')
 
 
 def anomalous(action: str | None, shown: str) -> bool:
@@ -45,3 +50,10 @@ def shown_kind(action: str, shown: str, true: str) -> str:
     if shown == true:
         return TRUE
     return ANOMALOUS if anomalous(action, shown) else LOOKS_RIGHT
+
+
+def differs_in_content(shown: str, true: str) -> bool:
+    """Whether a shown result differs from the true one in more than its store times: a ``lagK``
+    answer to a change made on the state K actions earlier is the same record stamped K minutes
+    earlier, which looks right and is wrong only in when the change was made."""
+    return _STAMPS.sub("", shown) != _STAMPS.sub("", true)
