@@ -5,7 +5,8 @@ size with the shipped configs (clean, stale2, stale1, lag2, lag1, missing), runs
 built-in agent, fits the study's routers on the primary cohort's factual-success tasks and
 writes, by perturbation kind (:mod:`cir.study.kinds`): each router's held-out ``p_err`` AUC
 against the clean cells, every held-out policy's effect and share of its oracle, the margins,
-and how many lagK texts were the true text anyway. The five-replicate study with the same
+and what each perturbed arm showed (the true text, an anomalous text, one that looks right), by
+kind and by what was shown. The five-replicate study with the same
 configs is ``cir reproduce --replicates 5`` (the reference study); this is its first replicate's
 two cohorts, for a measurement before it runs.
 
@@ -32,9 +33,10 @@ def main(argv: list[str] | None = None) -> int:
     from cir.pairs.paired import read_paired
     from cir.pairs.run import RunSpec, run_experiments
     from cir.pairs.settings import RunSettings
+    from cir.pairs.shown import with_shown
     from cir.stats.decompose import select_subset
     from cir.study.experiments import load_experiments
-    from cir.study.kinds import error_detection, kind_section, lag_visibility, scored_cells
+    from cir.study.kinds import kind_section, scored_cells, shown_split, with_arm_shown
     from cir.study.page import Report, markdown_table
     from cir.study.reproduce import cohort_tasks
     from cir.study.selective import run_selective
@@ -51,14 +53,14 @@ def main(argv: list[str] | None = None) -> int:
     run_experiments(specs, progress=False, echo=lambda s: None)
     ran = time.perf_counter() - started
     train = select_subset(read_paired(args.work / "runs" / fit.name, require_features=True), fit.fit_cir)
-    test_df = read_paired(args.work / "runs" / test.name, require_features=True)
+    test_df = with_shown(args.work / "runs" / test.name)
     sel = run_selective(train, test_df, None, resamples=args.resamples, seed=args.seed, source=test.name)
     report = Report("lag detection")
     out = args.work / "results"
     summary = sel.evaluation["summary"]
-    kind_section(report, out, sel.evaluation["episodes"], list(dict.fromkeys(summary["policy"])), list(sel.routers),
-                 error_detection(scored_cells(sel.routers, test_df)),
-                 lag_visibility(args.work / "runs" / e.name for e in (fit, test)), resamples=args.resamples,
+    kind_section(report, out, with_arm_shown(sel.evaluation["episodes"], test_df), list(dict.fromkeys(summary["policy"])),
+                 list(sel.routers), scored_cells(sel.routers, test_df),
+                 shown_split(with_shown(args.work / "runs" / e.name) for e in (fit, test)), resamples=args.resamples,
                  seed=args.seed)
     for kind, payload in report.blocks:
         if kind == "table":

@@ -101,6 +101,17 @@ def _row(spread, **where: object) -> object:
     return rows.iloc[0] if len(rows) else None
 
 
+def _p(p: float) -> str:
+    return "< 0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def _tested(value: float, low: float, high: float, p: float) -> str:
+    """``+x.x pp [lo, hi], p q``, and, when the test does not reject (p above 0.05), that no
+    difference is shown: never a margin or an effect read as one though its p says otherwise."""
+    text = f"{_pp(value)} pp [{_pp(low)}, {_pp(high)}], p {_p(p)}"
+    return text + (" (no difference shown)" if p > 0.05 else "")
+
+
 def _headline(r: object) -> str:
     """``+x.x pp [lo, hi] (replicates a to b)`` of one spread row."""
     return (f"{_pp(r['pooled_pp'])} pp [{_pp(r['pooled_ci_low_pp'])}, {_pp(r['pooled_ci_high_pp'])}] "
@@ -138,53 +149,136 @@ def summary(study: Path) -> str:
     rows = evaluation[evaluation["condition"] == "all"].set_index("policy")
     clean = evaluation[evaluation["condition"] == "clean"].set_index("policy")
     held = []
-    for policy in ("cir", "cir_paired", "cir_multi", "anomaly", "anomaly_rate_matched", "anomaly_rate_matched_heldout",
-                   "oracle_refresh", "oracle"):
+    for policy in HELD_OUT:
         if policy in rows.index:
             p = rows.loc[policy]
             own = p.get("oracle_policy") if isinstance(p.get("oracle_policy"), str) else "oracle"
             share = "" if policy.startswith("oracle") or pd.isna(p["oracle_fraction"]) else (
                 f", {100 * p['oracle_fraction']:.0f}% of the gain of `{own}`")
-            held.append(f"`{policy}` {_pp(p['effect_pp'])} pp [{_pp(p['ci_low_pp'])}, {_pp(p['ci_high_pp'])}]"
+            held.append(f"`{policy}` {_tested(p['effect_pp'], p['ci_low_pp'], p['ci_high_pp'], p['sign_flip_p'])}"
                         f"{share}, recovering in {100 * p['intervention_rate']:.1f}% of arms, clean harm "
                         f"{100 * clean.loc[policy, 'clean_harm_rate']:.1f}%")
     lines.append(f"- **Held out** ({int(rows.loc['never', 'n_tasks'])} tasks): " + "; ".join(held) + ".")
-    margins = [f"`{a}` - `{b}` {_headline(r)}" for a, b in (
-        ("cir_paired", "anomaly"), ("cir_paired", "anomaly_matched_cir_paired"),
-        ("cir_paired", "anomaly_matched_heldout_cir_paired"), ("cir", "anomaly"))
-        if (r := _row(spread, headline="held-out margin", policy=a, versus=b)) is not None]
-    if margins:
-        lines.append("- **Margins**: " + "; ".join(margins) + ".")
     bound = fits.groupby("router")["budget_bound"].apply(lambda b: int(b.astype(bool).sum()))
     lines.append("- **The clean-harm budget** bound the threshold search in " + ", ".join(
         f"{bound[r]} of {n} replicates for `{r}`" for r in bound.index) + ".")
-    lines += _kind_lines(tables) + _explain_lines(tables) + _validation_lines(tables)
+    lines += _kind_lines(tables) + _margin_lines(tables, spread) + _explain_lines(tables) + _validation_lines(tables)
     return "\n".join(lines)
 
 
+#: The held-out policies the summary gives: rewinding where the anomaly rule fires, and always, stand
+#: beside cir_multi (which mostly rewinds).
+HELD_OUT = ("cir", "cir_paired", "cir_multi", "anomaly_rewind", "always_rewind", "anomaly", "anomaly_rate_matched",
+            "anomaly_rate_matched_heldout", "oracle_refresh", "oracle")
+
+
+#: The margins the summary shows beside the primary comparisons (over all arms when none are named,
+#: and by kind): each with its raw p and Holm's p over every one of them it shows.
+SHOWN_MARGINS = (("cir_paired", "anomaly"), ("cir_paired", "anomaly_matched_cir_paired"),
+                 ("cir_paired", "anomaly_matched_heldout_cir_paired"), ("cir", "anomaly"),
+                 ("cir_multi", "anomaly_rewind"), ("cir_multi", "always_rewind"))
+
+
+def _margin_lines(tables: Path, spread: object) -> list[str]:
+    """The primary comparisons (named before the study ran) with raw and Holm-adjusted p and how many
+    other margins the tables hold; then the other margins the summary shows (over all arms when
+    none were named, and by kind), each with its raw p and Holm's adjusted p over all of those
+    shown, read as a difference only when that is at most 0.05."""
+    import pandas as pd
+    from statsmodels.stats.multitest import multipletests
+
+    from cir.study.comparisons import claim, comparison_text
+
+    lines = []
+    files = {name: len(pd.read_csv(tables / name)) for name in (
+        "cir_margins_pooled.csv", "cir_margins_by_kind_pooled.csv", "cir_margins_by_shown_pooled.csv")
+        if (tables / name).exists()}
+    named = tables / "primary_comparisons_pooled.csv"
+    primary = pd.read_csv(named, keep_default_na=False) if named.exists() else None
+    if primary is not None:
+        others = sum(files.values()) - len(primary)
+        where = ", ".join(f"{n:,} in `tables/{name}`" for name, n in files.items())
+        lines.append(f"- **Primary comparisons** (named in `experiments/cir_eval.toml` before the study ran; p: the "
+                     f"task-level sign-flip test, Holm: adjusted for the {len(primary)} named): "
+                     + "; ".join(comparison_text(r) for _, r in primary.iterrows())
+                     + f". The tables hold {others:,} other margin{'' if others == 1 else 's'} ({where}), each with "
+                     "its unadjusted p: exploratory.")
+    shown: list[tuple[str, str, object]] = []  # (line, label, row)
+    if primary is None and "cir_margins_pooled.csv" in files:
+        margins = pd.read_csv(tables / "cir_margins_pooled.csv")
+        margins = margins[margins["condition"] == "all"]
+        for a, b in SHOWN_MARGINS:
+            r = margins[(margins["policy"] == a) & (margins["versus"] == b)]
+            if len(r):
+                spread_row = _row(spread, headline="held-out margin", policy=a, versus=b)
+                reps = "" if spread_row is None else (f" (replicates {_pp(spread_row['min_pp'])} to "
+                                                      f"{_pp(spread_row['max_pp'])})")
+                shown.append(("all", f"`{a}` - `{b}`", r.iloc[0], reps))
+    if "cir_margins_by_kind_pooled.csv" in files:
+        by_kind = pd.read_csv(tables / "cir_margins_by_kind_pooled.csv")
+        for a, b in SHOWN_MARGINS:
+            for kind in ("stale", "lag"):
+                r = by_kind[(by_kind["policy"] == a) & (by_kind["versus"] == b) & (by_kind["condition"] == kind)]
+                if len(r):
+                    shown.append(("kind", f"`{a}` - `{b}` on {kind}", r.iloc[0], ""))
+    if shown:
+        holm = multipletests([float(r["sign_flip_p"]) for _, _, r, _ in shown], method="holm")[1]
+        texts = {"all": [], "kind": []}
+        for (line, label, r, reps), q in zip(shown, holm, strict=True):
+            reading = claim(float(r["margin_pp"]), float(q))
+            texts[line].append(f"{label} {_pp(r['margin_pp'])} pp [{_pp(r['ci_low_pp'])}, {_pp(r['ci_high_pp'])}]"
+                               f"{reps}, p {_p(r['sign_flip_p'])}, Holm {_p(q)}"
+                               + ("" if reading != "no difference shown" else " (no difference shown)"))
+        counted = f"{len(shown)} margin{'' if len(shown) == 1 else 's'} shown here"
+        family = (f"Holm: adjusted for the {counted}; none named before the study ran" if primary is None
+                  else f"Holm: adjusted for the {counted}; exploratory")
+        if texts["all"]:
+            lines.append(f"- **Margins** (p: the task-level sign-flip test; {family}): " + "; ".join(texts["all"]) + ".")
+        if texts["kind"]:
+            lines.append(f"- **Margins by kind** (p: the sign-flip test; {family}): " + "; ".join(texts["kind"]) + ".")
+    return lines
+
+
 def _interval(r: object) -> str:
-    return f"{_pp(r['effect_pp'])} pp [{_pp(r['ci_low_pp'])}, {_pp(r['ci_high_pp'])}]"
+    return _tested(r["effect_pp"], r["ci_low_pp"], r["ci_high_pp"], r["sign_flip_p"])
 
 
 def _kind_lines(tables: Path) -> list[str]:
-    """By perturbation kind (a study with lagK beside staleK): the error model's AUC, the held-out
-    policies and the margins on the lag arms (nothing for a study without them)."""
+    """By perturbation kind (a study with lagK beside staleK): what each kind held (the true text, an
+    anomalous text, a wrong text that looks right), the error model's AUC by kind and by what was
+    shown, the held-out policies on the lag arms and by what they showed, and the margins by kind,
+    each with its p (nothing for a study without them)."""
     import pandas as pd
 
     if not (tables / "cir_eval_by_kind_pooled.csv").exists():
         return []
     lines = []
+    if (tables / "shown_split_pooled.csv").exists():
+        split = pd.read_csv(tables / "shown_split_pooled.csv")
+        kinds = split[split["condition"] == "all"]
+        lines.append("- **What each kind held** (no-recovery arms of every cohort: the true text, a text the "
+                     "family's test sees is anomalous, a wrong text that looks right): " + "; ".join(
+                         f"{r['kind']} {int(r['arms']):,} arms: {int(r['true']):,} true ({100 * r['true_share']:.1f}%), "
+                         f"{int(r['anomalous']):,} anomalous ({100 * r['anomalous_share']:.1f}%), "
+                         f"{int(r['looks_right']):,} looks right ({100 * r['looks_right_share']:.1f}%)"
+                         for _, r in kinds.iterrows()) + ".")
     detection = pd.read_csv(tables / "cir_error_detection_pooled.csv")
     auc = detection[detection["router"] == "cir_paired"].set_index("kind")["auc_p_err"]
     kinds = [k for k in ("stale", "lag", "missing") if k in auc.index]
     if kinds:
-        lines.append("- **The error model** (`p_err` of `cir_paired`, held out, ROC AUC against the clean cells): "
-                     + "; ".join(f"{k} {auc[k]:.3f}" for k in kinds) + ".")
+        line = ("- **The error model** (`p_err` of `cir_paired`, held out, ROC AUC against the clean cells): "
+                + "; ".join(f"{k} {auc[k]:.3f}" for k in kinds))
+        if (tables / "cir_error_detection_by_shown_pooled.csv").exists():
+            parts = pd.read_csv(tables / "cir_error_detection_by_shown_pooled.csv")
+            parts = parts[parts["router"] == "cir_paired"]
+            line += "; by what the arm showed: " + "; ".join(
+                f"{r['kind']} {r['shown']} {r['auc_p_err']:.3f} ({int(r['cells']):,} cells)" for _, r in parts.iterrows())
+        lines.append(line + ".")
     evaluation = pd.read_csv(tables / "cir_eval_by_kind_pooled.csv")
     lag = evaluation[evaluation["condition"] == "lag"].set_index("policy")
     held = []
-    for policy in ("cir", "cir_paired", "cir_multi", "anomaly", "anomaly_rate_matched_heldout",
-                   "anomaly_matched_heldout_cir_paired", "oracle_refresh", "oracle"):
+    for policy in ("cir", "cir_paired", "cir_multi", "anomaly_rewind", "always_rewind", "anomaly",
+                   "anomaly_rate_matched_heldout", "anomaly_matched_heldout_cir_paired", "oracle_refresh", "oracle"):
         if policy in lag.index:
             r = lag.loc[policy]
             share = "" if policy.startswith("oracle") or pd.isna(r["oracle_fraction"]) else (
@@ -192,18 +286,20 @@ def _kind_lines(tables: Path) -> list[str]:
             held.append(f"`{policy}` {_interval(r)}{share}, recovering in {100 * r['intervention_rate']:.1f}% of arms")
     if held:
         lines.append(f"- **On the lagK arms** ({int(lag['n'].iloc[0]):,} held-out arms): " + "; ".join(held) + ".")
-    margins = pd.read_csv(tables / "cir_margins_by_kind_pooled.csv")
-    parts = []
-    for a, b in (("cir_paired", "anomaly"), ("cir_paired", "anomaly_matched_heldout_cir_paired"),
-                 ("cir_multi", "anomaly"), ("cir", "anomaly")):
-        for kind in ("stale", "lag"):
-            r = margins[(margins["policy"] == a) & (margins["versus"] == b) & (margins["condition"] == kind)]
-            if len(r):
-                r = r.iloc[0]
-                parts.append(f"`{a}` - `{b}` on {kind} {_pp(r['margin_pp'])} pp [{_pp(r['ci_low_pp'])}, "
-                             f"{_pp(r['ci_high_pp'])}]")
-    if parts:
-        lines.append("- **Margins by kind**: " + "; ".join(parts) + ".")
+    if (tables / "cir_eval_by_shown_pooled.csv").exists():
+        parts = pd.read_csv(tables / "cir_eval_by_shown_pooled.csv", keep_default_na=False)
+        lag = parts[parts["kind"] == "lag"]
+        each = []
+        for shown in ("true", "anomalous", "looks_right"):
+            part = lag[lag["shown"] == shown].set_index("policy")
+            if part.empty:
+                continue
+            effects = [f"`{p}` {_interval(part.loc[p])}" for p in (
+                "cir", "cir_paired", "cir_multi", "anomaly_rewind", "always_rewind", "anomaly", "oracle")
+                if p in part.index]
+            each.append(f"{shown} ({int(part['n'].iloc[0]):,} arms): " + ", ".join(effects))
+        if each:
+            lines.append("- **The lagK arms by what they showed**: " + "; ".join(each) + ".")
     return lines
 
 

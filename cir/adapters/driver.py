@@ -136,7 +136,7 @@ class FrameworkHarness(Harness):
     def turn(self, env: Any, transcript: Transcript, perturbation: Perturbation | None = None) -> Step:
         """One turn of the framework from the transcript; its steps appended (the last returned)."""
         messages = self.messages_of(transcript)
-        session = EnvSession(env, transcript, perturbation)
+        session = EnvSession(env, transcript, perturbation, persistence=self.persistence)
         with bound(session):
             try:
                 added = self.framework.turn([dict(m) for m in messages])

@@ -26,7 +26,13 @@ from cir.adapters.driver import refresh_call
 from cir.adapters.protocol import EnvCall, EnvSession, EpisodeOver, bound, current_session
 from cir.envs.base import refresh_for, refresh_query
 from cir.episode.operations import operation_info
-from cir.episode.perturb import Perturbation, feasibility, parse_conditions, perturbation_point
+from cir.episode.perturb import (
+    Perturbation,
+    feasibility,
+    parse_conditions,
+    parse_persistence,
+    perturbation_point,
+)
 from cir.episode.protocol import (
     DEFAULT_FRACTION,
     DEFAULT_MAX_ACTIONS,
@@ -187,18 +193,22 @@ def transcript_of(task_id: str, messages: list[dict[str, Any]], calls: list[EnvC
 def live_episode(run: Callable[[str, int], list[dict[str, Any]]], tools: dict[str, tuple[str, ...]], env: Any,
                  task_id: str, condition: str = "clean", *, perturb_fraction: float = DEFAULT_FRACTION,
                  perturb_at: int | None = None, max_turns: int = DEFAULT_MAX_TURNS,
-                 max_actions: int = DEFAULT_MAX_ACTIONS) -> tuple[Transcript, Transcript, dict[str, Any]]:
+                 max_actions: int = DEFAULT_MAX_ACTIONS,
+                 persistence: str | int | None = None) -> tuple[Transcript, Transcript, dict[str, Any]]:
     """``(factual, episode, info)`` of one task (as :func:`cir.router.live.run_episode`), the
     framework in its own loop: ``run(task_text, max_turns)`` runs it from the task to its end and
     returns its messages. The router is the framework's hook (in the agent ``run`` runs); its
-    decisions are ``info["router_decisions"]``."""
+    decisions are ``info["router_decisions"]``. ``persistence``: how long the perturbed read lasts
+    (:class:`~cir.episode.perturb.Persistence`)."""
     cond = parse_conditions([condition])[0]
     query = refresh_query(env)
+    lasting = parse_persistence(persistence)
 
     def once(perturbation: Perturbation | None) -> tuple[Transcript, EnvSession]:
         task_text = env.reset()
         session = EnvSession(env, Transcript(task_id, task_text), perturbation,
-                             budget=(max_turns, max_actions), snapshots=perturbation is not None)
+                             budget=(max_turns, max_actions), snapshots=perturbation is not None,
+                             persistence=lasting if perturbation is not None else None)
         with bound(session):
             messages = run(task_text, max_turns)
         return transcript_of(task_id, messages, session.calls, query, session.rewound_at), session

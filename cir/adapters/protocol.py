@@ -55,7 +55,7 @@ FRAMEWORK_SAMPLES = ("a framework agent draws one sample: its framework makes it
 
 if TYPE_CHECKING:  # pragma: no cover
     from cir.envs.base import Env
-    from cir.episode.perturb import Perturbation
+    from cir.episode.perturb import Persistence, Perturbation
     from cir.episode.transcript import Transcript
 
 
@@ -109,10 +109,13 @@ class EnvSession:
     """
 
     def __init__(self, env: Env, transcript: Transcript, perturbation: Perturbation | None = None, *,
-                 budget: tuple[int, int] | None = None, snapshots: bool = False) -> None:
+                 budget: tuple[int, int] | None = None, snapshots: bool = False,
+                 persistence: Persistence | None = None) -> None:
         self.env = env
         self.transcript = transcript
         self.perturbation = perturbation
+        #: how long the perturbed read lasts (the harness's: a command sent again may be shown it again)
+        self.persistence = persistence
         self.calls: list[EnvCall] = []
         #: (model turns, env actions) at most, for a run in the framework's own loop (None: the
         #: harness keeps the budget, one turn at a time)
@@ -139,7 +142,7 @@ class EnvSession:
 
     def step(self, action: str) -> str:
         from cir.episode.harness import send
-        from cir.episode.transcript import AGENT, Step, Transcript
+        from cir.episode.transcript import AGENT, HARNESS, Step, Transcript
 
         if not isinstance(action, str):
             raise CirError(f"env_step: the action must be text, got {type(action).__name__} {action!r:.60}")
@@ -155,6 +158,11 @@ class EnvSession:
             so_far = [Step(AGENT, c.action, c.action, c.observation, c.shown) for c in self.calls]
             step = self.perturbation.apply(Transcript(self.transcript.task_id, self.transcript.task_text,
                                                       [*self.transcript.steps, *so_far]), step)
+        elif self.persistence is not None and not self.persistence.once and not self.recovering:
+            # the turn's earlier calls as steps: a live recovery's query is the harness's (a refresh)
+            so_far = [Step(HARNESS if c.recovery else AGENT, c.action, c.action, c.observation, c.shown,
+                           events=list(c.events)) for c in self.calls]
+            step = self.persistence.again([*self.transcript.steps, *so_far], step)
         self.calls.append(EnvCall(action, obs, step.shown, done, won, list(step.events), self.recovering))
         if self.snapshots is not None:
             self.snapshots[self.transcript.env_actions + len(self.calls)] = self.env.snapshot()

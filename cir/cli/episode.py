@@ -58,6 +58,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--agent", default="builtin", help=f"the agent: {AGENT_SPECS}")
     p.add_argument("--base-url", default=None, help="OpenAI-compatible server for openai[-completion]:MODEL")
     p.add_argument("--condition", default="clean", help="clean, staleK, lagK or missing")
+    p.add_argument("--persistence", default="once", metavar="once|N|refresh",
+                   help="how long the perturbed read lasts: once, N env actions or until a refresh (the same "
+                        "command sent again is shown the perturbed text again; see `cir run --help`)")
     p.add_argument("--router", default=None, metavar="ROUTER_JSON", help="a router file from `cir fit`")
     p.add_argument("--seed", type=int, default=0, help="agent seed")
     p.add_argument("--perturb-fraction", type=float, default=DEFAULT_FRACTION,
@@ -99,12 +102,13 @@ def handle(args: argparse.Namespace) -> int:
     # imported here, not at the top: `cir --help` must not load the engine and the models
     from tqdm import tqdm
 
-    from cir.episode.perturb import parse_condition
+    from cir.episode.perturb import parse_condition, parse_persistence
     from cir.families.registry import DEFAULT_FAMILY, get_family, make_agent
     from cir.router.live import run_episode
     from cir.router.runtime import Router
 
     cond = parse_condition(args.condition)
+    persistence = parse_persistence(args.persistence)
     check_int("--max-turns", args.max_turns, 1, MAX_BUDGET)
     check_int("--max-actions", args.max_actions, 1, MAX_BUDGET)
     if args.json and Path(args.json).is_dir():  # found out before the episode runs, not after
@@ -128,7 +132,7 @@ def handle(args: argparse.Namespace) -> int:
         factual, episode, info = run_episode(
             task.task_id, agent, _Ticking(family.env(task), bar), cond.name, router=router,
             perturb_fraction=args.perturb_fraction, perturb_at=args.perturb_at, max_turns=args.max_turns,
-            max_actions=args.max_actions,
+            max_actions=args.max_actions, persistence=persistence,
         )
     paint = Painter(sys.stdout.isatty() and not os.environ.get("NO_COLOR"))
     print(format_episode(episode, task, info, paint, full=args.show))

@@ -52,6 +52,11 @@ def add_grid_options(p: argparse.ArgumentParser) -> None:
                         "a sampling agent (an LLM, or the built-in agent at a --temperature): the table "
                         "gains success counts and outcome probabilities per row; the shared prefix is run "
                         "once (one draw: as without samples) (default: %(default)s)")
+    p.add_argument("--persistence", default="once", metavar="once|N|refresh",
+                   help="how long a perturbed read lasts: once (the perturbation point only), N (a stale "
+                        "cache: the same command sent again in the next N env actions is shown the "
+                        "perturbed text again) or refresh (until a recovery queries the env afresh; a "
+                        "rewind or a replan does not) (default: %(default)s)")
 
 
 def _between(text: str | None) -> tuple[int, int] | None:
@@ -73,7 +78,8 @@ def grid_settings(args: argparse.Namespace) -> ReplaySettings:
     return ReplaySettings.parse(args.conditions, args.delays, args.operations,
                                 perturb_fraction=args.perturb_fraction, perturb_at=args.perturb_at,
                                 max_turns=args.max_turns, max_actions=args.max_actions,
-                                samples=args.samples, perturb_between=_between(args.perturb_between))
+                                samples=args.samples, perturb_between=_between(args.perturb_between),
+                                persistence=args.persistence)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -93,6 +99,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "cir run --tasks $ALFWORLD_DATA --split valid_unseen --out run-real --backend dask "
             "--scheduler tcp://HOST:8786 --jobs 32",
             "cir run --family examples.counter:FAMILY --tasks counter-tasks --out run-counter",
+            "cir run --tasks tasks/valid_unseen --out run-cache --conditions clean,stale2,lag2 "
+            "--operations refresh,rewind --persistence refresh",
         ],
     )
     add_family(p)

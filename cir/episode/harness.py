@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from cir.agents.sampling import sample_agent
 from cir.envs.base import refresh_query
+from cir.episode.perturb import Persistence, parse_persistence
 from cir.episode.protocol import (
     DEFAULT_MAX_ACTIONS,
     DEFAULT_MAX_TURNS,
@@ -76,7 +77,10 @@ class Harness:
     ``reply_cache`` (a dict, possibly shared between harnesses of the same agent)
     maps ``context_hash(context, agent.params())`` to the reply, so identical
     contexts in different arms cost one agent call. ``on_call`` is called after each
-    agent call (for progress reports; it cannot change the episode).
+    agent call (for progress reports; it cannot change the episode). ``persistence`` (a
+    :class:`~cir.episode.perturb.Persistence` or its text: ``once``, ``refresh``, N): how long a
+    perturbed read lasts; beyond ``once``, a command sent again after the perturbation point is
+    shown the perturbed text again while the stale cache lasts (:meth:`Persistence.again`).
     """
 
     def __init__(
@@ -87,6 +91,7 @@ class Harness:
         max_actions: int = DEFAULT_MAX_ACTIONS,
         reply_cache: dict[str, str] | None = None,
         on_call: Callable[[], None] | None = None,
+        persistence: Persistence | str | int | None = None,
     ) -> None:
         if max_turns < 1 or max_actions < 1:
             raise CirValueError(f"harness budgets max_turns={max_turns!r}, max_actions={max_actions!r}: "
@@ -98,6 +103,7 @@ class Harness:
         self.agent_params: dict[str, Any] = dict(agent.params())  # they key the reply cache
         self.costs = Costs()
         self.on_call = on_call
+        self.persistence = parse_persistence(persistence)
         self._lock = threading.Lock()  # the costs
         self._in_flight: SingleFlight[tuple[Any, bool]] = SingleFlight()
         self._samples: dict[int, Harness] = {}  # this harness for other samples of the agent
@@ -191,6 +197,8 @@ class Harness:
                         done=done, won=won)
             if perturbation is not None and transcript.env_actions + 1 == perturbation.at:
                 step = perturbation.apply(transcript, step)
+            else:  # a stale cache serves the same command the perturbed text again
+                step = self.persistence.again(transcript.steps, step)
         transcript.steps.append(step)
         return step
 

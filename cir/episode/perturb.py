@@ -12,9 +12,28 @@ Conditions (DESIGN.md):
 - ``lagK`` (K >= 1): the answer the SAME command would have got K env actions earlier (a
   stale cache or a lagging replica): the env restored to the state K env actions back, the
   command sent, the env restored (:func:`lagged_answer`). The text answers the command it is
-  shown for, so no check of text against command can see it; it is computed with the env's
+  shown for, so a check of text against command does not see it (yet it is often the true text,
+  when the answer had not changed in K env actions, or one a harness sees is wrong otherwise, such
+  as ALFWorld's ``Nothing happens.``: :func:`shown_kind` says which); it is computed with the env's
   exact snapshots, and its env work is counted like any other;
 - ``missing``: the fixed text :data:`MISSING_TEXT`.
+
+How long a perturbed read lasts (:class:`Persistence`, the run's ``persistence`` setting): ``once``
+(the default: only the perturbation point's text is modified; a later read of the same command gets
+the env's true answer), a number N (a stale cache: for the next N env actions, the same command
+text, sent again, is shown the perturbed text again) or ``refresh`` (the same, for as long as the
+episode lasts). Either ends at the first recovery that queries the env afresh (``refresh``,
+``refresh_ablated``: the harness re-read the env, so its cache no longer serves the stale answer);
+a ``rewind`` or a ``replan`` does not, so the command redone after them meets the stale answer
+again, as it would behind a real stale cache. The env still runs every command (as at the point);
+only the text shown is the cached one, and the step carries the event ``perturb:<condition>:again``.
+
+What a perturbed observation *showed* (:func:`shown_kind`, the paired table's ``shown`` column):
+``true`` (the text equals the true observation: no error at all, e.g. a ``lagK`` read whose answer
+had not changed in K env actions), ``anomalous`` (a text a harness can see is wrong: the missing
+text always, and whatever the environment family's ``anomalous(action, shown)`` says, e.g.
+ALFWorld's ``Nothing happens.`` to a command of its grammar or a text that does not answer its
+command) or ``looks_right`` (wrong, and it looks like a valid answer). ``clean`` is ``true``.
 
 The perturbation point of a task is the env action after ``fraction`` (0.25) of the
 factual run's N env actions: number ``ceil(fraction * N) + 1`` (1-based), the paper's
@@ -29,14 +48,111 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from cir.episode.protocol import DEFAULT_FRACTION
-from cir.episode.transcript import Step, Transcript
-from cir.util.errors import CirError
+from cir.episode.transcript import AGENT, Step, Transcript
+from cir.util.errors import CirError, SettingError
 
 MISSING_TEXT = "[Observation unavailable.]"
+
+#: What a perturbed observation showed (the ``shown`` column): the true text, a visibly anomalous
+#: text, or a wrong text that looks like a valid answer.
+SHOWN_TRUE, SHOWN_ANOMALOUS, SHOWN_LOOKS_RIGHT = "true", "anomalous", "looks_right"
+SHOWN_VALUES = (SHOWN_TRUE, SHOWN_ANOMALOUS, SHOWN_LOOKS_RIGHT)
+
+#: A family's test of a shown text: (the env action, the text shown for it) -> visibly anomalous?
+Anomalous = Callable[[str | None, str], bool]
+
+
+#: How long a perturbed read lasts: the perturbation point only (the default), or until a refresh.
+ONCE, UNTIL_REFRESH = "once", "refresh"
+#: The event of the perturbation point (``perturb:stale2``), not of a read served again.
+_POINT_EVENT = re.compile(r"^perturb:[^:]+$")
+
+
+@dataclass(frozen=True)
+class Persistence:
+    """How long a perturbed read lasts (module docstring): ``actions`` None and ``until_refresh``
+    False is ``once``; ``actions`` N: the next N env actions (a refresh ends it sooner);
+    ``until_refresh``: until a refresh (or the episode's end). Built by :func:`parse_persistence`."""
+
+    actions: int | None = None
+    until_refresh: bool = False
+
+    @property
+    def once(self) -> bool:
+        return self.actions is None and not self.until_refresh
+
+    @property
+    def text(self) -> str:
+        """``once``, ``refresh`` or the number N: what a run records and a command line takes."""
+        return ONCE if self.once else UNTIL_REFRESH if self.until_refresh else str(self.actions)
+
+    def again(self, before: list[Step], step: Step) -> Step:
+        """``step`` (the env's answer to an agent's command, after the steps ``before``) with the
+        perturbed text shown again when the cache still serves it: the same command text as the
+        perturbation point's, no recovery that queried the env since, and within N env actions of
+        the point (counted over every step since, those a rewind discarded too: a cache's clock does
+        not go back)."""
+        if self.once or step.action is None:
+            return step
+        at = next((i for i, s in enumerate(before) if any(_POINT_EVENT.match(e) for e in s.events)), None)
+        if at is None or before[at].action != step.action:
+            return step
+        since = before[at + 1:]
+        if any(s.actor != AGENT and s.action is not None for s in since):
+            return step  # the harness queried the env afresh (a refresh): the cache is renewed
+        if self.actions is not None and sum(1 for s in since if s.action is not None) + 1 > self.actions:
+            return step
+        event = next(e for e in before[at].events if _POINT_EVENT.match(e))
+        return Step(actor=step.actor, reply=step.reply, action=step.action, observation=step.observation,
+                    shown=before[at].shown, events=[*step.events, f"{event}:again"], done=step.done,
+                    won=step.won, rewind_to=step.rewind_to)
+
+
+def parse_persistence(value: str | int | Persistence | None) -> Persistence:
+    """``once`` (or None), ``refresh``, or a number N >= 1 of env actions (text or int); anything
+    else is a :class:`CirError` saying what is expected."""
+    if isinstance(value, Persistence):
+        return value
+    if value is None:
+        return Persistence()
+    text = str(value).strip().lower() if not isinstance(value, bool) else ""
+    if text == ONCE:
+        return Persistence()
+    if text == UNTIL_REFRESH:
+        return Persistence(until_refresh=True)
+    if text.isdigit() and int(text) >= 1 and text == str(int(text)):
+        return Persistence(actions=int(text))
+    raise SettingError("persistence", value, "once (the perturbed read is shown once), refresh (the same command "
+                       "is shown it again until a refresh) or a number N >= 1 of env actions it lasts")
+
+
+def missing_text(shown: str | None) -> bool:
+    """Whether ``shown`` is no observation at all (None, blank, or :data:`MISSING_TEXT`): anomalous to
+    any harness, whatever its family says."""
+    return shown is None or not str(shown).strip() or str(shown).strip() == MISSING_TEXT
+
+
+def no_anomaly(action: str | None, shown: str) -> bool:
+    """The test of a family without its own: no text but the missing one is anomalous."""
+    return False
+
+
+def shown_kind(action: str | None, observation: str | None, shown: str | None,
+               anomalous: Anomalous | None = None) -> str:
+    """What a step showed (:data:`SHOWN_VALUES`): ``true`` when ``shown`` is the true ``observation``;
+    else ``anomalous`` when it is the missing text (:func:`missing_text`) or ``anomalous(action,
+    shown)`` says so (a family's test: :attr:`cir.families.family.Family.anomalous`; without one only
+    the missing text is anomalous); else ``looks_right``."""
+    if shown == observation:
+        return SHOWN_TRUE
+    if missing_text(shown) or (anomalous is not None and bool(anomalous(action, str(shown)))):
+        return SHOWN_ANOMALOUS
+    return SHOWN_LOOKS_RIGHT
 
 #: the conditions with a K: their name's prefix is their kind
 _WITH_K = re.compile(r"^(stale|lag)(\d+)$")

@@ -22,6 +22,11 @@ environment (``docs/own-environment.md`` walks through one):
   builtin[:PROFILE]``); ``mechanisms``: the names of the trace events by which that agent's
   recovery can change an episode (``cir explain`` counts a divergence they do not cover as
   unexplained);
+- ``anomalous(action, shown) -> bool`` (optional): whether a text shown for an env action is
+  visibly anomalous to a harness (ALFWorld's: ``Nothing happens.`` to a command of its grammar, or
+  a text that does not answer its command); it splits what each perturbed arm showed into the true
+  text, an anomalous text and a wrong text that looks right (the paired table's ``shown`` column,
+  :func:`cir.episode.perturb.shown_kind`). Without it only the missing text is anomalous;
 - ``walk_actions(env, observation)`` (optional): the actions a random walk may take there, for
   :func:`cir.envs.check.check_env` (without it the env's ``admissible_commands()``);
 - ``experiments``: the folder of experiment configs ``cir reproduce --family NAME`` runs (each
@@ -50,7 +55,8 @@ AGENT_WALK = "the built-in agent's walk"
 #: The run options of the core a family's ``make_env`` may declare in ``env_options``.
 RUN_OPTIONS = ("snapshots",)
 #: The parts :meth:`Family.of` finds in a module by their names.
-PART_NAMES = ("load_tasks", "make_env", "generate_tasks", "builtin_agent", "walk_actions", "list_tasks")
+PART_NAMES = ("load_tasks", "make_env", "generate_tasks", "builtin_agent", "walk_actions", "list_tasks",
+              "anomalous")
 #: The kinds of value a family's own option takes.
 OPTION_KINDS = (bool, int, float, str)
 _TRUE, _FALSE = ("true", "yes", "1", "on"), ("false", "no", "0", "off")
@@ -134,6 +140,9 @@ class Family:
     options: tuple[FamilyOption, ...] = ()
     list_tasks: Callable[[Any], str] | None = None
     tasks_text: str = ""
+    #: (the env action, the text shown for it) -> whether a harness sees that text is wrong; None:
+    #: only the missing text is (:func:`cir.episode.perturb.shown_kind`)
+    anomalous: Callable[[str | None, str], bool] | None = None
 
     def __post_init__(self) -> None:
         check_family(self)
@@ -142,7 +151,7 @@ class Family:
     def of(cls, namespace: dict[str, Any], **fields: Any) -> Family:
         """The family whose functions are a module's own, found by their contract names
         (:data:`PART_NAMES`: ``load_tasks``, ``make_env``, ``generate_tasks``, ``builtin_agent``,
-        ``walk_actions``, ``list_tasks``) among the functions defined in the module whose
+        ``walk_actions``, ``list_tasks``, ``anomalous``) among the functions defined in the module whose
         ``globals()`` is ``namespace``, and whose ``experiments`` are the ``experiments/`` folder
         beside the module when it has one; ``fields`` give the rest (a part imported from another
         module is named there). Module-level functions are what the run's worker processes find
@@ -260,3 +269,5 @@ def check_family(family: Any) -> None:
     if not isinstance(options, tuple) or not all(isinstance(o, FamilyOption) for o in options):
         raise CirError(f"family {name!r}: options must be a tuple of cir.families.family.FamilyOption, got {options!r:.80}")
     _need_callable(family, "list_tasks", "(path) -> the table of its tasks", optional=True)
+    _need_callable(family, "anomalous", "(action, shown) -> whether the shown text is visibly anomalous",
+                   optional=True)

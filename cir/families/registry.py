@@ -142,3 +142,11 @@ def resolve_extractor(extractor: Any = None, family: str | Family | None = None)
     from cir.episode.extractor import check_extractor
 
     return check_extractor(get_family(family).extractor if extractor is None else extractor)
+
+
+def resolve_anomalous(anomalous: Any = None, family: str | Family | None = None) -> Any:
+    """``anomalous`` (a family's test of a shown text, :attr:`Family.anomalous`); None: the family's
+    (ALFWorld's without one), which may itself be None (then only the missing text is anomalous)."""
+    if anomalous is not None and not callable(anomalous):
+        raise CirError(f"anomalous: expected a function (action, shown) -> bool, got {anomalous!r:.80}")
+    return get_family(family).anomalous if anomalous is None else anomalous

@@ -20,6 +20,9 @@ executed           whether the recovery ran (False: episode ended before delay)
 factual_success    whether the clean, no-recovery run succeeded
 prefix_match       both arms identical up to the branch point
 outcome            rescue, harm, stable_success, stable_failure
+shown              what the arm's perturbed observation showed: true, anomalous or
+                   looks_right (:func:`cir.episode.perturb.shown_kind`; clean: true;
+                   absent from runs of earlier versions: :mod:`cir.pairs.shown`)
 k, y0_sum, ...     with ``--samples`` above 1: draws per arm, success counts and
                    outcome probabilities (:mod:`cir.pairs.samples`)
 f_*                features at the decision point, from the no-recovery arm
@@ -46,9 +49,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from cir.episode.delays import MAX_DELAY
+from cir.episode.perturb import SHOWN_TRUE, SHOWN_VALUES
 from cir.pairs.record import RunRecord, foreign_member
 from cir.pairs.samples import check_sample_columns, has_samples
 from cir.pairs.store import EPISODES, PAIRED, RUN_JSON, RunStore, StoreScan, verify_members
@@ -84,6 +89,8 @@ PAIRED_COLUMNS = [
     "outcome",
 ]
 OUTCOMES = ["stable_success", "rescue", "harm", "stable_failure"]
+#: what the arm's perturbed observation showed (SHOWN_VALUES), one value per arm
+SHOWN = "shown"
 FEATURE_PREFIX = "f_"
 
 
@@ -139,7 +146,12 @@ def paired_text(summaries: list[dict[str, Any]], conditions: Sequence[str],
     """The CSV text of a run's paired table from its task summaries (the store's task
     records): byte-identical whatever the order the tasks finished in."""
     rows = sorted((r for s in summaries for r in s["rows"]), key=row_sort_key(conditions, operations))
-    df = pd.DataFrame(rows, columns=paired_columns(rows))
+    columns = paired_columns(rows)
+    if SHOWN in columns and not all(SHOWN in r for r in rows):
+        # a run begun by a version without the column and resumed by this one: a column holds it
+        # for all rows or for none (readers derive it from the store: cir.pairs.shown)
+        columns.remove(SHOWN)
+    df = pd.DataFrame(rows, columns=columns)
     return df.to_csv(index=False, lineterminator="\n")
 
 
@@ -212,6 +224,8 @@ def validate_paired(df: pd.DataFrame, source: str = "paired table", require_feat
             "each task may have one row per condition, delay and operation"
         )
     _check_consistency(out, source)
+    if SHOWN in out.columns:
+        out[SHOWN] = _check_shown(out, source)
     if has_samples(out):
         out = check_sample_columns(out, source, _row_text)
     if require_features and not feature_columns(out):
@@ -219,6 +233,23 @@ def validate_paired(df: pd.DataFrame, source: str = "paired table", require_feat
             f"{source}: no feature columns (f_*); run `cir run` with this version to write them"
         )
     return add_outcome(out)
+
+
+def _check_shown(df: pd.DataFrame, source: str) -> pd.Series:
+    """The ``shown`` column as text, each value one of SHOWN_VALUES and one per arm."""
+    # a column of nothing but "true" is read from CSV as booleans
+    values = df[SHOWN].map(lambda v: SHOWN_TRUE if isinstance(v, (bool, np.bool_)) and v else str(v))
+    bad = ~values.isin(SHOWN_VALUES)
+    if bad.any():
+        row = bad.idxmax()
+        raise CirError(f"{source}: {_row_text(df, row)} has shown={_plain(df.at[row, SHOWN])!r}; expected one "
+                       f"of {', '.join(SHOWN_VALUES)} (what the arm's perturbed observation showed)")
+    mixed = values.groupby([df["task_id"], df["condition"]], sort=False).transform("nunique") > 1
+    if mixed.any():
+        row = mixed.idxmax()
+        raise CirError(f"{source}: task {df.at[row, 'task_id']!r} has more than one value of 'shown' under "
+                       f"{df.at[row, 'condition']!r}: an arm showed one observation, so one value on its rows")
+    return values
 
 
 def _row_text(df: pd.DataFrame, row: Any) -> str:

@@ -61,6 +61,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from typing import Any
 
+from cir.episode.perturb import ONCE
 from cir.families.registry import DEFAULT_FAMILY
 from cir.pairs.settings import ReplaySettings, RunSettings, task_set_digest
 from cir.pairs.store import RUN_JSON, RunStore, StoredMember
@@ -157,6 +158,10 @@ def foreign_member(identity: RunIdentity, task_ids: Sequence[str] | None) -> Cal
         if agents != {label}:
             other = sorted(str(a) for a in agents - {label}) or ["none"]
             return f"from another run (agent {', '.join(other)}; this run's is {label})"
+        persistence = summary.get("persistence", ONCE)
+        if persistence != identity.replay.persistence:
+            return (f"from another run (its perturbed reads last {persistence!r}, this run's "
+                    f"{identity.replay.persistence!r})")
         got = [(r.get("condition"), r.get("delay"), r.get("operation")) for r in rows]
         want = cells if summary.get("feasible") else set()
         if set(got) != want or len(got) != len(want) or any(r.get("task_id") != task for r in rows):
@@ -482,7 +487,7 @@ def check_extension(old: RunRecord, new: RunIdentity, new_ids: Sequence[str], so
                        f"{' (' + '; '.join(diff) + ')' if diff and there else ''}; an extension "
                        "needs the same agent, or none of its replies can be reused")
     old_replay, new_replay = was.replay, new.replay
-    for name in ("perturb_fraction", "perturb_at", "perturb_between", "max_turns", "max_actions"):
+    for name in ("perturb_fraction", "perturb_at", "perturb_between", "max_turns", "max_actions", "persistence"):
         if getattr(old_replay, name) != getattr(new_replay, name):
             raise CirError(f"{head}: it has {name}={getattr(old_replay, name)!r}, this run "
                            f"{getattr(new_replay, name)!r}; an extension keeps it")

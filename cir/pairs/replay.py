@@ -53,10 +53,19 @@ from cir.envs.counting import CountingEnv
 from cir.episode.extractor import FeatureExtractor, extract
 from cir.episode.fork import ForkPoint
 from cir.episode.harness import Harness, SnapshotHook, harness_for
-from cir.episode.perturb import Condition, feasibility, perturbation_point
+from cir.episode.perturb import (
+    ONCE,
+    SHOWN_TRUE,
+    Anomalous,
+    Condition,
+    feasibility,
+    no_anomaly,
+    perturbation_point,
+    shown_kind,
+)
 from cir.episode.recovery import Operation, get_operation
 from cir.episode.transcript import Transcript
-from cir.families.registry import resolve_extractor
+from cir.families.registry import resolve_anomalous, resolve_extractor
 from cir.pairs.episode_record import ARM, BRANCH, FACTUAL, EpisodeRecord
 from cir.pairs.paired import outcome_of
 from cir.pairs.record import sent_text
@@ -92,10 +101,14 @@ class TaskResult:
     episodes: list[EpisodeRecord] = field(default_factory=list)
     costs: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
+    #: how long a perturbed read lasted (ReplaySettings.persistence); in the summary only when not
+    #: ``once``, so a one-shot run's store is as it was
+    persistence: str = ONCE
 
     def summary(self) -> dict[str, Any]:
         """Everything but the episodes (the per-task line of the store)."""
-        return {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "episodes"}
+        return {k: getattr(self, k) for k in self.__dataclass_fields__
+                if k != "episodes" and not (k == "persistence" and self.persistence == ONCE)}
 
 
 def _fingerprint(t: Transcript, n: int) -> str:
@@ -122,6 +135,7 @@ def run_task_pairs(
     concurrency: int = 1,
     pool: JobPool | None = None,
     restore_check: str = "branches",
+    anomalous: Anomalous | None = None,
 ) -> TaskResult:
     """All paired rows of one task (see the module docstring); ``env`` is reset here once.
 
@@ -136,7 +150,9 @@ def run_task_pairs(
     the arms start (``task``), at every branch point (``branches``: :func:`check_branch_points`),
     or there with every later env action (``full``); a restore that is not exact is a
     :class:`RestoreError` before the task returns a row, and the check changes neither the rows
-    nor the costs.
+    nor the costs. ``anomalous(action, shown)``: the family's test of a visibly anomalous text, which
+    the ``shown`` column reads (:func:`cir.episode.perturb.shown_kind`); by default the default
+    family's (ALFWorld's) when ``extractor`` is its too (None), else none: only the missing text.
     """
     if restore_check not in RESTORE_CHECKS:
         raise CirError(f"restore_check {restore_check!r}: expected one of {', '.join(RESTORE_CHECKS)}")
@@ -148,8 +164,9 @@ def run_task_pairs(
     task_id = str(task.task_id)
     finished = [0]  # episodes finished so far, for progress reports (run_fork counts its own)
     harness = harness_for(agent, max_turns=settings.max_turns, max_actions=settings.max_actions,
-                      reply_cache=reply_cache, on_call=None if progress is None else
-                      lambda: progress(harness.costs.agent_calls, finished[0]))
+                          reply_cache=reply_cache, on_call=None if progress is None else
+                          lambda: progress(harness.costs.agent_calls, finished[0]),
+                          **({} if settings.persistence == ONCE else {"persistence": settings.persistence}))
     branching = env if isinstance(env, BranchingEnv) else BranchingEnv(env)
     counted = CountingEnv(branching)
 
@@ -160,6 +177,7 @@ def run_task_pairs(
         task_id=task_id, split=str(getattr(task, "split", "") or ""),
         task_type=str(getattr(task, "task_type", "") or ""), agent=agent_label(agent), feasible=False,
         reason="", factual_env_actions=n, factual_success=bool(factual.won), point=None,
+        persistence=settings.persistence,
     )
     result.episodes.append(EpisodeRecord.of(task_id, FACTUAL, "clean", factual))
     finished[0] = 1
@@ -171,7 +189,8 @@ def run_task_pairs(
         result.point = perturbation_point(n, settings.perturb_fraction, at)
         checked = check_restore(task_id, branching, snapshots, factual, result.point)
         fork = _Fork(harness, counted, settings, result, factual, snapshots, result.point,
-                     resolve_extractor(extractor))
+                     resolve_extractor(extractor),
+                     resolve_anomalous(anomalous) if extractor is None else anomalous or no_anomaly)
         arms, draws = [], []
         for cond, arm, branches in run_fork(fork, conditions, concurrency=concurrency, pool=pool,
                                             finished=finished):
@@ -198,9 +217,9 @@ class _Fork:
 
     def __init__(self, harness: Harness, env: CountingEnv, settings: ReplaySettings, result: TaskResult,
                  factual: Transcript, snapshots: dict[int, Any], point: int,
-                 extractor: FeatureExtractor) -> None:
+                 extractor: FeatureExtractor, anomalous: Anomalous | None = None) -> None:
         self.harness, self.env, self.settings, self.result = harness, env, settings, result
-        self.extractor = extractor
+        self.extractor, self.anomalous = extractor, anomalous
         self.factual, self.snapshots, self.point = factual, snapshots, point
         self.start = ForkPoint(factual, snapshots, point)  # the perturbed prefix and its rewind checkpoints
         self.k_at, self.rewind = self.start.k_at, self.start.rewind
@@ -258,6 +277,7 @@ class _Fork:
         """4. A branch per delay and operation, and its paired row."""
         task_id, settings, result = self.result.task_id, self.settings, self.result
         y0 = int(arm.won)
+        shown = self.shown(cond, arm)
         for d, k, executed in self.branch_points(arm):
             j = self.point + d
             if executed:
@@ -285,7 +305,7 @@ class _Fork:
                     "y0": y0, "y1": y1, "executed": bool(executed),
                     # a branch that differs from its arm before the branch point raised above
                     "factual_success": bool(self.factual.won), "prefix_match": True,
-                    "outcome": outcome_of(y0, y1),
+                    "outcome": outcome_of(y0, y1), "shown": shown,
                 }
                 if self.samples > 1:
                     row.update(sampled[op.name])
@@ -293,6 +313,13 @@ class _Fork:
                 result.rows.append(row)
             if self.samples > 1:
                 result.episodes += sample_episodes
+
+    def shown(self, cond: Condition, arm: Transcript) -> str:
+        """What the arm's perturbed observation showed (the ``shown`` column): ``true`` for clean."""
+        if cond.kind == "clean":
+            return SHOWN_TRUE
+        step = arm.steps[self.k_at - 1]
+        return shown_kind(step.action, step.observation, step.shown, self.anomalous)
 
     def branch(self, cond: Condition, arm: Transcript, arm_snaps: dict[int, Any], d: int,
                op: Operation, k: int, env: CountingEnv | None = None, sample: int = 0) -> Transcript:

@@ -29,6 +29,7 @@ from typing import Any
 
 from cir import __version__
 from cir.agents.factory import AgentIdentity
+from cir.episode.perturb import no_anomaly
 from cir.families.registry import agent_identity, make_agent
 from cir.pairs.farm import FarmRun, Job, farm
 from cir.pairs.paired import paired_text, rows_of, text_digest
@@ -90,10 +91,11 @@ def run_task_worker(task: Any, settings: RunSettings, cache_fallback: Sequence[s
     reporter = None if channel is None else TaskReporter(channel, str(task.task_id), agent=agent)
     env = _make_env(task, settings)
     try:
-        extractor = settings.extractor or settings.env_family().extractor
-        result = run_task_pairs(task, agent, env, settings.replay, extractor=extractor,
+        family = settings.env_family()
+        result = run_task_pairs(task, agent, env, settings.replay, extractor=settings.extractor or family.extractor,
                                 progress=reporter, pool=pool, concurrency=concurrency,
-                                restore_check=settings.restore_check_mode())
+                                restore_check=settings.restore_check_mode(),
+                                anomalous=family.anomalous or no_anomaly)
         stats = agent.stats() if callable(getattr(agent, "stats", None)) else None
     finally:
         if callable(getattr(agent, "close", None)):

@@ -25,7 +25,14 @@ from cir.agents.limits import RequestLimits
 from cir.agents.sampling import check_samples
 from cir.episode.delays import check_delays
 from cir.episode.operations import check_operations
-from cir.episode.perturb import Condition, parse_conditions, perturbation_point, random_point
+from cir.episode.perturb import (
+    ONCE,
+    Condition,
+    parse_conditions,
+    parse_persistence,
+    perturbation_point,
+    random_point,
+)
 from cir.episode.protocol import (
     DEFAULT_CONDITIONS,
     DEFAULT_DELAYS,
@@ -72,6 +79,9 @@ class ReplaySettings:
     samples: int = 1
     #: a perturbed env action drawn per task from LO..HI by its id (random_point); None: not so
     perturb_between: tuple[int, int] | None = None
+    #: how long a perturbed read lasts (cir.episode.perturb.Persistence): ``once`` (the point only),
+    #: ``refresh`` (the same command is shown it again until a refresh) or N env actions
+    persistence: str = "once"
 
     def __post_init__(self) -> None:
         conditions = tuple(c.name for c in parse_conditions(self.conditions))
@@ -82,6 +92,7 @@ class ReplaySettings:
         _check_int("max_actions", self.max_actions, 1, MAX_BUDGET)
         perturbation_point(10, self.perturb_fraction, self.perturb_at)  # checks the point rule
         check_samples(self.samples)
+        object.__setattr__(self, "persistence", parse_persistence(self.persistence).text)
         if self.perturb_between is not None:
             between = tuple(self.perturb_between)
             if len(between) != 2 or self.perturb_at is not None:
@@ -107,6 +118,8 @@ class ReplaySettings:
             del data["samples"]
         if data["perturb_between"] is None:  # absent unless set: run records stay as they were
             del data["perturb_between"]
+        if data["persistence"] == ONCE:  # likewise: a record of one-shot perturbations reads as before
+            del data["persistence"]
         return {k: list(v) if isinstance(v, tuple) else v for k, v in data.items()}
 
     def cells(self) -> set[tuple[str, int, str]]:

@@ -14,7 +14,13 @@ from cir.envs.base import Env
 from cir.envs.counting import CountingEnv
 from cir.episode.fork import ForkPoint
 from cir.episode.harness import Harness, harness_for
-from cir.episode.perturb import feasibility, parse_conditions, perturbation_point
+from cir.episode.perturb import (
+    Persistence,
+    feasibility,
+    parse_conditions,
+    parse_persistence,
+    perturbation_point,
+)
 from cir.episode.protocol import DEFAULT_FRACTION, DEFAULT_MAX_ACTIONS, DEFAULT_MAX_TURNS
 from cir.episode.transcript import Transcript
 from cir.router.runtime import Advisor, RouterHook
@@ -32,6 +38,7 @@ def run_episode(
     perturb_at: int | None = None,
     max_turns: int = DEFAULT_MAX_TURNS,
     max_actions: int = DEFAULT_MAX_ACTIONS,
+    persistence: Persistence | str | int | None = None,
 ) -> tuple[Transcript, Transcript, dict[str, Any]]:
     """One episode under ``condition`` (optionally routed), for ``cir episode``.
 
@@ -39,14 +46,20 @@ def run_episode(
     same run. A perturbed condition needs the factual run first (to find the point). The
     router decides whether and with which operation to recover (the one it was fitted for,
     or the one it chooses among several); ``info["router_decisions"]`` lists each decision.
+    ``persistence`` (``once``, ``refresh``, N): how long the perturbed read lasts
+    (:class:`~cir.episode.perturb.Persistence`: the same command sent again is shown it again while
+    a stale cache would serve it).
     """
     cond = parse_conditions([condition])[0]
-    harness = harness_for(agent, max_turns=max_turns, max_actions=max_actions)
+    persistence = parse_persistence(persistence)
+    harness = harness_for(agent, max_turns=max_turns, max_actions=max_actions,
+                          **({} if persistence.once else {"persistence": persistence}))
     env = CountingEnv(env)
     factual, snapshots = harness.episode_with_snapshots(env, task_id)
     n = factual.env_actions
     info: dict[str, Any] = {"factual_env_actions": n, "factual_success": factual.won,
-                            "condition": cond.name, "point": None, "feasible": True, "reason": "ok"}
+                            "condition": cond.name, "point": None, "feasible": True, "reason": "ok",
+                            **({} if persistence.once else {"persistence": persistence.text})}
     if cond.kind == "clean" and router is None:
         info["costs"] = _costs(harness, env)
         return factual, factual, info

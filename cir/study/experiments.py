@@ -5,7 +5,11 @@ family (``family``: a name such as ``textworld-cooking`` or ``MODULE:ATTR``, ``e
 name; ALFWorld without it; every config of a folder names the same one, whose splits the ``split`` is one of), the grid of
 conditions, delays and operations, and its role in the study: ``effects`` (when does
 refresh help or harm), ``mechanism`` (why), ``eval`` (CIR's held-out evaluation) or
-``train`` (a cohort run only to fit CIR). Exactly one config says ``fit_cir = SUBSET``:
+``train`` (a cohort run only to fit CIR). ``persistence`` (optional: ``"once"``, the default,
+``"refresh"`` or a number N) says how long a perturbed read lasts (:class:`~cir.episode.perturb.Persistence`).
+The ``eval`` config may name the study's primary comparisons (``comparisons``, a list of ``"POLICY -
+VERSUS"`` or ``"POLICY - VERSUS on GROUP"``, :mod:`cir.study.comparisons`), fixed before it runs.
+Exactly one config says ``fit_cir = SUBSET``:
 CIR is fitted on that subset of its tasks (``factual-success`` or ``all``), as the paper
 fits it on the primary cohort's factual-success tasks; its split must share no layout
 with the evaluation cohort's. Cohorts on the same split take consecutive, disjoint
@@ -23,9 +27,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from cir.episode.perturb import ONCE, parse_persistence
 from cir.families.registry import DEFAULT_FAMILY, get_family
 from cir.pairs.settings import ReplaySettings
 from cir.stats.decompose import SUBSETS
+from cir.study.comparisons import check_comparisons, parse_comparisons
 from cir.util.errors import CirError
 
 if sys.version_info >= (3, 11):
@@ -45,7 +51,9 @@ _FIELDS = {
     "delays": list,
     "operations": list,
 }
-_OPTIONAL = {"fit_cir": str, "family": str, "env": str}  # env: family's former name
+# env: family's former name; persistence: how long a perturbed read lasts (once, refresh or N)
+# comparisons: the held-out cohort's primary comparisons (cir.study.comparisons)
+_OPTIONAL = {"fit_cir": str, "family": str, "env": str, "persistence": (str, int), "comparisons": list}
 
 
 @dataclass(frozen=True)
@@ -62,6 +70,8 @@ class Experiment:
     source: str = ""
     fit_cir: str | None = None
     family: str = DEFAULT_FAMILY
+    #: the primary comparisons, named before the study runs (the held-out cohort's; cir.study.comparisons)
+    comparisons: tuple[str, ...] = ()
 
     def size(self, quick: bool) -> int:
         return self.quick_n_tasks if quick else self.n_tasks
@@ -73,6 +83,10 @@ class Experiment:
                 "conditions": list(self.replay.conditions), "delays": list(self.replay.delays),
                 "operations": list(self.replay.operations), "fit_cir": self.fit_cir,
                 "source": Path(self.source).name,
+                # one-shot perturbations (the default) leave the study record as it was
+                **({} if self.replay.persistence == ONCE else {"persistence": self.replay.persistence}),
+                # named before the study runs: a resume with other comparisons is refused
+                **({"comparisons": list(self.comparisons)} if self.comparisons else {}),
                 # ALFWorld's configs name no family: their study records stay as they were
                 **({} if self.family == DEFAULT_FAMILY else {"family": self.family})}
 
@@ -100,8 +114,9 @@ def load_experiment(path: str | Path) -> Experiment:
     if data["role"] not in ROLES:
         raise CirError(f"{path}: role {data['role']!r} is not one of {', '.join(ROLES)}")
     for field, kind in _OPTIONAL.items():
-        if field in data and not isinstance(data[field], kind):
-            raise CirError(f"{path}: field {field!r} must be a {kind.__name__}, got {data[field]!r}")
+        if field in data and (not isinstance(data[field], kind) or isinstance(data[field], bool)):
+            what = " or ".join(k.__name__ for k in kind) if isinstance(kind, tuple) else kind.__name__
+            raise CirError(f"{path}: field {field!r} must be a {what}, got {data[field]!r}")
     if "family" in data and "env" in data:
         raise CirError(f"{path}: fields 'family' and 'env' both given; 'env' is the former name of 'family': keep one")
     field = "env" if "env" in data else "family"
@@ -116,11 +131,24 @@ def load_experiment(path: str | Path) -> Experiment:
         if data[field] < 1:
             raise CirError(f"{path}: field {field!r} must be >= 1, got {data[field]}")
     try:
+        persistence = parse_persistence(data.get("persistence", ONCE)).text
+    except CirError as err:
+        raise CirError(f"{path}: field 'persistence': {err}") from None
+    try:
         replay = ReplaySettings(conditions=tuple(str(c) for c in data["conditions"]),
                                 delays=tuple(data["delays"]),
-                                operations=tuple(str(o) for o in data["operations"]))
+                                operations=tuple(str(o) for o in data["operations"]), persistence=persistence)
     except CirError as err:
         raise CirError(f"{path}: the grid (conditions, delays, operations): {err}") from None
+    comparisons: tuple[str, ...] = ()
+    if "comparisons" in data:
+        if data["role"] != "eval":
+            raise CirError(f"{path}: field 'comparisons' belongs to the held-out cohort's config (role 'eval'), "
+                           f"not to a {data['role']!r} cohort")
+        try:
+            comparisons = tuple(c.text for c in parse_comparisons([str(c) for c in data["comparisons"]]))
+        except CirError as err:
+            raise CirError(f"{path}: field 'comparisons': {err}") from None
     return Experiment(
         name=data["name"],
         role=data["role"],
@@ -132,6 +160,7 @@ def load_experiment(path: str | Path) -> Experiment:
         source=str(path),
         fit_cir=data.get("fit_cir"),
         family=family,
+        comparisons=comparisons,
     )
 
 
@@ -173,6 +202,12 @@ def load_experiments(folder: str | Path | None = None, family: str | None = None
     for e in experiments:
         if e.role == "train" and not e.fit_cir:
             raise CirError(f"{e.source}: a 'train' cohort is run only to fit CIR: set fit_cir")
+    if ev.comparisons:  # one the study cannot measure is refused now, not after its cohorts ran
+        from cir.study.selective import experiment_operations, study_policies, study_routers
+
+        operations = experiment_operations(experiments)
+        check_comparisons(ev.comparisons, list(study_routers(operations)), study_policies(operations),
+                          ev.replay.conditions, ev.source)
     return experiments
 
 

@@ -18,6 +18,7 @@ from cir.episode.protocol import PRIMARY_STALE
 from cir.stats.effects import contrast_table, effect_table
 from cir.stats.explain import harm_table
 from cir.stats.joint import joint_effects
+from cir.study.comparisons import comparisons_block
 from cir.study.experiments import Experiment
 from cir.study.figures import plot_effects
 from cir.study.findings import (
@@ -27,7 +28,7 @@ from cir.study.findings import (
     mechanism_finding,
     small_cohort_warning,
 )
-from cir.study.kinds import error_detection, kind_section, lag_visibility
+from cir.study.kinds import kind_section, shown_split, with_arm_shown
 from cir.study.page import Report, format_number, save_csv, save_figure
 from cir.study.replicates import (
     control_cells,
@@ -217,15 +218,18 @@ def write_pooled_report(out: Path, experiments: list[Experiment], studies: dict[
                            "_pooled")
     selective = _selective(body, out, studies, evaluation)
     which_recovery_section(body, out, evaluation[0], evaluation[1], evaluation[2], suffix="_pooled")
-    arms = evaluation[0]
-    kind_section(body, out, arms, arms.attrs["policies"], arms.attrs["routers"],
-                 error_detection(pooled_scored_cells(studies, experiments)),
-                 lag_visibility(d / "runs" / e.name for d in studies.values() for e in experiments),
-                 resamples=resamples, seed=seed, suffix="_pooled")
+    test = next(e for e in experiments if e.role == "eval")
+    tables = {e.name: pooled_paired(studies, e.name, shown=True) for e in experiments}
+    arms = with_arm_shown(evaluation[0], tables[test.name])
+    kinds = kind_section(body, out, arms, arms.attrs["policies"], arms.attrs["routers"],
+                         pooled_scored_cells(studies, experiments), shown_split(tables.values()),
+                         resamples=resamples, seed=seed, suffix="_pooled")
+    named = comparisons_block(body, out, test, {"condition": evaluation[2], "kind": kinds and kinds.margins,
+                                                "shown": kinds and kinds.part_margins}, suffix="_pooled")
     if validation:
         validation_section(body, out, validation, seed=seed, jobs=jobs)
     findings = [f for f in (effects, mechanism_f, selective) if f is not None]
-    report = _findings(title, findings, spread_table, quick)
+    report = _findings(title, findings, spread_table, quick, named)
     report.blocks += body.blocks
     md, _ = report.write(out)
     return md
@@ -250,7 +254,7 @@ def _pooled_tables(out: Path, experiments: list[Experiment], studies: dict[int, 
     return per, pooled, evaluation, spread_table
 
 
-def _findings(title: str, findings: list[Finding], spread_table: pd.DataFrame, quick: bool) -> Report:
+def _findings(title: str, findings: list[Finding], spread_table: pd.DataFrame, quick: bool, named: str = "") -> Report:
     """The report's head: each question's finding with the replicates' spread."""
     report = Report(title)
     report.heading("Findings")
@@ -263,6 +267,8 @@ def _findings(title: str, findings: list[Finding], spread_table: pd.DataFrame, q
         label = {"Effects of refresh": f"{PRIMARY_STALE} refresh at delay 0",
                  "Selective recovery (CIR)": "cir_paired"}.get(f.question, "")
         report.text(f"**{i}. {f.question}.** {f.sentence}" + (f" Spread ({label}): {extra}." if extra else ""))
+    if named:
+        report.text(f"**Primary comparisons.** {named}")
     warning = small_cohort_warning(findings, quick)
     if warning:
         report.warning(warning)

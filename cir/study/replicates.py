@@ -27,6 +27,7 @@ from matplotlib.figure import Figure
 
 from cir.episode.protocol import PRIMARY_STALE
 from cir.pairs.paired import read_paired
+from cir.pairs.shown import with_shown
 from cir.router.evaluation import summarize_walks, walk_routers
 from cir.router.runtime import Router
 from cir.stats.effects import contrast_table, effect_table
@@ -58,9 +59,12 @@ def _prefixed(df: pd.DataFrame, seed: int) -> pd.DataFrame:
     return df.assign(task_id=f"seed-{seed}/" + df["task_id"].astype(str))
 
 
-def pooled_paired(studies: dict[int, Path], experiment: str) -> pd.DataFrame:
-    """One cohort's paired tables of every replicate, task ids prefixed by the replicate."""
-    return pd.concat([_prefixed(read_paired(d / "runs" / experiment), s) for s, d in studies.items()],
+def pooled_paired(studies: dict[int, Path], experiment: str, shown: bool = False) -> pd.DataFrame:
+    """One cohort's paired tables of every replicate, task ids prefixed by the replicate; ``shown``:
+    with what each arm showed (:func:`cir.pairs.shown.with_shown`: derived from the store of a run
+    written before the column)."""
+    read = (lambda run: with_shown(run)) if shown else read_paired
+    return pd.concat([_prefixed(read(d / "runs" / experiment), s) for s, d in studies.items()],
                      ignore_index=True)
 
 
@@ -91,7 +95,7 @@ def pooled_evaluation(studies: dict[int, Path], experiments: list[Experiment], *
 
 def pooled_scored_cells(studies: dict[int, Path], experiments: list[Experiment]) -> pd.DataFrame:
     """Every replicate's held-out decision cells scored by its own routers' p_err
-    (:func:`cir.study.kinds.scored_cells`), task ids prefixed by the replicate."""
+    (:func:`cir.study.kinds.scored_cells`), with what each arm showed, task ids prefixed by the replicate."""
     from cir.study.kinds import scored_cells
 
     test = next(e for e in experiments if e.role == "eval")
@@ -99,7 +103,7 @@ def pooled_scored_cells(studies: dict[int, Path], experiments: list[Experiment])
     parts = []
     for s, d in studies.items():
         routers = {name: Router.load(d / router_file(name)) for name in names}
-        parts.append(_prefixed(scored_cells(routers, read_paired(d / "runs" / test.name, require_features=True)), s))
+        parts.append(_prefixed(scored_cells(routers, with_shown(d / "runs" / test.name)), s))
     return pd.concat(parts, ignore_index=True)
 
 

@@ -29,6 +29,7 @@ from cir.families.registry import get_family
 from cir.pairs.paired import CheckedRun, feature_columns, read_run
 from cir.pairs.record import RunRecord
 from cir.pairs.samples import has_samples
+from cir.pairs.shown import with_shown
 from cir.pairs.store import PAIRED
 from cir.router.calibration import calibration_figure, calibration_table
 from cir.stats.decompose import decompose, select_subset
@@ -36,6 +37,7 @@ from cir.stats.effects import SAMPLED_COLUMNS, contrast_table, effect_table
 from cir.stats.explain import attribution_split, explain_checked, harm_table, mechanism_counts
 from cir.stats.joint import joint_effects, joint_matrix, joint_outcomes
 from cir.stats.noise import noise_floor
+from cir.study.comparisons import comparisons_block
 from cir.study.experiments import Experiment
 from cir.study.figures import (
     FigureSkipped,
@@ -52,7 +54,7 @@ from cir.study.findings import (
     mechanism_finding,
     small_cohort_warning,
 )
-from cir.study.kinds import error_detection, kind_section, lag_visibility, scored_cells
+from cir.study.kinds import kind_section, scored_cells, shown_split, with_arm_shown
 from cir.study.page import Report, format_number, save_csv, save_figure
 from cir.study.selective import (
     MULTI,
@@ -332,7 +334,8 @@ def _with_features(run: CheckedRun) -> pd.DataFrame:
 
 
 def _cir_section(report: Report, out: Path, experiments: list[Experiment], sel: Selective,
-                 runs: dict[str, CheckedRun], resamples: int, seed: int) -> Finding:
+                 runs: dict[str, CheckedRun], resamples: int, seed: int) -> tuple[Finding, str]:
+    """The section, its finding and the sentence of the primary comparisons (empty: none named)."""
     train, test = _fit_and_eval(experiments)
     report.heading("3. Selective recovery: CIR on held-out tasks")
     test_df = runs[test.name].table
@@ -383,10 +386,13 @@ def _cir_section(report: Report, out: Path, experiments: list[Experiment], sel: 
     report.table(brier, cal_csv, "Brier scores of cir's three models on the held-out cohort")
     report.figure(save_figure(calibration_figure(router, test_df), out / "figures", "cir_calibration"),
                   "Reliability of p_err, p0 and p1 on the held-out cohort")
-    kind_section(report, out, result["episodes"], list(dict.fromkeys(summary["policy"])), list(sel.routers),
-                 error_detection(scored_cells(sel.routers, test_df)),
-                 lag_visibility(out / "runs" / e.name for e in experiments), resamples=resamples, seed=seed)
-    return cir_finding(summary, float(fit["epsilon"].iloc[0]))
+    shown_test = with_shown(runs[test.name])  # a run of an earlier version: derived from its store
+    kinds = kind_section(report, out, with_arm_shown(result["episodes"], shown_test),
+                         list(dict.fromkeys(summary["policy"])), list(sel.routers), scored_cells(sel.routers, shown_test),
+                         shown_split(with_shown(runs[e.name]) for e in experiments), resamples=resamples, seed=seed)
+    named = comparisons_block(report, out, test, {"condition": margins, "kind": kinds and kinds.margins,
+                                                  "shown": kinds and kinds.part_margins})
+    return cir_finding(summary, float(fit["epsilon"].iloc[0])), named
 
 
 def which_recovery_section(report: Report, out: Path, arms: pd.DataFrame, summary: pd.DataFrame,
@@ -421,7 +427,7 @@ def which_recovery_section(report: Report, out: Path, arms: pd.DataFrame, summar
                  "Held-out, all conditions: the operation chooser and what it is measured against")
     m = margins[(margins["policy"] == MULTI) & (margins["condition"] == "all")
                 & margins["versus"].isin([*singles, f"always_{MULTI}", "oracle", "anomaly",
-                                          *[f"anomaly_{op}" for op in ops]])]
+                                          *[f"anomaly_{op}" for op in ops], *[f"always_{op}" for op in ops]])]
     report.table(m, out / "tables" / f"cir_margins{suffix}.csv", f"Margins of {MULTI} (pp, paired by task)")
     mix = mix_table(arms, MULTI)
     report.table(mix, save_csv(mix, out / "tables" / f"cir_mix{suffix}.csv"),
@@ -449,12 +455,14 @@ def budget_sentence(fit: pd.DataFrame) -> str:
     return "The budget: " + "; ".join(parts) + "."
 
 
-def _findings_section(report: Report, findings: list[Finding], quick: bool) -> None:
+def _findings_section(report: Report, findings: list[Finding], quick: bool, named: str = "") -> None:
     report.heading("Findings")
     report.text("The paper's three questions, each answered from a table below (number, 95% task-level "
                 "cluster-bootstrap interval, sign-flip test).")
     for i, finding in enumerate(findings, 1):
         report.text(f"**{i}. {finding.question}.** {finding.sentence}")
+    if named:
+        report.text(f"**Primary comparisons.** {named}")
     warning = small_cohort_warning(findings, quick)
     if warning:
         report.warning(warning)
@@ -474,11 +482,11 @@ def write_study_report(out: Path, experiments: list[Experiment], runs: dict[str,
     effects = _effects_section(body, out, experiments, read, resamples, seed)
     mechanism = _mechanism_section(body, out, experiments, read, resamples, seed)
     _explanation_section(body, out, experiments, read)
-    selective = _cir_section(body, out, experiments, sel, read, resamples, seed)
+    selective, named = _cir_section(body, out, experiments, sel, read, resamples, seed)
     if validation:
         validation_section(body, out, validation, seed=seed, jobs=jobs)
     report = Report(title)
-    _findings_section(report, [f for f in (effects, mechanism, selective) if f is not None], quick)
+    _findings_section(report, [f for f in (effects, mechanism, selective) if f is not None], quick, named)
     report.blocks += body.blocks
     md, _ = report.write(out)
     return md

@@ -29,7 +29,7 @@ import pandas as pd
 from sklearn.metrics import roc_auc_score
 
 from cir.families.registry import get_family
-from cir.router.evaluation import as_router, evaluate
+from cir.router.evaluation import HELDOUT_MATCHED, as_router, evaluate
 from cir.router.policy import CIRPolicy, is_soft
 from cir.router.runtime import Router
 from cir.router.walk import build_cells, model_labels
@@ -62,6 +62,22 @@ def study_routers(operations: tuple[str, ...]) -> dict[str, tuple[str, tuple[str
         routers.update({f"cir_paired_{op}": ("paired", (op,)) for op in others})
         routers[MULTI] = ("paired", ("refresh", *others))
     return routers
+
+
+def study_policies(operations: tuple[str, ...]) -> list[str]:
+    """Every policy the held-out walk of :func:`study_routers`' routers holds
+    (:func:`cir.router.evaluation.walk_routers`): never, the baselines, each router and its
+    rate-matched anomaly rules, with several operations each operation's always and anomaly rule,
+    and the oracles."""
+    routers = study_routers(operations)
+    ops = tuple(dict.fromkeys(op for _, router_ops in routers.values() for op in router_ops))
+    names = ["never", "always", "anomaly", "anomaly_rate_matched", HELDOUT_MATCHED]
+    for i, name in enumerate(routers):  # the first router's rate-matched rules are the baselines
+        names += [name, *([] if i == 0 else [f"anomaly_matched_{name}", f"anomaly_matched_heldout_{name}"])]
+    if len(ops) > 1:
+        names += [f"always_{MULTI}", *(f"always_{op}" for op in ops), *(f"anomaly_{op}" for op in ops),
+                  *(f"oracle_{op}" for op in ops)]
+    return [*names, "oracle"]
 
 
 def router_file(name: str) -> str:

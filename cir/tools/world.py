@@ -68,6 +68,9 @@ class ToolWorld:
       first read-only tool that needs no argument);
     - ``generate(split, n, seed) -> [ToolTask]`` (optional): generated tasks, written as files;
     - ``builtin_agent(profile, seed=)`` and ``mechanisms`` (optional): a model-free agent;
+    - ``anomalous(action, shown) -> bool`` (optional): whether a shown result visibly looks wrong
+      (the paired table's ``shown`` column; default :func:`cir.tools.results.anomalous`, which knows
+      each tool's result shape only from the answers shown before);
     - ``extractor`` (default :class:`~cir.tools.features.ToolFeatures`), ``instructions`` and
       ``examples`` of the LLM prompt, ``splits``, ``experiments``, ``tasks_text``.
     """
@@ -80,8 +83,11 @@ class ToolWorld:
                  builtin_agent: Callable[..., Any] | None = None, mechanisms: Iterable[str] = (),
                  extractor: Any = None, instructions: str = "", examples: Sequence[str] = (),
                  splits: tuple[str, ...] = ("train", "valid", "test"), experiments: str | Path | None = None,
-                 tasks_text: str = "") -> None:
+                 tasks_text: str = "", anomalous: Callable[[str | None, str], bool] | None = None) -> None:
         self.name = name
+        if anomalous is not None and not callable(anomalous):
+            raise CirError(f"tool world {name!r}: anomalous must be a function (action, shown) -> bool")
+        self._anomalous = anomalous
         given = tool_map(tools)
         if FINISH in given:
             raise CirError(f"tool world {name!r}: 'finish' is the kit's own tool (it ends the episode); "
@@ -145,16 +151,19 @@ class ToolWorld:
         """``check_env``'s walk actions (:func:`cir.tools.walk.walk_actions`)."""
         return walk_actions(env, observation)
 
-    def anomalous(self, action: str, shown: str) -> bool:
-        """Whether a shown result visibly looks wrong (:func:`cir.tools.results.anomalous`)."""
-        return anomalous(action, shown, self.tools)
+    def anomalous(self, action: str | None, shown: str) -> bool:
+        """Whether a shown result visibly looks wrong: the world's own rule when it was given one,
+        else :func:`cir.tools.results.anomalous`."""
+        if self._anomalous is not None:
+            return bool(self._anomalous(action, shown))
+        return anomalous(action or "", shown, self.tools)
 
     def parts(self) -> dict[str, Any]:
         """The fields of a :class:`~cir.families.family.Family`: ``Family(**world.parts())``."""
         out: dict[str, Any] = {
             "name": self.name, "load_tasks": self.load_tasks, "make_env": self.make_env,
             "extractor": self.extractor, "prompt": self.prompt, "splits": self.splits,
-            "walk_actions": self.walk_actions, "mechanisms": self.mechanisms,
+            "walk_actions": self.walk_actions, "mechanisms": self.mechanisms, "anomalous": self.anomalous,
         }
         if self.generate is not None:
             out["generate_tasks"] = self.generate_tasks

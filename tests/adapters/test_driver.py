@@ -55,6 +55,23 @@ def test_a_framework_agent_pairs_as_the_same_agent_in_cirs_harness(tasks):
     assert {"rescue", "stable_success"} <= outcomes  # the grid is not trivial
 
 
+def test_a_persistent_cache_serves_the_framework_s_tool_as_it_serves_cirs_harness(tasks):
+    """persistence: the same command sent again through the framework's tool is shown the perturbed
+    text again, as in cir's own harness: the same table, episode for episode."""
+    grid = replace(GRID, persistence="refresh")
+    again = 0
+    for task in tasks:
+        ours = run_task_pairs(task, KeyDoorAgent(), KeyDoorEnv(task), grid, extractor=FAMILY.extractor)
+        theirs = run_task_pairs(task, toy_agent(), KeyDoorEnv(task), grid, extractor=FAMILY.extractor)
+        pd.testing.assert_frame_equal(_table(theirs.rows), _table(ours.rows))
+        for a, b in zip(ours.episodes, theirs.episodes, strict=True):
+            if a.transcript is not None:
+                assert [(s.actor, s.action, s.shown, s.events) for s in a.transcript.steps] == \
+                    [(s.actor, s.action, s.shown, s.events) for s in b.transcript.steps]
+                again += sum(1 for s in b.transcript.steps if any(e.endswith(":again") for e in s.events))
+    assert again > 0  # the cache served a command again
+
+
 def test_the_framework_sees_the_perturbed_tool_result_and_the_refresh_as_the_harness_tool_call(tasks):
     seen: list[list[dict]] = []
 

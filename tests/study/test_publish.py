@@ -76,10 +76,15 @@ def _pooled_study(folder: Path) -> Path:
         "effect,primary,factual-success,stale2,0,refresh,,,80,10.0,5.0,15.0,2,8.0,10.0,12.0,2.8\n"
         "held-out margin,eval,all,all,,,cir_paired,anomaly,70,2.5,0.5,4.5,2,1.0,2.5,4.0,2.1\n")
     (folder / "tables" / "cir_eval_pooled.csv").write_text(
-        "policy,condition,n,n_tasks,effect_pp,ci_low_pp,ci_high_pp,intervention_rate,clean_harm_rate,oracle_fraction\n"
-        "never,all,280,70,0,0,0,0,0,0\nnever,clean,70,70,0,0,0,0,0,\n"
-        "cir_paired,all,280,70,4.0,1.0,7.0,0.12,0.014,0.6\ncir_paired,clean,70,70,0,0,0,0.1,0.014,\n"
-        "oracle,all,280,70,6.6,4.0,9.0,0.07,0,1\noracle,clean,70,70,0,0,0,0,0,\n")
+        "policy,condition,n,n_tasks,effect_pp,ci_low_pp,ci_high_pp,sign_flip_p,intervention_rate,clean_harm_rate,"
+        "oracle_fraction\n"
+        "never,all,280,70,0,0,0,1,0,0,0\nnever,clean,70,70,0,0,0,1,0,0,\n"
+        "cir_paired,all,280,70,4.0,1.0,7.0,0.004,0.12,0.014,0.6\ncir_paired,clean,70,70,0,0,0,1,0.1,0.014,\n"
+        "oracle,all,280,70,6.6,4.0,9.0,0.0001,0.07,0,1\noracle,clean,70,70,0,0,0,1,0,0,\n")
+    (folder / "tables" / "cir_margins_pooled.csv").write_text(
+        "policy,versus,condition,n,margin_pp,ci_low_pp,ci_high_pp,sign_flip_p\n"
+        "cir_paired,anomaly,all,280,2.5,0.5,4.5,0.039\ncir_paired,anomaly,clean,70,0,0,0,1\n"
+        "cir_paired,oracle,all,280,-2.6,-4.0,-1.0,0.001\n")
     (folder / "tables" / "cir_fit_replicates.csv").write_text("router,budget_bound,seed\ncir_paired,True,0\n"
                                                               "cir_paired,False,1000\n")
     for seed in (0, 1000):
@@ -100,8 +105,24 @@ def test_a_study_with_replicates_publishes_each_replicate_and_a_generated_summar
     text = publish.summary(study)
     assert "Pooled over 2 replicates" in text
     assert "delay 0: -4.0 pp [-7.5, -1.2] (replicates -5.0 to -3.0)" in text  # from the tables, not typed
-    assert "`cir_paired` +4.0 pp [+1.0, +7.0], 60% of the gain of `oracle`, recovering in 12.0% of arms, clean harm 1.4%" in text
-    assert "`cir_paired` - `anomaly` +2.5 pp [+0.5, +4.5]" in text
+    assert ("`cir_paired` +4.0 pp [+1.0, +7.0], p 0.004, 60% of the gain of `oracle`, recovering in 12.0% of arms, "
+            "clean harm 1.4%") in text
+    # no comparison named before the study: the margins it shows, each with its p and Holm's over them
+    assert ("**Margins** (p: the task-level sign-flip test; Holm: adjusted for the 1 margin shown here; none named "
+            "before the study ran): `cir_paired` - `anomaly` +2.5 pp [+0.5, +4.5] (replicates +1.0 to +4.0), p 0.039, "
+            "Holm 0.039.") in text
+    # named ones: with Holm's adjusted p, read as a difference only when it is at most 0.05, and how
+    # many other margins there are
+    (study / "tables" / "primary_comparisons_pooled.csv").write_text(
+        "comparison,policy,versus,on,n,margin_pp,ci_low_pp,ci_high_pp,p_raw,p_holm,reads\n"
+        "cir_paired - anomaly,cir_paired,anomaly,all,280,2.5,0.5,4.5,0.039,0.078,no difference shown\n"
+        "cir_paired - oracle,cir_paired,oracle,all,280,-2.6,-4.0,-1.0,0.001,0.002,negative\n")
+    text = publish.summary(study)
+    assert ("**Primary comparisons** (named in `experiments/cir_eval.toml` before the study ran; p: the task-level "
+            "sign-flip test, Holm: adjusted for the 2 named): `cir_paired` - `anomaly` +2.5 pp [+0.5, +4.5], p 0.039, "
+            "Holm 0.078: no difference shown; `cir_paired` - `oracle` -2.6 pp [-4.0, -1.0], p 0.001, Holm 0.002: "
+            "negative. The tables hold 1 other margin (3 in `tables/cir_margins_pooled.csv`)") in text
+    assert "**Margins** (none named" not in text
     assert "bound the threshold search in 1 of 2 replicates for `cir_paired`" in text
     readme = tmp_path / "README.md"
     readme.write_text(f"kept\n{publish.BEGIN}\nold numbers\n{publish.END}\nkept too\n")

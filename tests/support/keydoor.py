@@ -226,6 +226,16 @@ class KeyDoorFeatures:
                 "f_suspect_has_cell": float(bool(suspect and _CELL.search(suspect.shown)))}
 
 
+def anomalous(action: str | None, shown: str) -> bool:
+    """Whether a harness sees that ``shown`` is wrong for ``action``: ``Nothing happens.`` to a move, or
+    a text that is not the answer's kind (a cell after a move or a look, the key after ``take key``)."""
+    if action in ("right", "left", "look"):
+        return not shown.startswith("You are in cell")
+    if action == "take key":
+        return "key" not in shown
+    return False
+
+
 # -- the family ------------------------------------------------------------------------------
 PROMPT = LLMPrompt(
     version="keydoor-1",
@@ -238,7 +248,7 @@ PROMPT = LLMPrompt(
 FAMILY = Family(
     name="keydoor", load_tasks=load_tasks, make_env=make_env, extractor=KeyDoorFeatures(), prompt=PROMPT,
     splits=("train", "valid", "test"), generate_tasks=generate_tasks, builtin_agent=builtin_agent,
-    mechanisms=frozenset({"refresh_shows_key", "walk_back"}), walk_actions=walk_actions,
+    mechanisms=frozenset({"refresh_shows_key", "walk_back"}), walk_actions=walk_actions, anomalous=anomalous,
 )
 FORGETFUL = Family(
     name="keydoor-forgetful", load_tasks=load_tasks, make_env=make_forgetful_env, extractor=KeyDoorFeatures(),

@@ -114,3 +114,29 @@ def test_the_prompt_lists_the_tools_parses_replies_and_carries_the_schemas():
         assert parsed.ok and parsed.action == 'get_order(order_id="W1")', reply
     assert prompt.parse("think: which order first?").action.startswith("think:")
     assert not prompt.parse("cancel everything").ok
+
+
+def test_a_worlds_family_says_which_shown_results_are_anomalous():
+    task, env, transcript, snapshots = _episode()
+    at = 3
+    step = transcript.steps[transcript.steps_until_env_action(at) - 1]
+    lagged = lagged_answer(env, snapshots, transcript, at, 1)
+    # the generic rule: an older answer of the same call looks right; an error, another order or
+    # no JSON at all is anomalous
+    assert not FAMILY.anomalous(step.action, lagged)
+    assert FAMILY.anomalous(step.action, '{"error": "no order W9"}')
+    other = dict(json.loads(lagged), order_id="W9999")
+    assert FAMILY.anomalous(step.action, json.dumps(other))
+    assert FAMILY.anomalous(step.action, "Nothing happens.")
+    # a world's own rule replaces the generic one
+    seen = []
+    world = ToolWorld("strict", tools=[get_item], state="object", check=lambda h, t, a: True,
+                      refresh_query='get_item(key="a")', anomalous=lambda a, s: seen.append((a, s)) or True)
+    assert world.parts()["anomalous"]('get_item(key="a")', "{}") is True
+    assert seen == [('get_item(key="a")', "{}")]
+
+
+@tool(read_only=True)
+def get_item(state: dict, key: str) -> dict:
+    """An item of the object state."""
+    return {"key": key, "value": state.get(key)}

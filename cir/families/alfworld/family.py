@@ -16,7 +16,7 @@ from cir.families.alfworld.draw import check_types
 from cir.families.alfworld.features import ALFWORLD_FEATURES
 from cir.families.alfworld.prompts import PROMPT
 from cir.families.alfworld.tasks import load_tasks
-from cir.families.alfworld.text import SPLITS
+from cir.families.alfworld.text import SPLITS, anomalous
 from cir.families.family import Family, FamilyOption
 
 
@@ -114,4 +114,5 @@ FAMILY = Family.of(
     env_options=("snapshots",),
     options=OPTIONS,
     tasks_text="generated ALFWorld tasks on the real engine",
+    anomalous=anomalous,
 )

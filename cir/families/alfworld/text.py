@@ -203,3 +203,16 @@ def settles(action: Action, shown: str) -> bool:
                     or (applied and applied.group(2) == args[0]))
     return answers(action, text) and text != NOTHING_HAPPENS
 
+
+
+def anomalous(action: str | None, shown: str) -> bool:
+    """Whether a harness can see that ``shown`` is wrong for ``action`` (the family's
+    :attr:`~cir.families.family.Family.anomalous`): ``Nothing happens.`` to a command of the engine's
+    grammar (a command that acts; the engine answers a command outside its grammar so, rightly), a
+    text no engine text begins like, or one that does not answer the command (another command's
+    answer: :func:`answers`). The features see the same: ``f_suspect_noop``, ``f_suspect_unparsed``,
+    ``f_suspect_mismatch``."""
+    text = shown.strip()
+    if text == NOTHING_HAPPENS:
+        return action_kind(action or "") != "other"
+    return not is_engine_text(text) or not answers(action or "", text)

@@ -21,6 +21,7 @@ from cir.families.service_desk.env import StoreEnv, refresh_query
 from cir.families.service_desk.features import SERVICE_DESK_FEATURES
 from cir.families.service_desk.generate import SPLITS, generate_task
 from cir.families.service_desk.prompts import INSTRUCTIONS, worked_example
+from cir.families.service_desk.shown import anomalous
 from cir.families.service_desk.tools import TOOLS, refresh_of
 from cir.tools.env import Event
 from cir.tools.state import build_state
@@ -42,7 +43,7 @@ WORLD = ToolWorld("service-desk", tools=TOOLS, state="sqlite", check=solved, ref
                   refresh_query='get_customer(customer_id="")', generate=generate, splits=SPLITS,
                   instructions=INSTRUCTIONS, examples=(worked_example(),), extractor=SERVICE_DESK_FEATURES,
                   experiments=Path(__file__).resolve().parent / "experiments",
-                  tasks_text="generated service-desk tickets on a SQLite store")
+                  tasks_text="generated service-desk tickets on a SQLite store", anomalous=anomalous)
 
 
 def make_env(task: Any) -> StoreEnv:

@@ -18,6 +18,7 @@ from cir.families.textworld_cooking.features import COOKING_FEATURES
 from cir.families.textworld_cooking.generate import SPLITS
 from cir.families.textworld_cooking.prompts import PROMPT
 from cir.families.textworld_cooking.tasks import load_tasks
+from cir.families.textworld_cooking.text import anomalous
 from cir.util.errors import CirError
 
 
@@ -63,4 +64,4 @@ def walk_actions(env: Any, observation: str) -> list[str]:
 #: its parts are this module's functions of those names (Family.of), its configs experiments/ here;
 #: tw-cooking's splits keep their foods and preparations apart, so no layouts are shared
 FAMILY = Family.of(globals(), name="textworld-cooking", load_tasks=load_tasks, extractor=COOKING_FEATURES, prompt=PROMPT,
-                   splits=SPLITS, mechanisms=DIVERGENCE_MECHANISMS, env_options=("snapshots",))
+                   splits=SPLITS, mechanisms=DIVERGENCE_MECHANISMS, env_options=("snapshots",), anomalous=anomalous)

@@ -207,3 +207,12 @@ def answers(verb: str, cmd: str, text: str) -> bool:
     return verb in prefixes and text.startswith(prefixes[verb])
 
 
+
+
+def anomalous(action: str | None, shown: str) -> bool:
+    """Whether a harness can see that ``shown`` is wrong for ``action`` (the family's
+    :attr:`~cir.families.family.Family.anomalous`): a text that does not answer its command
+    (:func:`answers`: another command's text, a refusal, no room after a ``go``), as the feature
+    ``f_suspect_unanswered`` sees it."""
+    cmd = " ".join((action or "").lower().split())
+    return not answers(command_verb(cmd), cmd, shown)

@@ -106,6 +106,17 @@ def test_what_a_shown_result_is(action, shown, kind):
     assert anomalous(action, shown) == (kind == "anomalous")
 
 
+def test_the_family_s_shown_column_uses_its_own_rule():
+    from cir.families.service_desk.family import FAMILY
+
+    # a product shown for get_order has no id that disagrees: the kit's generic rule, knowing no shape
+    # yet, would call it looking right; the family knows what each tool answers with
+    shown = '{"product_id": "P1", "name": "x", "variants": []}'
+    assert FAMILY.anomalous('get_order(order_id="W1")', shown)
+    assert not FAMILY.anomalous('get_product(product_id="P1")', shown)
+    assert FAMILY.anomalous(None, "[Observation unavailable.]")
+
+
 def test_the_generator_is_deterministic_and_prefix_stable_and_the_splits_sell_apart():
     a, b = generate_task("valid", 3, 5), generate_task("valid", 3, 5)
     assert (a.sql, a.events, a.instruction, a.data) == (b.sql, b.events, b.instruction, b.data)
