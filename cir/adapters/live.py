@@ -28,10 +28,9 @@ from cir.envs.base import refresh_for, refresh_query
 from cir.episode.operations import operation_info
 from cir.episode.perturb import (
     Perturbation,
-    feasibility,
+    find_point,
     parse_conditions,
     parse_persistence,
-    perturbation_point,
 )
 from cir.episode.protocol import (
     DEFAULT_FRACTION,
@@ -216,10 +215,10 @@ def live_episode(run: Callable[[str, int], list[dict[str, Any]]], tools: dict[st
     factual, _ = once(None)
     n = factual.env_actions
     info: dict[str, Any] = {"factual_env_actions": n, "factual_success": factual.won, "condition": cond.name}
-    ok, reason = feasibility(n, [cond], perturb_fraction, perturb_at)
-    if not ok:
-        raise CirError(f"task {task_id}: not prefix-feasible under {cond.name}: {reason}")
-    p = perturbation_point(n, perturb_fraction, perturb_at)
+    point = find_point(factual, [cond], perturb_fraction, perturb_at, env)
+    if point.at is None:
+        raise CirError(f"task {task_id}: not prefix-feasible under {cond.name}: {point.reason}")
+    p = point.at
     episode, session = once(Perturbation(cond, p))
     info.update(point=p, router_decisions=[{"delay": d, "recover": op is not None, "operation": op}
                                            for d, op in session.decisions])

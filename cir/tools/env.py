@@ -17,6 +17,11 @@ A refresh re-runs the read-only call that produced the suspect result
 (:meth:`ToolEnv.refresh_for`; the Env contract's optional part, :mod:`cir.envs.base`): the suspect
 call itself when its tool is read-only, else the world's ``refresh`` mapping (after
 ``cancel_order(order_id=X)``, ``get_order(order_id=X)``), else the env's ``refresh_query``.
+
+A harness's cache serves reads; a change's answer comes from the primary. So the env says which
+calls are reads (:meth:`ToolEnv.reads`, the Env contract's optional part): a read-only tool's
+call, not ``finish``; and a tool world is perturbed at its first read at or after the protocol's
+point (:func:`cir.episode.perturb.find_point`).
 """
 
 from __future__ import annotations
@@ -155,6 +160,16 @@ class ToolEnv:
             raise CirError(f"the world's refresh of {suspect_action!r:.80} gave {mapped.name}, which changes the "
                            "state; a refresh re-reads, so it must name a read-only tool")
         return render_call(mapped, self.tools)
+
+    def reads(self, action: str) -> bool:
+        """Whether ``action`` only reads: a call of a read-only tool (not ``finish``, which ends the
+        episode, nor a text that is no valid call, which reads nothing). The perturbation point of a
+        tool world is its first read at or after the protocol's point (:mod:`cir.envs.base`)."""
+        try:
+            call = parse_call(action, self.tools)
+        except CallError:
+            return False
+        return call.name != FINISH and self.tools[call.name].read_only
 
     def moves_on_its_own(self) -> bool:
         """Whether a world event fires after the next env action (``check_env`` does not compare

@@ -69,6 +69,36 @@ def test_lag_shows_the_same_calls_answer_on_the_older_state():
     assert env.snapshot().clock == at  # the env is back where it was
 
 
+def test_a_tool_worlds_reads_are_its_read_only_calls_and_its_point_is_a_read():
+    from cir.episode.perturb import find_point, parse_conditions, perturbation_point
+    from cir.pairs.replay import run_task_pairs
+    from cir.pairs.settings import ReplaySettings
+    from cir.router.live import run_episode
+
+    task, env, transcript, snapshots = _episode()
+    assert env.reads('get_order(order_id="W1000")') and env.reads("list_orders()")
+    assert not env.reads('cancel_order(order_id="W1000", reason="x")')
+    assert not env.reads('finish(answer="")')  # it ends the episode: nothing a cache serves
+    assert not env.reads("get_order(") and not env.reads('nope(x="1")')  # no call reads nothing
+    actions = [s.action for s in transcript.steps if s.action is not None]
+    conditions = parse_conditions("clean,stale1,lag1,missing")
+    for at in range(1, len(actions) + 1):
+        point = find_point(transcript, conditions, at=at, env=env)
+        reads = [i for i in range(at, len(actions) + 1) if env.reads(actions[i - 1])]
+        assert point.at == (reads[0] if reads and reads[0] > 1 else None)
+    # the replayer and a live episode perturb the same read, where the protocol's point is a change
+    moved = next(at for at in range(2, len(actions)) if not env.reads(actions[at - 1]))
+    settings = ReplaySettings(conditions=("clean", "lag1"), delays=(0,), operations=("refresh",), perturb_at=moved)
+    result = run_task_pairs(task, FAMILY.builtin_agent(), FAMILY.make_env(task), settings, extractor=FAMILY.extractor)
+    assert result.point > moved and env.reads(actions[result.point - 1])
+    assert result.point == perturbation_point(len(actions), at=moved) + 1
+    _, episode, info = run_episode(task.task_id, FAMILY.builtin_agent(), FAMILY.make_env(task), "lag1",
+                                   perturb_at=moved)
+    assert info["point"] == result.point
+    perturbed = [s for s in episode.steps if "perturb:lag1" in s.events]
+    assert len(perturbed) == 1 and env.reads(perturbed[0].action)
+
+
 def test_world_events_are_silent_and_part_of_the_snapshot():
     task = generate("train", 1, 0)[0]
     env = FAMILY.make_env(task)
