@@ -6,10 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from cir.families.service_desk.check import solved
-from cir.families.service_desk.env import StoreEnv, refresh_query
-from cir.families.service_desk.family import FAMILY, WORLD
-from cir.families.service_desk.tools import refresh_of
+from cir.families.service_desk.family import FAMILY, world
 from cir.tools.state import SqliteState
 
 
@@ -35,18 +32,5 @@ class ForgetsOrderRow(SqliteState):
                                                   row["cancel_reason"], row["rowid"]))
 
 
-def _env(task: Any, kind: type[SqliteState]) -> StoreEnv:
-    return StoreEnv(task, tools=WORLD.tools, state=kind.build(task.initial), check=solved,
-                    refresh_query=refresh_query(task), events=tuple(task.events), refresh=refresh_of)
-
-
-def make_env_forgets_table(task: Any) -> StoreEnv:
-    return _env(task, ForgetsRefunds)
-
-
-def make_env_forgets_row(task: Any) -> StoreEnv:
-    return _env(task, ForgetsOrderRow)
-
-
-FORGETS_TABLE = dataclasses.replace(FAMILY, name="service-desk-forgets-table", make_env=make_env_forgets_table)
-FORGETS_ROW = dataclasses.replace(FAMILY, name="service-desk-forgets-row", make_env=make_env_forgets_row)
+FORGETS_TABLE = dataclasses.replace(FAMILY, name="service-desk-forgets-table", make_env=world(ForgetsRefunds).make_env)
+FORGETS_ROW = dataclasses.replace(FAMILY, name="service-desk-forgets-row", make_env=world(ForgetsOrderRow).make_env)

@@ -15,7 +15,7 @@ from support.shop import FAMILY, generate
 from cir.episode.harness import Harness
 from cir.episode.perturb import lagged_answer
 from cir.episode.recovery import Checkpoints
-from cir.tools import ToolTask, ToolWorld, tool
+from cir.tools import ToolEnv, ToolTask, ToolWorld, tool
 from cir.util.errors import CirError
 
 DOC = Path(__file__).resolve().parents[2] / "docs/own-environment.md"
@@ -170,3 +170,64 @@ def test_a_worlds_family_says_which_shown_results_are_anomalous():
 def get_item(state: dict, key: str) -> dict:
     """An item of the object state."""
     return {"key": key, "value": state.get(key)}
+
+
+@tool(read_only=False)
+def stamp(state: dict, key: str) -> dict:
+    """Set an item to the world's time, which on_clock keeps in the state."""
+    state[key] = state["now"]
+    return {"key": key, "value": state[key]}
+
+
+def _tell(state: dict, clock: int) -> None:
+    state["now"] = clock
+
+
+class _LoggingEnv(ToolEnv):
+    """A family's own env: it keeps the calls it was sent."""
+
+    def step(self, action: str):
+        self.sent = [*getattr(self, "sent", []), action]
+        return super().step(action)
+
+
+def _clock_world(**options):
+    return ToolWorld("clocked", tools=[get_item, stamp], state="object", check=lambda h, t, a: True,
+                     **{"on_clock": _tell, **options})
+
+
+def test_tools_read_the_world_clock_from_the_state_and_a_restore_brings_the_time_back():
+    world = _clock_world(refresh_query='get_item(key="a")')
+    env = world.make_env(ToolTask("t", "stamp a", {"now": None}))
+    env.reset()
+    env.step('get_item(key="a")')
+    assert json.loads(env.step('stamp(key="a")')[0]) == {"key": "a", "value": 1}  # the 2nd env action: clock 1
+    at_two = env.snapshot()
+    env.step('get_item(key="b")')
+    assert json.loads(env.step('stamp(key="a")')[0])["value"] == 3
+    env.restore(at_two)
+    assert json.loads(env.step('get_item(key="a")')[0])["value"] == 1  # the time of then, with the rest
+    # a hook that fails is named with the task and the clock
+    broken = _clock_world(refresh_query='get_item(key="a")', on_clock=lambda s, c: 1 / 0).make_env(
+        ToolTask("t9", "x", {}))
+    broken.reset()
+    with pytest.raises(CirError, match=r"task t9: the world's on_clock raised ZeroDivisionError.*clock 0"):
+        broken.step('get_item(key="a")')
+    with pytest.raises(CirError, match="on_clock must be a function"):
+        _clock_world(on_clock="now")
+
+
+def test_a_refresh_query_per_task_and_a_familys_own_env_class():
+    world = _clock_world(refresh_query=lambda task: f'get_item(key={json.dumps(task.data["key"])})',
+                         env_class=_LoggingEnv)
+    env = world.make_env(ToolTask("t", "read b", {"b": 2}, data={"key": "b"}))
+    assert isinstance(env, _LoggingEnv) and env.refresh_query == 'get_item(key="b")'
+    env.reset()
+    env.step('get_item(key="b")')
+    assert env.sent == ['get_item(key="b")']
+    with pytest.raises(CirError, match=r"task t2: tool world 'clocked': refresh_query 'nope\(\)'"):
+        _clock_world(refresh_query=lambda task: "nope()").make_env(ToolTask("t2", "x", {}))
+    with pytest.raises(CirError, match=r"task t3: tool world 'clocked': refresh_query gave None"):
+        _clock_world(refresh_query=lambda task: None).make_env(ToolTask("t3", "x", {}))
+    with pytest.raises(CirError, match="env_class must be cir.tools.ToolEnv or a subclass"):
+        _clock_world(env_class=dict)

@@ -17,14 +17,14 @@ from typing import Any
 from cir.families.family import Family
 from cir.families.service_desk.agent.mechanisms import DIVERGENCE_MECHANISMS
 from cir.families.service_desk.check import solved
-from cir.families.service_desk.env import StoreEnv, refresh_query
 from cir.families.service_desk.features import SERVICE_DESK_FEATURES
 from cir.families.service_desk.generate import SPLITS, generate_task
 from cir.families.service_desk.prompts import INSTRUCTIONS, worked_example
 from cir.families.service_desk.shown import anomalous
-from cir.families.service_desk.tools import TOOLS, refresh_of
+from cir.families.service_desk.store import set_clock
+from cir.families.service_desk.tools import TOOLS, refresh_of, refresh_query
 from cir.tools.env import Event
-from cir.tools.state import build_state
+from cir.tools.state import State
 from cir.tools.tasks import ToolTask
 from cir.tools.world import ToolWorld
 
@@ -39,20 +39,6 @@ def generate(split: str, n: int, seed: int) -> list[ToolTask]:
     return out
 
 
-WORLD = ToolWorld("service-desk", tools=TOOLS, state="sqlite", check=solved, refresh=refresh_of,
-                  refresh_query='get_customer(customer_id="")', generate=generate, splits=SPLITS,
-                  instructions=INSTRUCTIONS, examples=(worked_example(),), extractor=SERVICE_DESK_FEATURES,
-                  experiments=Path(__file__).resolve().parent / "experiments",
-                  tasks_text="generated service-desk tickets on a SQLite store", anomalous=anomalous)
-
-
-def make_env(task: Any) -> StoreEnv:
-    """A fresh env of one task: its store built from its database, its events, its check."""
-    state = build_state(WORLD.state_kind, task.initial)
-    return StoreEnv(task, tools=WORLD.tools, state=state, check=solved, refresh_query=refresh_query(task),
-                    events=tuple(task.events), refresh=refresh_of)
-
-
 def builtin_agent(profile: str = "default", *, seed: int = 0, temperature: float = 0.0) -> Any:
     """The model-free agent (:class:`.agent.builtin.ServiceDeskAgent`): profiles ``weak``,
     ``default`` (calibrated) and ``strong``; it samples at ``temperature`` above 0."""
@@ -61,5 +47,19 @@ def builtin_agent(profile: str = "default", *, seed: int = 0, temperature: float
     return ServiceDeskAgent(profile, seed=seed, temperature=temperature)
 
 
-FAMILY = Family(**{**WORLD.parts(), "make_env": make_env, "builtin_agent": builtin_agent,
-                   "mechanisms": DIVERGENCE_MECHANISMS})
+def world(state: str | type[State] = "sqlite") -> ToolWorld:
+    """The store as a tool world: its tools, the policy's check, a refresh's read after a change
+    (the order it changed) and, without one, the ticket's customer's profile; the store's clock
+    written before each env action (:func:`.store.set_clock`: a change is stamped with the time it
+    happens at, and a restore brings the time back with every row); the family's rule of what a
+    shown result is. ``state``: a variant of the SQLite state (the tests' forgetful restores)."""
+    return ToolWorld("service-desk", tools=TOOLS, state=state, check=solved, refresh=refresh_of,
+                     refresh_query=refresh_query, on_clock=set_clock, generate=generate, splits=SPLITS,
+                     instructions=INSTRUCTIONS, examples=(worked_example(),), extractor=SERVICE_DESK_FEATURES,
+                     experiments=Path(__file__).resolve().parent / "experiments",
+                     tasks_text="generated service-desk tickets on a SQLite store", anomalous=anomalous,
+                     builtin_agent=builtin_agent, mechanisms=DIVERGENCE_MECHANISMS)
+
+
+WORLD = world()
+FAMILY = Family(**WORLD.parts())

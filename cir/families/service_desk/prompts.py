@@ -79,12 +79,13 @@ def worked_example() -> str:
     from types import SimpleNamespace
 
     from cir.families.service_desk.calls import TOOL_MAP
-    from cir.families.service_desk.env import StoreEnv
+    from cir.families.service_desk.store import set_clock
+    from cir.tools.env import ToolEnv
     from cir.tools.state import build_state
 
     task = SimpleNamespace(task_id="example", instruction=EXAMPLE_TICKET, data={})
-    env = StoreEnv(task, tools=TOOL_MAP, state=build_state("sqlite", EXAMPLE_SQL), check=lambda *_: True,
-                   refresh_query='get_customer(customer_id="C3001")')
+    env = ToolEnv(task, tools=TOOL_MAP, state=build_state("sqlite", EXAMPLE_SQL), check=lambda *_: True,
+                  refresh_query='get_customer(customer_id="C3001")', on_clock=set_clock)
     lines = [env.reset()]
     for call in EXAMPLE_CALLS:
         answer, _, _ = env.step(call)

@@ -271,3 +271,9 @@ def refresh_of(call: Any) -> str | None:
     """What a refresh re-reads after a call that changed the store: the order it changed."""
     order_id = call.arguments.get("order_id") if call.name in ORDER_WRITES else None
     return None if order_id is None else f"get_order(order_id={json.dumps(order_id)})"
+
+
+def refresh_query(task: Any) -> str:
+    """What a refresh sends when it has no call to re-run: the ticket's customer's profile."""
+    customer = (getattr(task, "data", None) or {}).get("customer_id", "")
+    return f"get_customer(customer_id={json.dumps(customer)})"

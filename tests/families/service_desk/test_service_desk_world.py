@@ -11,23 +11,20 @@ import pytest
 from cir.episode.harness import Harness
 from cir.families.registry import get_family
 from cir.families.service_desk.agent.builtin import ServiceDeskAgent
-from cir.families.service_desk.calls import TOOL_MAP
 from cir.families.service_desk.catalog import CATALOGS
 from cir.families.service_desk.check import solved, stock_at
-from cir.families.service_desk.env import StoreEnv
+from cir.families.service_desk.family import WORLD
 from cir.families.service_desk.generate import SPLITS, careful_plan, generate_task
 from cir.families.service_desk.prompts import EXAMPLE_SQL, EXAMPLE_TICKET
 from cir.families.service_desk.shown import anomalous, shown_kind
 from cir.families.service_desk.store import store_time, tick_of
 from cir.families.service_desk.tickets import parse_ticket, ticket_text
-from cir.families.service_desk.tools import refresh_of
-from cir.tools.state import build_state
+from cir.tools.tasks import ToolTask
 
 
 def env_of(sql=EXAMPLE_SQL, events=(), data=None):
-    task = SimpleNamespace(task_id="t", instruction=EXAMPLE_TICKET, data=data or {}, events=events)
-    return StoreEnv(task, tools=TOOL_MAP, state=build_state("sqlite", sql), check=solved, events=events,
-                    refresh_query='get_customer(customer_id="C3001")', refresh=refresh_of)
+    return WORLD.make_env(ToolTask("t", EXAMPLE_TICKET, sql, "valid", "example", events,
+                                   {"customer_id": "C3001", **(data or {})}))
 
 
 def call(env, text):
