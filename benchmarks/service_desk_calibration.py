@@ -1,7 +1,7 @@
 """Calibrate the service-desk agent (and check the world's design) on its calibration cohort.
 
 Runs the paired replayer (the project's own harness, perturbations and recovery operations) on
-generated service-desk tickets of a generator seed no study uses (seed 1; the study uses seed 0
+generated service-desk tickets of a generator seed no study uses (seed 1; the study uses seed 7
 and its replicates S + 1000 r), for each agent seed asked for, and prints, measured in this run:
 
 - each profile's clean success rate (the factual run) and its mean env actions against the
@@ -19,8 +19,8 @@ and its replicates S + 1000 r), for each agent seed asked for, and prints, measu
   explains (must be 0); whether the features see where a clean refresh harms (out-of-fold
   AUC, a check, not a target);
 - beside the share that looks right, the share whose content is out of date (more than the store
-  times differ: a change's answer on an older state is the same record stamped earlier; a
-  measurement, not a target);
+  times differ: a change's answer on an older state is the same record stamped earlier), which
+  the lead's reading of the looks-right target requires to be at least half too;
 - every target below, per seed, met or missed.
 
 Usage::
@@ -35,7 +35,11 @@ stale2, stale1, lag2 and lag1 arms at least half look right; of the looks-right 
 factual-success tasks at least 10% fail without recovery, and a refresh at delay 0 rescues at
 least 30% of those; missing without recovery at least 3 points below clean; strong minus weak
 at least 15 points; every rescue and harm mechanism of the agent, and the world clock, explains
-at least one rescue or harm on the grid; no divergence without a mechanism.
+at least one rescue or harm on the grid; no divergence without a mechanism. When the perturbation
+point of a tool world became its first read at or after the protocol's point, the targets stayed
+as they were for the second calibration (same cohort, same seeds), and the looks-right target is
+read by content too (``looks_right_content_share``: the lead's decision, committed before the
+second calibration ran).
 """
 
 from __future__ import annotations
@@ -55,6 +59,8 @@ TARGETS: list[tuple[str, str, Any]] = [
     ("clean_refresh_d0_harm_share", "clean refresh at delay 0 harms 2-10% of factual successes",
      lambda v: 2 <= v <= 10),
     ("looks_right_share", "of the stale2, stale1, lag2, lag1 arms >= 50% look right", lambda v: v >= 50),
+    ("looks_right_content_share", "the same, by content (out of date in more than its store times)",
+     lambda v: v >= 50),
     ("looks_right_fail_share", "of looks-right arms (factual successes) >= 10% fail without recovery",
      lambda v: v >= 10),
     ("looks_right_rescue_d0_share", "refresh at delay 0 rescues >= 30% of those failures", lambda v: v >= 30),

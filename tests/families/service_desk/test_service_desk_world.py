@@ -123,7 +123,7 @@ def test_the_generator_is_deterministic_and_prefix_stable_and_the_splits_sell_ap
 
 
 def test_tickets_read_back_as_they_were_written():
-    for i in range(30):
+    for i in range(100, 130):  # generator seeds no study or calibration uses
         draft = generate_task("test", 2, i)
         ticket = parse_ticket(draft.instruction)
         assert ticket is not None and ticket_text(ticket).splitlines()[0] == draft.instruction.splitlines()[0]
