@@ -20,7 +20,10 @@ and its replicates S + 1000 r), for each agent seed asked for, and prints, measu
   AUC, a check, not a target);
 - beside the share that looks right, the share whose content is out of date (more than the store
   times differ: a change's answer on an older state is the same record stamped earlier), which
-  the lead's reading of the looks-right target requires to be at least half too;
+  the lead's reading of the looks-right target requires to be at least half too; and, a
+  measurement, which fields differ (``looks_right_fields``) and the share out of date in a field
+  of the ticket's own facts, not only in when a change was made or where the back office is with
+  processing it (``looks_right_ticket_field_share``);
 - every target below, per seed, met or missed.
 
 Usage::
@@ -182,6 +185,8 @@ def shown_split(run: Path) -> dict[tuple[str, str], str]:
                 if kind == "looks_right":  # beside it: whether more than the store times differ
                     out[(ep.task_id, ep.condition + ":content")] = (
                         "looks_right" if differs_in_content(s.shown, s.observation or "") else "times_only")
+                    out[(ep.task_id, ep.condition + ":fields")] = ",".join(
+                        differing_fields(s.shown, s.observation or "")) or "-"
                 shapes: dict[str, set[str]] = {}
                 for earlier in steps[:j]:
                     try:
@@ -195,6 +200,42 @@ def shown_split(run: Path) -> dict[tuple[str, str], str]:
                     "anomalous" if kit_anomalous(s.action or "", s.shown, TOOL_MAP, shapes) else "looks_right")
                 out[(ep.task_id, ep.condition + ":kit")] = kit
                 break
+    return out
+
+
+#: what a record shows besides the ticket's own facts: when it changed, and where the back office is
+#: with a refund or an exchange the change made (``store.SETTLE_MINUTES``)
+_STAMPS = ("updated_at", "created_at")
+
+
+def _ticket_view(value: Any, within: str = "") -> Any:
+    if isinstance(value, dict):
+        return {k: _ticket_view(v, k) for k, v in value.items()
+                if k not in _STAMPS and not (within in ("refunds", "exchanges") and k == "status")}
+    if isinstance(value, list):
+        return [_ticket_view(v, within) for v in value]
+    return value
+
+
+def differing_fields(shown: str, true: str) -> list[str]:
+    """The fields in which a looks-right result differs from the true one, timestamps aside:
+    top-level keys (``status``, ``address``, ``variants``...), and ``refunds.status`` /
+    ``exchanges.status`` where only the back office's processing status of a change differs."""
+    try:
+        a, b = json.loads(shown), json.loads(true)
+    except ValueError:
+        return ["text"]
+    if not isinstance(a, dict) or not isinstance(b, dict):
+        return [] if a == b else ["value"]
+    out = []
+    for key in sorted(set(a) | set(b)):
+        if key in _STAMPS:
+            continue
+        x, y = a.get(key), b.get(key)
+        if _ticket_view(x, key) != _ticket_view(y, key):
+            out.append(key)
+        elif _ticket_view(x) != _ticket_view(y):
+            out.append(f"{key}.status")
     return out
 
 
@@ -233,6 +274,10 @@ def reference_summary(run: Path, prof: str, conditions: tuple[str, ...], factual
     stale_lag = sum(1 for (t, c) in split if c in STALE_LAG)
     out["looks_right_content_share"] = _pct(sum(1 for (t, c), v in split.items() if c in STALE_LAG
                                                 and v == "looks_right") - len(times_only), stale_lag)
+    fields = Counter(v for (t, c), v in split.items() if c.endswith(":fields") and c.split(":")[0] in STALE_LAG)
+    out["looks_right_fields"] = dict(fields.most_common())
+    ticket = sum(n for v, n in fields.items() if v != "-" and any(not f.endswith(".status") for f in v.split(",")))
+    out["looks_right_ticket_field_share"] = _pct(ticket, stale_lag)
     paired = pd.read_csv(run / "paired.csv")
     right = {(t, c) for (t, c), v in split.items() if v == "looks_right" and c in STALE_LAG}
     right_success = [k for k in right if won.get(k[0])]
@@ -308,7 +353,7 @@ def report(s: dict[str, Any]) -> str:
     for k, v in s.items():
         if isinstance(v, int | float | str) and k not in ("n_tasks", "tasks", "seconds", "agent_seed"):
             lines.append(f"  {k:40s} {v}")
-        elif k.startswith("shown:"):
+        elif k.startswith("shown:") or k == "looks_right_fields":
             lines.append(f"  {k:40s} {v}")
     for key, c in s.get("outcomes", {}).items():
         lines.append(f"  {key:32s} " + " ".join(f"{a}={b}" for a, b in c.items()))

@@ -28,6 +28,11 @@ CANCELLED = "cancelled"
 PAYMENT_KINDS = ("credit_card", "paypal", "gift_card")
 #: why an order may be cancelled (what ``cancel_order`` accepts)
 CANCEL_REASONS = ("no longer needed", "ordered by mistake")
+#: minutes (env actions) the store's back office takes to process a change: a refund is ``pending``
+#: until the payment processor settles it, an exchange ``requested`` until the warehouse approves it
+#: and issues its return label; then ``completed`` and ``approved``. A change's own answer shows it
+#: as just made; a read a minute later shows it processed (docs/service-desk.md, "A busy store").
+SETTLE_MINUTES = 1
 
 SCHEMA = """
 CREATE TABLE clock (tick INTEGER NOT NULL);
@@ -175,11 +180,16 @@ def order_record(db: sqlite3.Connection, order_id: str) -> dict[str, Any] | None
             (order_id,)):
         items.append({"item_id": it["item_id"], "product_id": it["product_id"], "name": it["name"],
                       "options": json.loads(it["options"]), "price": it["price"], "status": it["status"]})
+    tick = now(db)[0]
     exchanges = [{"item_id": e["old_item_id"], "new_item_id": e["new_item_id"],
-                  "price_difference": e["price_difference"], "created_at": e["created_at"]}
+                  "price_difference": e["price_difference"],
+                  "status": "approved" if tick - e["created_tick"] >= SETTLE_MINUTES else "requested",
+                  "created_at": e["created_at"]}
                  for e in db.execute("SELECT * FROM exchanges WHERE order_id = ? ORDER BY exchange_id", (order_id,))]
     refunds = [{"refund_id": r["refund_id"], "amount": r["amount"], "payment_id": r["payment_id"],
-                "reason": r["reason"], "created_at": r["created_at"]}
+                "reason": r["reason"],
+                "status": "completed" if tick - r["created_tick"] >= SETTLE_MINUTES else "pending",
+                "created_at": r["created_at"]}
                for r in db.execute("SELECT * FROM refunds WHERE order_id = ? ORDER BY refund_id", (order_id,))]
     ship = db.execute("SELECT * FROM shipments WHERE order_id = ?", (order_id,)).fetchone()
     shipment = None if ship is None else {

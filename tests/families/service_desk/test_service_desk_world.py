@@ -70,6 +70,25 @@ def test_changes_are_stamped_with_the_store_time_and_a_restore_brings_the_clock_
     assert again["updated_at"] == store_time(2)
 
 
+def test_the_back_office_processes_a_change_a_minute_after_it_is_made():
+    from cir.families.service_desk.shown import differs_in_content
+
+    env = env_of()
+    env.reset()
+    snap = env.snapshot()
+    done = env.step('cancel_order(order_id="W2001", reason="no longer needed")')[0]
+    assert json.loads(done)["refunds"][0]["status"] == "pending"  # the change's own answer: just made
+    read = env.step('get_order(order_id="W2001")')[0]
+    assert json.loads(read)["refunds"][0]["status"] == "completed"  # a minute later: settled
+    # the change's answer shown for the read is out of date in content, not only in its times
+    assert differs_in_content(done, read)
+    swapped = call(env, 'exchange_item(order_id="W2002", item_id="I9001", new_item_id="I9003")')
+    assert [e["status"] for e in swapped["exchanges"]] == ["requested"]
+    assert [e["status"] for e in call(env, 'get_order(order_id="W2002")')["exchanges"]] == ["approved"]
+    env.restore(snap)  # the clock comes back with the rows: the same change is just made again
+    assert env.step('cancel_order(order_id="W2001", reason="no longer needed")')[0] == done
+
+
 def test_world_events_fire_on_the_clock_and_a_refresh_is_time_too():
     from cir.tools.env import Event
 
