@@ -15,7 +15,8 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
-SOURCE = {"alfworld": ROOT / "experiments", "textworld-cooking": ROOT / "experiments" / "textworld-cooking"}
+SOURCE = {"alfworld": ROOT / "experiments", "textworld-cooking": ROOT / "experiments" / "textworld-cooking",
+          "service-desk": ROOT / "experiments" / "service-desk"}
 
 
 def test_each_family_reads_its_configs_from_inside_the_package():

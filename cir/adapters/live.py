@@ -28,11 +28,10 @@ from cir.envs.base import DEFAULT_REFRESH_QUERY, refresh_for, refresh_query
 from cir.episode.operations import operation_info
 from cir.episode.perturb import (
     Perturbation,
-    feasibility,
+    find_point,
     lagged_answer,
     parse_conditions,
     parse_persistence,
-    perturbation_point,
 )
 from cir.episode.protocol import (
     DEFAULT_FRACTION,
@@ -257,10 +256,10 @@ def live_episode(run: Callable[[str, int], list[dict[str, Any]]], tools: dict[st
     factual, seen = once(None)
     n = factual.env_actions
     info: dict[str, Any] = {"factual_env_actions": n, "factual_success": factual.won, "condition": cond.name}
-    ok, reason = feasibility(n, [cond], perturb_fraction, perturb_at)
-    if not ok:
-        raise CirError(f"task {task_id}: not prefix-feasible under {cond.name}: {reason}")
-    p = perturbation_point(n, perturb_fraction, perturb_at)
+    point = find_point(factual, [cond], perturb_fraction, perturb_at, env)
+    if point.at is None:
+        raise CirError(f"task {task_id}: not prefix-feasible under {cond.name}: {point.reason}")
+    p = point.at
     lagged = None
     if cond.kind == "lag":  # the answer the command got K env actions earlier, from the factual run's snapshots
         by_step = {factual.steps_until_env_action(a): snap for a, snap in (seen.snapshots or {}).items() if a <= n}

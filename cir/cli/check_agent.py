@@ -65,10 +65,10 @@ def handle(args: argparse.Namespace) -> int:
 
 def study_contexts(family: Any, tasks: list[Any], n: int, options: dict[str, str] | None = None) -> list[list[dict[str, str]]]:
     """Up to ``n`` contexts: per task its start and, with a built-in agent, the context after its
-    run's perturbation point (the env action after 25% of its env actions)."""
+    run's perturbation point (the env action after 25% of its env actions; for an env with reads,
+    the first read at or after it: :func:`cir.episode.perturb.find_point`)."""
     from cir.episode.harness import Harness
-    from cir.episode.perturb import perturbation_point
-    from cir.episode.protocol import DEFAULT_FRACTION
+    from cir.episode.perturb import find_point
 
     contexts: list[list[dict[str, str]]] = []
     for task in tasks:
@@ -80,12 +80,12 @@ def study_contexts(family: Any, tasks: list[Any], n: int, options: dict[str, str
                 contexts.append([{"role": "user", "content": env.reset()}])
                 continue
             run = Harness(family.builtin_agent("default", seed=0)).episode(env, str(task.task_id))
+            point = find_point(run, [], env=env).at if run.env_actions >= 2 else None
         finally:
             if callable(getattr(env, "close", None)):
                 env.close()
         contexts.append(run.prefix(0).context())
-        if run.env_actions >= 2 and len(contexts) < n:
-            point = perturbation_point(run.env_actions, DEFAULT_FRACTION)
+        if point is not None and len(contexts) < n:
             contexts.append(run.prefix(run.steps_until_env_action(point)).context())
     return contexts
 

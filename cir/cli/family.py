@@ -1,6 +1,7 @@
 """``--family``: the environment family of a command (one option, one meaning, on every command).
 
-``--family NAME`` names a built-in or installed family (``alfworld``, ``textworld-cooking``) and
+``--family NAME`` names a built-in or installed family (``alfworld``, ``textworld-cooking``,
+``service-desk``) and
 ``--family MODULE:ATTR`` or ``--family path/to/file.py:ATTR`` a family object of one's own
 (``examples.counter:FAMILY``, ``examples/counter.py:FAMILY``); ``--env`` is its former name, still
 read. A command that reads a run folder takes the family its ``run.json`` names when
@@ -16,7 +17,7 @@ from typing import Any
 from cir.cli.style import StoreRenamed
 from cir.util.errors import CirError
 
-FAMILY_HELP = ("environment family: alfworld, textworld-cooking, or MODULE:ATTR or path/to/file.py:ATTR "
+FAMILY_HELP = ("environment family: alfworld, textworld-cooking, service-desk, or MODULE:ATTR or path/to/file.py:ATTR "
                "naming your own Family (docs/own-environment.md)")
 
 

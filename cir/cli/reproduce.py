@@ -33,6 +33,7 @@ def register(subparsers: Any) -> None:
                   "cir reproduce --out cir-replicates --replicates 5 --jobs 2",
                   "cir reproduce --out cir-fixed-point --perturb-at 4",
                   "cir reproduce --family textworld-cooking --quick --out cir-cooking",
+                  "cir reproduce --family service-desk --quick --out cir-desk",
                   "cir reproduce --agent openai:Qwen3-14B --base-url http://localhost:8000/v1 --out cir-qwen"],
     )
     p.add_argument("--quick", action="store_true",
@@ -63,7 +64,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--experiments", default=None, metavar="DIR",
                    help="folder of experiment configs (each names the family: env = \"NAME\"); without "
                         "it, the family's own, which travel with the package (their readable source: this "
-                        "repository's experiments/ and experiments/textworld-cooking/)")
+                        "repository's experiments/, experiments/textworld-cooking/ and experiments/service-desk/)")
     add_quiet(p)
     add_llm_options(p, cache_default="each run folder's own")
     add_request_options(p)

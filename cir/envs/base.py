@@ -6,6 +6,7 @@ runs the paired replayer on it (``examples/counter.py`` is a complete one, not A
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 from cir.util.errors import CirError
@@ -36,6 +37,13 @@ class Env(Protocol):
     (:mod:`cir.tools.env`) re-runs the read-only call that produced the suspect result. An env
     without it (ALFWorld, the cooking games) is sent its refresh query, as before;
     :func:`refresh_for` reads it (through wrappers).
+
+    An env may also define ``reads(action) -> bool``: whether ``action`` only reads the state
+    (a tool world's read-only call; ``finish``, a change or a bad call is not a read). A harness's
+    cache serves reads, and a change's answer comes from the primary, so for such an env the
+    perturbation point is the first read at or after the protocol's point
+    (:func:`cir.episode.perturb.find_point`); an env without it (ALFWorld, the cooking games) is
+    perturbed at the protocol's point, as before. :func:`env_reads` reads it (through wrappers).
     """
 
     def reset(self) -> str:
@@ -84,3 +92,24 @@ def refresh_for(env: Any, suspect_action: str | None) -> str | None:
         raise CirError(f"{type(inner).__name__}.refresh_for({suspect_action!r:.60}): expected an action text or "
                        f"None, got {action!r:.60}")
     return action
+
+
+def env_reads(env: Any) -> Callable[[str], bool] | None:
+    """``env``'s test of which actions are reads (its ``reads``, found through wrappers as the
+    refresh query is), or None when it has none (then every env action may be perturbed). The
+    test answers a bool or raises a CirError naming the env and the action."""
+    inner = env
+    while not hasattr(inner, "reads") and hasattr(inner, "env"):
+        inner = inner.env
+    method = getattr(inner, "reads", None)
+    if not callable(method):
+        return None
+    name = type(inner).__name__
+
+    def reads(action: str) -> bool:
+        answer = method(action)
+        if not isinstance(answer, bool):
+            raise CirError(f"{name}.reads({action!r:.60}): expected True or False, got {answer!r:.60}")
+        return answer
+
+    return reads

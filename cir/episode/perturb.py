@@ -41,6 +41,13 @@ protocol. That point depends on the factual run's length, which a live harness n
 knows (and ``f_env_actions - f_delay`` then encodes it); the other protocols, ``at``, are a
 fixed env-action number for every task, or one drawn per task from a range by a digest of
 its id (:func:`random_point`), so the decision point says nothing about the factual run.
+An env that says which of its actions are reads (the Env contract's optional ``reads``,
+:func:`cir.envs.base.env_reads`: a tool world's read-only calls) is perturbed at its first read
+at or after the protocol's point: a harness's cache serves reads, while a change's answer comes
+from the primary (a tool world perturbed at a change would show a stale answer to the agent's own
+write, a record that differs only in when it was written). A factual run with no read there is
+not prefix-feasible. :func:`find_point` is the one home of that rule, for the replayer and every
+live path.
 """
 
 from __future__ import annotations
@@ -48,10 +55,11 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from cir.envs.base import env_reads
 from cir.episode.protocol import DEFAULT_FRACTION
 from cir.episode.transcript import AGENT, Step, Transcript
 from cir.util.errors import CirError, SettingError
@@ -230,28 +238,78 @@ def random_point(task_id: str, low: int, high: int) -> int:
 
 
 def feasibility(
-    n_env_actions: int, conditions: list[Condition], fraction: float = DEFAULT_FRACTION, at: int | None = None
+    n_env_actions: int, conditions: Sequence[Condition], fraction: float = DEFAULT_FRACTION, at: int | None = None
 ) -> tuple[bool, str]:
     """Whether a factual run of N env actions is prefix-feasible for all ``conditions``.
 
     Feasible when the perturbed env action (:func:`perturbation_point`) exists in the
     factual run and at least K earlier env actions exist for the largest staleK or lagK. Returns
-    ``(ok, reason)``.
+    ``(ok, reason)``. This is the rule of an env without reads; :func:`find_point` is the whole
+    rule (an env with reads is perturbed at its first read at or after that point).
     """
     point = perturbation_point(n_env_actions, fraction, at)
     if point > n_env_actions:
-        return False, (
-            f"factual run has {n_env_actions} env actions; the perturbation point "
-            f"(env action {point}) is not reached"
-        )
+        return False, _not_reached(n_env_actions, point)
+    reason = _lookback(point, conditions)
+    return reason == "ok", reason
+
+
+#: How the reason of a factual run without a read at or after the protocol's point begins.
+NO_READ = "no read at or after"
+
+
+@dataclass(frozen=True)
+class Point:
+    """Where a factual run is perturbed (:func:`find_point`): ``protocol``, the protocol's env
+    action (the fraction rule, ``at``); ``at``, the perturbed env action (the protocol's, or for an
+    env with reads the first read at or after it), None when the run is not prefix-feasible, and
+    then ``reason`` says why (``"ok"`` otherwise)."""
+
+    protocol: int
+    at: int | None
+    reason: str = "ok"
+
+    @property
+    def feasible(self) -> bool:
+        return self.at is not None
+
+
+def find_point(factual: Transcript, conditions: Sequence[Condition], fraction: float = DEFAULT_FRACTION,
+               at: int | None = None, env: Any = None) -> Point:
+    """The perturbation point of ``factual`` under ``conditions`` (module docstring): the protocol's
+    point (:func:`perturbation_point`); for an ``env`` that says which actions are reads
+    (:func:`cir.envs.base.env_reads`, read through wrappers), the first env action at or after it
+    whose action is a read; then, as :func:`feasibility`, at least K env actions before it for the
+    largest staleK or lagK."""
+    n = factual.env_actions
+    protocol = perturbation_point(n, fraction, at)
+    if protocol > n:
+        return Point(protocol, None, _not_reached(n, protocol))
+    point = protocol
+    reads = env_reads(env) if env is not None else None
+    if reads is not None:
+        actions = [step.action for step in factual.steps if step.action is not None]
+        point = next((i for i in range(protocol, n + 1) if reads(str(actions[i - 1]))), 0)
+        if not point:
+            return Point(protocol, None, (
+                f"{NO_READ} the perturbation point (env action {protocol}): env actions {protocol} "
+                f"to {n} of the factual run are none of them reads (the env's reads(action)), and a harness's "
+                "cache serves only reads"))
+    reason = _lookback(point, conditions)
+    return Point(protocol, point if reason == "ok" else None, reason)
+
+
+def _not_reached(n: int, point: int) -> str:
+    return f"factual run has {n} env actions; the perturbation point (env action {point}) is not reached"
+
+
+def _lookback(point: int, conditions: Sequence[Condition]) -> str:
     need = max((c.lookback for c in conditions), default=0)
     if point - 1 < need:
         worst = max(conditions, key=lambda c: c.lookback)
-        return False, (
-            f"{worst.name} needs {need} env actions before the perturbation point "
-            f"(env action {point}); only {point - 1} exist"
-        )
-    return True, "ok"
+        return (f"{worst.name} needs {need} env actions before the perturbation point "
+                f"(env action {point}); only {point - 1} exist")
+    return "ok"
 
 
 def lagged_answer(env: Any, snapshots: dict[int, Any], factual: Transcript, at: int, k: int) -> str:

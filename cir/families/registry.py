@@ -34,6 +34,7 @@ DEFAULT_FAMILY = "alfworld"
 BUILTIN: dict[str, str] = {
     "alfworld": "cir.families.alfworld.family:FAMILY",
     "textworld-cooking": "cir.families.textworld_cooking.family:FAMILY",
+    "service-desk": "cir.families.service_desk.family:FAMILY",
 }
 ENTRY_POINT_GROUP = "cir.families"
 

@@ -4,7 +4,8 @@ same state, one continuation without recovery and one with it.
 Per task, with one env (reset once) and one reply cache:
 
 1. the factual run (clean, no recovery), with an env snapshot after every env action;
-2. the perturbation point p (``cir.episode.perturb``) and prefix-feasibility for all conditions;
+2. the perturbation point p (``cir.episode.perturb.find_point``: for an env with reads, its first
+   read at or after the protocol's point) and prefix-feasibility for all conditions;
 3. per condition, one no-recovery arm shared by all delays: for ``clean`` it IS the
    factual run; otherwise the factual prefix up to env action p with the shown text of
    action p perturbed (the env is unchanged, so no env step is repeated; a ``lagK`` text is
@@ -58,9 +59,8 @@ from cir.episode.perturb import (
     SHOWN_TRUE,
     Anomalous,
     Condition,
-    feasibility,
+    find_point,
     no_anomaly,
-    perturbation_point,
     shown_kind,
 )
 from cir.episode.recovery import Operation, get_operation
@@ -197,10 +197,11 @@ def _task_pairs(task: Any, agent: Any, env: Env, settings: ReplaySettings | None
     finished[0] = 1
 
     # 2. the perturbation point; 3. and 4. per condition
-    at = settings.point_at(task_id)
-    result.feasible, result.reason = feasibility(n, conditions, settings.perturb_fraction, at)
-    if result.feasible:
-        result.point = perturbation_point(n, settings.perturb_fraction, at)
+    # (an env that says which actions are reads is perturbed at its first read at or after the point)
+    point = find_point(factual, conditions, settings.perturb_fraction, settings.point_at(task_id), counted)
+    result.feasible, result.reason = point.feasible, point.reason
+    if point.at is not None:
+        result.point = point.at
         checked = check_restore(task_id, branching, snapshots, factual, result.point)
         fork = _Fork(harness, counted, settings, result, factual, snapshots, result.point,
                      resolve_extractor(extractor),

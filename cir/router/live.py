@@ -16,10 +16,9 @@ from cir.episode.fork import ForkPoint
 from cir.episode.harness import Harness, harness_for
 from cir.episode.perturb import (
     Persistence,
-    feasibility,
+    find_point,
     parse_conditions,
     parse_persistence,
-    perturbation_point,
 )
 from cir.episode.protocol import DEFAULT_FRACTION, DEFAULT_MAX_ACTIONS, DEFAULT_MAX_TURNS
 from cir.episode.transcript import Transcript
@@ -63,12 +62,11 @@ def run_episode(
     if cond.kind == "clean" and router is None:
         info["costs"] = _costs(harness, env)
         return factual, factual, info
-    ok, reason = feasibility(n, [cond], perturb_fraction, perturb_at)
-    info["feasible"], info["reason"] = ok, reason
-    if not ok:
-        raise CirError(f"task {task_id}: not prefix-feasible under {cond.name}: {reason}")
-    p = perturbation_point(n, perturb_fraction, perturb_at)
-    info["point"] = p
+    point = find_point(factual, [cond], perturb_fraction, perturb_at, env)
+    info["feasible"], info["reason"] = point.feasible, point.reason
+    if point.at is None:
+        raise CirError(f"task {task_id}: not prefix-feasible under {cond.name}: {point.reason}")
+    p = info["point"] = point.at
     start = ForkPoint(factual, snapshots, p)
     episode = start.episode(cond, env)
     env.restore(start.snapshot)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from cir.episode.perturb import parse_conditions
+from cir.episode.perturb import NO_READ, parse_conditions, perturbation_point
 from cir.episode.protocol import (
     PRIMARY_STALE,
 )
@@ -109,6 +109,26 @@ def _conditions_text(conditions: Sequence[str]) -> str:
     return "; ".join(parts) or "no condition but clean"
 
 
+def _read_point_text(experiments: list[Experiment], runs: dict[str, RunRecord]) -> str:
+    """For a world whose env says which actions are reads (a tool world): that the perturbed env
+    action is the first read at or after the protocol's, and how often that moved it (from the run
+    records); nothing for any other world (no task moved, none refused for want of a read)."""
+    moved = feasible = no_read = 0
+    for exp in experiments:
+        for task_id, f in runs[exp.name].feasibility.items():
+            no_read += f.reason.startswith(NO_READ)
+            if f.point is not None:
+                feasible += 1
+                protocol = perturbation_point(f.factual_env_actions, exp.replay.perturb_fraction,
+                                              exp.replay.point_at(task_id))
+                moved += f.point != protocol
+    if not moved and not no_read:
+        return ""
+    return (f" (or, as this world's env says which of its actions are reads and a cache serves reads, the "
+            f"first read at or after it: a later env action in {moved} of {feasible} prefix-feasible task runs; "
+            f"{no_read} had no read there)")
+
+
 def _setup_section(report: Report, out: Path, experiments: list[Experiment], runs: dict[str, RunRecord],
                    agent: str, quick: bool) -> None:
     rows = []
@@ -130,6 +150,7 @@ def _setup_section(report: Report, out: Path, experiments: list[Experiment], run
     tasks = get_family(family).tasks_text or f"generated tasks of the `{family}` environment family"
     point = (f"the observation of env action {first.perturb_at}" if first.perturb_at is not None else
              f"the observation of the env action after {first.perturb_fraction:.0%} of the factual run's env actions")
+    point += _read_point_text(experiments, runs)
     report.text(
         f"Agent `{agent}`; {'quick' if quick else 'full'} cohorts of {tasks}; budgets "
         f"{first.max_turns} model turns and {first.max_actions} env actions; {point} is "

@@ -47,7 +47,7 @@ from cir.episode.perturb import Perturbation, parse_condition
 from cir.episode.protocol import THINK_PREFIX
 from cir.episode.transcript import Transcript
 from cir.families.family import Family, check_family
-from cir.families.registry import get_family, make_agent
+from cir.families.registry import BUILTIN, get_family, make_agent
 from cir.util.errors import CirError
 
 #: tasks each check generates (one split, the family's first) and walks
@@ -100,7 +100,7 @@ def check_contract(family: Family, spec: str, folder: Path) -> None:
     check_family(family)
     if get_family(spec) is not family:
         raise _fail(family, "contract", f"{spec!r} resolves to another object on a second lookup")
-    if spec in ("alfworld", "textworld-cooking") or ":" in spec:
+    if spec in BUILTIN or ":" in spec:
         return
     raise _fail(family, "contract", f"{spec!r} is not a spec a worker process can resolve (NAME or MODULE:ATTR)")
 

@@ -12,11 +12,18 @@ the answer. World events (:class:`Event`) are changes the world makes between th
 actions, keyed by the task and the world clock (env actions so far, a refresh's included):
 an event ``at=n`` fires after the n-th env action, before the next one runs, and nothing
 shown announces it. A snapshot holds the state's, the clock and whether the episode is done.
+Tools that need the time (a record's ``updated_at``) read it from the state, which the world's
+``on_clock(handle, clock)`` writes before each env action (``ToolWorld(on_clock=...)``).
 
 A refresh re-runs the read-only call that produced the suspect result
 (:meth:`ToolEnv.refresh_for`; the Env contract's optional part, :mod:`cir.envs.base`): the suspect
 call itself when its tool is read-only, else the world's ``refresh`` mapping (after
 ``cancel_order(order_id=X)``, ``get_order(order_id=X)``), else the env's ``refresh_query``.
+
+A harness's cache serves reads; a change's answer comes from the primary. So the env says which
+calls are reads (:meth:`ToolEnv.reads`, the Env contract's optional part): a read-only tool's
+call, not ``finish``; and a tool world is perturbed at its first read at or after the protocol's
+point (:func:`cir.episode.perturb.find_point`).
 """
 
 from __future__ import annotations
@@ -72,14 +79,17 @@ class ToolEnv:
     the task's :class:`Event` s; ``refresh(call) -> call | None``: the read-only call that
     re-reads what a mutating call changed; ``refresh_query``: the call a refresh sends otherwise;
     ``verify_read_only``: a read-only tool that changes the state is a CirError (checked by the
-    state's :meth:`~cir.tools.state.State.change_token`).
+    state's :meth:`~cir.tools.state.State.change_token`); ``on_clock(handle, clock)``: told the world
+    clock (env actions so far) before each env action, so that tools that need the time read it
+    from the state (a restore then brings the time back with everything else).
     """
 
     def __init__(self, task: Any, *, tools: Mapping[str, Tool], state: State,
                  check: Callable[[Any, Any, str], bool], refresh_query: str,
                  events: Sequence[Event] = (), refresh: Callable[[ToolCall], Any] | None = None,
-                 verify_read_only: bool = True) -> None:
+                 verify_read_only: bool = True, on_clock: Callable[[Any, int], None] | None = None) -> None:
         self.task = task
+        self.on_clock = on_clock
         self.task_id = str(getattr(task, "task_id", task))
         self.tools = dict(tools)
         self.state = state
@@ -109,6 +119,8 @@ class ToolEnv:
     def step(self, action: str) -> tuple[str, bool, bool]:
         if self.done:
             return OVER_TEXT, True, False
+        if self.on_clock is not None:
+            self._tell_clock()
         try:
             call = parse_call(action, self.tools)
         except CallError as err:
@@ -135,6 +147,16 @@ class ToolEnv:
         when its tool only reads, else the world's ``refresh`` of it, else None (the env's
         ``refresh_query`` is sent). :func:`refresh_call_for`."""
         return refresh_call_for(self.tools, self.refresh, suspect_action)
+
+    def reads(self, action: str) -> bool:
+        """Whether ``action`` only reads: a call of a read-only tool (not ``finish``, which ends the
+        episode, nor a text that is no valid call, which reads nothing). The perturbation point of a
+        tool world is its first read at or after the protocol's point (:mod:`cir.envs.base`)."""
+        try:
+            call = parse_call(action, self.tools)
+        except CallError:
+            return False
+        return call.name != FINISH and self.tools[call.name].read_only
 
     def moves_on_its_own(self) -> bool:
         """Whether a world event fires after the next env action (``check_env`` does not compare
@@ -173,6 +195,13 @@ class ToolEnv:
         shown = plain(value)
         self._remember(shown)
         return json.dumps(shown, ensure_ascii=False)
+
+    def _tell_clock(self) -> None:
+        try:
+            self.on_clock(self.handle, self.clock)  # type: ignore[misc]
+        except Exception as err:
+            raise CirError(f"task {self.task_id}: the world's on_clock raised {type(err).__name__}: {err} (at world "
+                           f"clock {self.clock})") from err
 
     def _fire(self, event: Event) -> None:
         try:

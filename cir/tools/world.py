@@ -65,7 +65,13 @@ class ToolWorld:
     - ``refresh(call) -> call | None`` (optional): the read-only call that re-reads what a
       mutating call changed (a read-only call is re-run as it is);
     - ``refresh_query``: the call a refresh sends when it has no call to re-run (default: the
-      first read-only tool that needs no argument);
+      first read-only tool that needs no argument), or a function of the task that gives it (the
+      ticket's customer's profile: ``lambda task: f'get_customer(customer_id="{task.data["customer"]}")'``);
+    - ``on_clock(handle, clock)`` (optional): told the world clock (env actions so far, a refresh's
+      included) before each env action; tools that need the time read it from the state where it
+      writes it (a SQLite ``clock`` row: a restore then brings the time back with every row);
+    - ``env_class`` (optional): a :class:`~cir.tools.env.ToolEnv` subclass of one's own, built with
+      ToolEnv's arguments (default ToolEnv);
     - ``generate(split, n, seed) -> [ToolTask]`` (optional): generated tasks, written as files;
     - ``builtin_agent(profile, seed=)`` and ``mechanisms`` (optional): a model-free agent;
     - ``anomalous(action, shown) -> bool`` (optional): whether a shown result visibly looks wrong
@@ -78,16 +84,24 @@ class ToolWorld:
     def __init__(self, name: str, *, tools: Iterable[Tool], state: str | type[State],
                  check: Callable[[Any, Any, str], bool], initial: Callable[[ToolTask], Any] | None = None,
                  events: Callable[[ToolTask], Sequence[Event]] | None = None,
-                 refresh: Callable[[ToolCall], Any] | None = None, refresh_query: str | None = None,
+                 refresh: Callable[[ToolCall], Any] | None = None,
+                 refresh_query: str | Callable[[ToolTask], str] | None = None,
                  generate: Callable[[str, int, int], Sequence[ToolTask]] | None = None,
                  builtin_agent: Callable[..., Any] | None = None, mechanisms: Iterable[str] = (),
                  extractor: Any = None, instructions: str = "", examples: Sequence[str] = (),
                  splits: tuple[str, ...] = ("train", "valid", "test"), experiments: str | Path | None = None,
-                 tasks_text: str = "", anomalous: Callable[[str | None, str], bool] | None = None) -> None:
+                 tasks_text: str = "", anomalous: Callable[[str | None, str], bool] | None = None,
+                 on_clock: Callable[[Any, int], None] | None = None, env_class: type[ToolEnv] = ToolEnv) -> None:
         self.name = name
         if anomalous is not None and not callable(anomalous):
             raise CirError(f"tool world {name!r}: anomalous must be a function (action, shown) -> bool")
         self._anomalous = anomalous
+        if on_clock is not None and not callable(on_clock):
+            raise CirError(f"tool world {name!r}: on_clock must be a function (handle, clock) -> None")
+        if not (isinstance(env_class, type) and issubclass(env_class, ToolEnv)):
+            raise CirError(f"tool world {name!r}: env_class must be cir.tools.ToolEnv or a subclass of it, "
+                           f"got {env_class!r:.60}")
+        self.on_clock, self.env_class = on_clock, env_class
         given = tool_map(tools)
         if FINISH in given:
             raise CirError(f"tool world {name!r}: 'finish' is the kit's own tool (it ends the episode); "
@@ -99,12 +113,30 @@ class ToolWorld:
         self.check = check
         self.initial, self.events, self.refresh, self.generate = initial, events, refresh, generate
         self.refresh_query = refresh_query or self._default_refresh_query()
-        render_call(_parse(self.refresh_query, self), self.tools)  # a refresh query that is a call of a tool
+        if not callable(self.refresh_query):
+            self._check_refresh_query(self.refresh_query)
         self.builtin_agent = builtin_agent
         self.mechanisms = frozenset(mechanisms)
         self.extractor = extractor if extractor is not None else ToolFeatures(self.tools, name=f"{name}-tools")
         self.prompt = tool_prompt(name, self.tools, instructions, examples)
         self.splits, self.experiments, self.tasks_text = tuple(splits), experiments, tasks_text
+
+    def _check_refresh_query(self, text: Any, task: Any = None) -> str:
+        where = f"task {task.task_id}: " if task is not None else ""
+        if not isinstance(text, str):
+            raise CirError(f"{where}tool world {self.name!r}: refresh_query gave {text!r:.60}; expected a call text")
+        try:
+            render_call(parse_call(text, self.tools), self.tools)  # a refresh query that is a call of a tool
+        except CirError as err:
+            raise CirError(f"{where}tool world {self.name!r}: refresh_query {text!r}: {err}") from None
+        return text
+
+    def refresh_query_of(self, task: ToolTask) -> str:
+        """The call a refresh of ``task`` sends when it has no call to re-run (``refresh_query``,
+        or what the world's function of the task gives, checked to be a call of a tool)."""
+        if callable(self.refresh_query):
+            return self._check_refresh_query(self.refresh_query(task), task)
+        return self.refresh_query
 
     def _default_refresh_query(self) -> str:
         for t in self.tools.values():
@@ -123,8 +155,9 @@ class ToolWorld:
                            f"{self.name!r} has no initial(task) function")
         state = build_state(self.state_kind, source)
         events = [*getattr(task, "events", ()), *(self.events(task) if self.events is not None else ())]
-        return ToolEnv(task, tools=self.tools, state=state, check=self.check, refresh_query=self.refresh_query,
-                       events=events, refresh=self.refresh)
+        return self.env_class(task, tools=self.tools, state=state, check=self.check,
+                              refresh_query=self.refresh_query_of(task), events=events, refresh=self.refresh,
+                              on_clock=self.on_clock)
 
     def load_tasks(self, path: str | Path, split: str | None = None) -> list[ToolTask]:
         """The tasks of a folder (:mod:`cir.tools.tasks`' layout), sorted by id."""
@@ -175,9 +208,3 @@ class ToolWorld:
             out["tasks_text"] = self.tasks_text
         return out
 
-
-def _parse(text: str, world: ToolWorld) -> ToolCall:
-    try:
-        return parse_call(text, world.tools)
-    except CirError as err:
-        raise CirError(f"tool world {world.name!r}: refresh_query {text!r}: {err}") from None

@@ -93,6 +93,7 @@ def test_a_typed_tool_agent_forks_as_it_is_written(kind, server, tasks, monkeypa
 def test_its_tools_are_the_worlds_schemas_wrapped_once(monkeypatch):
     """One wrapper call gives the framework's tools: each kit tool once, its schema the kit's (the
     handle never shown), finish among them."""
+    _need("langgraph")
     from cir.adapters.langgraph import typed_tools
 
     tools = typed_tools(WORLD)
@@ -119,6 +120,7 @@ def test_outside_cir_the_tools_run_on_a_sqlite_file_as_the_world_runs_them(serve
     """Production: the graph's tools run the user's functions on a real SQLite file (committed), and
     what the agent is shown, call for call, is what the study's world shows the same agent on the same
     database (a world without events: nothing else writes to the file)."""
+    _need("langgraph")
     from langchain.agents import create_agent
     from langchain_core.messages import HumanMessage, convert_to_openai_messages
     from langchain_openai import ChatOpenAI
@@ -127,7 +129,6 @@ def test_outside_cir_the_tools_run_on_a_sqlite_file_as_the_world_runs_them(serve
     from cir.adapters.langgraph import typed_tools
     from cir.episode.harness import Harness
 
-    _need("langgraph")
     task = FAMILY.load_tasks(tasks / "test")[0]
     db = _shop_db(tasks, tmp_path)
     tools = typed_tools(WORLD, state=str(db))
@@ -147,10 +148,10 @@ def test_outside_cir_the_tools_run_on_a_sqlite_file_as_the_world_runs_them(serve
 
 
 def test_outside_cir_without_a_state_a_call_says_what_to_give():
+    _need("langgraph")
     from cir.adapters.langgraph import typed_tools
     from cir.util.errors import CirError
 
-    _need("langgraph")
     with pytest.raises(CirError, match=r"called outside a cir episode, and no state was given.*typed_tools\(\.\.\., state="):
         typed_tools(WORLD)[1].invoke({"order_id": "W3000"})
 
@@ -180,6 +181,7 @@ def test_the_router_in_production_re_runs_the_suspect_read_on_the_real_database(
     """Outside cir the router's hook decides after the result the harness suspects (here: the first
     ``get_order``); a refresh calls that read again on the user's database and shows its answer as the
     study did, and the transcript reads it as the refresh step the router was fitted on."""
+    _need("langgraph")
     from langchain.agents import create_agent
     from langchain_core.messages import HumanMessage, convert_to_openai_messages
     from langchain_openai import ChatOpenAI
@@ -187,7 +189,6 @@ def test_the_router_in_production_re_runs_the_suspect_read_on_the_real_database(
     from cir import REFRESH_PREFIX, Transcript
     from cir.adapters.langgraph import RouterMiddleware, typed_tools
 
-    _need("langgraph")
     task = FAMILY.load_tasks(tasks / "test")[0]
     db = _shop_db(tasks, tmp_path)
     first = task.data["orders"][0]
@@ -336,9 +337,9 @@ def test_outside_cir_the_tools_of_a_folder_world_edit_a_real_folder(tmp_path, mo
     """Production on a folder (the kit's folder world, ``examples/folder_world.py``): ``state`` is the
     project folder's path; reads show its files as the world shows them, and an edit changes the
     file on disk; a read-only call changes nothing."""
+    _need("langgraph")
     from cir.adapters.langgraph import typed_tools
 
-    _need("langgraph")
     monkeypatch.syspath_prepend(str(ROOT))
     from examples.folder_world import WORLD as FOLDER
     from examples.folder_world import build_project

@@ -39,7 +39,7 @@ def test_the_default_is_alfworld_s_and_ships_by_name() -> None:
     default = resolve_extractor(None)
     shipped = builtin_extractors()
     assert default.name == "alfworld" and shipped["alfworld"] is default
-    assert set(shipped) == {"alfworld", "textworld-cooking"}  # each built-in family's, by name
+    assert set(shipped) == {"alfworld", "textworld-cooking", "service-desk"}  # each built-in family's, by name
     assert all(name.startswith("f_") for name in default.features)
 
 

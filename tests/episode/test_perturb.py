@@ -5,17 +5,22 @@ from __future__ import annotations
 import pytest
 from support.replay import FakeAgent, FakeEnv
 
+from cir.envs.base import env_reads
+from cir.envs.counting import CountingEnv
 from cir.episode.harness import Harness
 from cir.episode.perturb import (
     MISSING_TEXT,
+    NO_READ,
     Perturbation,
     feasibility,
+    find_point,
     lagged_answer,
     parse_condition,
     parse_conditions,
     perturbation_point,
     perturbed_step,
 )
+from cir.episode.transcript import AGENT, Step, Transcript
 from cir.util.errors import CirError
 
 
@@ -65,6 +70,72 @@ def test_feasibility_reasons():
     assert not ok and "stale2" in reason
     assert feasibility(5, conds) == (True, "ok")  # point 3, two earlier
     assert feasibility(2, parse_conditions("clean,missing,stale1"))[0]
+
+
+def _factual(*actions: str) -> Transcript:
+    """A factual run of these env actions (a thought between two, which is no env action)."""
+    steps = [Step(AGENT, a, a, f"answer {i}", f"answer {i}") for i, a in enumerate(actions, start=1)]
+    steps.insert(1, Step(AGENT, "think", None, None, "OK."))
+    return Transcript("t", "the task", steps)
+
+
+class _ReadsEnv:
+    """An env that says its ``get`` actions are reads (nothing else of an env is needed here)."""
+
+    def __init__(self, answer=None) -> None:
+        self.answer = answer
+
+    def reads(self, action: str):
+        return action.startswith("get") if self.answer is None else self.answer
+
+
+RUN = ("get a", "set a", "set b", "get b", "set c", "get c", "set d", "finish")
+
+
+@pytest.mark.parametrize("fraction, at", [(0.25, None), (0.0, None), (0.5, None), (0.25, 1), (0.25, 6)])
+def test_an_env_without_reads_is_perturbed_at_the_protocols_point(fraction, at):
+    factual = _factual(*RUN)
+    conds = parse_conditions("clean,stale1,lag1")
+    for env in (None, object(), CountingEnv(object())):
+        point = find_point(factual, conds, fraction, at, env)
+        ok, reason = feasibility(len(RUN), conds, fraction, at)
+        assert (point.feasible, point.reason) == (ok, reason)
+        assert point.protocol == perturbation_point(len(RUN), fraction, at)
+        assert point.at == (point.protocol if ok else None)
+
+
+def test_an_env_with_reads_is_perturbed_at_its_first_read_at_or_after_the_protocols_point():
+    factual, env, conds = _factual(*RUN), _ReadsEnv(), parse_conditions("clean,stale2,lag2,missing")
+    point = find_point(factual, conds, env=env)  # the protocol's point: env action 3, a change
+    assert (point.protocol, point.at, point.reason) == (3, 4, "ok")
+    assert RUN[point.at - 1] == "get b"
+    assert find_point(factual, conds, at=4, env=env).at == 4  # a read stays where it is
+    assert find_point(factual, conds, at=5, env=env).at == 6
+    # read through the wrappers, as the replayer's counting and branching envs hold it
+    assert find_point(factual, conds, env=CountingEnv(CountingEnv(env))).at == 4
+    # no read from the protocol's point on: not prefix-feasible, and the reason says why
+    late = find_point(factual, conds, at=7, env=env)
+    assert not late.feasible and late.at is None and late.reason.startswith(NO_READ)
+    assert "env action 7" in late.reason and "reads" in late.reason
+    # not reached is said before any read is looked for
+    assert "not reached" in find_point(factual, conds, at=9, env=env).reason
+
+
+def test_the_lookback_of_stale_and_lag_counts_back_from_the_read():
+    factual, env = _factual(*RUN), _ReadsEnv()
+    # env action 1 is a read with no earlier env action: stale2 cannot be built there
+    assert not find_point(factual, parse_conditions("stale2"), at=1, env=env).feasible
+    # env action 2 is a change with one earlier action; the read it moves to (4) has three
+    moved = find_point(factual, parse_conditions("stale2"), at=2, env=env)
+    assert (moved.at, moved.reason) == (4, "ok")
+    assert "stale3" not in find_point(factual, parse_conditions("stale3"), at=2, env=env).reason
+
+
+def test_an_envs_reads_must_answer_true_or_false():
+    assert env_reads(object()) is None
+    assert env_reads(CountingEnv(_ReadsEnv()))("get x") is True
+    with pytest.raises(CirError, match=r"_ReadsEnv.reads\('set b'\): expected True or False"):
+        find_point(_factual(*RUN), [], env=_ReadsEnv(answer="yes"))
 
 
 def _run(cond: str, at: int):

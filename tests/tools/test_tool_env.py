@@ -15,7 +15,7 @@ from support.shop import FAMILY, generate
 from cir.episode.harness import Harness
 from cir.episode.perturb import lagged_answer
 from cir.episode.recovery import Checkpoints
-from cir.tools import ToolTask, ToolWorld, tool
+from cir.tools import ToolEnv, ToolTask, ToolWorld, tool
 from cir.util.errors import CirError
 
 DOC = Path(__file__).resolve().parents[2] / "docs/own-environment.md"
@@ -67,6 +67,36 @@ def test_lag_shows_the_same_calls_answer_on_the_older_state():
     true = transcript.steps[transcript.steps_until_env_action(at) - 1].observation
     assert json.loads(lagged)["order_id"] == json.loads(true)["order_id"]
     assert env.snapshot().clock == at  # the env is back where it was
+
+
+def test_a_tool_worlds_reads_are_its_read_only_calls_and_its_point_is_a_read():
+    from cir.episode.perturb import find_point, parse_conditions, perturbation_point
+    from cir.pairs.replay import run_task_pairs
+    from cir.pairs.settings import ReplaySettings
+    from cir.router.live import run_episode
+
+    task, env, transcript, snapshots = _episode()
+    assert env.reads('get_order(order_id="W1000")') and env.reads("list_orders()")
+    assert not env.reads('cancel_order(order_id="W1000", reason="x")')
+    assert not env.reads('finish(answer="")')  # it ends the episode: nothing a cache serves
+    assert not env.reads("get_order(") and not env.reads('nope(x="1")')  # no call reads nothing
+    actions = [s.action for s in transcript.steps if s.action is not None]
+    conditions = parse_conditions("clean,stale1,lag1,missing")
+    for at in range(1, len(actions) + 1):
+        point = find_point(transcript, conditions, at=at, env=env)
+        reads = [i for i in range(at, len(actions) + 1) if env.reads(actions[i - 1])]
+        assert point.at == (reads[0] if reads and reads[0] > 1 else None)
+    # the replayer and a live episode perturb the same read, where the protocol's point is a change
+    moved = next(at for at in range(2, len(actions)) if not env.reads(actions[at - 1]))
+    settings = ReplaySettings(conditions=("clean", "lag1"), delays=(0,), operations=("refresh",), perturb_at=moved)
+    result = run_task_pairs(task, FAMILY.builtin_agent(), FAMILY.make_env(task), settings, extractor=FAMILY.extractor)
+    assert result.point > moved and env.reads(actions[result.point - 1])
+    assert result.point == perturbation_point(len(actions), at=moved) + 1
+    _, episode, info = run_episode(task.task_id, FAMILY.builtin_agent(), FAMILY.make_env(task), "lag1",
+                                   perturb_at=moved)
+    assert info["point"] == result.point
+    perturbed = [s for s in episode.steps if "perturb:lag1" in s.events]
+    assert len(perturbed) == 1 and env.reads(perturbed[0].action)
 
 
 def test_world_events_are_silent_and_part_of_the_snapshot():
@@ -140,3 +170,64 @@ def test_a_worlds_family_says_which_shown_results_are_anomalous():
 def get_item(state: dict, key: str) -> dict:
     """An item of the object state."""
     return {"key": key, "value": state.get(key)}
+
+
+@tool(read_only=False)
+def stamp(state: dict, key: str) -> dict:
+    """Set an item to the world's time, which on_clock keeps in the state."""
+    state[key] = state["now"]
+    return {"key": key, "value": state[key]}
+
+
+def _tell(state: dict, clock: int) -> None:
+    state["now"] = clock
+
+
+class _LoggingEnv(ToolEnv):
+    """A family's own env: it keeps the calls it was sent."""
+
+    def step(self, action: str):
+        self.sent = [*getattr(self, "sent", []), action]
+        return super().step(action)
+
+
+def _clock_world(**options):
+    return ToolWorld("clocked", tools=[get_item, stamp], state="object", check=lambda h, t, a: True,
+                     **{"on_clock": _tell, **options})
+
+
+def test_tools_read_the_world_clock_from_the_state_and_a_restore_brings_the_time_back():
+    world = _clock_world(refresh_query='get_item(key="a")')
+    env = world.make_env(ToolTask("t", "stamp a", {"now": None}))
+    env.reset()
+    env.step('get_item(key="a")')
+    assert json.loads(env.step('stamp(key="a")')[0]) == {"key": "a", "value": 1}  # the 2nd env action: clock 1
+    at_two = env.snapshot()
+    env.step('get_item(key="b")')
+    assert json.loads(env.step('stamp(key="a")')[0])["value"] == 3
+    env.restore(at_two)
+    assert json.loads(env.step('get_item(key="a")')[0])["value"] == 1  # the time of then, with the rest
+    # a hook that fails is named with the task and the clock
+    broken = _clock_world(refresh_query='get_item(key="a")', on_clock=lambda s, c: 1 / 0).make_env(
+        ToolTask("t9", "x", {}))
+    broken.reset()
+    with pytest.raises(CirError, match=r"task t9: the world's on_clock raised ZeroDivisionError.*clock 0"):
+        broken.step('get_item(key="a")')
+    with pytest.raises(CirError, match="on_clock must be a function"):
+        _clock_world(on_clock="now")
+
+
+def test_a_refresh_query_per_task_and_a_familys_own_env_class():
+    world = _clock_world(refresh_query=lambda task: f'get_item(key={json.dumps(task.data["key"])})',
+                         env_class=_LoggingEnv)
+    env = world.make_env(ToolTask("t", "read b", {"b": 2}, data={"key": "b"}))
+    assert isinstance(env, _LoggingEnv) and env.refresh_query == 'get_item(key="b")'
+    env.reset()
+    env.step('get_item(key="b")')
+    assert env.sent == ['get_item(key="b")']
+    with pytest.raises(CirError, match=r"task t2: tool world 'clocked': refresh_query 'nope\(\)'"):
+        _clock_world(refresh_query=lambda task: "nope()").make_env(ToolTask("t2", "x", {}))
+    with pytest.raises(CirError, match=r"task t3: tool world 'clocked': refresh_query gave None"):
+        _clock_world(refresh_query=lambda task: None).make_env(ToolTask("t3", "x", {}))
+    with pytest.raises(CirError, match="env_class must be cir.tools.ToolEnv or a subclass"):
+        _clock_world(env_class=dict)

@@ -1,0 +1,1 @@
+"""The service desk's model-free agent: beliefs, decisions, mechanisms, profiles."""
