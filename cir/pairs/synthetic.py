@@ -259,14 +259,30 @@ def _true_effect(condition: str, delay: int, lift_sd: float, delay_slope: float,
 
 
 # -- planted worlds: where the answer about recovery is known, to validate the router ------------
-#: The worlds of :func:`planted_world` (benchmarks/router_validation.py runs them).
+#: The worlds of :func:`planted_world` the study's report checks (benchmarks/router_validation.py
+#: runs them).
 WORLDS = ("a", "b", "c")
-#: The error signal's shift under an erroneous observation, per world: in (a) errors are only
-#: partly detectable (a unit-variance signal shifted by 0.95: an ideal detector's AUC is
-#: Phi(0.95 / sqrt 2) = 0.75); in (b) and (c) they are plainly detectable (AUC 0.86).
-SIGNAL_SHIFT = {"a": 0.95, "b": 1.5, "c": 1.5}
+#: The hard worlds beside them (benchmarks/planted_hard.py runs them): (d) an interaction the
+#: logistic models cannot express, (e) weak detection, (f) clean harm in a subgroup, (g) a held-out
+#: population shifted from the fitting one, (h) a null world that a fitted router recovers in.
+HARD_WORLDS = ("d", "e", "f", "g", "h")
+#: Every world :func:`planted_world` draws.
+ALL_WORLDS = WORLDS + HARD_WORLDS
+#: The error signal's shift under an erroneous observation, per world: in (a), (g) and (h) errors
+#: are only partly detectable (a unit-variance signal shifted by 0.95: an ideal detector's AUC is
+#: Phi(0.95 / sqrt 2) = 0.75); in (e) barely (0.55: AUC Phi(0.55 / sqrt 2) = 0.65); in (b), (c),
+#: (d) and (f) plainly (AUC 0.86).
+SIGNAL_SHIFT = {"a": 0.95, "b": 1.5, "c": 1.5, "d": 1.5, "e": 0.55, "f": 1.5, "g": 0.95, "h": 0.95}
 #: Success without recovery: logit 1.8 + skill on clean arms, 0.6 + skill on erroneous ones.
 _Y0_LOGIT = {0: 1.8, 1: 0.6}
+#: The population of a world's arms: the skill's mean, the share holding an object, how progress is
+#: drawn (None: uniform on [0, 1]; (a, b): Beta(a, b)) and the error signal's mean on clean arms (an
+#: erroneous arm's is it plus :data:`SIGNAL_SHIFT`). Every world draws its fitting and held-out
+#: tables from :data:`POPULATION` but (g), whose held-out tables come from :data:`SHIFTED`: weaker
+#: agents (skill -0.5), holding more often (60%, not 35%), later in the task (Beta(2, 1)) and a
+#: detector that drifted (+0.5 on every arm's signal).
+POPULATION = {"skill_mean": 0.0, "holding": 0.35, "progress": None, "signal_mean": 0.0}
+SHIFTED = {"skill_mean": -0.5, "holding": 0.6, "progress": (2.0, 1.0), "signal_mean": 0.5}
 
 
 def _expit(z: np.ndarray | float) -> np.ndarray:
@@ -274,19 +290,32 @@ def _expit(z: np.ndarray | float) -> np.ndarray:
 
 
 def _recovery(world: str, err: np.ndarray, holding: np.ndarray, progress: np.ndarray,
-              p0: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+              p0: np.ndarray, heldout: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """(rescue, harm): the chance that recovering turns a failing run into a success, and a
-    succeeding one into a failure, in each cell of the world.
+    succeeding one into a failure, in each cell of the world (of its held-out tables with
+    ``heldout``: only (h)'s differ).
 
     (a) the effect of recovery varies with what is visible: after an error it rescues most when
     the agent holds nothing and early in the task, and harms a run that holds an object, the more
     the later (clean or not); (b) a null world: rescue and harm balance in every state
     (``(1 - p0) rescue = p0 harm``), though each varies with the features, so recovery has no
     effect anywhere and nothing about it can be learned; (c) recovery rescues after an error and
-    harms clean runs that succeed (more when holding), so gaining more means harming more clean
+    harms clean successes (more when holding), so gaining more means harming more clean
     runs: the clean-harm budget decides.
+
+    The hard worlds: (d) an interaction: recovery after an error rescues (0.75) only where exactly
+    one of "holding" and "past half the task" holds (an XOR of two features), and elsewhere harms
+    successes (0.25, clean or not); each feature alone says nothing about the effect (in the
+    population each half of either feature is half "on"), so no model linear in the features can
+    express it; (e) (a)'s effects, with weak detection (:data:`SIGNAL_SHIFT`); (f) clean harm in a
+    subgroup: recovery after an error rescues (0.6) everywhere, and harms clean successes with 0.5
+    in one subgroup (holding and past half the task: 17.5% of arms) and 0.005 outside it, so the
+    clean-harm budget binds there and nowhere else; (g) (a)'s effects, held out on a shifted
+    population (:data:`SHIFTED`); (h) fitted on (a)'s effects, so a router learns to recover, and
+    held out where recovery has no effect in any state (rescue ``0.5 p0``, harm ``0.5 (1 - p0)``):
+    whatever a router recovers, its true effect is 0, so its intervals are tested, not abstention.
     """
-    if world == "a":
+    if world in ("a", "e", "g") or (world == "h" and not heldout):
         rescue = _expit(-3.0 + 3.2 * err - 2.0 * holding + 1.0 * (1 - progress))
         harm = _expit(-4.5 + 3.5 * holding + 1.5 * progress)
     elif world == "b":
@@ -295,8 +324,18 @@ def _recovery(world: str, err: np.ndarray, holding: np.ndarray, progress: np.nda
     elif world == "c":
         rescue = np.where(err == 1, 0.5, 0.05)
         harm = np.where(err == 1, 0.02, _expit(-2.5 + 1.5 * holding))
+    elif world == "d":
+        on = (holding == 1) != (progress > 0.5)
+        rescue = np.where(err == 1, np.where(on, 0.75, 0.05), 0.02)
+        harm = np.where(on, 0.02, 0.25)
+    elif world == "f":
+        subgroup = (holding == 1) & (progress > 0.5)
+        rescue = np.where(err == 1, 0.6, 0.02)
+        harm = np.where(err == 1, 0.02, np.where(subgroup, 0.5, 0.005))
+    elif world == "h":
+        rescue, harm = 0.5 * p0, 0.5 * (1 - p0)
     else:
-        raise ValueError(f"planted_world: unknown world {world!r}; expected one of {', '.join(WORLDS)}")
+        raise ValueError(f"planted_world: unknown world {world!r}; expected one of {', '.join(ALL_WORLDS)}")
     return rescue, harm
 
 
@@ -304,7 +343,8 @@ _GH_NODES, _GH_WEIGHTS = np.polynomial.hermite_e.hermegauss(41)  # E over the sk
 
 
 def planted_world(world: str, n_tasks: int = 200, seed: int | Sequence[int] = 0,
-                  delays: tuple[int, ...] = DEFAULT_DELAYS, task_prefix: str = "w") -> pd.DataFrame:
+                  delays: tuple[int, ...] = DEFAULT_DELAYS, task_prefix: str = "w",
+                  heldout: bool = False) -> pd.DataFrame:
     """A paired table (conditions ``clean`` and ``stale2``, operation ``refresh``) of a world
     whose answer about recovery is known, with the planted truth beside each row.
 
@@ -313,38 +353,43 @@ def planted_world(world: str, n_tasks: int = 200, seed: int | Sequence[int] = 0,
     agent holds an object (``f_holding``), how far it has come (``f_progress``) and an
     irrelevant count (``f_env_actions``); success without recovery has logit
     :data:`_Y0_LOGIT` + skill; every cell's recovery rescues or harms with the chances of
-    :func:`_recovery`. The planted columns (never ``f_*``, so no router reads them):
+    :func:`_recovery`. ``heldout`` draws the world's held-out tables: from its held-out population
+    and recovery, which differ from the fitting ones in (g) (:data:`SHIFTED`) and (h) only. The
+    planted columns (never ``f_*``, so no router reads them):
     ``planted_success`` (the chance of success without recovery), ``planted_rescue`` and
     ``planted_harm`` (the chances of :func:`_recovery`), ``planted_gain`` (the expected
     effect of recovering there, y1 - y0, knowing the skill and whether the observation was
     erroneous) and ``planted_feature_gain`` (the same knowing only what a router sees: the
-    error's posterior from the signal, the skill averaged out). Deterministic in ``seed`` (an
-    integer or a sequence of them).
+    error's posterior from the signal, the skill averaged out). The planted chances are the same
+    at every delay of an arm. Deterministic in ``seed`` (an integer or a sequence of them).
     """
-    if world not in WORLDS:
-        raise ValueError(f"planted_world: unknown world {world!r}; expected one of {', '.join(WORLDS)}")
-    rng = np.random.default_rng([*np.atleast_1d(seed).tolist(), WORLDS.index(world)])
+    if world not in ALL_WORLDS:
+        raise ValueError(f"planted_world: unknown world {world!r}; expected one of {', '.join(ALL_WORLDS)}")
+    pop = SHIFTED if heldout and world == "g" else POPULATION
+    rng = np.random.default_rng([*np.atleast_1d(seed).tolist(), ALL_WORLDS.index(world)])
     n_arms, d = 2 * n_tasks, np.asarray(delays)
     task = np.repeat(np.arange(n_tasks), 2)
     err = np.tile([0, 1], n_tasks)
-    skill = rng.normal(size=n_tasks)[task]
-    shift = SIGNAL_SHIFT[world]
-    signal = rng.normal(size=n_arms) + shift * err
-    holding = (rng.random(n_arms) < 0.35).astype(int)
-    progress = np.round(rng.random(n_arms), 6)
+    skill = rng.normal(size=n_tasks)[task] + pop["skill_mean"]
+    shift, base = SIGNAL_SHIFT[world], pop["signal_mean"]
+    signal = rng.normal(size=n_arms) + shift * err + base
+    holding = (rng.random(n_arms) < pop["holding"]).astype(int)
+    progress = np.round(rng.random(n_arms) if pop["progress"] is None else rng.beta(*pop["progress"], size=n_arms), 6)
     p0 = _expit(np.where(err == 1, _Y0_LOGIT[1], _Y0_LOGIT[0]) + skill)
     y0 = (rng.random(n_arms) < p0).astype(int)
     factual = np.where(err == 0, y0, 0)
     factual = factual.reshape(n_tasks, 2)[:, 0][task]  # the clean arm's outcome is the task's factual run
-    rescue, harm = _recovery(world, err, holding, progress, p0)
+    rescue, harm = _recovery(world, err, holding, progress, p0, heldout)
     gain = (1 - p0) * rescue - p0 * harm
-    posterior = _expit(shift * signal - shift ** 2 / 2)  # P(error | signal), equal priors
+    # P(error | signal), equal priors: the log likelihood ratio of N(base + shift, 1) to N(base, 1)
+    posterior = _expit(shift * signal - ((base + shift) ** 2 - base ** 2) / 2)
     feature_gain = np.zeros(n_arms)
     for e, weight in ((1, posterior), (0, 1 - posterior)):
         # E over the skill (Gauss-Hermite) of (1 - p0) rescue - p0 harm in error state e
-        p0s = np.broadcast_to(_expit(_Y0_LOGIT[e] + _GH_NODES[:, None]), (len(_GH_NODES), n_arms))
+        p0s = np.broadcast_to(_expit(_Y0_LOGIT[e] + pop["skill_mean"] + _GH_NODES[:, None]),
+                              (len(_GH_NODES), n_arms))
         r_s, h_s = _recovery(world, np.full(p0s.shape, e), np.broadcast_to(holding, p0s.shape),
-                             np.broadcast_to(progress, p0s.shape), p0s)
+                             np.broadcast_to(progress, p0s.shape), p0s, heldout)
         feature_gain += weight * (_GH_WEIGHTS @ ((1 - p0s) * r_s - p0s * h_s)) / _GH_WEIGHTS.sum()
     u = rng.random((n_arms, len(d)))
     y1 = np.where(y0[:, None] == 0, (u < rescue[:, None]).astype(int), 1 - (u < harm[:, None]).astype(int))
@@ -365,4 +410,4 @@ def planted_world(world: str, n_tasks: int = 200, seed: int | Sequence[int] = 0,
     }
     df = pd.DataFrame(rows)
     df["outcome"] = [outcome_of(a, b) for a, b in zip(df["y0"], df["y1"], strict=True)]
-    return validate_paired(df, source=f"planted world {world}")
+    return validate_paired(df, source=f"planted world {world}{' (held out)' if heldout else ''}")
