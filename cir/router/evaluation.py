@@ -118,21 +118,9 @@ def walk_policies(model: Router | Fitted, paired: pd.DataFrame, source: str = "p
     check_features(df, source, router.features)
     delays, d_min = router.delays, router.params["d_min"]
     cells = build_cells(df, delays, router.operations, source)
-    g = cells.spread(router.predict(cells.decisions[router.features].to_numpy(dtype=float)))
+    walks, g = policy_fires(router, cells, name)
     delay_ok = cells.delay_ok(d_min)
-    walks = {"never": (np.zeros(cells.status.shape, dtype=bool), cells.y1[..., 0], 0)}
     with np.errstate(invalid="ignore"):
-        for baseline in sorted(router.baselines, key=_baseline_order):
-            b = router.baselines[baseline]
-            o = router.operations.index(b["operation"])
-            if "delay" in b:  # always recover at one delay
-                fire = np.zeros(cells.status.shape, dtype=bool)
-                fire[:, delays.index(b["delay"])] = True
-            else:  # the error detector alone
-                fire = delay_ok & passes(g["p_err_chosen"], b["alpha"])
-            walks[baseline] = (fire, cells.y1[..., o], o)
-        walks[name] = (cells.rule_fires(router.estimator, g, router.thresholds, d_min),
-                       cells.outcome_if_chosen(g["choice"]), g["choice"])
         _, intervened, _ = walk(cells, walks[name][0], walks[name][1])
         o = router.operations.index(router.baselines["anomaly_rate_matched"]["operation"])
         walks = {**{k: v for k, v in walks.items() if k != name},
@@ -155,6 +143,32 @@ def walk_policies(model: Router | Fitted, paired: pd.DataFrame, source: str = "p
     out.attrs["meta"] = cells.meta
     out.attrs["policies"] = [*walks, "oracle"]
     return out
+
+
+def policy_fires(router: Router, cells: Cells, name: str = "cir") -> tuple[
+        dict[str, tuple[np.ndarray, np.ndarray, Any]], dict[str, np.ndarray]]:
+    """Where each policy of fixed rule fires on ``cells`` (never, each baseline of the router, the
+    router as ``name``): policy -> (fire, the outcome of recovering there, the operation's index),
+    and the router's scores spread on the cells. Every rule here was set on the fitting table;
+    the anomaly rule rate-matched on held-out arms (:data:`HELDOUT_MATCHED`) is not."""
+    delays, d_min = router.delays, router.params["d_min"]
+    g = cells.spread(router.predict(cells.decisions[router.features].to_numpy(dtype=float)))
+    delay_ok = cells.delay_ok(d_min)
+    walks: dict[str, tuple[np.ndarray, np.ndarray, Any]] = {
+        "never": (np.zeros(cells.status.shape, dtype=bool), cells.y1[..., 0], 0)}
+    with np.errstate(invalid="ignore"):
+        for baseline in sorted(router.baselines, key=_baseline_order):
+            b = router.baselines[baseline]
+            o = router.operations.index(b["operation"])
+            if "delay" in b:  # always recover at one delay
+                fire = np.zeros(cells.status.shape, dtype=bool)
+                fire[:, delays.index(b["delay"])] = True
+            else:  # the error detector alone
+                fire = delay_ok & passes(g["p_err_chosen"], b["alpha"])
+            walks[baseline] = (fire, cells.y1[..., o], o)
+        walks[name] = (cells.rule_fires(router.estimator, g, router.thresholds, d_min),
+                       cells.outcome_if_chosen(g["choice"]), g["choice"])
+    return walks, g
 
 
 def _rate_matched(cells: Cells, p_err: np.ndarray, delay_ok: np.ndarray, y1: np.ndarray, rate: float) -> np.ndarray:
