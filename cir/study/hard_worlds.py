@@ -52,7 +52,7 @@ STUDY_HELDOUT = 375
 #: A replicate's rows: those of :data:`cir.study.validation.ROW_COLUMNS`, the policy's true
 #: effect, its BCa interval, and (routers only) its margin over the anomaly rule with the
 #: study's interval.
-HARD_COLUMNS = [*ROW_COLUMNS, "true_effect_pp", "bca_low_pp", "bca_high_pp", "margin_anomaly_pp",
+HARD_COLUMNS = [*ROW_COLUMNS, "true_effect_pp", "true_effect_se_pp", "bca_low_pp", "bca_high_pp", "margin_anomaly_pp",
                 "margin_anomaly_low_pp", "margin_anomaly_high_pp"]
 #: A world's check, measured: (criterion, value, target, met; None where shown beside, no target).
 Check = tuple[str, float, str, "bool | None"]
@@ -182,16 +182,22 @@ def truth_table(world: str, seed: int, delays: tuple[int, ...]) -> pd.DataFrame:
     return planted_world(world, TRUTH_TASKS, seed=(seed, 999), delays=delays, task_prefix="truth", heldout=True)
 
 
-def true_effects(routers: dict[str, Any], table: pd.DataFrame) -> dict[str, float]:
+def true_effects(routers: dict[str, Any], table: pd.DataFrame) -> dict[str, tuple[float, float]]:
     """The true effect (pp) on ``table``'s population of every policy of fixed rule: each router,
     the first router's baselines, the other routers' rate-matched anomaly rules
     (``anomaly_matched_<name>``), never and the planted oracles: 100 times the mean over arms of
-    the planted gain where the policy recovers."""
+    the planted gain where the policy recovers, with its standard error over ``table``'s tasks."""
     first = next(iter(routers.values()))
     cells = build_cells(table, first.delays, first.operations, "truth table")
     gain = cells.arms[ARM_KEYS].join(table.groupby(ARM_KEYS, sort=False)["planted_gain"].first(), on=ARM_KEYS)
     gain = gain["planted_gain"].to_numpy(dtype=float)
-    out: dict[str, float] = {}
+    _, task = np.unique(cells.arms["task_id"].to_numpy(), return_inverse=True)
+
+    def effect(intervened: np.ndarray) -> tuple[float, float]:
+        per_task = np.bincount(task, weights=gain * intervened) / np.bincount(task)
+        return 100 * float((gain * intervened).mean()), 100 * float(per_task.std(ddof=1) / np.sqrt(len(per_task)))
+
+    out: dict[str, tuple[float, float]] = {}
     for i, (name, router) in enumerate(routers.items()):
         walks, _ = policy_fires(router, cells, name)
         rename = {} if i == 0 else {"anomaly_rate_matched": f"anomaly_matched_{name}"}
@@ -199,10 +205,10 @@ def true_effects(routers: dict[str, Any], table: pd.DataFrame) -> dict[str, floa
             if i == 0 or policy in (name, *rename):
                 with np.errstate(invalid="ignore"):
                     _, intervened, _ = walk(cells, fire, y1)
-                out[rename.get(policy, policy)] = 100 * float((gain * intervened).mean())
+                out[rename.get(policy, policy)] = effect(intervened)
     oracles = _oracle_walks(table, int(first.params["d_min"]), first.delays)
     for name in ORACLES:
-        out[name] = 100 * float((gain * oracles[f"int_{name}"].to_numpy()).mean())
+        out[name] = effect(oracles[f"int_{name}"].to_numpy())
     return out
 
 
@@ -273,7 +279,8 @@ def hard_replicate(world: str, replicate: int, *, seed: int = 0, resamples: int 
                      "intervention_rate": float(r["intervention_rate"]),
                      "clean_harm_rate": float(realized.iloc[0]) if len(realized) else float("nan"),
                      "expected_clean_harm": expected, "p_err_auc": auc.get(policy, float("nan")),
-                     "true_effect_pp": truth.get(policy, float("nan")),
+                     "true_effect_pp": truth.get(policy, (np.nan, np.nan))[0],
+                     "true_effect_se_pp": truth.get(policy, (np.nan, np.nan))[1],
                      "bca_low_pp": bca[policy][0], "bca_high_pp": bca[policy][1],
                      "margin_anomaly_pp": float(m["margin_pp"]) if m is not None else float("nan"),
                      "margin_anomaly_low_pp": float(m["ci_low_pp"]) if m is not None else float("nan"),
