@@ -305,9 +305,10 @@ def _recovery(world: str, err: np.ndarray, holding: np.ndarray, progress: np.nda
 
     The hard worlds: (d) an interaction: recovery after an error rescues (0.75) only where exactly
     one of "holding" and "past half the task" holds (an XOR of two features), and elsewhere harms
-    successes (0.25, clean or not); each feature alone says nothing about the effect (in the
-    population each half of either feature is half "on"), so no model linear in the features can
-    express it; (e) (a)'s effects, with weak detection (:data:`SIGNAL_SHIFT`); (f) clean harm in a
+    successes (0.25, clean or not); holding alone says nothing about the effect (either half of it
+    is half "on"), progress alone a little (past half the task 65% of arms are "on", before it
+    35%: those not holding and those holding), so a model linear in the features expresses only
+    that part of it, never the XOR; (e) (a)'s effects, with weak detection (:data:`SIGNAL_SHIFT`); (f) clean harm in a
     subgroup: recovery after an error rescues (0.6) everywhere, and harms clean successes with 0.5
     in one subgroup (holding and past half the task: 17.5% of arms) and 0.005 outside it, so the
     clean-harm budget binds there and nowhere else; (g) (a)'s effects, held out on a shifted

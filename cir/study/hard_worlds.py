@@ -332,7 +332,7 @@ HARD_SUMMARY_COLUMNS = [
     "clean_harm_rate", "expected_clean_harm", "violations_realized", "violations_expected", "margin_anomaly_pp",
     "margin_anomaly_ci_low_pp", "margin_anomaly_ci_high_pp", "margin_anomaly_excludes_zero",
     "margin_anomaly_above_zero", "margin_anomaly_below_zero", "coverage_percentile", "coverage_bca",
-    "width_percentile_pp", "width_bca_pp", "p_err_auc"]
+    "point_intervals", "width_percentile_pp", "width_bca_pp", "true_effect_se_pp", "p_err_auc"]
 
 
 def _covers(low: pd.Series, high: pd.Series, truth: pd.Series) -> float:
@@ -350,7 +350,8 @@ def hard_summary(rows: pd.DataFrame, epsilon: float = DEFAULT_EPSILON) -> pd.Dat
     recovered at all, clean harm (realized, expected) and the share of replicates over
     ``epsilon``, the router's margin over the anomaly rule (mean, t interval, the share of
     replicates whose own interval excludes 0, above, below), the coverage of the true effect by
-    the study's (percentile) and the BCa intervals, with their mean widths, the p_err AUC."""
+    the study's (percentile) and the BCa intervals, the share of replicates whose interval is a
+    point, the mean widths, the true effect's mean standard error, the p_err AUC."""
     out = []
     for world, w in rows.groupby("world", sort=True):
         by = {p: g.sort_values("replicate") for p, g in w.groupby("policy", sort=False)}
@@ -379,8 +380,11 @@ def hard_summary(rows: pd.DataFrame, epsilon: float = DEFAULT_EPSILON) -> pd.Dat
                 "margin_anomaly_below_zero": float((m_high < 0).mean()) if len(m_low) else np.nan,
                 "coverage_percentile": _covers(g["ci_low_pp"], g["ci_high_pp"], g["true_effect_pp"]),
                 "coverage_bca": _covers(g["bca_low_pp"], g["bca_high_pp"], g["true_effect_pp"]),
+                # an interval that is a point (no recovery held out) covers only a true effect of 0
+                "point_intervals": float((g["ci_high_pp"] == g["ci_low_pp"]).mean()),
                 "width_percentile_pp": float((g["ci_high_pp"] - g["ci_low_pp"]).mean()),
                 "width_bca_pp": float((g["bca_high_pp"] - g["bca_low_pp"]).mean()),
+                "true_effect_se_pp": float(g["true_effect_se_pp"].mean()),
                 "p_err_auc": float(g["p_err_auc"].mean()) if g["p_err_auc"].notna().any() else np.nan})
     return pd.DataFrame(out, columns=HARD_SUMMARY_COLUMNS)
 
