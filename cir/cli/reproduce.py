@@ -61,6 +61,11 @@ def register(subparsers: Any) -> None:
                    help="replicates of each planted world the report checks the routers on (default: 1 with "
                         "--quick, else 200; 0: none); a setting of the study like its cohorts: a study folder "
                         "resumes only with the value it was written with")
+    p.add_argument("--hard-worlds", type=int, default=0, metavar="N",
+                   help="replicates of each hard planted world (an interaction, weak detection, clean harm in a "
+                        "subgroup, a shifted held-out population, a null world routers recover in) the report "
+                        "also checks the routers on, with the coverage of their intervals (default: 0, none: one "
+                        "replicate of each adds about 15 s)")
     p.add_argument("--experiments", default=None, metavar="DIR",
                    help="folder of experiment configs (each names the family: env = \"NAME\"); without "
                         "it, the family's own, which travel with the package (their readable source: this "
@@ -82,6 +87,7 @@ def _reproduce(args: argparse.Namespace) -> int:
         check_int("--perturb-at", args.perturb_at, 1, MAX_BUDGET)
     if args.validation_replicates is not None:
         check_int("--validation-replicates", args.validation_replicates, 0, 10_000)
+    check_int("--hard-worlds", args.hard_worlds, 0, 10_000)
     from cir.pairs.store import RunStore
 
     if RunStore(args.out).is_run():  # a study writes its tables, routers and runs in a folder of its own
@@ -92,5 +98,5 @@ def _reproduce(args: argparse.Namespace) -> int:
         reproduce(args.out, settings, quick=args.quick, replicates=args.replicates,
                   perturb_at=args.perturb_at, resamples=args.resamples,
                   experiments_dir=args.experiments, progress=not args.quiet, samples=args.samples,
-                  validation=args.validation_replicates)
+                  validation=args.validation_replicates, hard_worlds=args.hard_worlds)
     return 0

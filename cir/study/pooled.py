@@ -225,9 +225,11 @@ SPREAD_SHOWN = [
 
 
 def write_pooled_report(out: Path, experiments: list[Experiment], studies: dict[int, Path], *, resamples: int,
-                        seed: int, agent: str, quick: bool, validation: int = 0, jobs: int = 1) -> Path:
+                        seed: int, agent: str, quick: bool, validation: int = 0, jobs: int = 1,
+                        hard_worlds: int = 0) -> Path:
     """Write the pooled tables, figures and ``report.md`` / ``report.html`` into ``out`` (with
-    ``validation`` replicates of each planted world: :mod:`cir.study.validation`)."""
+    ``validation`` replicates of each planted world: :mod:`cir.study.validation`, ``hard_worlds``
+    of each hard one: :mod:`cir.study.hard_worlds`)."""
     per, pooled, evaluation, spread_table = _pooled_tables(out, experiments, studies, resamples, seed)
     title = f"cir reproduction{' (quick)' if quick else ''}, {counted(len(studies), 'replicate')}: when harnesses lose the signal"
     body = Report(title)
@@ -285,6 +287,10 @@ def write_pooled_report(out: Path, experiments: list[Experiment], studies: dict[
                                                 "shown": kinds and kinds.part_margins}, suffix="_pooled")
     if validation:
         validation_section(body, out, validation, seed=seed, jobs=jobs)
+    if hard_worlds:
+        from cir.study.hard_worlds import hard_section
+
+        hard_section(body, out, hard_worlds, seed=seed, jobs=jobs)
     report = _findings(title, [f for f in (effects, mechanism_f, selective) if f is not None], spread_table, quick,
                        named)
     report.blocks += body.blocks

@@ -592,9 +592,10 @@ def _findings_section(report: Report, shown: list[Shown], quick: bool, named: st
 
 def write_study_report(out: Path, experiments: list[Experiment], runs: dict[str, RunRecord], *,
                        resamples: int, seed: int, agent: str, quick: bool, validation: int = 0,
-                       jobs: int = 1) -> Path:
+                       jobs: int = 1, hard_worlds: int = 0) -> Path:
     """Write tables, figures, ``router.json`` and ``report.md`` / ``report.html`` into ``out``
-    (with ``validation`` replicates of each planted world: :mod:`cir.study.validation`): each run
+    (with ``validation`` replicates of each planted world: :mod:`cir.study.validation`, and
+    ``hard_worlds`` of each hard one: :mod:`cir.study.hard_worlds`): each run
     folder read once, the routers fitted before any section is written."""
     title = f"cir reproduction{' (quick)' if quick else ''}: when harnesses lose the signal"
     read = {e.name: read_run(out / "runs" / e.name) for e in experiments}
@@ -606,6 +607,10 @@ def write_study_report(out: Path, experiments: list[Experiment], runs: dict[str,
     selective, named = _cir_section(body, out, experiments, sel, read, resamples, seed)
     if validation:
         validation_section(body, out, validation, seed=seed, jobs=jobs)
+    if hard_worlds:
+        from cir.study.hard_worlds import hard_section
+
+        hard_section(body, out, hard_worlds, seed=seed, jobs=jobs)
     # the setup after the results: the findings say what was run, and the first section's figure
     # follows them within a screen
     _setup_section(body, out, experiments, runs, agent, quick)

@@ -67,17 +67,20 @@ def validation_replicates(quick: bool, replicates: int | None) -> int:
 
 
 def _identity(settings: RunSettings, quick: bool, resamples: int, perturb_at: int | None,
-              experiments: list[Experiment], samples: int = 1, validation: int | None = None) -> dict[str, Any]:
+              experiments: list[Experiment], samples: int = 1, validation: int | None = None,
+              hard_worlds: int = 0) -> dict[str, Any]:
     """What study.json records as the study's settings (the family in its configs' records; a
     prompt file by its content's version; the samples only above 1 and the planted worlds'
     replicates only when not the default, so the records of studies written before them read
-    as before)."""
+    as before; the hard worlds' replicates only when some)."""
     identity = {**asdict(StudySettings.of(settings, quick, resamples, perturb_at, samples)),
                 "experiments": [e.identity() for e in experiments]}
     if samples == 1:
         del identity["samples"]
     if validation is not None and validation != STUDY_REPLICATES[bool(quick)]:
         identity["validation_replicates"] = validation
+    if hard_worlds:
+        identity["hard_worlds_replicates"] = hard_worlds
     if settings.prompt_file:
         identity["prompt"] = settings.env_family().prompt.from_file(settings.prompt_file).version
     return identity
@@ -168,7 +171,8 @@ def cohort_tasks(out: Path, experiments: list[Experiment], quick: bool, seed: in
 def reproduce(out: str | Path, settings: RunSettings | None = None, *, quick: bool = False,
               replicates: int = 1, perturb_at: int | None = None, resamples: int = DEFAULT_RESAMPLES,
               experiments_dir: str | Path | None = None, progress: bool = True,
-              echo: Callable[[str], None] = print, samples: int = 1, validation: int | None = None) -> Path:
+              echo: Callable[[str], None] = print, samples: int = 1, validation: int | None = None,
+              hard_worlds: int = 0) -> Path:
     """Run the study into ``out``; return the path of ``report.md``.
 
     ``settings`` are every cohort's run settings but the grid (each experiment's): the agent,
@@ -186,20 +190,23 @@ def reproduce(out: str | Path, settings: RunSettings | None = None, *, quick: bo
     runs every cohort with that many draws per arm and branch (``--samples``: a sampling agent).
     ``validation``: replicates of each planted world the report checks the routers on
     (:mod:`cir.study.validation`; None: 1 for ``quick``, else 200; 0: none), once per call (the
-    pooled report's, not each replicate's).
+    pooled report's, not each replicate's). ``hard_worlds``: replicates of each hard planted world
+    (:mod:`cir.study.hard_worlds`; 0, the default: none), likewise.
     """
     out = Path(out)
     settings = settings or RunSettings()
     if isinstance(replicates, bool) or not isinstance(replicates, int) or replicates < 1:
         raise CirError(f"replicates {replicates!r}: expected an integer >= 1")
     worlds = validation_replicates(quick, validation)
+    if isinstance(hard_worlds, bool) or not isinstance(hard_worlds, int) or hard_worlds < 0:
+        raise CirError(f"hard worlds' replicates {hard_worlds!r}: expected an integer >= 0 (0: none)")
     kwargs = dict(quick=quick, perturb_at=perturb_at, resamples=resamples, experiments_dir=experiments_dir,
                   progress=progress, echo=echo, samples=samples)
     if replicates == 1:
-        return _study(out, settings, validation=worlds, **kwargs)
+        return _study(out, settings, validation=worlds, hard_worlds=hard_worlds, **kwargs)
     experiments = _experiments(settings, experiments_dir)
     seeds = replicate_seeds(settings.seed, replicates)
-    identity = {**_identity(settings, quick, resamples, perturb_at, experiments, samples, worlds),
+    identity = {**_identity(settings, quick, resamples, perturb_at, experiments, samples, worlds, hard_worlds),
                 "replicates": replicates}
     out.mkdir(parents=True, exist_ok=True)
     earlier = _check_study(out, identity)
@@ -218,7 +225,8 @@ def reproduce(out: str | Path, settings: RunSettings | None = None, *, quick: bo
     echo(f"== pooled: {replicates} replicates, tables, figures and the report")
     t0 = time.perf_counter()
     report = write_pooled_report(out, experiments, studies, resamples=resamples, seed=settings.seed,
-                                 agent=settings.agent, quick=quick, validation=worlds, jobs=settings.jobs)
+                                 agent=settings.agent, quick=quick, validation=worlds, jobs=settings.jobs,
+                                 hard_worlds=hard_worlds)
     study["timings"]["pooled_analysis_seconds"] = round(time.perf_counter() - t0, 1)
     study["timings"]["total_seconds"] = round(time.perf_counter() - t_start, 1)
     _write_study(out, study)
@@ -258,12 +266,13 @@ def study_runs(out: str | Path, settings: RunSettings, *, quick: bool = False, p
 
 def _study(out: Path, settings: RunSettings, *, quick: bool, perturb_at: int | None, resamples: int,
            experiments_dir: str | Path | None, progress: bool, echo: Callable[[str], None],
-           samples: int = 1, validation: int = 0) -> Path:
+           samples: int = 1, validation: int = 0, hard_worlds: int = 0) -> Path:
     """One study (one replicate) into ``out``; the path of its ``report.md`` (with ``validation``
     replicates of each planted world checked in it)."""
     experiments = study_experiments(settings, experiments_dir, perturb_at, samples)
     run_agent_identity(settings)  # a bad agent setting: before any folder
-    identity = _identity(settings, quick, resamples, perturb_at, experiments, samples, validation or None)
+    identity = _identity(settings, quick, resamples, perturb_at, experiments, samples, validation or None,
+                         hard_worlds)
     out.mkdir(parents=True, exist_ok=True)
     earlier = _check_study(out, identity)
     # a resumed study keeps what earlier calls took; "timings" is this call's
@@ -281,7 +290,8 @@ def _study(out: Path, settings: RunSettings, *, quick: bool, perturb_at: int | N
     echo("[3/4] analysis: tables, figures, CIR fit and held-out evaluation")
     t0 = time.perf_counter()
     report = write_study_report(out, experiments, runs, resamples=resamples, seed=settings.seed,
-                                agent=settings.agent, quick=quick, validation=validation, jobs=settings.jobs)
+                                agent=settings.agent, quick=quick, validation=validation, jobs=settings.jobs,
+                                hard_worlds=hard_worlds)
     study["timings"]["analysis_seconds"] = round(time.perf_counter() - t0, 1)
     study["timings"]["total_seconds"] = round(time.perf_counter() - t_start, 1)
     _write_study(out, study)

@@ -113,3 +113,20 @@ def test_a_replicate_measures_true_effects_and_two_intervals(monkeypatch):
     assert s.loc["never", "coverage_percentile"] == 1.0
     checks = hard_criteria(summary)
     assert set(checks["world"]) == {"h"} and checks["criterion"].str.contains("coverage").any()
+
+
+@pytest.mark.slow
+def test_the_report_section_of_the_hard_worlds_is_kept_for_a_resume(tmp_path, monkeypatch):
+    """One replicate of each hard world in a report: its checks and table, the rows kept and read
+    back by a second call, not fitted again (about 15 s)."""
+    from cir.study.page import Report
+
+    report = Report("t")
+    hard_worlds.hard_section(report, tmp_path, 1, seed=0)
+    assert report.blocks[0] == ("heading", (2, "Where it is hard: the hard planted worlds"))
+    checks = pd.read_csv(tmp_path / "tables" / "router_validation_hard_criteria.csv")
+    assert set(checks["world"]) == set(HARD_WORLDS)
+    summary = pd.read_csv(tmp_path / "tables" / "router_validation_hard.csv")
+    assert {"coverage_percentile", "coverage_bca"} <= set(summary.columns)
+    monkeypatch.setattr(hard_worlds, "hard_replicate", lambda *a, **k: pytest.fail("fitted again"))
+    hard_worlds.hard_section(Report("t"), tmp_path, 1, seed=0)
