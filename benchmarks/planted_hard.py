@@ -90,7 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     print(markdown_table(shown[["world", "policy", "replicates", "effect_pp", "true_effect_pp",
                                 "share_planted_oracle", "share_feature_oracle", "margin_anomaly_pp",
                                 "margin_anomaly_excludes_zero", "violations_realized", "violations_expected",
-                                "coverage_percentile", "coverage_bca", "width_percentile_pp", "width_bca_pp",
+                                "coverage_percentile", "coverage_bca", "coverage_counts", "width_percentile_pp", "width_bca_pp",
+                                "width_counts_pp", "point_intervals",
                                 "recovered_any", "p_err_auc"]]))
     print()
     print(markdown_table(checks))

@@ -18,6 +18,9 @@ fitting table of ``fit_tasks`` and a new held-out one of ``heldout_tasks``: the 
   (:func:`scipy.stats.bootstrap`, ``method="BCa"``, resampling tasks, each task's sums of
   y_policy - y_never and of its arms paired), so that their coverage of the true effect can be
   counted over replicates;
+* a third interval from the counts alone (:func:`count_interval`: Clopper-Pearson intervals of
+  the rates of rescues and of harms), for the policies that recover in few held-out arms, where
+  any bootstrap collapses;
 * each router's margin over the anomaly rule with the study's interval.
 
 :data:`HARD` holds each world's spec and its checks, written before any replicate was run.
@@ -50,10 +53,10 @@ TRUTH_TASKS = 20_000
 #: The held-out tasks of a replicate: the reference study's held-out cohort.
 STUDY_HELDOUT = 375
 #: A replicate's rows: those of :data:`cir.study.validation.ROW_COLUMNS`, the policy's true
-#: effect, its BCa interval, and (routers only) its margin over the anomaly rule with the
-#: study's interval.
-HARD_COLUMNS = [*ROW_COLUMNS, "true_effect_pp", "true_effect_se_pp", "bca_low_pp", "bca_high_pp", "margin_anomaly_pp",
-                "margin_anomaly_low_pp", "margin_anomaly_high_pp"]
+#: effect, its BCa interval, its rescues and harms with the interval of :func:`count_interval`,
+#: and (routers only) its margin over the anomaly rule with the study's interval.
+HARD_COLUMNS = [*ROW_COLUMNS, "true_effect_pp", "true_effect_se_pp", "bca_low_pp", "bca_high_pp", "rescues", "harms",
+                "cp_low_pp", "cp_high_pp", "margin_anomaly_pp", "margin_anomaly_low_pp", "margin_anomaly_high_pp"]
 #: A world's check, measured: (criterion, value, target, met; None where shown beside, no target).
 Check = tuple[str, float, str, "bool | None"]
 
@@ -85,6 +88,8 @@ def _coverage(world: str, routers: tuple[str, ...]) -> Callable[[pd.DataFrame, f
                 out.append((f"{policy}: coverage of the true effect by the study's 95% interval (percentile)",
                             r["coverage_percentile"], ">= 0.94", bool(r["coverage_percentile"] >= 0.94)))
                 out.append((f"{policy}: coverage by the BCa interval", r["coverage_bca"], "(beside it)", None))
+                out.append((f"{policy}: coverage by the counts' interval (Clopper-Pearson)", r["coverage_counts"],
+                            "(beside it)", None))
         return out
     return checks
 
@@ -241,6 +246,21 @@ def bca_intervals(arms: pd.DataFrame, policies: list[str], *, resamples: int, se
     return out
 
 
+def count_interval(rescues: int, harms: int, arms: int, level: float = 0.95) -> tuple[float, float]:
+    """An interval of the effect (pp) from the counts alone: the effect per arm is the rate of
+    rescues minus the rate of harms, so Clopper-Pearson intervals of the two rates at level
+    ``1 - (1 - level) / 2`` each (Bonferroni: both hold with probability >= ``level``, arms taken as
+    independent) give ``[r_low - h_high, r_high - h_low]``. Where a policy recovers in few arms, the
+    bootstrap's intervals collapse (none recovered: the point 0); this one keeps the width the
+    counts allow (none recovered in 750 arms: +-0.58 pp)."""
+    from statsmodels.stats.proportion import proportion_confint
+
+    alpha = (1 - level) / 2
+    r_low, r_high = proportion_confint(rescues, arms, alpha=alpha, method="beta")
+    h_low, h_high = proportion_confint(harms, arms, alpha=alpha, method="beta")
+    return 100 * float(r_low - h_high), 100 * float(r_high - h_low)
+
+
 def hard_replicate(world: str, replicate: int, *, seed: int = 0, resamples: int = 2000,
                    epsilon: float = DEFAULT_EPSILON, delta: float = DEFAULT_DELTA) -> pd.DataFrame:
     """One replicate of a hard world: routers fitted on a new fitting table (seed ``(seed,
@@ -273,6 +293,7 @@ def hard_replicate(world: str, replicate: int, *, seed: int = 0, resamples: int 
         expected = float((risk["planted_success"] * risk["planted_harm"])[clean & recovered].sum() / max(clean.sum(), 1))
         realized = summary[(summary["policy"] == policy) & (summary["condition"] == "clean")]["clean_harm_rate"]
         m = over.loc[policy] if policy in over.index else None
+        count = count_interval(int(r["rescues"]), int(r["harms"]), int(r["n"]))
         rows.append({"world": world, "replicate": replicate, "policy": policy, "n_arms": int(r["n"]),
                      "effect_pp": float(r["effect_pp"]), "ci_low_pp": float(r["ci_low_pp"]),
                      "ci_high_pp": float(r["ci_high_pp"]), "interventions": int(r["interventions"]),
@@ -282,6 +303,8 @@ def hard_replicate(world: str, replicate: int, *, seed: int = 0, resamples: int 
                      "true_effect_pp": truth.get(policy, (np.nan, np.nan))[0],
                      "true_effect_se_pp": truth.get(policy, (np.nan, np.nan))[1],
                      "bca_low_pp": bca[policy][0], "bca_high_pp": bca[policy][1],
+                     "rescues": int(r["rescues"]), "harms": int(r["harms"]), "cp_low_pp": count[0],
+                     "cp_high_pp": count[1],
                      "margin_anomaly_pp": float(m["margin_pp"]) if m is not None else float("nan"),
                      "margin_anomaly_low_pp": float(m["ci_low_pp"]) if m is not None else float("nan"),
                      "margin_anomaly_high_pp": float(m["ci_high_pp"]) if m is not None else float("nan")})
@@ -332,7 +355,8 @@ HARD_SUMMARY_COLUMNS = [
     "clean_harm_rate", "expected_clean_harm", "violations_realized", "violations_expected", "margin_anomaly_pp",
     "margin_anomaly_ci_low_pp", "margin_anomaly_ci_high_pp", "margin_anomaly_excludes_zero",
     "margin_anomaly_above_zero", "margin_anomaly_below_zero", "coverage_percentile", "coverage_bca",
-    "point_intervals", "width_percentile_pp", "width_bca_pp", "true_effect_se_pp", "p_err_auc"]
+    "coverage_counts", "point_intervals", "width_percentile_pp", "width_bca_pp", "width_counts_pp",
+    "true_effect_se_pp", "p_err_auc"]
 
 
 def _covers(low: pd.Series, high: pd.Series, truth: pd.Series) -> float:
@@ -350,7 +374,7 @@ def hard_summary(rows: pd.DataFrame, epsilon: float = DEFAULT_EPSILON) -> pd.Dat
     recovered at all, clean harm (realized, expected) and the share of replicates over
     ``epsilon``, the router's margin over the anomaly rule (mean, t interval, the share of
     replicates whose own interval excludes 0, above, below), the coverage of the true effect by
-    the study's (percentile) and the BCa intervals, the share of replicates whose interval is a
+    the study's (percentile), the BCa and the counts' (:func:`count_interval`) intervals, the share of replicates whose interval is a
     point, the mean widths, the true effect's mean standard error, the p_err AUC."""
     out = []
     for world, w in rows.groupby("world", sort=True):
@@ -380,10 +404,12 @@ def hard_summary(rows: pd.DataFrame, epsilon: float = DEFAULT_EPSILON) -> pd.Dat
                 "margin_anomaly_below_zero": float((m_high < 0).mean()) if len(m_low) else np.nan,
                 "coverage_percentile": _covers(g["ci_low_pp"], g["ci_high_pp"], g["true_effect_pp"]),
                 "coverage_bca": _covers(g["bca_low_pp"], g["bca_high_pp"], g["true_effect_pp"]),
+                "coverage_counts": _covers(g["cp_low_pp"], g["cp_high_pp"], g["true_effect_pp"]),
                 # an interval that is a point (no recovery held out) covers only a true effect of 0
                 "point_intervals": float((g["ci_high_pp"] == g["ci_low_pp"]).mean()),
                 "width_percentile_pp": float((g["ci_high_pp"] - g["ci_low_pp"]).mean()),
                 "width_bca_pp": float((g["bca_high_pp"] - g["bca_low_pp"]).mean()),
+                "width_counts_pp": float((g["cp_high_pp"] - g["cp_low_pp"]).mean()),
                 "true_effect_se_pp": float(g["true_effect_se_pp"].mean()),
                 "p_err_auc": float(g["p_err_auc"].mean()) if g["p_err_auc"].notna().any() else np.nan})
     return pd.DataFrame(out, columns=HARD_SUMMARY_COLUMNS)
