@@ -331,7 +331,8 @@ def run_hard(replicates: int, *, worlds: tuple[str, ...] = HARD_WORLDS, seed: in
     ``folder``, each replicate's rows written there as it finishes and read back instead of
     fitted again (the folder must hold replicates of the same settings: the caller keeps it so).
     ``progress(done, total)`` after each replicate."""
-    todo = [(w, r) for w in worlds for r in range(replicates)]
+    # replicate by replicate across the worlds: a run stopped early has as many of each
+    todo = [(w, r) for r in range(replicates) for w in worlds]
     done: dict[tuple[str, int], pd.DataFrame] = {}
     if folder is not None:
         folder = Path(folder)
@@ -345,7 +346,7 @@ def run_hard(replicates: int, *, worlds: tuple[str, ...] = HARD_WORLDS, seed: in
         done[job] = rows
         if progress is not None:
             progress(len(done), len(todo))
-    parts = [done[job] for job in todo]
+    parts = [done[job] for job in sorted(todo)]  # world by world, each in replicate order
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=HARD_COLUMNS)
 
 
