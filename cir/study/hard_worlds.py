@@ -45,7 +45,7 @@ from cir.pairs.synthetic import HARD_WORLDS, planted_world
 from cir.router.evaluation import ARM_KEYS, policy_fires, summarize_walks, walk_routers
 from cir.router.policy import CIRPolicy
 from cir.router.walk import build_cells, walk
-from cir.study.validation import ORACLES, ROW_COLUMNS, _oracle_walks, _p_err_auc, _t_interval
+from cir.study.validation import ORACLES, ROW_COLUMNS, oracle_walks, p_err_auc, t_interval
 from cir.util.parallel import parallel_map
 
 #: The tasks of the table a policy's true effect is measured on (per world, drawn once).
@@ -211,7 +211,7 @@ def true_effects(routers: dict[str, Any], table: pd.DataFrame) -> dict[str, tupl
                 with np.errstate(invalid="ignore"):
                     _, intervened, _ = walk(cells, fire, y1)
                 out[rename.get(policy, policy)] = effect(intervened)
-    oracles = _oracle_walks(table, int(first.params["d_min"]), first.delays)
+    oracles = oracle_walks(table, int(first.params["d_min"]), first.delays)
     for name in ORACLES:
         out[name] = effect(oracles[f"int_{name}"].to_numpy())
     return out
@@ -274,7 +274,7 @@ def hard_replicate(world: str, replicate: int, *, seed: int = 0, resamples: int 
                .fit(train).to_router() for name, (est, budget) in spec.routers.items()}
     arms, policies = walk_routers(routers, test, source=f"planted world {world}")
     first = next(iter(routers.values()))
-    arms = arms.merge(_oracle_walks(test, int(first.params["d_min"]), first.delays), on=ARM_KEYS, how="left",
+    arms = arms.merge(oracle_walks(test, int(first.params["d_min"]), first.delays), on=ARM_KEYS, how="left",
                       validate="1:1")
     policies = [*policies, *ORACLES]
     summary, margins = summarize_walks(arms, policies, list(routers), resamples=resamples, seed=seed + replicate)
@@ -285,7 +285,7 @@ def hard_replicate(world: str, replicate: int, *, seed: int = 0, resamples: int 
     clean = (risk["condition"] == "clean").to_numpy()
     every = summary[summary["condition"] == "all"].set_index("policy")
     over = margins[(margins["condition"] == "all") & (margins["versus"] == "anomaly")].set_index("policy")
-    auc = {name: _p_err_auc(r, test) for name, r in routers.items()}
+    auc = {name: p_err_auc(r, test) for name, r in routers.items()}
     rows = []
     for policy in policies:
         r = every.loc[policy]
@@ -382,9 +382,9 @@ def hard_summary(rows: pd.DataFrame, epsilon: float = DEFAULT_EPSILON) -> pd.Dat
         by = {p: g.sort_values("replicate") for p, g in w.groupby("policy", sort=False)}
         oracle = {name: by[name]["effect_pp"].mean() for name in ORACLES if name in by}
         for policy, g in by.items():
-            mean, low, high = _t_interval(g["effect_pp"].to_numpy())
+            mean, low, high = t_interval(g["effect_pp"].to_numpy())
             margin = g["margin_anomaly_pp"].dropna().to_numpy()
-            mm, mlo, mhi = _t_interval(margin) if len(margin) else (np.nan, np.nan, np.nan)
+            mm, mlo, mhi = t_interval(margin) if len(margin) else (np.nan, np.nan, np.nan)
             has_margin = g["margin_anomaly_pp"].notna()
             m_low, m_high = g.loc[has_margin, "margin_anomaly_low_pp"], g.loc[has_margin, "margin_anomaly_high_pp"]
             out.append({

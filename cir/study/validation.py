@@ -63,7 +63,7 @@ ROW_COLUMNS = ["world", "replicate", "policy", "n_arms", "effect_pp", "ci_low_pp
 WORLD_TABLES = {"a": (200, 200, (0, 1, 2, 4)), "b": (200, 200, (0, 1, 2, 4)), "c": (600, 1000, (0, 1))}
 
 
-def _oracle_walks(test: pd.DataFrame, d_min: int, delays: tuple[int, ...]) -> pd.DataFrame:
+def oracle_walks(test: pd.DataFrame, d_min: int, delays: tuple[int, ...]) -> pd.DataFrame:
     """Each planted oracle's walk on ``test``: recover at the first candidate delay where its
     planted expected effect is positive (one row per arm: ``y_`` and ``int_`` of each)."""
     cells = build_cells(test, delays, ("refresh",), "planted table")
@@ -78,7 +78,7 @@ def _oracle_walks(test: pd.DataFrame, d_min: int, delays: tuple[int, ...]) -> pd
     return out
 
 
-def _p_err_auc(router: Any, test: pd.DataFrame) -> float:
+def p_err_auc(router: Any, test: pd.DataFrame) -> float:
     """The held-out ROC AUC of the router's error model on the decision cells."""
     decisions = build_cells(test, router.delays, router.operations, "planted table").decisions
     labels = (decisions["condition"] != "clean").to_numpy(dtype=int)
@@ -98,7 +98,7 @@ def world_replicate(world: str, replicate: int, *, seed: int = 0, resamples: int
                .fit(train).to_router() for name, (est, budget) in WORLD_ROUTERS[world].items()}
     arms, policies = walk_routers(routers, test, source=f"planted world {world}")
     first = next(iter(routers.values()))
-    arms = arms.merge(_oracle_walks(test, int(first.params["d_min"]), first.delays), on=ARM_KEYS, how="left",
+    arms = arms.merge(oracle_walks(test, int(first.params["d_min"]), first.delays), on=ARM_KEYS, how="left",
                       validate="1:1")
     policies = [*policies, *ORACLES]
     summary, _ = summarize_walks(arms, policies, list(routers), resamples=resamples, seed=seed + replicate)
@@ -106,7 +106,7 @@ def world_replicate(world: str, replicate: int, *, seed: int = 0, resamples: int
     risk = arms.join(planted, on=ARM_KEYS)
     clean = (risk["condition"] == "clean").to_numpy()
     every = summary[summary["condition"] == "all"].set_index("policy")
-    auc = {name: _p_err_auc(r, test) for name, r in routers.items()}
+    auc = {name: p_err_auc(r, test) for name, r in routers.items()}
     rows = []
     for policy in policies:
         r = every.loc[policy]
@@ -157,7 +157,7 @@ def run_validation(replicates: int, *, worlds: tuple[str, ...] = WORLDS, seed: i
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=ROW_COLUMNS)
 
 
-def _t_interval(values: np.ndarray, level: float = 0.95) -> tuple[float, float, float]:
+def t_interval(values: np.ndarray, level: float = 0.95) -> tuple[float, float, float]:
     """(mean, low, high) of independent replicates' values: a t interval."""
     values = np.asarray(values, dtype=float)
     mean = float(values.mean())
@@ -186,7 +186,7 @@ def validation_summary(rows: pd.DataFrame, epsilon: float = DEFAULT_EPSILON) -> 
         oracle = {name: by[name]["effect_pp"].mean() for name in ORACLES if name in by}
         routers = list(WORLD_ROUTERS[world])
         for policy, g in by.items():
-            mean, low, high = _t_interval(g["effect_pp"].to_numpy())
+            mean, low, high = t_interval(g["effect_pp"].to_numpy())
             out.append({
                 "world": world, "policy": policy, "replicates": len(g), "effect_pp": mean, "ci_low_pp": low,
                 "ci_high_pp": high,
@@ -207,7 +207,7 @@ def validation_summary(rows: pd.DataFrame, epsilon: float = DEFAULT_EPSILON) -> 
                 if versus == policy:
                     continue
                 diff = g["effect_pp"].to_numpy() - h["effect_pp"].to_numpy()
-                m, lo, hi = _t_interval(diff)
+                m, lo, hi = t_interval(diff)
                 margins.append({"world": world, "policy": policy, "versus": versus, "replicates": len(diff),
                                 "margin_pp": m, "ci_low_pp": lo, "ci_high_pp": hi,
                                 "above_zero": float((diff > 0).mean())})

@@ -22,7 +22,7 @@ def test_planted_worlds_are_deterministic_paired_tables_with_their_truth_beside(
         clean = a[a["condition"] == "clean"]
         assert (clean["y0"] == clean["factual_success"]).all()
     with pytest.raises(ValueError, match="unknown world"):
-        planted_world("d", 10)
+        planted_world("z", 10)
 
 
 def test_the_planted_truth_is_what_the_draws_follow():
