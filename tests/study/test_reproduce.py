@@ -140,6 +140,18 @@ def test_other_settings_are_refused_by_name(study) -> None:
                   echo=lambda line: None, validation=0)
 
 
+def test_the_hard_worlds_are_a_setting_of_the_study(study) -> None:
+    """--hard-worlds N: refused when not a count, and a study folder written without them resumes
+    only without them (the section itself: tests/study/test_hard_worlds.py)."""
+    out, configs, _ = study
+    with pytest.raises(CirError, match="hard worlds' replicates -1"):
+        reproduce(out, quick=True, experiments_dir=configs, resamples=200, progress=False,
+                  echo=lambda line: None, validation=0, hard_worlds=-1)
+    with pytest.raises(CirError, match=r"written by other settings \(hard_worlds_replicates: the default there, 2 now\)"):
+        reproduce(out, quick=True, experiments_dir=configs, resamples=200, progress=False,
+                  echo=lambda line: None, validation=0, hard_worlds=2)
+
+
 def test_an_edited_config_is_refused_by_experiment_and_field(study, tmp_path: Path) -> None:
     out, configs, _ = study
     edited = tmp_path / "edited"
