@@ -53,6 +53,7 @@ from cir.pairs.record import RunRecord, foreign_member
 from cir.pairs.samples import check_sample_columns, has_samples
 from cir.pairs.store import EPISODES, PAIRED, RUN_JSON, RunStore, StoreScan, verify_members
 from cir.util.errors import CirError
+from cir.util.memo import memoized
 
 log = logging.getLogger(__name__)
 
@@ -172,6 +173,7 @@ def _plain(value: object) -> object:
     return value.item() if hasattr(value, "item") else value
 
 
+@memoized(ignore=("source",))  # a table is checked once per process, whoever reads it
 def validate_paired(df: pd.DataFrame, source: str = "paired table", require_features: bool = False) -> pd.DataFrame:
     """Check a paired table and return a normalised copy (ints for flags, outcome added).
 

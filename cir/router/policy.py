@@ -31,7 +31,6 @@ import pandas as pd
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import LogisticRegression
-from sklearn.metrics import log_loss
 from sklearn.model_selection import GroupKFold
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
@@ -54,12 +53,16 @@ from cir.families.registry import resolve_extractor
 from cir.pairs.paired import validate_paired
 from cir.router.budget import Budget
 from cir.router.evaluation import decide_rows, score_rows
+from cir.router.newton import fit_many
 from cir.router.rule import BUDGETS, ESTIMATORS, Estimator, LinearModel, choose, split_model_name
 from cir.router.runtime import Router
 from cir.router.walk import Cells, build_cells, check_features, model_labels, summarize, walk
 from cir.util.errors import CirValueError
+from cir.util.memo import memoized
+from cir.util.parallel import one_thread_each
 
 
+@memoized  # the same model on the same rows: once per process (cir.util.memo)
 def fit_linear_model(X: np.ndarray, y: np.ndarray, C: float = DEFAULT_C, max_iter: int = 1000) -> LinearModel:
     """Fit ``Pipeline(StandardScaler, LogisticRegression)`` and keep it as plain numbers.
 
@@ -96,13 +99,15 @@ def is_soft(y: np.ndarray) -> bool:
     return bool(((y > 0) & (y < 1)).any())
 
 
+@memoized
 def choose_C(X: np.ndarray, y: np.ndarray, groups: np.ndarray, Cs: tuple[float, ...], folds: int,
              seed: int, max_iter: int = 1000) -> float:
     """The ``C`` of lowest log loss under cross-validation grouped by task (ties: the smaller C).
 
-    Written as a loop over :func:`fit_linear_model` rather than ``LogisticRegressionCV``
-    because a rare label (harm) can leave a training fold with one class, which
-    ``LogisticRegressionCV`` refuses and :func:`fit_linear_model` handles.
+    Every ``C`` is fitted on every training fold as :func:`fit_linear_model` fits it, the
+    candidates of a fold together (:func:`fold_models`). Not ``LogisticRegressionCV``: a rare
+    label (harm) can leave a training fold with one class, which it refuses and
+    :func:`fit_linear_model` handles.
     """
     soft = is_soft(y)
     y = np.asarray(y, dtype=float if soft else int)
@@ -110,17 +115,35 @@ def choose_C(X: np.ndarray, y: np.ndarray, groups: np.ndarray, Cs: tuple[float, 
     if len(np.unique(y)) < 2 or n_groups < 2:
         return float(min(Cs))
     splitter = GroupKFold(n_splits=min(folds, n_groups), shuffle=True, random_state=seed)
-    splits = list(splitter.split(X, y, groups))
+    pred = np.zeros((len(Cs), len(y)))
+    for tr, te in splitter.split(X, y, groups):
+        for i, model in enumerate(fold_models(X[tr], y[tr], Cs, max_iter)):
+            pred[i, te] = model.predict_proba(X[te])
     losses = []
-    for C in Cs:
-        pred = np.zeros(len(y))
-        for tr, te in splits:
-            pred[te] = fit_linear_model(X[tr], y[tr], C=C, max_iter=max_iter).predict_proba(X[te])
-        pred = np.clip(pred, 1e-12, 1 - 1e-12)
-        losses.append(float(-np.mean(y * np.log(pred) + (1 - y) * np.log(1 - pred))) if soft
-                      else log_loss(y, pred, labels=[0, 1]))
+    for p in np.clip(pred, 1e-12, 1 - 1e-12):
+        # scikit-learn's log_loss of 0/1 labels, without its checks (a few ms a call, here thousands)
+        losses.append(float(-np.mean(y * np.log(p) + (1 - y) * np.log(1 - p))) if soft
+                      else float(np.mean(-np.where(y == 1, np.log(p), np.log(1 - p)))))
     best = min(losses)
     return float(min(C for C, loss in zip(Cs, losses, strict=True) if loss <= best + 1e-12))
+
+
+def fold_models(X: np.ndarray, y: np.ndarray, Cs: tuple[float, ...], max_iter: int = 1000) -> list[LinearModel]:
+    """:func:`fit_linear_model` of ``(X, y)`` for every ``C`` of ``Cs``: the same scaler, and the
+    logistic regressions solved together by :func:`cir.router.newton.fit_many` (scikit-learn's
+    newton-cholesky steps, many at once), each one it leaves to scikit-learn fitted by
+    :func:`fit_linear_model` itself."""
+    if len(np.unique(y)) < 2:  # one class: the class rate, whatever C
+        return [fit_linear_model(X, y, C=Cs[0], max_iter=max_iter)] * len(Cs)
+    scaler = StandardScaler().fit(X)
+    Z = scaler.transform(X)
+    if is_soft(y):  # as fit_linear_model: each row once a success (weight y), once not (1 - y)
+        coef, solved = fit_many(np.vstack([Z, Z]), np.r_[np.ones(len(y)), np.zeros(len(y))], np.asarray(Cs),
+                                np.r_[y, 1 - y], max_iter=max_iter)
+    else:
+        coef, solved = fit_many(Z, y, np.asarray(Cs), max_iter=max_iter)
+    return [LinearModel(scaler.mean_.copy(), scaler.scale_.copy(), coef[i, :-1].copy(), float(coef[i, -1]))
+            if solved[i] else fit_linear_model(X, y, C=C, max_iter=max_iter) for i, C in enumerate(Cs)]
 
 
 class CIRPolicy(BaseEstimator):
@@ -276,6 +299,10 @@ class CIRPolicy(BaseEstimator):
 
     def fit(self, paired: pd.DataFrame, y: None = None) -> CIRPolicy:
         """Fit the models, choose thresholds on OOF predictions, fit the baselines."""
+        with one_thread_each():  # thousands of small solves (cir.util.parallel)
+            return self._fit(paired)
+
+    def _fit(self, paired: pd.DataFrame) -> CIRPolicy:
         estimator, ops, delays = self._check_params()
         df, features, extractor, cells = self._training_cells(paired, ops, delays)
         decisions = cells.decisions

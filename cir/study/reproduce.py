@@ -31,6 +31,7 @@ from cir.study.report import write_study_report
 from cir.study.validation import STUDY_REPLICATES
 from cir.util.errors import CirError
 from cir.util.files import read_json, write_atomic
+from cir.util.parallel import one_thread_each
 
 STUDY_JSON = "study.json"
 
@@ -206,8 +207,9 @@ def reproduce(out: str | Path, settings: RunSettings | None = None, *, quick: bo
         _write_study(out, study)
     echo(f"== pooled: {replicates} replicates, tables, figures and the report")
     t0 = time.perf_counter()
-    report = write_pooled_report(out, experiments, studies, resamples=resamples, seed=settings.seed,
-                                 agent=settings.agent, quick=quick, validation=worlds, jobs=settings.jobs)
+    with one_thread_each():
+        report = write_pooled_report(out, experiments, studies, resamples=resamples, seed=settings.seed,
+                                     agent=settings.agent, quick=quick, validation=worlds, jobs=settings.jobs)
     study["timings"]["pooled_analysis_seconds"] = round(time.perf_counter() - t0, 1)
     study["timings"]["total_seconds"] = round(time.perf_counter() - t_start, 1)
     _write_study(out, study)
@@ -269,8 +271,9 @@ def _study(out: Path, settings: RunSettings, *, quick: bool, perturb_at: int | N
 
     echo("[3/4] analysis: tables, figures, CIR fit and held-out evaluation")
     t0 = time.perf_counter()
-    report = write_study_report(out, experiments, runs, resamples=resamples, seed=settings.seed,
-                                agent=settings.agent, quick=quick, validation=validation, jobs=settings.jobs)
+    with one_thread_each():  # small solves and products: one thread each (cir.util.parallel)
+        report = write_study_report(out, experiments, runs, resamples=resamples, seed=settings.seed,
+                                    agent=settings.agent, quick=quick, validation=validation, jobs=settings.jobs)
     study["timings"]["analysis_seconds"] = round(time.perf_counter() - t0, 1)
     study["timings"]["total_seconds"] = round(time.perf_counter() - t_start, 1)
     _write_study(out, study)

@@ -43,7 +43,7 @@ from cir.pairs.synthetic import WORLDS, planted_world
 from cir.router.evaluation import ARM_KEYS, summarize_walks, walk_routers
 from cir.router.policy import CIRPolicy
 from cir.router.walk import build_cells, walk
-from cir.util.parallel import parallel_map
+from cir.util.parallel import one_thread_each, parallel_map
 
 #: What each world fits: policy name -> (estimator, budget).
 WORLD_ROUTERS = {
@@ -151,7 +151,9 @@ def run_validation(replicates: int, *, worlds: tuple[str, ...] = WORLDS, seed: i
             if _part(folder, *job).exists():
                 done[job] = pd.read_csv(_part(folder, *job))
     missing = [job for job in todo if job not in done]
-    ran = parallel_map(_one, missing, {"seed": seed, **options}, None if folder is None else str(folder), jobs=jobs)
+    with one_thread_each():  # small solves: one thread each (cir.util.parallel)
+        ran = parallel_map(_one, missing, {"seed": seed, **options}, None if folder is None else str(folder),
+                           jobs=jobs)
     done.update(zip(missing, ran, strict=True))
     parts = [done[job] for job in todo]
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=ROW_COLUMNS)
