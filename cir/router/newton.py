@@ -11,7 +11,7 @@ from zero coefficients, Newton steps on the mean log loss plus ``1 / (2 C n)`` t
 squared weights (the intercept unpenalised), each step's length found by the same backtracking
 line search (Armijo's condition, halving from 1), until the largest gradient entry and half the
 squared Newton decrement are both at most ``tol``. The per-row loss, gradient and Hessian are
-computed by scikit-learn's formulas (``sklearn/_loss/_loss.pyx.tp``, the half binomial loss).
+those of scikit-learn's half binomial loss (``sklearn/_loss/_loss.pyx.tp``) in stable forms.
 
 So every iterate is scikit-learn's up to rounding (numpy's sums, not its loops), and the
 coefficients agree to about 1e-12 (``tests/router/test_newton.py`` checks it against
@@ -26,6 +26,7 @@ marked not solved, and the caller fits it with scikit-learn itself.
 from __future__ import annotations
 
 import numpy as np
+from scipy.special import expit
 
 #: scikit-learn's line search: step multiplier and Armijo's sufficient-decrease factor.
 _BETA, _SIGMA = 0.5, 0.00048828125
@@ -38,44 +39,16 @@ _MAX_CONDITION = 1e12
 
 
 def _loss_gradient_rows(y: np.ndarray, raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per row: the half binomial loss and its gradient (scikit-learn's four ranges of raw)."""
-    loss = np.empty_like(raw)
-    grad = np.empty_like(raw)
-    y = np.broadcast_to(y, raw.shape)
-    with np.errstate(over="ignore", under="ignore"):
-        low = raw <= -37
-        e = np.exp(raw[low])
-        loss[low] = e - y[low] * raw[low]
-        grad[low] = e - y[low]
-        mid = (raw > -37) & (raw <= -2)
-        e, r, t = np.exp(raw[mid]), raw[mid], y[mid]
-        loss[mid] = np.log1p(e) - t * r
-        grad[mid] = ((1 - t) * e - t) / (1 + e)
-        high = (raw > -2) & (raw <= 18)
-        e, r, t = np.exp(-raw[high]), raw[high], y[high]
-        loss[high] = np.log1p(e) + (1 - t) * r
-        grad[high] = ((1 - t) - t * e) / (1 + e)
-        top = raw > 18
-        e, r, t = np.exp(-raw[top]), raw[top], y[top]
-        loss[top] = e + (1 - t) * r
-        grad[top] = ((1 - t) - t * e) / (1 + e)
-    return loss, grad
+    """Per row: the half binomial loss ``log(1 + exp(raw)) - y raw`` and its gradient
+    ``expit(raw) - y`` (stable forms; scikit-learn's branches differ from them by rounding)."""
+    return np.logaddexp(0.0, raw) - y * raw, expit(raw) - y
 
 
 def _gradient_hessian_rows(y: np.ndarray, raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per row: the gradient and Hessian of the half binomial loss."""
-    grad = np.empty_like(raw)
-    hess = np.empty_like(raw)
-    y = np.broadcast_to(y, raw.shape)
-    with np.errstate(over="ignore", under="ignore"):
-        up = raw > -37
-        e, t = np.exp(-raw[up]), y[up]
-        grad[up] = ((1 - t) - t * e) / (1 + e)
-        hess[up] = e / (1 + e) ** 2
-        e = np.exp(raw[~up])
-        grad[~up] = e - y[~up]
-        hess[~up] = e
-    return grad, hess
+    """Per row: the gradient and the Hessian ``expit(raw) expit(-raw)`` (positive wherever
+    scikit-learn's is: its zeros, where exp underflows, decide its fallback)."""
+    p = expit(raw)
+    return p - y, p * expit(-raw)
 
 
 class _Problems:

@@ -34,6 +34,7 @@ from cir.pairs.paired import feature_columns
 from cir.pairs.samples import has_samples
 from cir.router.rule import Estimator, gates_pass, split_model_name
 from cir.util.errors import CirError, CirValueError
+from cir.util.memo import memoized
 
 # Status of one cell of the walk.
 DECIDE, ENDED, MISSING = 0, 1, 2
@@ -53,6 +54,11 @@ class Cells:
     meta: dict[str, int] = field(default_factory=dict)
     #: a table of --samples: outcomes are expected ones (floats; see :func:`build_cells`)
     expected: bool = False
+
+    def copy(self) -> Cells:
+        """A copy whose tables and arrays are its own."""
+        return Cells(self.arms.copy(), self.delays, self.operations, self.status.copy(), self.y1.copy(),
+                     self.row.copy(), self.decisions.copy(), dict(self.meta), self.expected)
 
     @property
     def clean(self) -> np.ndarray:
@@ -163,6 +169,7 @@ def _check_operations(df: pd.DataFrame, delays: tuple[int, ...], operations: tup
                        "delays or operations; the no-recovery arm is shared by all of them")
 
 
+@memoized(ignore=("source",))  # every policy and oracle walks the same cells (cir.util.memo)
 def build_cells(df: pd.DataFrame, delays: tuple[int, ...], operations: tuple[str, ...] | str,
                 source: str) -> Cells:
     """Arrange the rows of the operations into arms x candidate delays (x operations).

@@ -26,10 +26,13 @@ import pandas as pd
 from sklearn.metrics import roc_auc_score
 
 from cir.episode.perturb import parse_condition
-from cir.pairs.store import read_episodes
+from cir.pairs.episode_record import ARM, EpisodeRecord
+from cir.pairs.paired import CheckedRun
+from cir.pairs.store import read_records
 from cir.router.runtime import Router
 from cir.router.walk import build_cells
 from cir.util.errors import CirError
+from cir.util.memo import memoized
 
 #: The kinds in reading order (``all`` is every condition).
 KINDS = ("clean", "stale", "lag", "missing")
@@ -50,6 +53,7 @@ def by_kind(arms: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+@memoized(ignore=("source",))  # each replicate's, again in the pooled report
 def scored_cells(routers: Mapping[str, Router], test: pd.DataFrame, source: str = "held-out table") -> pd.DataFrame:
     """The held-out decision cells (refresh's cells) with each router's ``p_err`` (``p_err[<router>]``)."""
     out = None
@@ -87,15 +91,20 @@ def error_detection(cells: pd.DataFrame) -> pd.DataFrame:
 VISIBILITY_COLUMNS = ["condition", "arms", "shown_true", "shown_true_share", "shown_nothing_happens"]
 
 
-def lag_visibility(run_dirs: Iterable[str | Path]) -> pd.DataFrame:
+def lag_visibility(runs: Iterable[str | Path | CheckedRun]) -> pd.DataFrame:
     """Per ``lagK`` condition: its perturbed observations, how many showed the true text anyway
     (the command's answer had not changed in K env actions) and how many showed 'Nothing
-    happens.' (the command did not apply K actions earlier), over the runs' no-recovery arms."""
+    happens.' (the command did not apply K actions earlier), over the runs' no-recovery arms.
+    ``runs``: run folders, or runs already checked (:func:`cir.pairs.paired.read_run`), whose
+    members are read without checking the store again. Only the lag arms' records are decoded."""
     counts: dict[str, list[int]] = {}
-    for run in run_dirs:
-        for ep in read_episodes(run):
-            if ep.role != "no_recovery" or ep.transcript is None or condition_kind(ep.condition) != "lag":
+    for run in runs:
+        path, scan = (run.run_dir, run.scan) if isinstance(run, CheckedRun) else (Path(run), None)
+        for rec in read_records(path, scan):
+            if rec.get("kind") != "episode" or rec.get("role") != ARM or rec.get("transcript") is None \
+                    or condition_kind(str(rec.get("condition"))) != "lag":
                 continue
+            ep = EpisodeRecord.from_dict(rec, str(path))
             mark = f"perturb:{ep.condition}"
             step = next((s for s in ep.transcript.steps if mark in s.events), None)
             if step is None:
@@ -106,6 +115,19 @@ def lag_visibility(run_dirs: Iterable[str | Path]) -> pd.DataFrame:
             c[2] += int(step.shown.strip() == "Nothing happens.")
     rows = [{"condition": k, "arms": v[0], "shown_true": v[1], "shown_true_share": v[1] / v[0] if v[0] else np.nan,
              "shown_nothing_happens": v[2]} for k, v in sorted(counts.items())]
+    return pd.DataFrame(rows, columns=VISIBILITY_COLUMNS)
+
+
+def summed_visibility(tables: Iterable[pd.DataFrame]) -> pd.DataFrame:
+    """:func:`lag_visibility` of several studies' runs from each study's own table: the counts
+    summed, the share of their sums."""
+    parts = [t for t in tables if len(t)]
+    if not parts:
+        return pd.DataFrame(columns=VISIBILITY_COLUMNS)
+    total = pd.concat(parts).groupby("condition", sort=True)[["arms", "shown_true", "shown_nothing_happens"]].sum()
+    rows = [{"condition": k, "arms": int(r["arms"]), "shown_true": int(r["shown_true"]),
+             "shown_true_share": int(r["shown_true"]) / int(r["arms"]) if r["arms"] else np.nan,
+             "shown_nothing_happens": int(r["shown_nothing_happens"])} for k, r in total.iterrows()]
     return pd.DataFrame(rows, columns=VISIBILITY_COLUMNS)
 
 

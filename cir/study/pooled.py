@@ -27,7 +27,13 @@ from cir.study.findings import (
     mechanism_finding,
     small_cohort_warning,
 )
-from cir.study.kinds import error_detection, kind_section, lag_visibility
+from cir.study.kinds import (
+    condition_kind,
+    error_detection,
+    kind_section,
+    lag_visibility,
+    summed_visibility,
+)
 from cir.study.page import Report, format_number, save_csv, save_figure
 from cir.study.replicates import (
     control_cells,
@@ -46,8 +52,14 @@ from cir.study.report import (
     explanation_tables,
     which_recovery_section,
 )
-from cir.study.validation import validation_section
+from cir.study.validation import VALIDATION_WORLDS, validation_section
+from cir.util.progress import Steps
 
+#: Each step's share of the pooled analysis, for the progress line's estimate (measured on the
+#: reference study's five replicates; the planted worlds: per world replicate, as a study's).
+POOLED_WEIGHTS = {"each replicate's walks and headlines, pooled": 15.0, "setup": 1.0, "effects": 5.0,
+                  "mechanism controls": 1.5, "what the mechanisms explain": 0.5, "selective recovery": 3.0,
+                  "by perturbation kind": 4.0, "the report": 1.0}
 #: Per-replicate tables each replicate's own report wrote, gathered with a seed column.
 GATHERED = ("cohorts", "cir_fit", "cir_optimism", "cir_discrimination", "mechanisms_explained",
             "attribution_split", "harm_pairs")
@@ -57,6 +69,17 @@ def _gather(studies: dict[int, Path], name: str) -> pd.DataFrame:
     parts = [pd.read_csv(d / "tables" / f"{name}.csv").assign(seed=s) for s, d in studies.items()
              if (d / "tables" / f"{name}.csv").exists()]
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+
+
+def _visibility(studies: dict[int, Path], experiments: list[Experiment]) -> pd.DataFrame:
+    """How many lagK texts were true anyway, over every replicate: the sum of the counts each
+    replicate's report wrote (``tables/lag_visibility.csv``), else counted from the run folders."""
+    if not any(condition_kind(c) == "lag" for e in experiments for c in e.replay.conditions):
+        return lag_visibility([])
+    tables = [d / "tables" / "lag_visibility.csv" for d in studies.values()]
+    if all(t.exists() for t in tables):
+        return summed_visibility(pd.read_csv(t) for t in tables)
+    return lag_visibility(d / "runs" / e.name for d in studies.values() for e in experiments)
 
 
 def _spread_line(spread_table: pd.DataFrame, **where: object) -> str:
@@ -174,10 +197,15 @@ SPREAD_SHOWN = [
 
 
 def write_pooled_report(out: Path, experiments: list[Experiment], studies: dict[int, Path], *, resamples: int,
-                        seed: int, agent: str, quick: bool, validation: int = 0, jobs: int = 1) -> Path:
+                        seed: int, agent: str, quick: bool, validation: int = 0, jobs: int = 1,
+                        progress: Steps | None = None) -> Path:
     """Write the pooled tables, figures and ``report.md`` / ``report.html`` into ``out`` (with
-    ``validation`` replicates of each planted world: :mod:`cir.study.validation`)."""
+    ``validation`` replicates of each planted world: :mod:`cir.study.validation`); ``progress``:
+    the line that shows each step (weights :data:`POOLED_WEIGHTS`)."""
+    steps = progress or Steps.off()
+    steps.next("each replicate's walks and headlines, pooled")
     per, pooled, evaluation, spread_table = _pooled_tables(out, experiments, studies, resamples, seed)
+    steps.next("setup")
     title = f"cir reproduction{' (quick)' if quick else ''}, {len(studies)} replicates: when harnesses lose the signal"
     body = Report(title)
     body.heading("Setup")
@@ -201,8 +229,11 @@ def write_pooled_report(out: Path, experiments: list[Experiment], studies: dict[
                "median and sd in the CSV)")
     fig = spread_figure(per, pooled, SPREAD_SHOWN)
     body.figure(save_figure(fig, out / "figures", "replicates_spread"), "Headlines: each replicate and the pool")
+    steps.next("effects")
     effects = _effects(body, out, studies, experiments, resamples, seed)
+    steps.next("mechanism controls")
     mechanism_f = _mechanism(body, out, studies, experiments, resamples, seed)
+    steps.next("what the mechanisms explain")
     counts = _gather(studies, "mechanisms_explained")
     if len(counts):
         body.heading("What the agent's mechanisms explain (pooled)")
@@ -215,19 +246,24 @@ def write_pooled_report(out: Path, experiments: list[Experiment], studies: dict[
                            ) if len(harms) else harms
         explanation_tables(body, split, total, harms, out, int(split.loc[split["operation"] == "all", "pairs"].iloc[0]),
                            "_pooled")
+    steps.next("selective recovery")
     selective = _selective(body, out, studies, evaluation)
     which_recovery_section(body, out, evaluation[0], evaluation[1], evaluation[2], suffix="_pooled")
+    steps.next("by perturbation kind")
     arms = evaluation[0]
     kind_section(body, out, arms, arms.attrs["policies"], arms.attrs["routers"],
                  error_detection(pooled_scored_cells(studies, experiments)),
-                 lag_visibility(d / "runs" / e.name for d in studies.values() for e in experiments),
+                 _visibility(studies, experiments),
                  resamples=resamples, seed=seed, suffix="_pooled")
     if validation:
-        validation_section(body, out, validation, seed=seed, jobs=jobs)
+        steps.next("the planted worlds", parts=validation * len(VALIDATION_WORLDS))
+        validation_section(body, out, validation, seed=seed, jobs=jobs, steps=steps)
+    steps.next("the report")
     findings = [f for f in (effects, mechanism_f, selective) if f is not None]
     report = _findings(title, findings, spread_table, quick)
     report.blocks += body.blocks
     md, _ = report.write(out)
+    steps.finish()
     return md
 
 

@@ -32,6 +32,7 @@ KEPT = 256
 
 F = TypeVar("F", bound=Callable[..., Any])
 _MEMOS: list[OrderedDict[str, Any]] = []
+_CONTENT: dict[type, Callable[[Any], Any]] = {}
 
 
 class Undigestible(TypeError):
@@ -45,10 +46,10 @@ def _feed(h: Any, value: Any) -> None:
     if value is None or isinstance(value, bool | int | float | complex | str | bytes):
         h.update(f"{type(value).__name__}:{value!r};".encode())
     elif isinstance(value, np.ndarray):
-        if value.dtype == object:
-            h.update(f"object{value.shape};".encode())
-            for v in value.ravel():
-                _feed(h, v)
+        if value.dtype == object:  # strings (task ids): pandas hashes them by value, all at once
+            flat = value.ravel()
+            h.update(f"object{value.shape}{sorted({type(v).__name__ for v in flat})};".encode())
+            h.update(pd.util.hash_array(flat, categorize=False).tobytes())
         else:
             h.update(f"array{value.dtype.str}{value.shape};".encode())
             h.update(np.ascontiguousarray(value).tobytes())
@@ -77,11 +78,16 @@ def _feed(h: Any, value: Any) -> None:
         h.update(b"}")
     elif isinstance(value, PurePath):
         _feed(h, str(value))
-    elif hasattr(value, "memo_key"):  # an object that says what it is (a router: its JSON)
-        h.update(f"{type(value).__qualname__};".encode())
-        _feed(h, value.memo_key())
+    elif type(value) in _CONTENT:  # a type that says what its content is (register)
+        h.update(f"{type(value).__module__}.{type(value).__qualname__};".encode())
+        _feed(h, _CONTENT[type(value)](value))
     else:
         raise Undigestible(f"no content digest for a {type(value).__qualname__}")
+
+
+def register(cls: type, content: Callable[[Any], Any]) -> None:
+    """Digest the instances of ``cls`` by ``content(instance)`` (plain data: a router's JSON)."""
+    _CONTENT[cls] = content
 
 
 def digest(*values: Any) -> str:
@@ -106,6 +112,8 @@ def _handed_out(value: Any) -> Any:
         return tuple(_handed_out(v) for v in value)
     if isinstance(value, list | dict):
         return copy.deepcopy(value)
+    if callable(getattr(value, "copy", None)):  # an object that copies itself (the walk's cells)
+        return value.copy()
     return value
 
 
@@ -118,16 +126,15 @@ def memoized(fn: F | None = None, *, ignore: tuple[str, ...] = ()) -> Any:
         return functools.partial(memoized, ignore=ignore)
     kept: OrderedDict[str, Any] = OrderedDict()
     _MEMOS.append(kept)
-    signature = inspect.signature(fn) if ignore else None
+    signature = inspect.signature(fn)
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if signature is not None:
-            bound = signature.bind(*args, **kwargs)
-            bound.apply_defaults()
-            key_args: Any = {k: v for k, v in bound.arguments.items() if k not in ignore}
-        else:
-            key_args = (args, kwargs)
+        # by parameter, defaults filled in: a call that spells an argument out or leaves it
+        # to its default is the same call
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        key_args = {k: v for k, v in bound.arguments.items() if k not in ignore}
         try:
             key = digest(fn.__module__, fn.__qualname__, key_args)
         except Undigestible:
