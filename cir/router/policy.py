@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from sklearn import config_context
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import LogisticRegression
@@ -299,7 +300,9 @@ class CIRPolicy(BaseEstimator):
 
     def fit(self, paired: pd.DataFrame, y: None = None) -> CIRPolicy:
         """Fit the models, choose thresholds on OOF predictions, fit the baselines."""
-        with one_thread_each():  # thousands of small solves (cir.util.parallel)
+        # thousands of small solves: one thread each (cir.util.parallel), and scikit-learn's checks
+        # of its arguments and of finite inputs skipped (the table was checked once: finite features)
+        with one_thread_each(), config_context(assume_finite=True, skip_parameter_validation=True):
             return self._fit(paired)
 
     def _fit(self, paired: pd.DataFrame) -> CIRPolicy:

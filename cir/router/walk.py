@@ -22,6 +22,7 @@ are one per operation.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,11 +61,11 @@ class Cells:
         return Cells(self.arms.copy(), self.delays, self.operations, self.status.copy(), self.y1.copy(),
                      self.row.copy(), self.decisions.copy(), dict(self.meta), self.expected)
 
-    @property
-    def clean(self) -> np.ndarray:
+    @functools.cached_property
+    def clean(self) -> np.ndarray:  # read by every walk of a threshold search: computed once
         return (self.arms["condition"] == "clean").to_numpy()
 
-    @property
+    @functools.cached_property
     def y0(self) -> np.ndarray:
         return self.arms["y0"].to_numpy(dtype=float if self.expected else int)
 

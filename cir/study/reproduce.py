@@ -27,15 +27,16 @@ from cir.pairs.settings import RunSettings
 from cir.pairs.store import RunStore
 from cir.study import outputs
 from cir.study.experiments import Experiment, load_experiments, task_slices
-from cir.study.pooled import POOLED_WEIGHTS, write_pooled_report
-from cir.study.replicates import replicate_dir, replicate_seeds
-from cir.study.report import analysis_steps, write_study_report
-from cir.study.validation import STUDY_REPLICATES
 from cir.util.errors import CirError
 from cir.util.files import read_json, write_atomic
 from cir.util.parallel import one_thread_each
 
 STUDY_JSON = "study.json"
+#: Replicates of each planted world a study's report runs by default, quick or not (the benchmark
+#: runs 200 too).
+STUDY_REPLICATES = {True: 1, False: 200}
+# The analysis (scikit-learn, matplotlib: seconds to import) is imported when a call analyses:
+# a call on a finished study has nothing to analyse and returns in seconds.
 
 
 @dataclass(frozen=True)
@@ -189,6 +190,8 @@ def reproduce(out: str | Path, settings: RunSettings | None = None, *, quick: bo
                   progress=progress, echo=echo, samples=samples)
     if replicates == 1:
         return _study(out, settings, validation=worlds, **kwargs)[0]
+    from cir.study.replicates import replicate_dir, replicate_seeds
+
     experiments = _experiments(settings, experiments_dir)
     seeds = replicate_seeds(settings.seed, replicates)
     identity = {**_identity(settings, quick, resamples, perturb_at, experiments, samples, worlds),
@@ -219,6 +222,9 @@ def reproduce(out: str | Path, settings: RunSettings | None = None, *, quick: bo
         echo(f"== pooled: {replicates} replicates: unchanged since the last call ({outputs.ANALYSIS_JSON}); "
              "nothing rewritten")
     else:
+        from cir.study.pooled import POOLED_WEIGHTS, write_pooled_report
+        from cir.study.report import analysis_steps
+
         echo(f"== pooled: {replicates} replicates, tables, figures and the report")
         outputs.begin(out)
         with one_thread_each(), analysis_steps(worlds, settings.jobs, enabled=progress, what="pooled analysis",
@@ -305,6 +311,8 @@ def _study(out: Path, settings: RunSettings, *, quick: bool, perturb_at: int | N
     if outputs.unchanged(out, digest):
         echo(f"[3/4] analysis: unchanged since the last call ({outputs.ANALYSIS_JSON}); nothing rewritten")
     else:
+        from cir.study.report import analysis_steps, write_study_report
+
         echo("[3/4] analysis: tables, figures, CIR fit and held-out evaluation")
         t0 = time.perf_counter()
         outputs.begin(out)

@@ -249,10 +249,14 @@ def replicate_key(world: str, seed: int, options: dict[str, Any] | None = None) 
     of :func:`world_replicate` (resamples, epsilon, delta as given), :func:`code_version` and
     :data:`CACHE_FORMAT`; two calls with one key compute the same rows."""
     import hashlib
+    import inspect
     import json
 
+    defaults = {k: p.default for k, p in inspect.signature(world_replicate).parameters.items()
+                if p.kind is p.KEYWORD_ONLY and k != "seed"}
+    effective = {**defaults, **(options or {})}  # an option given as its default is the same replicate
     identity = {"format": CACHE_FORMAT, "world": VALIDATION_WORLDS[world].identity(), "seed": int(seed),
-                "options": {k: options[k] for k in sorted(options or {})}, "code": code_version()}
+                "options": {k: effective[k] for k in sorted(effective)}, "code": code_version()}
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
 
 
@@ -373,8 +377,6 @@ def criteria(summary: pd.DataFrame, margins: pd.DataFrame, delta: float = DEFAUL
     return pd.DataFrame(rows, columns=CRITERIA_COLUMNS)
 
 
-#: Replicates of each world a study's report runs by default (the benchmark runs 200 too).
-STUDY_REPLICATES = {True: 1, False: 200}
 VALIDATION_DIR = "validation"
 
 

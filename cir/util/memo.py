@@ -20,6 +20,7 @@ import copy
 import functools
 import hashlib
 import inspect
+import json
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import PurePath
@@ -55,16 +56,20 @@ def _feed(h: Any, value: Any) -> None:
             h.update(np.ascontiguousarray(value).tobytes())
     elif isinstance(value, np.generic):
         _feed(h, value.item())
-    elif isinstance(value, pd.DataFrame):
+    elif isinstance(value, pd.DataFrame):  # column by column: names, dtypes, values, then the index
         h.update(f"frame{value.shape};".encode())
         _feed(h, [str(c) for c in value.columns])
-        _feed(h, [str(t) for t in value.dtypes])
-        _feed(h, pd.util.hash_pandas_object(value, index=True).to_numpy())
+        for _, column in value.items():
+            _feed_values(h, column)
+        _feed_values(h, value.index)
         _feed(h, dict(value.attrs))
     elif isinstance(value, pd.Series):
-        h.update(f"series{len(value)}{value.dtype};".encode())
+        h.update(f"series{len(value)};".encode())
         _feed(h, str(value.name))
-        _feed(h, pd.util.hash_pandas_object(value, index=True).to_numpy())
+        _feed_values(h, value)
+        _feed_values(h, value.index)
+    elif isinstance(value, list | tuple | dict) and _plain(value):  # plain data (a router's file): as JSON
+        h.update(f"json:{json.dumps(value, sort_keys=True, allow_nan=True)};".encode())
     elif isinstance(value, list | tuple):
         h.update(f"{type(value).__name__}{len(value)}[".encode())
         for v in value:
@@ -85,9 +90,44 @@ def _feed(h: Any, value: Any) -> None:
         raise Undigestible(f"no content digest for a {type(value).__qualname__}")
 
 
+def _feed_values(h: Any, values: Any) -> None:
+    """A column's or an index's dtype and values: numbers by their bytes, text by pandas' hashes."""
+    import pandas as pd
+
+    h.update(f"{values.dtype};".encode())
+    arrow = getattr(getattr(values, "array", None), "__arrow_array__", None)
+    if arrow is not None:  # pandas' text held by Arrow: its buffers as they are (no Python strings)
+        chunks = arrow()
+        for chunk in getattr(chunks, "chunks", [chunks]):
+            h.update(f"arrow{chunk.type}{len(chunk)}+{chunk.offset};".encode())
+            for buffer in chunk.buffers():
+                h.update(b"-" if buffer is None else memoryview(buffer))
+        return
+    array = values.to_numpy() if hasattr(values, "to_numpy") else np.asarray(values)
+    if array.dtype.kind in "biufcmM":
+        h.update(np.ascontiguousarray(array).tobytes())
+    else:
+        h.update(f"{sorted({type(v).__name__ for v in array})};".encode())
+        h.update(pd.util.hash_array(np.asarray(array, dtype=object), categorize=False).tobytes())
+
+
 def register(cls: type, content: Callable[[Any], Any]) -> None:
     """Digest the instances of ``cls`` by ``content(instance)`` (plain data: a router's JSON)."""
     _CONTENT[cls] = content
+
+
+def _plain(value: Any, depth: int = 0) -> bool:
+    """Whether ``value`` is JSON's own data (str keys; str, bool, int, float, None; lists and
+    dicts of them), which JSON writes exactly (every float as it is)."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return type(value) in (type(None), bool, int, float, str)
+    if depth > 20:
+        return False
+    if isinstance(value, list):
+        return all(_plain(v, depth + 1) for v in value)
+    if isinstance(value, dict):
+        return all(type(k) is str and _plain(v, depth + 1) for k, v in value.items())
+    return False
 
 
 def digest(*values: Any) -> str:
