@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from cir import __version__
-from cir.episode.protocol import DEFAULT_RESAMPLES, DEFAULT_SEED
+from cir.episode.protocol import DEFAULT_RESAMPLES, DEFAULT_SEED, PLANTED_WORLD_REPLICATES
 from cir.families.registry import get_family
 from cir.pairs.record import RunRecord
 from cir.pairs.run import RunSpec, run_agent_identity, run_experiments
@@ -32,9 +32,7 @@ from cir.util.files import read_json, write_atomic
 from cir.util.parallel import one_thread_each
 
 STUDY_JSON = "study.json"
-#: Replicates of each planted world a study's report runs by default, quick or not (the benchmark
-#: runs 200 too).
-STUDY_REPLICATES = {True: 1, False: 200}
+STUDY_REPLICATES = PLANTED_WORLD_REPLICATES  # of each planted world, quick or not (the benchmark runs 200 too)
 # The analysis (scikit-learn, matplotlib: seconds to import) is imported when a call analyses:
 # a call on a finished study has nothing to analyse and returns in seconds.
 

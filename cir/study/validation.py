@@ -40,7 +40,7 @@ import pandas as pd
 from scipy import stats
 from sklearn.metrics import roc_auc_score
 
-from cir.episode.protocol import DEFAULT_DELTA, DEFAULT_EPSILON
+from cir.episode.protocol import DEFAULT_DELTA, DEFAULT_EPSILON, PLANTED_WORLD_REPLICATES
 from cir.pairs.synthetic import planted_world
 from cir.router.evaluation import ARM_KEYS, summarize_walks, walk_routers
 from cir.router.policy import CIRPolicy
@@ -377,6 +377,8 @@ def criteria(summary: pd.DataFrame, margins: pd.DataFrame, delta: float = DEFAUL
     return pd.DataFrame(rows, columns=CRITERIA_COLUMNS)
 
 
+#: Replicates of each world a study's report runs by default (the benchmark runs 200 too).
+STUDY_REPLICATES = PLANTED_WORLD_REPLICATES
 VALIDATION_DIR = "validation"
 
 
