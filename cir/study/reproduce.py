@@ -220,10 +220,10 @@ def reproduce(out: str | Path, settings: RunSettings | None = None, *, quick: bo
         echo(f"== pooled: {replicates} replicates: unchanged since the last call ({outputs.ANALYSIS_JSON}); "
              "nothing rewritten")
     else:
+        echo(f"== pooled: {replicates} replicates, tables, figures and the report")
         from cir.study.pooled import POOLED_WEIGHTS, write_pooled_report
         from cir.study.report import analysis_steps
 
-        echo(f"== pooled: {replicates} replicates, tables, figures and the report")
         outputs.begin(out)
         with one_thread_each(), analysis_steps(worlds, settings.jobs, enabled=progress, what="pooled analysis",
                                                weights=POOLED_WEIGHTS) as steps:
@@ -309,9 +309,9 @@ def _study(out: Path, settings: RunSettings, *, quick: bool, perturb_at: int | N
     if outputs.unchanged(out, digest):
         echo(f"[3/4] analysis: unchanged since the last call ({outputs.ANALYSIS_JSON}); nothing rewritten")
     else:
-        from cir.study.report import analysis_steps, write_study_report
-
         echo("[3/4] analysis: tables, figures, CIR fit and held-out evaluation")
+        from cir.study.report import analysis_steps, write_study_report  # seconds: said first
+
         t0 = time.perf_counter()
         outputs.begin(out)
         with one_thread_each(), analysis_steps(validation, settings.jobs, enabled=progress) as steps:
