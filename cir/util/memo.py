@@ -96,8 +96,11 @@ def _feed_values(h: Any, values: Any) -> None:
 
     h.update(f"{values.dtype};".encode())
     arrow = getattr(getattr(values, "array", None), "__arrow_array__", None)
-    if arrow is not None:  # pandas' text held by Arrow: its buffers as they are (no Python strings)
-        chunks = arrow()
+    try:  # pandas' text held by Arrow: its buffers as they are (no Python strings)
+        chunks = arrow() if arrow is not None else None
+    except ImportError:  # pandas' own text without pyarrow installed: its values below
+        chunks = None
+    if chunks is not None:
         for chunk in getattr(chunks, "chunks", [chunks]):
             h.update(f"arrow{chunk.type}{len(chunk)}+{chunk.offset};".encode())
             for buffer in chunk.buffers():

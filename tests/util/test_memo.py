@@ -80,3 +80,22 @@ def test_digests_see_dtype_shape_and_order() -> None:
     assert digest(a) != digest(a.reshape(2, 3))
     assert digest({"x": 1, "y": 2}) == digest({"y": 2, "x": 1})
     assert digest([1, 2]) != digest((1, 2))
+
+
+def test_text_columns_digest_without_pyarrow(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pandas' string dtype offers ``__arrow_array__`` even when pyarrow is not installed (``pip
+    install cir`` does not bring it): the digest reads the values instead, and still tells two
+    tables apart (a fresh install's `cir reproduce` stopped at its analysis with ModuleNotFoundError)."""
+    import builtins
+
+    real = builtins.__import__
+
+    def no_pyarrow(name: str, *args: object, **kwargs: object) -> object:
+        if name == "pyarrow" or name.startswith("pyarrow."):
+            raise ModuleNotFoundError("No module named 'pyarrow'")
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_pyarrow)
+    text = pd.Series(["clean", "stale1", None], dtype=pd.StringDtype(storage="python"))
+    one, same, other = (pd.DataFrame({"condition": s}) for s in (text, text.copy(), text.replace("clean", "lag1")))
+    assert digest(one) == digest(same) != digest(other)
