@@ -10,7 +10,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
 TABLES = ROOT / "data" / "service-desk" / "tables"
-DOC = " ".join((ROOT / "docs" / "service-desk.md").read_text(encoding="utf-8").split())
+DOC = " ".join((ROOT / "docs/service-desk.md").read_text(encoding="utf-8").split())
 
 pytestmark = pytest.mark.skipif(not TABLES.is_dir(), reason="the published study is not in this checkout")
 
