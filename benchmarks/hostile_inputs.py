@@ -550,7 +550,7 @@ def issue44(lab: Lab, ctrl_c: int = 4) -> list[tuple[str, str, Callable[[], tupl
         return run
 
     for argv in (["table", "{folder}", "--out", "{folder}/episodes.jsonl.gz"],
-                 ["fit", "{folder}", "--out", "{folder}/run.json", "--delays", "1", "--folds", "2"],
+                 ["fit", "{folder}", "--out", "{folder}/run.json", "--candidate-delays", "1", "--folds", "2"],
                  ["evaluate", "{router}", "{folder}", "--out", "{folder}/run.json"]):
         cases.append(("44: output over a run", "cir " + " ".join(argv).replace("{folder}", "RUN").replace(
             "{router}", "R"), out_into_run(argv)))

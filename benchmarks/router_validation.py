@@ -16,7 +16,9 @@ Usage::
 
     python benchmarks/router_validation.py --replicates 200 --jobs 2 --out /tmp/router-validation
 
-writes each replicate's rows as it finishes (the same command resumes), then
+writes each replicate's rows as it finishes (the same command resumes; with ``--no-cache`` every
+replicate is fitted, else one the user's cache holds for this code and these settings is read from
+there and each one fitted is kept there, where ``cir reproduce`` finds it), then
 ``validation_rows.csv`` (one row per world, replicate and policy), ``validation.csv``,
 ``validation_margins.csv``, ``validation_criteria.csv`` and ``validation.json`` (the settings
 and timings) into ``--out``; ``cir reproduce`` writes the same tables (``tables/router_validation*.csv``).
@@ -38,20 +40,31 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples of each replicate's intervals")
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--no-cache", action="store_true",
+                    help="fit every replicate, whatever the user's cache holds (and keep none there): a cold run")
+    ap.add_argument("--quiet", action="store_true", help="no progress line")
     args = ap.parse_args(argv)
 
     import pandas as pd
 
     from cir import __version__
     from cir.study.page import markdown_table
-    from cir.study.validation import criteria, run_validation, validation_summary
+    from cir.study.validation import code_version, criteria, run_validation, validation_summary
+    from cir.util.progress import Steps
 
     worlds = tuple(w.strip() for w in args.worlds.split(",") if w.strip())
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    # each replicate's rows in OUT/replicates/ as it finishes: the same command resumes
-    rows = run_validation(args.replicates, worlds=worlds, seed=args.seed, jobs=args.jobs, resamples=args.resamples,
-                          folder=args.out / f"replicates-seed{args.seed}-resamples{args.resamples}")
+    # each replicate's rows in OUT/replicates-.../ as it finishes (the same command resumes), and
+    # in the user's cache unless --no-cache (a study with these settings then reads them there)
+    parts = args.replicates * len(worlds)
+    with Steps("planted worlds", {"replicates": 1.0}, enabled=not args.quiet) as steps:
+        steps.next("replicates", parts=parts)
+        rows = run_validation(args.replicates, worlds=worlds, seed=args.seed, jobs=args.jobs,
+                              resamples=args.resamples, cache=not args.no_cache, steps=steps,
+                              folder=args.out / f"replicates-{code_version()[:12]}-seed{args.seed}"
+                                                f"-resamples{args.resamples}")
+        steps.finish()
     seconds = time.perf_counter() - started
     summary, margins = validation_summary(rows)
     checks = criteria(summary, margins)
@@ -61,7 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     checks.to_csv(args.out / "validation_criteria.csv", index=False)
     (args.out / "validation.json").write_text(json.dumps(
         {"replicates": args.replicates, "worlds": list(worlds), "seed": args.seed, "resamples": args.resamples,
-         "jobs": args.jobs, "seconds": round(seconds, 1), "cir_version": __version__}, indent=2) + "\n")
+         "jobs": args.jobs, "seconds": round(seconds, 1), "cir_version": __version__, "code": code_version(),
+         "cache": not args.no_cache}, indent=2) + "\n")
     pd.set_option("display.width", 200)
     shown = summary[summary["policy"].isin(["cir", "cir_paired", "anomaly", "anomaly_rate_matched_heldout",
                                             "cir_paired_empirical", "cir_paired_certified", "planted_oracle",

@@ -1,7 +1,32 @@
-"""A fixed study cohort with the engine's savings on and off, in one run: CPU, shares, memory.
+"""The study's phases against a baseline checkout, and the engine's savings on and off, in one sitting.
 
-    python benchmarks/study_bench.py                         # 20 tasks x 4 conditions x 4 delays
+    python benchmarks/study_bench.py --baseline /tmp/cir-main              # the phases, against main
+    python benchmarks/study_bench.py --baseline /tmp/cir-main --phases quick,worlds --write-measured
+    python benchmarks/study_bench.py                         # the engine: 20 tasks x 4 conditions x 4 delays
     python benchmarks/study_bench.py --n 24 --arms savings,main --json out.json
+
+**The phases** (``--baseline DIR``: a checkout of the code to compare with, e.g. ``git worktree
+add /tmp/cir-main main``; both run with this venv, each from its own tree through ``PYTHONPATH``).
+Each phase runs in a fresh child process, the baseline's then this tree's, ``--repeats`` times in
+turn (A B A B ...), each with a user cache of its own (``CIR_CACHE_DIR``: a new folder whose
+``sas`` is the user's SAS cache, so the engine's translations are warm and the planted worlds
+are cold); ratios are baseline over this tree, pair by pair (median), with the host's load
+average beside every measurement:
+
+1. ``quick``: ``cir reproduce --quick --jobs 2`` into a new folder: tasks, runs, the analysis by
+   section, the whole call; then the same call again on the finished folder (the second call);
+   the digests of both arms' tables, figures, reports and routers compared file by file;
+2. ``worlds``: ``--worlds-replicates`` replicates of each planted world (``--jobs 2``), fitted;
+3. ``replicate``: the analysis of one full replicate of the reference study
+   (``data/replicates/seed-0``'s run folders, copied), by section, planted worlds aside;
+4. ``pooled``: the pooled analysis of the reference study's five replicates (``data/``,
+   copied: run folders, routers, tables), by section, planted worlds aside.
+
+``--write-measured`` writes this tree's median times, the host's load and the date into
+``cir/study/measured.json``, the one place the README and ``cir reproduce --help`` quote them from.
+
+**The engine**: a fixed study cohort with the engine's savings on and off, in one run: CPU,
+shares, memory.
 
 Each arm runs in a fresh child process (so CPU and peak RSS are its own), one after the
 other, ``--repeats`` times in turn (A B C A B C ...); ratios are taken pair by pair.
@@ -31,6 +56,7 @@ import argparse
 import gzip
 import hashlib
 import json
+import os
 import resource
 import statistics
 import subprocess
@@ -223,8 +249,268 @@ def ratios(results: dict[str, list[dict[str, Any]]], a: str, b: str, key: str) -
     return statistics.median(rb[key] / ra[key] for ra, rb in zip(results[a], results[b], strict=True))
 
 
+# -- the phases of a study against a baseline checkout -----------------------------------------
+
+PHASES = ("quick", "worlds", "replicate", "pooled")
+REPO = Path(__file__).resolve().parent.parent
+#: The report's steps, by the function that computes each (the same names on main and here; a
+#: name a tree lacks is left out of its sections).
+STUDY_SECTIONS = {"_fit_routers": "routers", "_setup_section": "setup", "_effects_section": "effects",
+                  "_mechanism_section": "mechanism", "_explanation_section": "explanation",
+                  "_cir_section": "selective", "validation_section": "planted worlds"}
+POOLED_SECTIONS = {"_pooled_tables": "replicates pooled", "_effects": "effects", "_mechanism": "mechanism",
+                   "explanation_tables": "explanation", "_selective": "selective",
+                   "which_recovery_section": "which recovery", "kind_section": "by kind",
+                   "validation_section": "planted worlds"}
+
+
+def _timed_sections(module: Any, names: dict[str, str], times: dict[str, float]) -> None:
+    """Wrap each named function of ``module`` so that its wall seconds add up in ``times``."""
+    for attr, label in names.items():
+        fn = getattr(module, attr, None)
+        if fn is None:
+            continue
+
+        def timed(*a: Any, _fn: Any = fn, _label: str = label, **k: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return _fn(*a, **k)
+            finally:
+                times[_label] = times.get(_label, 0.0) + time.perf_counter() - t0
+
+        setattr(module, attr, timed)
+
+
+def _report_write_timed(times: dict[str, float]) -> None:
+    from cir.study.page import Report
+
+    write = Report.write
+
+    def timed(self: Any, *a: Any, **k: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return write(self, *a, **k)
+        finally:
+            times["report page"] = times.get("report page", 0.0) + time.perf_counter() - t0
+
+    Report.write = timed  # type: ignore[method-assign]
+
+
+def _copy_runs(src: Path, dst: Path, extras: tuple[str, ...] = ()) -> None:
+    import shutil
+
+    dst.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(src / "runs", dst / "runs")
+    for pattern in extras:
+        for f in src.glob(pattern):
+            (shutil.copytree if f.is_dir() else shutil.copy)(f, dst / f.name)
+
+
+def _output_digests(out: Path) -> dict[str, str]:
+    """sha256 of each table, figure, report and router an analysis wrote under ``out``."""
+    found = {}
+    for pattern in ("tables/*", "figures/*", "report.md", "report.html", "router*.json"):
+        for f in sorted(out.glob(pattern)):
+            found[f.relative_to(out).as_posix()] = hashlib.sha256(f.read_bytes()).hexdigest()
+    return found
+
+
+def child_phase(cfg: dict[str, Any]) -> dict[str, Any]:
+    """One phase in this process, on the tree first on ``sys.path``; its times and digests."""
+    phase, work = cfg["phase"], Path(cfg["work"])
+    times: dict[str, float] = {}
+    out: dict[str, Any] = {"load_before": os.getloadavg()[0]}
+    t0, c0 = time.perf_counter(), time.process_time()
+    if phase == "quick":
+        import cir.study.report as report_module
+        from cir.pairs.settings import RunSettings
+        from cir.study.reproduce import reproduce
+
+        _timed_sections(report_module, STUDY_SECTIONS, times)
+        _report_write_timed(times)
+        reproduce(work / "study", RunSettings(jobs=2), quick=True, progress=False, echo=lambda _: None)
+        out["seconds"] = time.perf_counter() - t0
+        study = json.loads((work / "study" / "study.json").read_text())
+        for key in ("tasks_seconds", "runs_seconds", "analysis_seconds"):
+            out[key.removesuffix("_seconds")] = study["timings"].get(key)
+        out["digests"] = _output_digests(work / "study")
+        t1 = time.perf_counter()
+        reproduce(work / "study", RunSettings(jobs=2), quick=True, progress=False, echo=lambda _: None)
+        out["second call"] = time.perf_counter() - t1
+    elif phase == "worlds":
+        import inspect
+
+        from cir.study.validation import run_validation
+
+        kwargs = {"cache": False} if "cache" in inspect.signature(run_validation).parameters else {}
+        run_validation(cfg["worlds_replicates"], seed=0, jobs=2, **kwargs)
+        out["seconds"] = time.perf_counter() - t0
+    elif phase == "replicate":
+        import cir.study.report as report_module
+        from cir.pairs.record import RunRecord
+        from cir.pairs.settings import RunSettings
+        from cir.pairs.store import RunStore
+        from cir.study.reproduce import study_experiments
+
+        src, dst = REPO / "data" / "replicates" / "seed-0", work / "replicate"
+        _copy_runs(src, dst)
+        experiments = study_experiments(RunSettings(), None)
+        records = {e.name: RunRecord.read(RunStore(dst / "runs" / e.name)) for e in experiments}
+        _timed_sections(report_module, STUDY_SECTIONS, times)
+        _report_write_timed(times)
+        t0, c0 = time.perf_counter(), time.process_time()
+        report_module.write_study_report(dst, experiments, records, resamples=10_000, seed=0, agent="builtin",
+                                         quick=False, validation=0, jobs=2)
+        out["seconds"] = time.perf_counter() - t0
+        out["digests"] = _output_digests(dst)
+    elif phase == "pooled":
+        import cir.study.pooled as pooled_module
+        from cir.pairs.settings import RunSettings
+        from cir.study.reproduce import study_experiments
+
+        studies = {}
+        for seed in (0, 1000, 2000, 3000, 4000):
+            src, dst = REPO / "data" / "replicates" / f"seed-{seed}", work / "pooled" / "replicates" / f"seed-{seed}"
+            _copy_runs(src, dst, ("router*.json", "tables"))
+            studies[seed] = dst
+        experiments = study_experiments(RunSettings(), None)
+        _timed_sections(pooled_module, POOLED_SECTIONS, times)
+        _report_write_timed(times)
+        t0, c0 = time.perf_counter(), time.process_time()
+        pooled_module.write_pooled_report(work / "pooled", experiments, studies, resamples=10_000, seed=0,
+                                          agent="builtin", quick=False, validation=0, jobs=2)
+        out["seconds"] = time.perf_counter() - t0
+        out["digests"] = _output_digests(work / "pooled")
+    out["cpu_seconds"] = time.process_time() - c0
+    out["sections"] = times
+    out["load_after"] = os.getloadavg()[0]
+    return out
+
+
+def _phase_in_child(tree: Path, cfg: dict[str, Any]) -> dict[str, Any]:
+    """``child_phase`` in a fresh process on ``tree``'s code, with a user cache of its own."""
+    import shutil
+
+    work = Path(cfg["work"])
+    cache = work / "cache"
+    cache.mkdir(parents=True)
+    sas = Path(os.environ.get("CIR_CACHE_DIR") or Path.home() / ".cache" / "cir") / "sas"
+    if sas.is_dir():  # the engine's translations warm, everything else of the cache cold
+        (cache / "sas").symlink_to(sas)
+    env = {**os.environ, "PYTHONPATH": str(tree), "CIR_CACHE_DIR": str(cache)}
+    result = work / "result.json"
+    cmd = [sys.executable, __file__, "--child", "phase", json.dumps(cfg), str(result)]
+    t0 = time.perf_counter()
+    subprocess.run(cmd, check=True, env=env, cwd=tree)
+    out = json.loads(result.read_text())
+    out["process_seconds"] = time.perf_counter() - t0
+    shutil.rmtree(work, ignore_errors=True)
+    return out
+
+
+def _medians(results: list[dict[str, Any]]) -> dict[str, Any]:
+    keys = [k for k in ("seconds", "tasks", "runs", "analysis", "second call", "cpu_seconds") if results[0].get(k) is not None]
+    out: dict[str, Any] = {k: statistics.median(r[k] for r in results) for k in keys}
+    labels = dict.fromkeys(label for r in results for label in r["sections"])
+    out["sections"] = {label: statistics.median(r["sections"].get(label, 0.0) for r in results) for label in labels}
+    out["load"] = [round(x, 2) for r in results for x in (r["load_before"], r["load_after"])]
+    return out
+
+
+def phases(args: argparse.Namespace) -> int:
+    import tempfile
+
+    baseline = Path(args.baseline).resolve()
+    if not (baseline / "cir" / "__init__.py").is_file():
+        raise SystemExit(f"--baseline {baseline}: not a checkout of cir (no cir/__init__.py)")
+    chosen = [p.strip() for p in args.phases.split(",") if p.strip()]
+    unknown = set(chosen) - set(PHASES)
+    if unknown:
+        raise SystemExit(f"--phases: unknown {', '.join(sorted(unknown))}; expected some of {', '.join(PHASES)}")
+    arms = {"baseline": baseline, "this": REPO}
+    report: dict[str, Any] = {"baseline": str(baseline), "this": str(REPO), "repeats": args.repeats,
+                              "date": time.strftime("%Y-%m-%d", time.gmtime()), "cores": os.cpu_count(),
+                              "worlds_replicates": args.worlds_replicates, "phases": {}}
+    with tempfile.TemporaryDirectory() as tmp:
+        for phase in chosen:
+            runs: dict[str, list[dict[str, Any]]] = {a: [] for a in arms}
+            for r in range(args.repeats):
+                for arm, tree in arms.items():
+                    cfg = {"phase": phase, "work": str(Path(tmp) / f"{phase}-{arm}-{r}"),
+                           "worlds_replicates": args.worlds_replicates}
+                    runs[arm].append(_phase_in_child(tree, cfg))
+                    print(f"{phase} {arm} #{r + 1}: {runs[arm][-1]['seconds']:.1f} s (load "
+                          f"{runs[arm][-1]['load_before']:.1f} -> {runs[arm][-1]['load_after']:.1f})", flush=True)
+            entry = {arm: _medians(rs) for arm, rs in runs.items()}
+            entry["ratio"] = statistics.median(b["seconds"] / t["seconds"]
+                                               for b, t in zip(runs["baseline"], runs["this"], strict=True))
+            if "digests" in runs["this"][0]:
+                a, b = runs["baseline"][0]["digests"], runs["this"][0]["digests"]
+                entry["outputs_compared"] = len(set(a) & set(b))
+                entry["outputs_differing"] = sorted(k for k in set(a) & set(b) if a[k] != b[k])
+                entry["outputs_only_one"] = sorted(set(a) ^ set(b))
+            report["phases"][phase] = entry
+    show_phases(report)
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
+    if args.write_measured:
+        write_measured(report)
+    return 0
+
+
+def show_phases(report: dict[str, Any]) -> None:
+    print(f"\n{report['date']}, {report['cores']} cores; baseline {report['baseline']}; medians of "
+          f"{report['repeats']} run(s) each, interleaved; ratio = baseline / this")
+    print(f"{'phase':32s} {'baseline s':>10s} {'this s':>9s} {'ratio':>7s}  load (before, after each run)")
+    for phase, e in report["phases"].items():
+        b, t = e["baseline"], e["this"]
+        print(f"{phase:32s} {b['seconds']:10.1f} {t['seconds']:9.1f} {e['ratio']:6.2f}x  "
+              f"{b['load']} / {t['load']}")
+        for key in ("tasks", "runs", "analysis", "second call"):
+            if key in t:
+                print(f"  {key:30s} {b.get(key) or 0:10.1f} {t[key]:9.1f} "
+                      f"{(b.get(key) or 0) / t[key] if t[key] else float('nan'):6.2f}x")
+        for label in dict.fromkeys([*b["sections"], *t["sections"]]):
+            bs, ts = b["sections"].get(label, 0.0), t["sections"].get(label, 0.0)
+            print(f"  {'section: ' + label:30s} {bs:10.1f} {ts:9.1f} {bs / ts if ts else float('nan'):6.2f}x")
+        if "outputs_compared" in e:
+            print(f"  outputs compared: {e['outputs_compared']}, differing: {e['outputs_differing'] or 'none'}"
+                  + (f", in one arm only: {e['outputs_only_one']}" if e["outputs_only_one"] else ""))
+
+
+def write_measured(report: dict[str, Any]) -> None:
+    """This tree's times into ``cir/study/measured.json`` (the README and the help quote them)."""
+    path = REPO / "cir" / "study" / "measured.json"
+    measured = json.loads(path.read_text()) if path.exists() else {}
+    host = {"date": report["date"], "cores": report["cores"], "command": "python benchmarks/study_bench.py"}
+    quick = report["phases"].get("quick")
+    if quick:
+        t = quick["this"]
+        measured["quick_study"] = {"seconds": round(t["seconds"], 1), "load": t["load"], **host,
+                                   "phases": {k: round(t[k], 1) for k in ("tasks", "runs", "analysis") if t.get(k)}}
+        measured["second_call_quick"] = {"seconds": round(t["second call"], 1), "load": t["load"], **host}
+    worlds = report["phases"].get("worlds")
+    if worlds:
+        per = worlds["this"]["seconds"] / report["worlds_replicates"]
+        measured["planted_worlds"] = {"seconds_per_replicate": round(per, 2), "load": worlds["this"]["load"],
+                                      "replicates_measured": report["worlds_replicates"], "jobs": 2, **host}
+    for phase, key in (("replicate", "replicate_analysis"), ("pooled", "pooled_analysis")):
+        if phase in report["phases"]:
+            t = report["phases"][phase]["this"]
+            measured[key] = {"seconds": round(t["seconds"], 1), "load": t["load"], **host}
+    path.write_text(json.dumps(measured, indent=2, sort_keys=True) + "\n")
+    print(f"wrote {path}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--baseline", default=None, metavar="DIR",
+                    help="a checkout to compare the study's phases with (this runs the phases, not the engine)")
+    ap.add_argument("--phases", default=",".join(PHASES), help=f"with --baseline: some of {','.join(PHASES)}")
+    ap.add_argument("--worlds-replicates", type=int, default=10,
+                    help="with --baseline: replicates of each planted world in the worlds phase (default 10)")
+    ap.add_argument("--write-measured", action="store_true",
+                    help="with --baseline: write this tree's times into cir/study/measured.json")
     ap.add_argument("--n", type=int, default=20, help="tasks in the cohort (default 20)")
     ap.add_argument("--seed", type=int, default=0, help="generation seed (default 0)")
     ap.add_argument("--gen-n", type=int, default=None, help="tasks to generate per generation arm "
@@ -239,9 +525,11 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.child:
         kind, cfg, result = args.child
-        out = (child_generate if kind == "generate" else child_run)(json.loads(cfg))
+        out = {"generate": child_generate, "run": child_run, "phase": child_phase}[kind](json.loads(cfg))
         Path(result).write_text(json.dumps(out))
         return 0
+    if args.baseline:
+        return phases(args)
 
     arms = args.arms.split(",")
     unknown = set(arms) - set(ARMS)

@@ -8,7 +8,7 @@ slot, so the router is a node of its own between the tools node and the model no
     cir run --family tests.support.keydoor:FAMILY --tasks kd-tasks/train --out kd-graph \\
         --agent langgraph:examples.langgraph_stategraph:agent --base-url http://127.0.0.1:8000/v1 \\
         --conditions clean,stale2,missing --delays 0,2 --operations refresh,replan
-    cir fit kd-graph --out kd-router.json --estimator paired --operations refresh,replan --delays 2
+    cir fit kd-graph --out kd-router.json --estimator paired --operations refresh,replan --candidate-delays 2
     python examples/langgraph_stategraph.py --router kd-router.json --tasks kd-tasks/train \\
         --base-url http://127.0.0.1:8000/v1
 

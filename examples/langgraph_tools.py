@@ -7,7 +7,7 @@ docs/own-environment.md). One file for the paired study, the router in the graph
     cir run --family tests.support.shop:FAMILY --tasks shop-tasks/train --out shop-lg \\
         --agent langgraph:examples.langgraph_tools:agent --base-url http://127.0.0.1:8000/v1 \\
         --conditions clean,stale1,lag1,missing --delays 0,1 --operations refresh
-    cir fit shop-lg --out shop-router.json --estimator paired --delays 1
+    cir fit shop-lg --out shop-router.json --estimator paired --candidate-delays 1
 
     # production: the same tools on your own database, the router live in the graph
     cp shop-tasks/train/shop-train-000/state.sqlite shop.db

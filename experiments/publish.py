@@ -33,13 +33,14 @@ def _clear(folder: Path) -> None:
     if not folder.exists():
         return
     for item in folder.iterdir():
-        if item.name in KEPT:
+        if item.name in KEPT or item.name.startswith("calibration"):  # a family's calibration evidence
             continue
         shutil.rmtree(item) if item.is_dir() else item.unlink()
 
 
-def publish(study: Path, data: Path, figures: Path) -> list[Path]:
-    """Copy ``study`` into ``data`` and ``figures``; the files written."""
+def publish(study: Path, data: Path, figures: Path, what: str = "the repository's reference study") -> list[Path]:
+    """Copy ``study`` into ``data`` and ``figures`` (``what``: the study's name in the report's
+    first lines); the files written."""
     pooled = (study / "tables" / "headlines_pooled.csv").exists()
     needed = ("report.md", "report.html", "study.json", "tables") if pooled else (
         "report.md", "report.html", "router.json", "study.json", "tables", "runs")
@@ -57,12 +58,15 @@ def publish(study: Path, data: Path, figures: Path) -> list[Path]:
         shutil.copyfile(src, dst)
         written.append(dst)
 
-    link = Path("..") / figures.relative_to(data.parent) if figures.parent == data.parent else figures
+    link = (figures.relative_to(data) if figures.is_relative_to(data)
+            else Path("..") / figures.relative_to(data.parent) if figures.parent == data.parent else figures)
     report = (study / "report.md").read_text(encoding="utf-8").replace("](figures/", f"]({link.as_posix()}/")
     title, _, rest = report.partition("\n")
-    report = (f"{title}\n\n> This is the repository's reference study: its data are in `data/` (this "
-              f"folder; the generated games themselves are left out, `tasks/` holds their manifests) and "
-              f"its figures in `figures/`. `data/README.md` says how it was made.\n{rest}")
+    here = data.relative_to(ROOT).as_posix() if data.is_relative_to(ROOT) else data.name
+    shown = figures.relative_to(ROOT).as_posix() if figures.is_relative_to(ROOT) else figures.name
+    report = (f"{title}\n\n> This is {what}: its data are in `{here}/` (this folder; the generated tasks "
+              f"themselves are left out, `tasks/` holds their manifests) and its figures in `{shown}/`. "
+              f"`{here}/README.md` says how it was made.\n{rest}")
     (data / "report.md").write_text(report, encoding="utf-8")
     written.append(data / "report.md")
     for name in ("report.html", "study.json"):  # report.html embeds its figures
@@ -363,8 +367,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=ROOT / "data", help="where the data go (default data/)")
     parser.add_argument("--figures", type=Path, default=ROOT / "figures",
                         help="where the figures go (default figures/)")
+    parser.add_argument("--what", default="the repository's reference study",
+                        help="the study's name in the report's first lines")
     args = parser.parse_args(argv)
-    written = publish(args.study, args.data.resolve(), args.figures.resolve())
+    written = publish(args.study, args.data.resolve(), args.figures.resolve(), args.what)
     print(f"{len(written)} files into {args.data} and {args.figures}", file=sys.stderr)
     if (args.study / "tables" / "headlines_pooled.csv").exists():
         text = summary(args.study)

@@ -18,7 +18,7 @@ from typing import Any
 
 from cir.cli.family import add_family, load_family_tasks
 from cir.cli.limits import check_int
-from cir.cli.style import add_family_options, command, family_options
+from cir.cli.style import add_family_options, add_quiet, command, family_options
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -56,6 +56,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "restore forgets may matter only actions later); 0: only the step after each restore")
     p.add_argument("--seed", type=int, default=0, help="seed of the walks (and of generated tasks)")
     add_family_options(p)
+    add_quiet(p)
     p.set_defaults(handler=handle)
 
 
@@ -80,11 +81,15 @@ def on_tasks(family: Any, args: argparse.Namespace, n: int,
     """``check(family, tasks, args)`` on the tasks of ``--tasks`` (``--split``), or on ``n`` tasks
     generated with ``--seed`` (and ``--family-option``) into a temporary folder (of ``--split``,
     else the family's first)."""
+    from cir.util.progress import Steps
+
     if args.tasks is not None:
         return check(family, load_family_tasks(args, family, args.tasks, args.split), args)
     with tempfile.TemporaryDirectory(prefix=f"cir-{args.command}-") as folder:
         split = args.split or family.splits[0]
-        family.generate(Path(folder), split, n, args.seed, progress=False, family_options=family_options(args))
+        with Steps(f"{args.command}: generating {n} task(s)", enabled=not getattr(args, "quiet", False)) as steps:
+            steps.next("generating")
+            family.generate(Path(folder), split, n, args.seed, progress=False, family_options=family_options(args))
         return check(family, family.load_tasks(Path(folder) / split), args)
 
 
@@ -150,8 +155,23 @@ def _check(family: Any, tasks: list, args: argparse.Namespace, factual: dict[str
     label = f"the factual run in {args.run}"
     walks = None if factual is None else (
         lambda task: [(label, _factual_walk(factual[str(task.task_id)]))])
-    report = family.check(tasks, steps=args.steps, seed=args.seed, agent=args.agent_walk, walks=walks,
-                          family_options=family_options(args), deep=args.deep)
+    from cir.envs.check import EnvCheck
+    from cir.util.progress import Steps
+
+    report = EnvCheck()
+    # task by task, for a line that moves (a deep check of ALFWorld takes ~10 s a task); each
+    # task's walks are seeded by its own name, so the checks are those of one call on all of them
+    with Steps("check-env", {"walking the tasks": 1.0}, enabled=not args.quiet) as steps:
+        steps.next("walking the tasks", parts=len(tasks))
+        for task in tasks:
+            one = family.check([task], steps=args.steps, seed=args.seed, agent=args.agent_walk, walks=walks,
+                               family_options=family_options(args), deep=args.deep)
+            report.tasks += one.tasks
+            report.restores += one.restores
+            report.failures.extend(one.failures)
+            for kind, n in one.walked.items():
+                report.add_steps(kind, n)
+            steps.advance()
     for line in report.failures:
         print(line)
     print(f"family {family.name!r}: {report.summary()}")

@@ -65,6 +65,8 @@ PAIRED_CS: tuple[float, ...] = (0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10
 
 # -- inference ------------------------------------------------------------------------------------
 DEFAULT_RESAMPLES = 10_000
+#: Replicates of each planted world a study's report checks the routers on: quick, or not.
+PLANTED_WORLD_REPLICATES = {True: 1, False: 200}
 DEFAULT_LEVEL = 0.95
 DEFAULT_SEED = 0
 #: Seeds of the agent, the bootstrap, the folds and the study: what numpy and scikit-learn accept.

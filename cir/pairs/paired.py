@@ -59,6 +59,7 @@ from cir.pairs.samples import check_sample_columns, has_samples
 from cir.pairs.store import EPISODES, PAIRED, RUN_JSON, RunStore, StoreScan, verify_members
 from cir.util.errors import CirError
 from cir.util.files import check_regular
+from cir.util.memo import memoized
 
 log = logging.getLogger(__name__)
 
@@ -185,6 +186,7 @@ def _plain(value: object) -> object:
     return value.item() if hasattr(value, "item") else value
 
 
+@memoized(ignore=("source",))  # a table is checked once per process, whoever reads it
 def validate_paired(df: pd.DataFrame, source: str = "paired table", require_features: bool = False) -> pd.DataFrame:
     """Check a paired table and return a normalised copy (ints for flags, outcome added).
 
@@ -278,9 +280,10 @@ def _check_consistency(df: pd.DataFrame, source: str) -> None:
 @dataclass(frozen=True)
 class CheckedRun:
     """A run folder read and checked once (:func:`read_run`): its paired table (``attrs["run"]``
-    its status), the scan of its store whose members are this run's (None: the record vouches
-    for every byte) and its record. What else reads the folder (the explanation traces) reads
-    the members this check found, without checking again."""
+    its status), the scan of its store whose members are this run's (on the fast path the
+    members the record names, their bytes verified: :meth:`StoreScan.vouched`; None: no store)
+    and its record. What else reads the folder (the explanation traces) reads the members this
+    check found, without checking again."""
 
     run_dir: Path
     table: pd.DataFrame
@@ -389,7 +392,8 @@ def run_table(run_dir: str | Path, allow_partial: bool = False) -> tuple[str, di
 
 def check_run(run_dir: str | Path, allow_partial: bool = False) -> tuple[str, dict[str, Any], StoreScan | None]:
     """A run folder checked as every reader checks it: its table's text, its status and the
-    scan of its store whose members are this run's (None: the record vouches for every byte).
+    scan of its store whose members are this run's (on the fast path the members the record
+    names, whose bytes it verified: :meth:`StoreScan.vouched`; None: the run has no store).
 
     Fast path: the record says the run is complete, names the table digest on disk and the
     store's members, and every byte of the store is the one it names. Otherwise the table is
@@ -422,7 +426,7 @@ def _check_run(run_dir: Path, allow_partial: bool) -> tuple[str, dict[str, Any],
         return (*_without_store(run_dir, record, current, digest, allow_partial), None, record)
     if record.complete and current is not None and digest == record.paired_sha256 \
             and record.members is not None and verify_members(store.episodes_path, record.members) is None:
-        return current, _partial(run_dir, n, n, "", allow_partial), None, record
+        return current, _partial(run_dir, n, n, "", allow_partial), StoreScan.vouched(record.members), record
     scan = store.scan(foreign_member(record.settings, record.task_ids), record.members)
     summaries = scan.summaries()
     ids = record.task_ids if record.task_ids is not None else sorted(summaries)

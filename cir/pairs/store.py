@@ -118,6 +118,18 @@ class StoreScan:
     def stored(self) -> list[StoredMember]:
         return [m.stored() for m in self.members]
 
+    @classmethod
+    def vouched(cls, members: Sequence[StoredMember]) -> StoreScan:
+        """The members a run record names, in store order, once their bytes were found to be the
+        recorded ones (:func:`verify_members`): what a reader reads, without scanning the store
+        again (a scan parses every record to check it; the digests already did)."""
+        scan, at = cls(), 0
+        for m in members:
+            scan.members.append(Member(at, at + m.bytes, m.task_id, sha256=m.sha256))
+            at += m.bytes
+        scan.size = at
+        return scan
+
 
 def _inflate(buf: Any, pos: int) -> tuple[bytes, int | None, str | None]:
     """Decompress the member at ``pos``: (data, end offset or None, error or None).

@@ -40,7 +40,10 @@ from cir.router.rule import blocked_by, passes
 from cir.router.runtime import Router
 from cir.router.walk import DECIDE, Cells, build_cells, check_features, walk
 from cir.stats.bootstrap import bootstrap_ratios, percentile_ci
-from cir.stats.significance import sign_flip_test
+from cir.stats.significance import sign_flip_tests
+from cir.util.memo import memoized, register
+
+register(Router, Router.to_dict)  # a router's content, for the memos: its file
 
 #: The anomaly rule at the threshold whose held-out recovery rate is the router's.
 HELDOUT_MATCHED = "anomaly_rate_matched_heldout"
@@ -190,6 +193,7 @@ def _baseline_order(name: str) -> tuple[int, str]:
     return (main.index(name), "") if name in main else (len(main), name)
 
 
+@memoized(ignore=("source",))  # the pooled report walks what each replicate's report walked
 def walk_routers(models: Mapping[str, Router | Fitted], paired: pd.DataFrame,
                  source: str = "paired table") -> tuple[pd.DataFrame, list[str]]:
     """Walk several routers on one table: the first one's walk with its baselines, then each
@@ -336,6 +340,7 @@ def _summary_rows(arms: pd.DataFrame, policies: list[str], groups: list[str], di
     return rows
 
 
+@memoized  # one bootstrap per walk table and settings, whichever report asks (cir.util.memo)
 def summarize_walks(arms: pd.DataFrame, policies: list[str], contenders: list[str], *,
                     resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
                     level: float = DEFAULT_LEVEL, oracles: Mapping[str, str] | None = None,
@@ -362,7 +367,8 @@ def summarize_walks(arms: pd.DataFrame, policies: list[str], contenders: list[st
     reps = bootstrap_ratios(num, den, resamples, seed)
     low, high = percentile_ci(reps, level)
     ci = {col: (low[i], high[i]) for i, col in enumerate(cols)}
-    flip = {col: sign_flip_test(num[den[:, i] > 0, i], resamples, seed) for i, col in enumerate(cols)}
+    flip = dict(zip(cols, sign_flip_tests([num[den[:, i] > 0, i] for i in range(len(cols))], resamples, seed),
+                    strict=True))
     oracles = dict(oracles if oracles is not None else arms.attrs.get("oracles") or {})
     summary = pd.DataFrame(_summary_rows(arms, policies, groups, diffs, ci, flip, oracles), columns=SUMMARY_COLUMNS)
     cond = arms["condition"].to_numpy()

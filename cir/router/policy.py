@@ -29,10 +29,10 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from sklearn import config_context
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import LogisticRegression
-from sklearn.metrics import log_loss
 from sklearn.model_selection import GroupKFold
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
@@ -68,10 +68,13 @@ from cir.router.runtime import Router, never_recovers_text
 from cir.router.walk import Cells, build_cells, check_features, model_labels, summarize, walk
 from cir.util.deprecation import former_attribute, renamed_parameters
 from cir.util.errors import CirValueError
+from cir.util.memo import memoized
+from cir.util.parallel import one_thread_each
 
 log = logging.getLogger(__name__)
 
 
+@memoized  # the same model on the same rows: once per process (cir.util.memo)
 def fit_linear_model(X: np.ndarray, y: np.ndarray, C: float = DEFAULT_C, max_iter: int = 1000) -> LinearModel:
     """Fit ``Pipeline(StandardScaler, LogisticRegression)`` and keep it as plain numbers.
 
@@ -108,13 +111,15 @@ def is_soft(y: np.ndarray) -> bool:
     return bool(((y > 0) & (y < 1)).any())
 
 
+@memoized
 def choose_C(X: np.ndarray, y: np.ndarray, groups: np.ndarray, Cs: tuple[float, ...], folds: int,
              seed: int, max_iter: int = 1000) -> float:
     """The ``C`` of lowest log loss under cross-validation grouped by task (ties: the smaller C).
 
-    Written as a loop over :func:`fit_linear_model` rather than ``LogisticRegressionCV``
-    because a rare label (harm) can leave a training fold with one class, which
-    ``LogisticRegressionCV`` refuses and :func:`fit_linear_model` handles.
+    Every ``C`` is fitted on every training fold as :func:`fit_linear_model` fits it, the
+    candidates of a fold together (:func:`fold_models`). Not ``LogisticRegressionCV``: a rare
+    label (harm) can leave a training fold with one class, which it refuses and
+    :func:`fit_linear_model` handles.
     """
     soft = is_soft(y)
     y = np.asarray(y, dtype=float if soft else int)
@@ -122,17 +127,26 @@ def choose_C(X: np.ndarray, y: np.ndarray, groups: np.ndarray, Cs: tuple[float, 
     if len(np.unique(y)) < 2 or n_groups < 2:
         return float(min(Cs))
     splitter = GroupKFold(n_splits=min(folds, n_groups), shuffle=True, random_state=seed)
-    splits = list(splitter.split(X, y, groups))
+    pred = np.zeros((len(Cs), len(y)))
+    for tr, te in splitter.split(X, y, groups):
+        for i, model in enumerate(fold_models(X[tr], y[tr], Cs, max_iter)):
+            pred[i, te] = model.predict_proba(X[te])
     losses = []
-    for C in Cs:
-        pred = np.zeros(len(y))
-        for tr, te in splits:
-            pred[te] = fit_linear_model(X[tr], y[tr], C=C, max_iter=max_iter).predict_proba(X[te])
-        pred = np.clip(pred, 1e-12, 1 - 1e-12)
-        losses.append(float(-np.mean(y * np.log(pred) + (1 - y) * np.log(1 - pred))) if soft
-                      else log_loss(y, pred, labels=[0, 1]))
+    for p in np.clip(pred, 1e-12, 1 - 1e-12):
+        # scikit-learn's log_loss of 0/1 labels, without its checks (a few ms a call, here thousands)
+        losses.append(float(-np.mean(y * np.log(p) + (1 - y) * np.log(1 - p))) if soft
+                      else float(np.mean(-np.where(y == 1, np.log(p), np.log(1 - p)))))
     best = min(losses)
     return float(min(C for C, loss in zip(Cs, losses, strict=True) if loss <= best + 1e-12))
+
+
+def fold_models(X: np.ndarray, y: np.ndarray, Cs: tuple[float, ...], max_iter: int = 1000) -> list[LinearModel]:
+    """:func:`fit_linear_model` of ``(X, y)`` for every ``C`` of ``Cs`` (scikit-learn's own solver for
+    each: its input checks skipped, as these rows were checked once by the caller)."""
+    if len(np.unique(y)) < 2:  # one class: the class rate, whatever C
+        return [fit_linear_model(X, y, C=Cs[0], max_iter=max_iter)] * len(Cs)
+    with config_context(assume_finite=True, skip_parameter_validation=True):
+        return [fit_linear_model(X, y, C=C, max_iter=max_iter) for C in Cs]
 
 
 class CIRPolicy(BaseEstimator):
@@ -291,6 +305,12 @@ class CIRPolicy(BaseEstimator):
 
     def fit(self, paired: pd.DataFrame, y: None = None) -> CIRPolicy:
         """Fit the models, choose thresholds on OOF predictions, fit the baselines."""
+        # thousands of small solves: one thread each (cir.util.parallel), and scikit-learn's checks
+        # of its arguments and of finite inputs skipped (the table was checked once: finite features)
+        with one_thread_each(), config_context(assume_finite=True, skip_parameter_validation=True):
+            return self._fit(paired)
+
+    def _fit(self, paired: pd.DataFrame) -> CIRPolicy:
         estimator, ops, delays = self._check_params()
         df, features, extractor, cells = self._training_cells(paired, ops, delays)
         decisions = cells.decisions

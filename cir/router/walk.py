@@ -22,6 +22,7 @@ are one per operation.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +35,7 @@ from cir.pairs.paired import feature_columns
 from cir.pairs.samples import has_samples
 from cir.router.rule import Estimator, gates_pass, split_model_name
 from cir.util.errors import CirError, CirValueError
+from cir.util.memo import memoized
 
 # Status of one cell of the walk.
 DECIDE, ENDED, MISSING = 0, 1, 2
@@ -54,11 +56,16 @@ class Cells:
     #: a table of --samples: outcomes are expected ones (floats; see :func:`build_cells`)
     expected: bool = False
 
-    @property
-    def clean(self) -> np.ndarray:
+    def copy(self) -> Cells:
+        """A copy whose tables and arrays are its own."""
+        return Cells(self.arms.copy(), self.delays, self.operations, self.status.copy(), self.y1.copy(),
+                     self.row.copy(), self.decisions.copy(), dict(self.meta), self.expected)
+
+    @functools.cached_property
+    def clean(self) -> np.ndarray:  # read by every walk of a threshold search: computed once
         return (self.arms["condition"] == "clean").to_numpy()
 
-    @property
+    @functools.cached_property
     def y0(self) -> np.ndarray:
         return self.arms["y0"].to_numpy(dtype=float if self.expected else int)
 
@@ -163,6 +170,7 @@ def _check_operations(df: pd.DataFrame, delays: tuple[int, ...], operations: tup
                        "delays or operations; the no-recovery arm is shared by all of them")
 
 
+@memoized(ignore=("source",))  # every policy and oracle walks the same cells (cir.util.memo)
 def build_cells(df: pd.DataFrame, delays: tuple[int, ...], operations: tuple[str, ...] | str,
                 source: str) -> Cells:
     """Arrange the rows of the operations into arms x candidate delays (x operations).

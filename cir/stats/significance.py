@@ -46,25 +46,50 @@ def sign_flip_test(
     sign flips: all 2**k patterns when the k non-zero tasks are few (exact), else
     ``resamples`` random patterns with the (count + 1) / (resamples + 1) correction.
     """
-    d = np.asarray(differences, dtype=float)
-    scale = max(1.0, float(np.abs(d).sum()))
-    d = d[np.abs(d) > 1e-12 * scale]
-    if len(d) == 0:
-        return 1.0
-    observed = abs(d.sum())
-    tol = 1e-9 * scale
-    if len(d) <= max_exact:
-        return float(np.mean(np.abs(_signed_sums(d)) >= observed - tol))
-    rng = np.random.default_rng(seed)
-    count = 0
-    chunk = max(1, min(resamples, CHUNK_CELLS // len(d)))
-    done = 0
-    while done < resamples:
-        c = min(chunk, resamples - done)
-        signs = rng.integers(0, 2, size=(c, len(d)), dtype=np.int8) * 2 - 1
-        count += int(np.sum(np.abs(signs @ d) >= observed - tol))
-        done += c
-    return (count + 1) / (resamples + 1)
+    return sign_flip_tests([differences], resamples, seed, max_exact)[0]
+
+
+def sign_flip_tests(
+    columns: Sequence[Sequence[float] | np.ndarray],
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int | Sequence[int] = DEFAULT_SEED,
+    max_exact: int = MAX_EXACT_SIGN_FLIP,
+) -> list[float]:
+    """:func:`sign_flip_test` of each column, all with ``seed``. The random patterns of a test
+    depend only on the seed and on how many non-zero tasks it flips, so the columns with as
+    many draw them once and share them (one matrix product for all, not one each): the
+    p-values are those of the tests one by one."""
+    out: list[float] = [1.0] * len(columns)
+    drawn: dict[int, list[tuple[int, np.ndarray, float]]] = {}  # non-zero tasks -> (column, d, bar)
+    for i, column in enumerate(columns):
+        d = np.asarray(column, dtype=float)
+        scale = max(1.0, float(np.abs(d).sum()))
+        d = d[np.abs(d) > 1e-12 * scale]
+        if len(d) == 0:
+            continue
+        bar = abs(d.sum()) - 1e-9 * scale  # |statistic| at least the observed one, rounding aside
+        if len(d) <= max_exact:
+            out[i] = float(np.mean(np.abs(_signed_sums(d)) >= bar))
+        else:
+            drawn.setdefault(len(d), []).append((i, d, bar))
+    for k, tests in drawn.items():
+        chunk = max(1, min(resamples, CHUNK_CELLS // k))
+        per_product = max(1, CHUNK_CELLS // chunk)  # columns per product, to bound its memory
+        for start in range(0, len(tests), per_product):
+            part = tests[start:start + per_product]
+            D = np.column_stack([d for _, d, _ in part])
+            bars = np.array([bar for _, _, bar in part])
+            count = np.zeros(len(part), dtype=np.int64)
+            rng = np.random.default_rng(seed)
+            done = 0
+            while done < resamples:
+                c = min(chunk, resamples - done)
+                signs = rng.integers(0, 2, size=(c, k), dtype=np.int8) * 2 - 1
+                count += np.sum(np.abs(signs @ D) >= bars, axis=0)
+                done += c
+            for (i, _, _), n in zip(part, count, strict=True):
+                out[i] = (int(n) + 1) / (resamples + 1)
+    return out
 
 
 def mcnemar_p(rescues: int, harms: int) -> float:

@@ -37,6 +37,7 @@ from cir.pairs.paired import SHOWN
 from cir.router.runtime import Router
 from cir.router.walk import build_cells
 from cir.util.errors import CirError
+from cir.util.memo import memoized
 
 #: The kinds in reading order (``all`` is every condition).
 KINDS = ("clean", "stale", "lag", "missing")
@@ -96,6 +97,9 @@ def split_part(table: pd.DataFrame, column: str = "condition") -> pd.DataFrame:
     return out
 
 
+
+
+@memoized(ignore=("source",))  # each replicate's, again in the pooled report
 def scored_cells(routers: Mapping[str, Router], test: pd.DataFrame, source: str = "held-out table") -> pd.DataFrame:
     """The held-out decision cells (refresh's cells) with each router's ``p_err`` (``p_err[<router>]``),
     and what the arm showed (``shown``) when the table says."""

@@ -53,8 +53,14 @@ from cir.study.report import (
     which_recovery_section,
 )
 from cir.study.summaries import effect_grid, largest_margins, margins_caption, policy_rows
-from cir.study.validation import validation_section
+from cir.study.validation import VALIDATION_WORLDS, validation_section
+from cir.util.progress import Steps
 
+#: Each step's share of the pooled analysis, for the progress line's estimate (measured on the
+#: reference study's five replicates; the planted worlds: per world replicate, as a study's).
+POOLED_WEIGHTS = {"each replicate's walks and headlines, pooled": 15.0, "setup": 1.0, "effects": 5.0,
+                  "mechanism controls": 1.5, "what the mechanisms explain": 0.5, "selective recovery": 3.0,
+                  "by perturbation kind": 4.0, "the report": 1.0}
 #: Per-replicate tables each replicate's own report wrote, gathered with a seed column.
 GATHERED = ("cohorts", "cir_fit", "cir_optimism", "cir_discrimination", "mechanisms_explained",
             "attribution_split", "harm_pairs")
@@ -226,11 +232,15 @@ SPREAD_SHOWN = [
 
 def write_pooled_report(out: Path, experiments: list[Experiment], studies: dict[int, Path], *, resamples: int,
                         seed: int, agent: str, quick: bool, validation: int = 0, jobs: int = 1,
-                        hard_worlds: int = 0) -> Path:
+                        progress: Steps | None = None, hard_worlds: int = 0) -> Path:
     """Write the pooled tables, figures and ``report.md`` / ``report.html`` into ``out`` (with
     ``validation`` replicates of each planted world: :mod:`cir.study.validation`, ``hard_worlds``
-    of each hard one: :mod:`cir.study.hard_worlds`)."""
+    of each hard one: :mod:`cir.study.hard_worlds`); ``progress``:
+    the line that shows each step (weights :data:`POOLED_WEIGHTS`)."""
+    steps = progress or Steps.off()
+    steps.next("each replicate's walks and headlines, pooled")
     per, pooled, evaluation, spread_table = _pooled_tables(out, experiments, studies, resamples, seed)
+    steps.next("setup")
     title = f"cir reproduction{' (quick)' if quick else ''}, {counted(len(studies), 'replicate')}: when harnesses lose the signal"
     body = Report(title)
     body.heading("Setup")
@@ -261,8 +271,11 @@ def write_pooled_report(out: Path, experiments: list[Experiment], studies: dict[
                    save_csv(cohorts, out / "tables" / "cohorts_replicates.csv"), "Cohorts of each replicate",
                    summary=cohorts.groupby(["experiment", "split"], as_index=False, sort=False)[columns].sum(),
                    summary_caption="Cohorts, every replicate's together")
+    steps.next("effects")
     effects = _effects(body, out, studies, experiments, resamples, seed)
+    steps.next("mechanism controls")
     mechanism_f = _mechanism(body, out, studies, experiments, resamples, seed)
+    steps.next("what the mechanisms explain")
     counts = _gather(studies, "mechanisms_explained")
     if len(counts):
         body.heading("What the agent's mechanisms explain (pooled)")
@@ -275,8 +288,10 @@ def write_pooled_report(out: Path, experiments: list[Experiment], studies: dict[
                            ) if len(harms) else harms
         explanation_tables(body, split, total, harms, out, int(split.loc[split["operation"] == "all", "pairs"].iloc[0]),
                            "_pooled")
+    steps.next("selective recovery")
     selective = _selective(body, out, studies, evaluation)
     which_recovery_section(body, out, evaluation[0], evaluation[1], evaluation[2], suffix="_pooled")
+    steps.next("by perturbation kind")
     test = next(e for e in experiments if e.role == "eval")
     tables = {e.name: pooled_paired(studies, e.name, shown=True) for e in experiments}
     arms = with_arm_shown(evaluation[0], tables[test.name])
@@ -286,15 +301,18 @@ def write_pooled_report(out: Path, experiments: list[Experiment], studies: dict[
     named = comparisons_block(body, out, test, {"condition": evaluation[2], "kind": kinds and kinds.margins,
                                                 "shown": kinds and kinds.part_margins}, suffix="_pooled")
     if validation:
-        validation_section(body, out, validation, seed=seed, jobs=jobs)
+        steps.next("the planted worlds", parts=validation * len(VALIDATION_WORLDS))
+        validation_section(body, out, validation, seed=seed, jobs=jobs, steps=steps)
     if hard_worlds:
         from cir.study.hard_worlds import hard_section
 
         hard_section(body, out, hard_worlds, seed=seed, jobs=jobs)
+    steps.next("the report")
     report = _findings(title, [f for f in (effects, mechanism_f, selective) if f is not None], spread_table, quick,
                        named)
     report.blocks += body.blocks
     md, _ = report.write(out)
+    steps.finish()
     return md
 
 

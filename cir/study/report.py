@@ -74,8 +74,9 @@ from cir.study.summaries import (
     mix_sentence,
     policy_rows,
 )
-from cir.study.validation import validation_section
+from cir.study.validation import VALIDATION_WORLDS, validation_section
 from cir.util.errors import CirError
+from cir.util.progress import Steps
 
 # the columns of the stats tables that the report shows
 EFFECT_SHOWN = ["n", "rescues", "harms", "stable_success", "stable_failure", "success_without",
@@ -590,32 +591,61 @@ def _findings_section(report: Report, shown: list[Shown], quick: bool, named: st
         report.warning(warning)
 
 
+#: Each step's share of a study's analysis, for the progress line's estimate of what remains:
+#: CPU seconds of the quick study's (measured; a full study's fits weigh more, and the line's
+#: estimate follows what it measures as it goes). The planted worlds: per world replicate.
+ANALYSIS_WEIGHTS = {"reading the runs": 1.0, "fitting and evaluating the routers": 8.0, "setup": 0.3,
+                    "effects": 6.0, "mechanism controls": 7.0, "what the mechanisms explain": 1.5,
+                    "selective recovery": 8.0, "the report": 1.0}
+WORLD_REPLICATE_WEIGHT = 1.0
+
+
 def write_study_report(out: Path, experiments: list[Experiment], runs: dict[str, RunRecord], *,
                        resamples: int, seed: int, agent: str, quick: bool, validation: int = 0,
-                       jobs: int = 1, hard_worlds: int = 0) -> Path:
+                       jobs: int = 1, progress: Steps | None = None, hard_worlds: int = 0) -> Path:
     """Write tables, figures, ``router.json`` and ``report.md`` / ``report.html`` into ``out``
     (with ``validation`` replicates of each planted world: :mod:`cir.study.validation`, and
-    ``hard_worlds`` of each hard one: :mod:`cir.study.hard_worlds`): each run
-    folder read once, the routers fitted before any section is written."""
+    ``hard_worlds`` of each hard one: :mod:`cir.study.hard_worlds`): each run folder read once, the routers fitted before any section is written; ``progress``: the line
+    that shows each step (:class:`cir.util.progress.Steps`, weights :data:`ANALYSIS_WEIGHTS`)."""
+    steps = progress or Steps.off()
     title = f"cir reproduction{' (quick)' if quick else ''}: when harnesses lose the signal"
+    steps.next("reading the runs")
     read = {e.name: read_run(out / "runs" / e.name) for e in experiments}
+    steps.next("fitting and evaluating the routers")
     sel = _fit_routers(out, experiments, read, resamples, seed)
     body = Report(title)
     effects = _effects_section(body, out, experiments, read, resamples, seed)
+    steps.next("mechanism controls")
     mechanism = _mechanism_section(body, out, experiments, read, resamples, seed)
+    steps.next("what the mechanisms explain")
     _explanation_section(body, out, experiments, read)
+    steps.next("selective recovery")
     selective, named = _cir_section(body, out, experiments, sel, read, resamples, seed)
     if validation:
-        validation_section(body, out, validation, seed=seed, jobs=jobs)
+        steps.next("the planted worlds", parts=validation * len(VALIDATION_WORLDS))
+        validation_section(body, out, validation, seed=seed, jobs=jobs, steps=steps)
     if hard_worlds:
         from cir.study.hard_worlds import hard_section
 
         hard_section(body, out, hard_worlds, seed=seed, jobs=jobs)
     # the setup after the results: the findings say what was run, and the first section's figure
     # follows them within a screen
+    steps.next("setup")
     _setup_section(body, out, experiments, runs, agent, quick)
+    steps.next("the report")
     report = Report(title)
     _findings_section(report, [f for f in (effects, mechanism, selective) if f is not None], quick, named)
     report.blocks += body.blocks
     md, _ = report.write(out)
+    steps.finish()
     return md
+
+
+def analysis_steps(validation: int, jobs: int, *, enabled: bool, what: str = "analysis",
+                   weights: dict[str, float] | None = None) -> Steps:
+    """The progress line of a study's analysis (:func:`write_study_report`; ``weights``: another
+    report's), the planted worlds weighed by their replicates."""
+    table = dict(ANALYSIS_WEIGHTS if weights is None else weights)
+    if validation:
+        table["the planted worlds"] = validation * len(VALIDATION_WORLDS) * WORLD_REPLICATE_WEIGHT / max(jobs, 1)
+    return Steps(what, table, enabled=enabled)

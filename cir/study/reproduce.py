@@ -19,20 +19,22 @@ from pathlib import Path
 from typing import Any
 
 from cir import __version__
-from cir.episode.protocol import DEFAULT_RESAMPLES, DEFAULT_SEED
+from cir.episode.protocol import DEFAULT_RESAMPLES, DEFAULT_SEED, PLANTED_WORLD_REPLICATES
 from cir.families.registry import get_family
 from cir.pairs.record import RunRecord
 from cir.pairs.run import RunSpec, run_agent_identity, run_experiments
 from cir.pairs.settings import RunSettings
+from cir.pairs.store import RunStore
+from cir.study import outputs
 from cir.study.experiments import Experiment, load_experiments, task_slices
-from cir.study.pooled import write_pooled_report
-from cir.study.replicates import replicate_dir, replicate_seeds
-from cir.study.report import write_study_report
-from cir.study.validation import STUDY_REPLICATES
 from cir.util.errors import CirError
 from cir.util.files import read_json, write_atomic
+from cir.util.parallel import one_thread_each
 
 STUDY_JSON = "study.json"
+STUDY_REPLICATES = PLANTED_WORLD_REPLICATES  # of each planted world, quick or not (the benchmark runs 200 too)
+# The analysis (scikit-learn, matplotlib: seconds to import) is imported when a call analyses:
+# a call on a finished study has nothing to analyse and returns in seconds.
 
 
 @dataclass(frozen=True)
@@ -203,7 +205,9 @@ def reproduce(out: str | Path, settings: RunSettings | None = None, *, quick: bo
     kwargs = dict(quick=quick, perturb_at=perturb_at, resamples=resamples, experiments_dir=experiments_dir,
                   progress=progress, echo=echo, samples=samples)
     if replicates == 1:
-        return _study(out, settings, validation=worlds, hard_worlds=hard_worlds, **kwargs)
+        return _study(out, settings, validation=worlds, hard_worlds=hard_worlds, **kwargs)[0]
+    from cir.study.replicates import replicate_dir, replicate_seeds
+
     experiments = _experiments(settings, experiments_dir)
     seeds = replicate_seeds(settings.seed, replicates)
     identity = {**_identity(settings, quick, resamples, perturb_at, experiments, samples, worlds, hard_worlds),
@@ -212,26 +216,52 @@ def reproduce(out: str | Path, settings: RunSettings | None = None, *, quick: bo
     earlier = _check_study(out, identity)
     study = {"cir_version": __version__, "settings": identity, "replicate_seeds": seeds, "timings": {},
              "earlier_calls": earlier}
-    _write_study(out, study)
+    worked = not (out / STUDY_JSON).exists()  # this call changed something: study.json says what it took
+    if worked:
+        _write_study(out, study)
     t_start = time.perf_counter()
     studies = {}
     for i, s in enumerate(seeds, 1):
         echo(f"== replicate {i}/{replicates} (seed {s}) in {replicate_dir(out, s)}")
         t0 = time.perf_counter()
-        _study(replicate_dir(out, s), replace(settings, seed=s), validation=0, **kwargs)
+        _, changed = _study(replicate_dir(out, s), replace(settings, seed=s), validation=0, **kwargs)
         studies[s] = replicate_dir(out, s)
         study["timings"][f"replicate_seed_{s}_seconds"] = round(time.perf_counter() - t0, 1)
-        _write_study(out, study)
-    echo(f"== pooled: {replicates} replicates, tables, figures and the report")
+        if changed:
+            worked = True
+            _write_study(out, study)
+    digest = outputs.inputs_digest({**identity, "validation_replicates": worlds},
+                                   {str(s): _analysis_of(d) for s, d in studies.items()})
+    report = out / "report.md"
     t0 = time.perf_counter()
-    report = write_pooled_report(out, experiments, studies, resamples=resamples, seed=settings.seed,
-                                 agent=settings.agent, quick=quick, validation=worlds, jobs=settings.jobs,
-                                 hard_worlds=hard_worlds)
-    study["timings"]["pooled_analysis_seconds"] = round(time.perf_counter() - t0, 1)
-    study["timings"]["total_seconds"] = round(time.perf_counter() - t_start, 1)
-    _write_study(out, study)
-    echo(f"report: {report} and {report.with_suffix('.html')} ({study['timings']['total_seconds']:.0f} s in this call)")
+    if outputs.unchanged(out, digest):
+        echo(f"== pooled: {replicates} replicates: unchanged since the last call ({outputs.ANALYSIS_JSON}); "
+             "nothing rewritten")
+    else:
+        echo(f"== pooled: {replicates} replicates, tables, figures and the report")
+        from cir.study.pooled import POOLED_WEIGHTS, write_pooled_report
+        from cir.study.report import analysis_steps
+
+        outputs.begin(out)
+        with one_thread_each(), analysis_steps(worlds, settings.jobs, enabled=progress, what="pooled analysis",
+                                               weights=POOLED_WEIGHTS) as steps:
+            report = write_pooled_report(out, experiments, studies, resamples=resamples, seed=settings.seed,
+                                         agent=settings.agent, quick=quick, validation=worlds, jobs=settings.jobs,
+                                         progress=steps, hard_worlds=hard_worlds)
+        outputs.record(out, digest)
+        worked = True
+        study["timings"]["pooled_analysis_seconds"] = round(time.perf_counter() - t0, 1)
+    total = round(time.perf_counter() - t_start, 1)
+    if worked:
+        study["timings"]["total_seconds"] = total
+        _write_study(out, study)
+    echo(f"report: {report} and {report.with_suffix('.html')} ({total:.0f} s in this call)")
     return report
+
+
+def _analysis_of(study: Path) -> Any:
+    """A replicate's analysis record (what it read and wrote), as the pooled report's input."""
+    return read_json(study / outputs.ANALYSIS_JSON, "analysis record", missing_ok=True)
 
 
 def study_experiments(settings: RunSettings, experiments_dir: str | Path | None,
@@ -266,9 +296,11 @@ def study_runs(out: str | Path, settings: RunSettings, *, quick: bool = False, p
 
 def _study(out: Path, settings: RunSettings, *, quick: bool, perturb_at: int | None, resamples: int,
            experiments_dir: str | Path | None, progress: bool, echo: Callable[[str], None],
-           samples: int = 1, validation: int = 0, hard_worlds: int = 0) -> Path:
-    """One study (one replicate) into ``out``; the path of its ``report.md`` (with ``validation``
-    replicates of each planted world checked in it)."""
+           samples: int = 1, validation: int = 0, hard_worlds: int = 0) -> tuple[Path, bool]:
+    """One study (one replicate) into ``out``: the path of its ``report.md`` (with ``validation``
+    replicates of each planted world checked in it) and whether this call changed anything (a
+    call on a finished study with the same settings does not: it rewrites nothing, not even
+    ``study.json``)."""
     experiments = study_experiments(settings, experiments_dir, perturb_at, samples)
     run_agent_identity(settings)  # a bad agent setting: before any folder
     identity = _identity(settings, quick, resamples, perturb_at, experiments, samples, validation or None,
@@ -277,7 +309,9 @@ def _study(out: Path, settings: RunSettings, *, quick: bool, perturb_at: int | N
     earlier = _check_study(out, identity)
     # a resumed study keeps what earlier calls took; "timings" is this call's
     study = {"cir_version": __version__, "settings": identity, "timings": {}, "earlier_calls": earlier}
-    _write_study(out, study)
+    worked = not (out / STUDY_JSON).exists()  # this call changed something: study.json says what it took
+    if worked:
+        _write_study(out, study)
     t_start = time.perf_counter()
 
     echo(f"[1/4] tasks: generating {'quick' if quick else 'full'} cohorts under {out / 'tasks'}")
@@ -285,28 +319,44 @@ def _study(out: Path, settings: RunSettings, *, quick: bool, perturb_at: int | N
     cohorts = cohort_tasks(out, experiments, quick, settings.seed, progress, settings.jobs,
                            settings.family_options, settings.family)
     study["timings"]["tasks_seconds"] = round(time.perf_counter() - t0, 1)
-    runs = _run_cohorts(out, experiments, cohorts, settings, study, progress, echo)
+    runs, ran = _run_cohorts(out, experiments, cohorts, settings, study, progress, echo)
+    worked |= ran
 
-    echo("[3/4] analysis: tables, figures, CIR fit and held-out evaluation")
-    t0 = time.perf_counter()
-    report = write_study_report(out, experiments, runs, resamples=resamples, seed=settings.seed,
-                                agent=settings.agent, quick=quick, validation=validation, jobs=settings.jobs,
-                                hard_worlds=hard_worlds)
-    study["timings"]["analysis_seconds"] = round(time.perf_counter() - t0, 1)
-    study["timings"]["total_seconds"] = round(time.perf_counter() - t_start, 1)
-    _write_study(out, study)
-    echo(f"[4/4] report: {report} and {report.with_suffix('.html')} "
-         f"({study['timings']['total_seconds']:.0f} s in this call)")
-    return report
+    digest = outputs.inputs_digest({**identity, "validation_replicates": validation},
+                                   outputs.run_inputs([out / "runs" / e.name for e in experiments]))
+    report = out / "report.md"
+    if outputs.unchanged(out, digest):
+        echo(f"[3/4] analysis: unchanged since the last call ({outputs.ANALYSIS_JSON}); nothing rewritten")
+    else:
+        echo("[3/4] analysis: tables, figures, CIR fit and held-out evaluation")
+        from cir.study.report import analysis_steps, write_study_report  # seconds: said first
+
+        t0 = time.perf_counter()
+        outputs.begin(out)
+        with one_thread_each(), analysis_steps(validation, settings.jobs, enabled=progress) as steps:
+            report = write_study_report(out, experiments, runs, resamples=resamples, seed=settings.seed,
+                                        agent=settings.agent, quick=quick, validation=validation,
+                                        jobs=settings.jobs, progress=steps, hard_worlds=hard_worlds)
+        outputs.record(out, digest)
+        worked = True
+        study["timings"]["analysis_seconds"] = round(time.perf_counter() - t0, 1)
+    total = round(time.perf_counter() - t_start, 1)
+    if worked:
+        study["timings"]["total_seconds"] = total
+        _write_study(out, study)
+    echo(f"[4/4] report: {report} and {report.with_suffix('.html')} ({total:.0f} s in this call)")
+    return report, worked
 
 
 def _run_cohorts(out: Path, experiments: list[Experiment], cohorts: dict[str, list[Any]],
                  settings: RunSettings, study: dict[str, Any], progress: bool,
-                 echo: Callable[[str], None]) -> dict[str, RunRecord]:
+                 echo: Callable[[str], None]) -> tuple[dict[str, RunRecord], bool]:
     """Every experiment's paired run (its grid, the study's settings otherwise), each its own
     resumable run folder, their tasks in one queue (the largest grids first) through one set
-    of worker processes kept for all of them (:func:`cir.pairs.run.run_experiments`), timed."""
+    of worker processes kept for all of them (:func:`cir.pairs.run.run_experiments`), timed;
+    and whether any run had work to do (a session of this call in its record)."""
     specs = []
+    sessions = []
     for i, exp in enumerate(experiments, 1):
         grid = exp.replay
         echo(f"[2/4] run {i}/{len(experiments)}: {exp.name} ({len(cohorts[exp.name])} {exp.split} tasks, "
@@ -314,11 +364,14 @@ def _run_cohorts(out: Path, experiments: list[Experiment], cohorts: dict[str, li
              f"{', '.join(grid.operations)})")
         specs.append(RunSpec(cohorts[exp.name], out / "runs" / exp.name, settings.with_replay(grid),
                              tasks_source=f"{exp.split}[{exp.name}]"))
+        before = RunRecord.read(RunStore(out / "runs" / exp.name)) if (out / "runs" / exp.name).is_dir() else None
+        sessions.append(None if before is None else len(before.sessions))
     t0 = time.perf_counter()
     records = run_experiments(specs, progress=progress, echo=echo)
-    study["timings"]["runs_seconds"] = round(time.perf_counter() - t0, 1)
-    for exp, record in zip(experiments, records, strict=True):  # each cohort's share of the shared session
-        sessions = record.sessions
-        study["timings"][f"run_{exp.name}_seconds"] = sessions[-1].seconds if sessions else 0.0
-    _write_study(out, study)
-    return {exp.name: record for exp, record in zip(experiments, records, strict=True)}
+    ran = any(before != len(record.sessions) for before, record in zip(sessions, records, strict=True))
+    if ran:
+        study["timings"]["runs_seconds"] = round(time.perf_counter() - t0, 1)
+        for exp, record in zip(experiments, records, strict=True):  # each cohort's share of the shared session
+            study["timings"][f"run_{exp.name}_seconds"] = record.sessions[-1].seconds if record.sessions else 0.0
+        _write_study(out, study)
+    return {exp.name: record for exp, record in zip(experiments, records, strict=True)}, ran

@@ -30,6 +30,9 @@ oracle the ratio of their mean gains.
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,29 +41,102 @@ import pandas as pd
 from scipy import stats
 from sklearn.metrics import roc_auc_score
 
-from cir.episode.protocol import DEFAULT_DELTA, DEFAULT_EPSILON
-from cir.pairs.synthetic import WORLDS, planted_world
+from cir.episode.protocol import DEFAULT_DELTA, DEFAULT_EPSILON, PLANTED_WORLD_REPLICATES
+from cir.pairs.synthetic import planted_world
 from cir.router.evaluation import ARM_KEYS, summarize_walks, walk_routers
 from cir.router.policy import CIRPolicy
 from cir.router.walk import build_cells, walk
-from cir.util.parallel import parallel_map
+from cir.util.parallel import one_thread_each, parallel_map
+from cir.util.progress import Steps
 
-#: What each world fits: policy name -> (estimator, budget).
-WORLD_ROUTERS = {
-    "a": {"cir": ("paper", "empirical"), "cir_paired": ("paired", "empirical")},
-    "b": {"cir": ("paper", "empirical"), "cir_paired": ("paired", "empirical")},
-    "c": {"cir_paired_empirical": ("paired", "empirical"), "cir_paired_certified": ("paired", "certified")},
-}
 #: The planted oracles walked beside the policies: name -> the planted column it recovers on.
 ORACLES = {"planted_oracle": "planted_gain", "feature_oracle": "planted_feature_gain"}
 ROW_COLUMNS = ["world", "replicate", "policy", "n_arms", "effect_pp", "ci_low_pp", "ci_high_pp", "interventions",
                "intervention_rate", "clean_harm_rate", "expected_clean_harm", "p_err_auc"]
+CRITERIA_COLUMNS = ["world", "criterion", "value", "target", "met"]
+#: A world's check, measured: (criterion, value, target, met; None where shown beside, no target).
+Check = tuple[str, float, str, "bool | None"]
+
+
+@dataclass(frozen=True)
+class World:
+    """A planted world as the validation runs it: the tasks of a replicate's fitting and held-out
+    tables and the delays they hold (:func:`cir.pairs.synthetic.planted_world` makes them), the
+    routers fitted on it (policy name -> (estimator, budget), every other setting the study's)
+    and its checks (:func:`criteria`: given the pooled summary and margins indexed by world and
+    policy, and delta, the rows of :data:`CRITERIA_COLUMNS` but the world's name). A new world is
+    its generator in :mod:`cir.pairs.synthetic` and one entry of :data:`VALIDATION_WORLDS`."""
+
+    name: str
+    fit_tasks: int
+    heldout_tasks: int
+    delays: tuple[int, ...]
+    routers: dict[str, tuple[str, str]]
+    checks: Callable[[pd.DataFrame, pd.DataFrame, float], list[Check]]
+
+    def identity(self) -> dict[str, Any]:
+        """What its rows are a function of, besides the seed and the code (the cache's key)."""
+        return {"name": self.name, "fit_tasks": self.fit_tasks, "heldout_tasks": self.heldout_tasks,
+                "delays": list(self.delays), "routers": {k: list(v) for k, v in self.routers.items()}}
+
+
+def _checks_a(s: pd.DataFrame, m: pd.DataFrame, delta: float) -> list[Check]:
+    """(a): cir_paired's share of the planted oracles' gain (>= 80%), its margin over the anomaly
+    rule (interval above zero) and its error model's AUC (beside)."""
+    if ("a", "cir_paired") not in s.index:
+        return []
+    r = s.loc[("a", "cir_paired")]
+    out: list[Check] = [
+        ("cir_paired: share of the feature oracle's gain", r["share_feature_oracle"], ">= 0.80",
+         bool(r["share_feature_oracle"] >= 0.8)),
+        ("cir_paired: share of the planted (full-state) oracle's gain", r["share_planted_oracle"], ">= 0.80",
+         bool(r["share_planted_oracle"] >= 0.8))]
+    for versus in ("anomaly", "anomaly_rate_matched_heldout"):
+        if ("a", "cir_paired", versus) in m.index:
+            g = m.loc[("a", "cir_paired", versus)]
+            out.append((f"cir_paired - {versus}: lower end of the 95% interval (pp)", g["ci_low_pp"], "> 0",
+                        bool(g["ci_low_pp"] > 0) if np.isfinite(g["ci_low_pp"]) else None))  # None: one replicate
+    out.append(("p_err held-out AUC (cir_paired)", r["p_err_auc"], "about 0.75", None))
+    return out
+
+
+def _checks_b(s: pd.DataFrame, m: pd.DataFrame, delta: float) -> list[Check]:
+    """(b): the share of replicates whose router-minus-never interval excludes zero (<= 7%)."""
+    return [(f"{policy}: share of replicates whose interval vs never excludes 0", s.loc[("b", policy)]["excludes_zero"],
+             "<= 0.07", bool(s.loc[("b", policy)]["excludes_zero"] <= 0.07))
+            for policy in ("cir", "cir_paired") if ("b", policy) in s.index]
+
+
+def _checks_c(s: pd.DataFrame, m: pd.DataFrame, delta: float) -> list[Check]:
+    """(c): the certified budget's share of replicates over epsilon (<= delta), the empirical
+    budget's beside it (no target)."""
+    out: list[Check] = []
+    for budget, target in (("certified", f"<= {delta:g}"), ("empirical", "(beside it)")):
+        if ("c", f"cir_paired_{budget}") in s.index:
+            r = s.loc[("c", f"cir_paired_{budget}")]
+            for kind in ("expected", "realized"):
+                out.append((f"{budget} budget: share of replicates whose {kind} clean harm exceeds epsilon",
+                            r[f"violations_{kind}"], target,
+                            bool(r[f"violations_{kind}"] <= delta) if budget == "certified" else None))
+    return out
+
+
+#: The worlds the validation runs, in order. World (c) fits on 600 tasks (600 clean arms: enough
+#: for Learn-then-Test to certify a setting that recovers; on 200 it can certify none and never
+#: recovers, which would pass trivially), holds out 1,000 (a realized clean-harm rate close to the
+#: risk) and runs delays 0 and 1 only, so its fit costs what (a)'s does.
+VALIDATION_WORLDS: dict[str, World] = {w.name: w for w in (
+    World("a", 200, 200, (0, 1, 2, 4), {"cir": ("paper", "empirical"), "cir_paired": ("paired", "empirical")},
+          _checks_a),
+    World("b", 200, 200, (0, 1, 2, 4), {"cir": ("paper", "empirical"), "cir_paired": ("paired", "empirical")},
+          _checks_b),
+    World("c", 600, 1000, (0, 1), {"cir_paired_empirical": ("paired", "empirical"),
+                                   "cir_paired_certified": ("paired", "certified")}, _checks_c),
+)}
+#: What each world fits: policy name -> (estimator, budget) (of :data:`VALIDATION_WORLDS`).
+WORLD_ROUTERS = {name: dict(w.routers) for name, w in VALIDATION_WORLDS.items()}
 #: Per world: the tasks of a replicate's fitting and held-out tables, and the delays they hold.
-#: World (c) fits on 600 tasks (600 clean arms: enough for Learn-then-Test to certify a setting
-#: that recovers; on 200 it can certify none and never recovers, which would pass trivially),
-#: holds out 1,000 (a realized clean-harm rate close to the risk) and runs delays 0 and 1 only,
-#: so its fit costs what (a)'s does.
-WORLD_TABLES = {"a": (200, 200, (0, 1, 2, 4)), "b": (200, 200, (0, 1, 2, 4)), "c": (600, 1000, (0, 1))}
+WORLD_TABLES = {name: (w.fit_tasks, w.heldout_tasks, w.delays) for name, w in VALIDATION_WORLDS.items()}
 
 
 def oracle_walks(test: pd.DataFrame, d_min: int, delays: tuple[int, ...]) -> pd.DataFrame:
@@ -89,13 +165,13 @@ def p_err_auc(router: Any, test: pd.DataFrame) -> float:
 def world_replicate(world: str, replicate: int, *, seed: int = 0, resamples: int = 2000,
                     epsilon: float = DEFAULT_EPSILON, delta: float = DEFAULT_DELTA) -> pd.DataFrame:
     """One replicate of one world: the routers fitted on a new planted table (seed ``(seed,
-    replicate, 0)``, :data:`WORLD_TABLES`) and walked on a new held-out one (``(seed, replicate,
+    replicate, 0)``, :data:`VALIDATION_WORLDS`) and walked on a new held-out one (``(seed, replicate,
     1)``) beside their baselines and the planted oracles; one row per policy (:data:`ROW_COLUMNS`)."""
-    n_train, n_test, delays = WORLD_TABLES[world]
-    train = planted_world(world, n_train, seed=(seed, replicate, 0), delays=delays, task_prefix="fit")
-    test = planted_world(world, n_test, seed=(seed, replicate, 1), delays=delays, task_prefix="test")
+    spec = VALIDATION_WORLDS[world]
+    train = planted_world(world, spec.fit_tasks, seed=(seed, replicate, 0), delays=spec.delays, task_prefix="fit")
+    test = planted_world(world, spec.heldout_tasks, seed=(seed, replicate, 1), delays=spec.delays, task_prefix="test")
     routers = {name: CIRPolicy(estimator=est, budget=budget, epsilon=epsilon, delta=delta, seed=seed + replicate)
-               .fit(train).to_router() for name, (est, budget) in WORLD_ROUTERS[world].items()}
+               .fit(train).to_router() for name, (est, budget) in spec.routers.items()}
     arms, policies = walk_routers(routers, test, source=f"planted world {world}")
     first = next(iter(routers.values()))
     arms = arms.merge(oracle_walks(test, int(first.params["d_min"]), first.delays), on=ARM_KEYS, how="left",
@@ -122,12 +198,17 @@ def world_replicate(world: str, replicate: int, *, seed: int = 0, resamples: int
     return pd.DataFrame(rows, columns=ROW_COLUMNS)
 
 
-def _one(job: tuple[str, int], options: dict[str, Any], folder: str | None) -> pd.DataFrame:
-    rows = world_replicate(job[0], job[1], **options)
-    if folder is not None:  # written as it goes: a run that stops keeps what it finished
-        from cir.util.files import write_atomic
+#: :func:`world_replicate`'s options and their defaults (a key's options, as given or defaulted).
+REPLICATE_OPTIONS = {k: p.default for k, p in inspect.signature(world_replicate).parameters.items()
+                     if p.kind is p.KEYWORD_ONLY and k != "seed"}
 
-        write_atomic(_part(Path(folder), *job), rows.to_csv(index=False))
+
+def _one(job: tuple[str, int], options: dict[str, Any], folder: str | None, caches: dict[str, str]) -> pd.DataFrame:
+    rows = world_replicate(job[0], job[1], **options)
+    text = rows.to_csv(index=False)
+    for where in (folder, caches.get(job[0])):  # written as it goes: a run that stops keeps what it finished
+        if where is not None:
+            _write_part(_part(Path(where), *job), text)
     return rows
 
 
@@ -135,24 +216,96 @@ def _part(folder: Path, world: str, replicate: int) -> Path:
     return folder / f"world-{world}-{replicate:04d}.csv"
 
 
-def run_validation(replicates: int, *, worlds: tuple[str, ...] = WORLDS, seed: int = 0, jobs: int = 1,
-                   folder: str | Path | None = None, **options: Any) -> pd.DataFrame:
+def _write_part(path: Path, text: str) -> None:
+    from cir.util.files import write_atomic
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, text)
+
+
+def _read_part(path: Path) -> pd.DataFrame | None:
+    """A kept replicate's rows as they were computed (every digit read back), or None if it is
+    not there or not whole."""
+    try:  # pandas 3 reads every float back as written; before it, only its round-trip parser did
+        rows = pd.read_csv(path, **({} if int(pd.__version__.split(".")[0]) >= 3 else {"float_precision": "round_trip"}))
+    except (OSError, ValueError):
+        return None
+    return rows if list(rows.columns) == ROW_COLUMNS and len(rows) else None
+
+
+#: The layout of the planted worlds' cache; a change makes every kept replicate a miss.
+CACHE_FORMAT = 1
+#: What the rows are computed by: the code of these parts of cir (their bytes) and these libraries.
+_CODE = ("__init__.py", "util/", "episode/", "pairs/", "stats/", "router/", "study/validation.py",
+         "families/family.py", "families/registry.py", "families/alfworld/features.py")
+_LIBRARIES = ("numpy", "scipy", "scikit-learn", "pandas", "mapie")
+
+
+def code_version() -> str:
+    """A digest of the code that computes a replicate's rows (:data:`_CODE`, the versions of
+    :data:`_LIBRARIES`): what ``cir``'s version number alone would not tell apart between two
+    checkouts of the same version (:func:`cir.study.outputs.code_version`)."""
+    from cir.study.outputs import code_version as digest
+
+    return digest(_CODE, _LIBRARIES)
+
+
+def replicate_key(world: str, seed: int, options: dict[str, Any] | None = None) -> str:
+    """The key of a world's replicates: its spec (:meth:`World.identity`), the seed, the options
+    of :func:`world_replicate` (resamples, epsilon, delta as given), :func:`code_version` and
+    :data:`CACHE_FORMAT`; two calls with one key compute the same rows."""
+    import hashlib
+    import json
+
+    effective = {**REPLICATE_OPTIONS, **(options or {})}  # an option given as its default is the same replicate
+    identity = {"format": CACHE_FORMAT, "world": VALIDATION_WORLDS[world].identity(), "seed": int(seed),
+                "options": {k: effective[k] for k in sorted(effective)}, "code": code_version()}
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
+
+
+def cache_folder(world: str, seed: int, options: dict[str, Any] | None = None) -> Path:
+    """Where the user's cache keeps the replicates of this key (:func:`cir.util.files.user_cache`)."""
+    from cir.util.files import user_cache
+
+    return user_cache("planted-worlds") / replicate_key(world, seed, options)[:32]
+
+
+def run_validation(replicates: int, *, worlds: tuple[str, ...] = tuple(VALIDATION_WORLDS), seed: int = 0,
+                   jobs: int = 1, folder: str | Path | None = None, cache: bool = True,
+                   steps: Steps | None = None, **options: Any) -> pd.DataFrame:
     """Every replicate of every world (:func:`world_replicate`), in order, as one table.
 
     With ``folder``, each replicate's rows are written there as it finishes and a replicate
     already there is read back instead of fitted again, so a long run resumes; the folder must
-    hold replicates of the same settings (``seed``, ``options``: the caller keeps it so)."""
+    hold replicates of the same settings (``seed``, ``options``: the caller keeps it so). With
+    ``cache`` (the default), a replicate the user's cache holds under its key
+    (:func:`replicate_key`: the world, the seed, ``options``, the code) is read from there, and
+    each one fitted is kept there: a study, a replicate of a study or the benchmark fits a
+    world's replicate once per version of the code. ``steps``: a progress line, advanced by one
+    part per replicate (the caller's step, of ``replicates * len(worlds)`` parts)."""
     todo = [(w, r) for w in worlds for r in range(replicates)]
     done: dict[tuple[str, int], pd.DataFrame] = {}
-    if folder is not None:
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        for job in todo:
-            if _part(folder, *job).exists():
-                done[job] = pd.read_csv(_part(folder, *job))
+    folder = None if folder is None else Path(folder)
+    caches = {w: cache_folder(w, seed, options) for w in worlds} if cache else {}
+    for job in todo:
+        rows = _read_part(_part(folder, *job)) if folder is not None else None
+        if rows is None and job[0] in caches:
+            kept = _part(caches[job[0]], *job)
+            rows = _read_part(kept)
+            if rows is not None and folder is not None:  # the study keeps its own copy
+                _write_part(_part(folder, *job), kept.read_text(encoding="utf-8"))
+        if rows is not None:
+            done[job] = rows
+            if steps is not None:
+                steps.advance()
     missing = [job for job in todo if job not in done]
-    ran = parallel_map(_one, missing, {"seed": seed, **options}, None if folder is None else str(folder), jobs=jobs)
-    done.update(zip(missing, ran, strict=True))
+    with one_thread_each():  # small solves: one thread each (cir.util.parallel)
+        ran = parallel_map(_one, missing, {"seed": seed, **options}, None if folder is None else str(folder),
+                           {w: str(c) for w, c in caches.items()}, jobs=jobs)
+        for job, rows in zip(missing, ran, strict=True):
+            done[job] = rows
+            if steps is not None:
+                steps.advance()
     parts = [done[job] for job in todo]
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=ROW_COLUMNS)
 
@@ -214,88 +367,67 @@ def validation_summary(rows: pd.DataFrame, epsilon: float = DEFAULT_EPSILON) -> 
     return pd.DataFrame(out, columns=SUMMARY_COLUMNS), pd.DataFrame(margins, columns=MARGIN_COLUMNS)
 
 
-CRITERIA_COLUMNS = ["world", "criterion", "value", "target", "met"]
-
-
 def criteria(summary: pd.DataFrame, margins: pd.DataFrame, delta: float = DEFAULT_DELTA) -> pd.DataFrame:
-    """The checks of each world, measured: (a) cir_paired's share of the planted oracles' gain
-    (>= 80%) and its margin over the anomaly rule (interval above zero); (b) the share of
-    replicates whose router-minus-never interval excludes zero (<= 7%); (c) the certified budget's
-    share of replicates over epsilon (<= delta), the empirical budget's beside it (no target)."""
+    """The checks of each world (:attr:`World.checks`), measured: (a) cir_paired's share of the
+    planted oracles' gain (>= 80%) and its margin over the anomaly rule (interval above zero); (b)
+    the share of replicates whose router-minus-never interval excludes zero (<= 7%); (c) the
+    certified budget's share of replicates over epsilon (<= delta), the empirical budget's beside
+    it (no target)."""
     s = summary.set_index(["world", "policy"])
     m = margins.set_index(["world", "policy", "versus"])
-    rows = []
-
-    def add(world: str, criterion: str, value: float, target: str, met: bool | None) -> None:
-        rows.append({"world": world, "criterion": criterion, "value": value, "target": target, "met": met})
-
-    if ("a", "cir_paired") in s.index:
-        r = s.loc[("a", "cir_paired")]
-        add("a", "cir_paired: share of the feature oracle's gain", r["share_feature_oracle"], ">= 0.80",
-            bool(r["share_feature_oracle"] >= 0.8))
-        add("a", "cir_paired: share of the planted (full-state) oracle's gain", r["share_planted_oracle"], ">= 0.80",
-            bool(r["share_planted_oracle"] >= 0.8))
-        for versus in ("anomaly", "anomaly_rate_matched_heldout"):
-            if ("a", "cir_paired", versus) in m.index:
-                g = m.loc[("a", "cir_paired", versus)]
-                add("a", f"cir_paired - {versus}: lower end of the 95% interval (pp)", g["ci_low_pp"], "> 0",
-                    bool(g["ci_low_pp"] > 0) if np.isfinite(g["ci_low_pp"]) else None)  # None: one replicate
-        add("a", "p_err held-out AUC (cir_paired)", r["p_err_auc"], "about 0.75", None)
-    for policy in ("cir", "cir_paired"):
-        if ("b", policy) in s.index:
-            r = s.loc[("b", policy)]
-            add("b", f"{policy}: share of replicates whose interval vs never excludes 0", r["excludes_zero"],
-                "<= 0.07", bool(r["excludes_zero"] <= 0.07))
-    for budget, target in (("certified", f"<= {delta:g}"), ("empirical", "(beside it)")):
-        key = ("c", f"cir_paired_{budget}")
-        if key in s.index:
-            r = s.loc[key]
-            for kind in ("expected", "realized"):
-                add("c", f"{budget} budget: share of replicates whose {kind} clean harm exceeds epsilon",
-                    r[f"violations_{kind}"], target,
-                    bool(r[f"violations_{kind}"] <= delta) if budget == "certified" else None)
+    rows = [{"world": name, "criterion": c, "value": v, "target": t, "met": met}
+            for name, world in VALIDATION_WORLDS.items() for c, v, t, met in world.checks(s, m, delta)]
     return pd.DataFrame(rows, columns=CRITERIA_COLUMNS)
 
 
 #: Replicates of each world a study's report runs by default (the benchmark runs 200 too).
-STUDY_REPLICATES = {True: 1, False: 200}
+STUDY_REPLICATES = PLANTED_WORLD_REPLICATES
 VALIDATION_DIR = "validation"
 
 
-def study_validation(out: Path, replicates: int, *, seed: int, jobs: int = 1) -> tuple[pd.DataFrame, pd.DataFrame,
-                                                                               pd.DataFrame]:
+def study_validation(out: Path, replicates: int, *, seed: int, jobs: int = 1, steps: Steps | None = None
+                     ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(summary, margins, criteria) of ``replicates`` replicates of every world, for a study's
     report; each replicate's rows are kept in ``out/validation/replicates/`` as it finishes, with
-    the settings they were made with, and reused by a later call with the same settings (a
-    resumed study does not fit them again; more replicates add to them)."""
+    the key of each world's (:func:`replicate_key`), and reused by a later call with the same key
+    (a resumed study does not fit them again; more replicates add to them); what the user's
+    cache holds is read from there (:func:`run_validation`)."""
     import json
-    import shutil
 
-    from cir import __version__
     from cir.util.files import write_atomic
 
     folder = Path(out) / VALIDATION_DIR
-    settings = {"seed": int(seed), "worlds": list(WORLDS), "cir_version": __version__}
+    settings = {"seed": int(seed), "format": CACHE_FORMAT,
+                "worlds": {w: replicate_key(w, seed) for w in VALIDATION_WORLDS}}
     settings_path = folder / "validation.json"
     try:
         kept = json.loads(settings_path.read_text(encoding="utf-8")) if settings_path.exists() else None
     except (OSError, ValueError):
         kept = None
-    if kept != settings and folder.exists():  # another seed or version: its replicates are not these
-        shutil.rmtree(folder / "replicates", ignore_errors=True)
-    folder.mkdir(parents=True, exist_ok=True)
-    write_atomic(settings_path, json.dumps(settings, indent=2, sort_keys=True) + "\n")
-    rows = run_validation(replicates, seed=seed, jobs=jobs, folder=folder / "replicates")
-    write_atomic(folder / "validation_rows.csv", rows.to_csv(index=False))
+    if kept != settings:
+        old = kept.get("worlds") if isinstance(kept, dict) and kept.get("format") == CACHE_FORMAT else None
+        for world, key in settings["worlds"].items():  # another seed or code: its replicates are not these
+            if not isinstance(old, dict) or old.get(world) != key:
+                for part in (folder / "replicates").glob(f"world-{world}-*.csv"):
+                    part.unlink()
+        folder.mkdir(parents=True, exist_ok=True)
+        write_atomic(settings_path, json.dumps(settings, indent=2, sort_keys=True) + "\n")
+    rows = run_validation(replicates, seed=seed, jobs=jobs, folder=folder / "replicates", steps=steps)
+    text = rows.to_csv(index=False)
+    path = folder / "validation_rows.csv"
+    if not path.exists() or path.read_text(encoding="utf-8") != text:
+        write_atomic(path, text)
     summary, margins = validation_summary(rows)
     return summary, margins, criteria(summary, margins)
 
 
-def validation_section(report: Any, out: Path, replicates: int, *, seed: int, jobs: int = 1) -> None:
-    """"Does the router work when there is something to learn?": the planted worlds' checks."""
+def validation_section(report: Any, out: Path, replicates: int, *, seed: int, jobs: int = 1,
+                       steps: Steps | None = None) -> None:
+    """"Does the router work when there is something to learn?": the planted worlds' checks
+    (``steps``: a progress line whose current step has a part per world replicate)."""
     from cir.study.page import format_number, save_csv
 
-    summary, margins, checks = study_validation(out, replicates, seed=seed, jobs=jobs)
+    summary, margins, checks = study_validation(out, replicates, seed=seed, jobs=jobs, steps=steps)
     report.heading("Does the router work when there is something to learn?")
     s = summary.set_index(["world", "policy"])
 

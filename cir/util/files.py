@@ -39,6 +39,17 @@ def check_regular(path: str | Path, what: str = "file") -> None:
     raise CirError(f"{path}: is {kind}; expected a {what} in a regular file")
 
 
+def user_cache(name: str) -> Path:
+    """A folder of the user's cache for ``name`` (the engine's SAS translations, the planted
+    worlds' replicates): ``$CIR_CACHE_DIR/NAME`` if set, else ``$XDG_CACHE_HOME/cir/NAME``, else
+    ``~/.cache/cir/NAME``. What is kept there is a function of its key; deleting it costs only time."""
+    root = os.environ.get("CIR_CACHE_DIR")
+    if not root:
+        xdg = os.environ.get("XDG_CACHE_HOME")
+        root = str(Path(xdg) / "cir") if xdg else str(Path.home() / ".cache" / "cir")
+    return Path(root) / name
+
+
 def disk_error(path: str | Path, err: OSError, doing: str = "write") -> CirError:
     """One line for an OS error on ``path`` (read-only, full, not a folder...)."""
     reason = err.strerror or type(err).__name__

@@ -101,6 +101,19 @@ def _lost(err: BaseException) -> CirError:
     return WorkerLost(f"a worker process ended in the middle of a task{how}: killed, or out of memory")
 
 
+@contextmanager
+def one_thread_each() -> Iterator[None]:
+    """BLAS and OpenMP (numpy's matrix products, scikit-learn's solvers) on one thread in this
+    process while inside. The analysis solves thousands of small problems: a second thread gains
+    nothing on them, and where the cores are busy (other work, or worker processes beside it)
+    the threads of a product wait for each other: a paired router's fit took 432 s with two BLAS
+    threads and 34 s with one on a 2-core host at load 22 (the same numbers)."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1):
+        yield
+
+
 def cores() -> int:
     """CPU cores this process may use."""
     try:

@@ -1,4 +1,5 @@
-"""The run's progress bar: tasks done, and what the running tasks have done so far.
+"""Progress on a terminal: the run's bar (tasks done, and what the running tasks have done so
+far) and the line of a long computation in steps (:class:`Steps`: an analysis, the planted worlds).
 
 The bar of ``cir run`` advances per task, and with a slow agent (an LLM) one task takes
 minutes. So each worker reports its task's counts so far (agent calls, finished
@@ -16,6 +17,8 @@ import queue
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -186,3 +189,145 @@ class RunProgress:
         if self._manager is not None:
             self._manager.shutdown()
         self._bar.close()
+
+
+#: Seconds between two redraws of a :class:`Steps` line while nothing advances (its clock ticks).
+TICK = 1.0
+
+
+class Steps:
+    """One terminal line for a long computation done in steps (an analysis: its sections; the
+    planted worlds: their replicates): the step it is in, how far the whole has come and an
+    estimate of what remains, redrawn every :data:`TICK` seconds so that its clock moves while a
+    step computes.
+
+    ``weights``: each step's expected share of the time, by name (a step not named weighs 1);
+    the estimate of what remains is the time so far scaled by the weight still to come. On a
+    terminal only, and only when ``enabled`` (``--quiet``): in a log file or a pipe it writes
+    nothing. It only shows: no result depends on it. Use as a context manager; :meth:`step`
+    around each step, :meth:`advance` for the parts of a step (each part ``1 / parts`` of it).
+    """
+
+    def __init__(self, what: str, weights: dict[str, float] | None = None, *, enabled: bool = True,
+                 stream: Any = None) -> None:
+        self.weights = dict(weights or {})
+        stream = sys.stderr if stream is None else stream
+        self.enabled = enabled and is_terminal(stream)
+        self._lock = threading.Lock()
+        self._done = 0.0  # weight of the finished steps and parts
+        self._current: tuple[str, float, int] | None = None  # (name, weight, parts)
+        self._parts_done = 0
+        self._started = time.monotonic()
+        self._stop = threading.Event()
+        self._bar = tqdm(total=max(sum(self.weights.values()), 1e-9), disable=not self.enabled, file=stream,
+                         dynamic_ncols=True, desc=what, leave=False,
+                         bar_format="{desc}: {percentage:3.0f}%|{bar}| {elapsed}{postfix}")
+        self._ticker: threading.Thread | None = None
+
+    @classmethod
+    def off(cls) -> Steps:
+        """Steps that show nothing (a caller without a terminal, a test)."""
+        return cls("", enabled=False)
+
+    def __enter__(self) -> Steps:
+        if self.enabled:
+            self._ticker = threading.Thread(target=self._tick, name="cir-steps", daemon=True)
+            self._ticker.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._ticker is not None:
+            self._ticker.join(timeout=5)
+        self._bar.close()
+
+    def weight(self, name: str) -> float:
+        return float(self.weights.get(name, 1.0))
+
+    @contextmanager
+    def step(self, name: str, parts: int = 0, weight: float | None = None) -> Iterator[Steps]:
+        """Inside it, the line names ``name``; on leaving, the step's weight is done (``parts``:
+        how many :meth:`advance` calls the step makes; ``weight``: its weight, if not the table's)."""
+        w = self.weight(name) if weight is None else float(weight)
+        if weight is not None or name not in self.weights:  # a step the table did not foresee
+            self.weights[name] = w
+            self._bar.total = max(sum(self.weights.values()), 1e-9)
+        with self._lock:
+            self._current, self._parts_done = (name, w, max(int(parts), 0)), 0
+            start = self._done
+        self._show()
+        try:
+            yield self
+        finally:
+            with self._lock:
+                self._done, self._current = start + w, None
+            self._show()
+
+    def next(self, name: str, parts: int = 0) -> None:
+        """End the current step (if any) and begin ``name``: :meth:`step` for code that runs its
+        steps one after another without a block each."""
+        self.finish()
+        w = self.weight(name)
+        if name not in self.weights:
+            self.weights[name] = w
+            self._bar.total = max(sum(self.weights.values()), 1e-9)
+        with self._lock:
+            self._current, self._parts_done = (name, w, max(int(parts), 0)), 0
+        self._show()
+
+    def finish(self) -> None:
+        """End the current step (its whole weight done)."""
+        with self._lock:
+            if self._current is None:
+                return
+            self._done, self._current = self._done + self._current[1], None
+        self._show()
+
+    def advance(self, parts: int = 1) -> None:
+        """``parts`` more parts of the current step are done."""
+        with self._lock:
+            if self._current is None or not self._current[2]:
+                return
+            name, w, total = self._current
+            self._parts_done = min(self._parts_done + parts, total)
+        self._show()
+
+    def remaining(self) -> float | None:
+        """Seconds still to come, estimated from the weight done so far (None before any)."""
+        with self._lock:
+            done = self._done
+            if self._current is not None and self._current[2]:
+                done += self._current[1] * self._parts_done / self._current[2]
+        total = sum(self.weights.values())
+        if done <= 0:
+            return None
+        return (time.monotonic() - self._started) * max(total - done, 0.0) / done
+
+    def _text(self) -> str:
+        left = self.remaining()
+        eta = "time left not known yet" if left is None else f"about {_clock(left)} left"
+        with self._lock:
+            current = self._current
+            parts = f" {self._parts_done}/{current[2]}" if current is not None and current[2] else ""
+        return f"{eta}; {current[0]}{parts}" if current is not None else eta
+
+    def _show(self) -> None:
+        if not self.enabled:
+            return
+        with self._lock:
+            done = self._done
+            if self._current is not None and self._current[2]:
+                done += self._current[1] * self._parts_done / self._current[2]
+        self._bar.n = min(done, self._bar.total)
+        self._bar.set_postfix_str(self._text(), refresh=False)
+        self._bar.refresh()
+
+    def _tick(self) -> None:
+        while not self._stop.wait(TICK):
+            self._show()
+
+
+def _clock(seconds: float) -> str:
+    """``1 min 05 s``, ``42 s``."""
+    seconds = int(round(seconds))
+    return f"{seconds // 60} min {seconds % 60:02d} s" if seconds >= 60 else f"{seconds} s"

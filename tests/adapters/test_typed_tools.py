@@ -251,7 +251,7 @@ def _fit_router(tasks, tmp_path, out) -> None:
     train = tmp_path / "train-run"
     if not train.exists():
         _cir("run", "--family", ENV, "--tasks", str(tasks / "train"), "--out", str(train), "--quiet", *CLI_GRID)
-    _cir("fit", str(train), "--out", str(out), "--estimator", "paired", "--operations", "refresh", "--delays",
+    _cir("fit", str(train), "--out", str(out), "--estimator", "paired", "--operations", "refresh", "--candidate-delays",
          "0,1", "--d-min", "0", "--folds", "4")
 
 

@@ -112,7 +112,7 @@ def test_function_calling_pairs_as_the_worlds_agent_and_counts_the_servers_reque
     settings = ReplaySettings(conditions=("clean", "stale1", "lag1", "missing"), delays=(0, 1),
                               operations=("refresh", "replan"), max_turns=30, max_actions=30)
     ours = pd.DataFrame([r for t in FAMILY.load_tasks(tasks) for r in run_task_pairs(
-        t, ShopAgent(), FAMILY.make_env(t), settings, extractor=FAMILY.extractor).rows])
+        t, ShopAgent(), FAMILY.make_env(t), settings, extractor=FAMILY.extractor, anomalous=FAMILY.anomalous).rows])
     pd.testing.assert_frame_equal(theirs.drop(columns="agent"), ours.drop(columns="agent")[list(theirs.columns.drop("agent"))],
                                   check_dtype=False)
     assert (tmp_path / "again" / "paired.csv").read_bytes() == (tmp_path / "run" / "paired.csv").read_bytes()

@@ -32,7 +32,7 @@ def test_cir_evaluate_writes_each_routers_decision_on_each_held_out_arm(tmp_path
     for split in ("train", "test"):
         _cir("run", "--family", ENV, "--tasks", str(tmp_path / "tasks" / split), "--out", str(tmp_path / split),
              "--quiet", *GRID)
-    fit = ["--estimator", "paired", "--operations", "refresh,replan", "--delays", "1,2", "--folds", "4"]
+    fit = ["--estimator", "paired", "--operations", "refresh,replan", "--candidate-delays", "1,2", "--folds", "4"]
     _cir("fit", str(tmp_path / "train"), "--out", str(tmp_path / "router.json"), *fit)
     _cir("fit", str(tmp_path / "train"), "--out", str(tmp_path / "refresh.json"), *fit[:2], "--operations",
          "refresh", "--delays", "1,2", "--folds", "4")

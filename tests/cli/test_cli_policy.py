@@ -108,7 +108,7 @@ def test_bad_inputs_give_one_line_errors(router_path: Path, tables: tuple[Path, 
     err = capsys.readouterr().err
     assert "not valid JSON" in err and err.count("\n") == 1
     with pytest.raises(SystemExit):
-        main(["fit", str(tables[0]), "--out", str(tmp_path / "r.json"), "--delays", "a,b"])
+        main(["fit", str(tables[0]), "--out", str(tmp_path / "r.json"), "--candidate-delays", "a,b"])
 
 
 def test_evaluate_warns_when_the_agent_differs(router_path: Path, tables: tuple[Path, Path], tmp_path: Path,

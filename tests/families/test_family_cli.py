@@ -81,7 +81,7 @@ def test_a_run_of_ones_own_family_resumes_byte_identical_at_any_jobs(runs):
 
 def test_fit_evaluate_explain_and_episode_on_ones_own_family(runs, tasks, tmp_path):
     router = tmp_path / "keydoor-router.json"
-    _cir("fit", str(runs["killed"]), "--out", str(router), "--delays", "1,2")  # the family from run.json
+    _cir("fit", str(runs["killed"]), "--out", str(router), "--candidate-delays", "1,2")  # the family from run.json
     saved = json.loads(router.read_text())
     assert saved["family"] == ENV and saved["extractor"] == "keydoor"
     assert "f_moves_left" in saved["features"]

@@ -51,7 +51,7 @@ def done(tmp_path_factory) -> tuple[Path, Path, Path]:
     root = tmp_path_factory.mktemp("outputs")
     generate_tasks(root / "tasks", "test", 5, 0)
     _run(root / "tasks" / "test", root / "run")
-    assert main(["fit", str(root / "run"), "--out", str(root / "router.json"), "--delays", "1"]) == 0
+    assert main(["fit", str(root / "run"), "--out", str(root / "router.json"), "--candidate-delays", "1"]) == 0
     return root / "tasks", root / "run", root / "router.json"
 
 
@@ -126,10 +126,10 @@ def test_what_may_be_written(lab: dict[str, Path], tmp_path: Path) -> None:
 @pytest.mark.parametrize("argv", [
     ["table", "{run}", "--out", "{run}/episodes.jsonl.gz"],
     ["table", "{run}", "--out", "{run}/paired.csv", "--format", "csv"],
-    ["fit", "{run}", "--out", "{run}/run.json", "--delays", "1"],
+    ["fit", "{run}", "--out", "{run}/run.json", "--candidate-delays", "1"],
     ["evaluate", "{router}", "{run}", "--out", "{run}/run.json"],
     ["evaluate", "{router}", "{run}", "--calibration", "{run}/paired.csv"],
-    ["fit", "{run}", "--out", "{root}/r2.json", "--delays", "1", "--report", "{run}/agent_cache"],
+    ["fit", "{run}", "--out", "{root}/r2.json", "--candidate-delays", "1", "--report", "{run}/agent_cache"],
     ["figures", "{run}", "--out", "{run}/agent_cache"],
     ["table", "{run}", "--out", "{router}"],
     ["episode", "--family", "tests.support.keydoor:FAMILY", "--tasks", "{tasks}", "keydoor-test-000",

@@ -121,16 +121,34 @@ def test_writes_report_tables_figures_and_router(study) -> None:
     assert "src='figures/" not in html and 'src="figures/' not in html
 
 
-def test_second_call_resumes_and_writes_identical_tables(study) -> None:
+def _stamps(out: Path) -> dict[str, tuple[int, bytes]]:
+    return {str(p.relative_to(out)): (p.stat().st_mtime_ns, p.read_bytes()) for p in out.rglob("*")
+            if p.is_file() and not p.name.endswith(".lock")}
+
+
+def test_second_call_rewrites_nothing_and_an_output_gone_is_analysed_again(study) -> None:
+    """A call on a finished study with its settings finds every run complete and the analysis
+    of these runs whole (analysis.json): it writes nothing, not even study.json. A table gone
+    makes the analysis run again, to the same bytes, and study.json records that call."""
     out, configs, _ = study
     before = _digests(out)
+    stamps = _stamps(out)
     lines: list[str] = []
     reproduce(out, quick=True, experiments_dir=configs, resamples=200, progress=False, echo=lines.append,
               validation=0)
     assert sum("nothing to do" in line for line in lines) == len(TINY)
+    assert any("analysis: unchanged since the last call" in line for line in lines)
+    assert _stamps(out) == stamps
+    first = json.loads((out / "study.json").read_text())
+    (out / "tables" / "cir_eval.csv").unlink()
+    lines = []
+    reproduce(out, quick=True, experiments_dir=configs, resamples=200, progress=False, echo=lines.append,
+              validation=0)
+    assert any(line.startswith("[3/4] analysis: tables") for line in lines)
     assert _digests(out) == before
     record = json.loads((out / "study.json").read_text())
-    assert record["earlier_calls"][0]["total_seconds"] > record["timings"]["total_seconds"]
+    assert record["earlier_calls"][-1] == first["timings"] and "analysis_seconds" in record["timings"]
+    assert "runs_seconds" not in record["timings"]  # the runs had nothing to do
 
 
 def test_other_settings_are_refused_by_name(study) -> None:

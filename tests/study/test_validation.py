@@ -100,6 +100,7 @@ def test_a_study_report_section_of_the_planted_worlds_kept_for_a_resume(tmp_path
     import cir.study.validation as validation
     from cir.study.page import Report
 
+    monkeypatch.setenv("CIR_CACHE_DIR", str(tmp_path / "cache"))  # a cache of this test's own
     report = Report("t")
     validation.validation_section(report, tmp_path, 1, seed=0)
     kinds = [k for k, _ in report.blocks]
@@ -120,3 +121,39 @@ def test_a_study_report_section_of_the_planted_worlds_kept_for_a_resume(tmp_path
     # another seed: the kept replicates are not its own
     with pytest.raises(pytest.fail.Exception, match="fitted again"):
         validation.validation_section(Report("t"), tmp_path, 1, seed=1)
+
+
+def test_a_world_replicate_is_fitted_once_per_key_in_the_users_cache(tmp_path, monkeypatch):
+    """A replicate the cache holds under its key (world, seed, options, code) is read back, every
+    digit as fitted, by another study folder and by the benchmark's table; another seed or other
+    options are other keys."""
+    import cir.study.validation as validation
+
+    monkeypatch.setenv("CIR_CACHE_DIR", str(tmp_path / "cache"))
+    first = validation.run_validation(1, worlds=("b",), seed=3, folder=tmp_path / "one", resamples=100)
+    assert len(list((tmp_path / "cache" / "planted-worlds").rglob("world-b-0000.csv"))) == 1
+    monkeypatch.setattr(validation, "world_replicate", lambda *a, **k: pytest.fail("fitted again"))
+    again = validation.run_validation(1, worlds=("b",), seed=3, folder=tmp_path / "two", resamples=100)
+    pd.testing.assert_frame_equal(again, first, check_exact=True)
+    assert (tmp_path / "two" / "world-b-0000.csv").read_bytes() == (tmp_path / "one" / "world-b-0000.csv").read_bytes()
+    for other in ({"seed": 4, "resamples": 100}, {"seed": 3, "resamples": 200}):
+        with pytest.raises(pytest.fail.Exception, match="fitted again"):
+            validation.run_validation(1, worlds=("b",), folder=tmp_path / "three", **other)
+    assert validation.replicate_key("b", 3, {"resamples": 100}) != validation.replicate_key("a", 3, {"resamples": 100})
+
+
+def test_a_new_world_is_one_entry(monkeypatch):
+    """The worlds the validation runs, their routers, tables and checks are one table of specs:
+    a world added there is fitted and checked without another change."""
+    import cir.study.validation as validation
+
+    world = validation.World("z", 60, 60, (0, 1, 2), {"cir_paired": ("paired", "empirical")},
+                             lambda s, m, delta: [("ran", float(s.loc[("z", "cir_paired")]["replicates"]), "= 1",
+                                                   bool(s.loc[("z", "cir_paired")]["replicates"] == 1))])
+    monkeypatch.setitem(validation.VALIDATION_WORLDS, "z", world)
+    monkeypatch.setitem(validation.WORLD_ROUTERS, "z", dict(world.routers))
+    monkeypatch.setattr(validation, "planted_world", lambda name, *a, **k: planted_world("a", *a, **k))
+    rows = validation.run_validation(1, worlds=("z",), cache=False, resamples=50)
+    summary, margins = validation.validation_summary(rows)
+    checks = validation.criteria(summary, margins)
+    assert checks[checks["world"] == "z"][["criterion", "met"]].values.tolist() == [["ran", True]]

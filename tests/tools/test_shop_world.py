@@ -92,7 +92,7 @@ def test_a_study_of_the_tool_world_runs_through_every_command(runs, tmp_path):
     table = _cir("table", str(runs / "train"), "--format", "csv")
     assert table.stdout.startswith("condition,")
     router = tmp_path / "router.json"
-    _cir("fit", str(runs / "train"), "--out", str(router), "--delays", "1,2")
+    _cir("fit", str(runs / "train"), "--out", str(router), "--candidate-delays", "1,2")
     assert json.loads(router.read_text())["family"] == ENV
     evaluated = _cir("evaluate", str(router), str(runs / "test"))
     assert "cir" in evaluated.stdout and "oracle" in evaluated.stdout

@@ -4,6 +4,7 @@ depends on it."""
 
 from __future__ import annotations
 
+import io
 import queue
 import re
 import sys
@@ -108,3 +109,49 @@ def test_in_a_log_the_bar_writes_a_line_at_most_every_interval(capsys) -> None:
     # the first frame, perhaps one more within the interval, and the last on close
     assert 2 <= len(frames) <= 3 + intervals, frames
     assert re.search(r"200/200 .*pairs=200, episodes=200, agent calls=20100", frames[-1]), frames[-1]
+
+
+class _Terminal(io.StringIO):
+    """A stream that says it is a terminal (what the progress lines draw on)."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_steps_draw_on_a_terminal_only_and_name_each_step_and_part() -> None:
+    from cir.util.progress import Steps
+
+    silent = io.StringIO()  # a log file or a pipe: nothing at all
+    with Steps("analysis", {"fit": 2, "worlds": 1}, stream=silent) as steps:
+        steps.next("fit")
+        steps.next("worlds", parts=2)
+        steps.advance()
+    assert silent.getvalue() == ""
+    quiet = _Terminal()  # --quiet: nothing either
+    with Steps("analysis", enabled=False, stream=quiet) as steps:
+        steps.next("fit")
+    assert quiet.getvalue() == ""
+    shown = _Terminal()
+    with Steps("analysis", {"fit": 2, "worlds": 1}, stream=shown) as steps:
+        steps.next("fit")
+        steps.next("worlds", parts=2)
+        steps.advance()
+        steps.finish()
+    text = shown.getvalue()
+    assert "analysis:" in text and "fit" in text and "worlds 1/2" in text and "left" in text
+
+
+def test_what_remains_is_the_time_so_far_scaled_by_the_weight_to_come(monkeypatch) -> None:
+    import cir.util.progress as progress
+
+    now = [100.0]
+    monkeypatch.setattr(progress.time, "monotonic", lambda: now[0])
+    steps = progress.Steps("analysis", {"a": 1, "b": 3}, enabled=False)
+    assert steps.remaining() is None  # nothing done: no estimate
+    steps.next("a")
+    now[0] += 10
+    steps.next("b", parts=3)  # a done: 1 of 4 in 10 s
+    assert steps.remaining() == pytest.approx(30)
+    now[0] += 10
+    steps.advance(2)  # 3 of 4 in 20 s
+    assert steps.remaining() == pytest.approx(20 / 3)

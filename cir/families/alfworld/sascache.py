@@ -23,13 +23,12 @@ import gzip
 import hashlib
 import json
 import logging
-import os
 import threading
 from importlib.metadata import version
 from pathlib import Path
 
 from cir.util.errors import CirError
-from cir.util.files import write_bytes_atomic
+from cir.util.files import user_cache, write_bytes_atomic
 
 log = logging.getLogger(__name__)
 
@@ -40,11 +39,7 @@ _TRANSLATOR = f"fast_downward_textworld {version('fast_downward_textworld')}"
 
 def cache_dir() -> Path:
     """The folder of the SAS cache (module docstring)."""
-    root = os.environ.get("CIR_CACHE_DIR")
-    if not root:
-        xdg = os.environ.get("XDG_CACHE_HOME")
-        root = str(Path(xdg) / "cir") if xdg else str(Path.home() / ".cache" / "cir")
-    return Path(root) / "sas"
+    return user_cache("sas")
 
 
 def translation_key(domain: str, problem: str, optimize: bool) -> str:
