@@ -129,3 +129,23 @@ def test_a_study_with_replicates_publishes_each_replicate_and_a_generated_summar
     assert publish.fill_summary(readme, text)
     assert readme.read_text() == f"kept\n{publish.BEGIN}\n{text}\n{publish.END}\nkept too\n"
     assert not publish.fill_summary(tmp_path / "absent.txt", text)
+
+
+def test_publish_keeps_the_side_studies_and_a_family_study_goes_to_its_own_folder(tmp_path):
+    """data/'s side studies (the service desk's, the planted worlds', the frameworks') survive a
+    publish of the reference study; a family's study published into its own folder keeps its
+    calibration files, links its figures inside that folder and says what it is."""
+    publish = _publish_module()
+    data, figures = tmp_path / "repo" / "data", tmp_path / "repo" / "figures"
+    for side in ("service-desk", "planted", "frameworks", "fixed-point"):
+        (data / side).mkdir(parents=True)
+        (data / side / "kept.json").write_text(side)
+    publish.publish(_study(tmp_path / "study"), data, figures)
+    for side in ("service-desk", "planted", "frameworks", "fixed-point"):
+        assert (data / side / "kept.json").read_text() == side
+    desk = data / "service-desk"
+    (desk / "calibration.json").write_text("calibrated")
+    publish.publish(_study(tmp_path / "desk-study"), desk, desk / "figures", "the service desk's study")
+    report = (desk / "report.md").read_text()
+    assert "](figures/effects.png)" in report and "This is the service desk's study" in report
+    assert (desk / "calibration.json").read_text() == "calibrated" and not (desk / "kept.json").exists()
