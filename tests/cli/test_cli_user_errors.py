@@ -30,9 +30,16 @@ def _variant(folder: Path, name: str, old: str, new: str) -> str:
     return f"{folder / name}.py:FAMILY"
 
 
+#: ``python -m cir`` with Ctrl-C's handler in place whatever the test runner's shell did: a job a
+#: non-interactive shell starts in the background inherits SIGINT ignored, and Python then keeps it
+#: ignored, so a SIGINT sent to that cir would do nothing (a user's terminal never starts it so)
+_SIGINT_DEFAULT = ("import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+                   "sys.argv[0] = 'cir'; runpy.run_module('cir', run_name='__main__', alter_sys=True)")
+
+
 def _cir(*argv: object, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cir", *map(str, argv)], capture_output=True, text=True, cwd=ROOT,
-                          timeout=600, env={**os.environ, **(env or {})})
+    return subprocess.run([sys.executable, "-c", _SIGINT_DEFAULT, *map(str, argv)], capture_output=True, text=True,
+                          cwd=ROOT, timeout=600, env={**os.environ, **(env or {})})
 
 
 def _error_lines(err: str) -> list[str]:
