@@ -42,10 +42,9 @@ from scipy import stats
 
 from cir.episode.protocol import DEFAULT_DELTA, DEFAULT_EPSILON
 from cir.pairs.synthetic import HARD_WORLDS, planted_world
-from cir.router.evaluation import ARM_KEYS, policy_fires, summarize_walks, walk_routers
-from cir.router.policy import CIRPolicy
+from cir.router.evaluation import ARM_KEYS, policy_fires
 from cir.router.walk import build_cells, walk
-from cir.study.validation import ORACLES, ROW_COLUMNS, oracle_walks, p_err_auc, t_interval
+from cir.study.validation import ORACLES, ROW_COLUMNS, fit_and_walk, oracle_walks, t_interval
 from cir.util.parallel import parallel_map
 
 #: The tasks of the table a policy's true effect is measured on (per world, drawn once).
@@ -267,39 +266,18 @@ def hard_replicate(world: str, replicate: int, *, seed: int = 0, resamples: int 
     replicate, 0)``), walked with their baselines and the planted oracles on a new held-out table
     (``(seed, replicate, 1)``, the held-out population); one row per policy (:data:`HARD_COLUMNS`)."""
     spec = HARD[world]
-    train = planted_world(world, spec.fit_tasks, seed=(seed, replicate, 0), delays=spec.delays, task_prefix="fit")
-    test = planted_world(world, spec.heldout_tasks, seed=(seed, replicate, 1), delays=spec.delays,
-                         task_prefix="test", heldout=True)
-    routers = {name: CIRPolicy(estimator=est, budget=budget, epsilon=epsilon, delta=delta, seed=seed + replicate)
-               .fit(train).to_router() for name, (est, budget) in spec.routers.items()}
-    arms, policies = walk_routers(routers, test, source=f"planted world {world}")
-    first = next(iter(routers.values()))
-    arms = arms.merge(oracle_walks(test, int(first.params["d_min"]), first.delays), on=ARM_KEYS, how="left",
-                      validate="1:1")
-    policies = [*policies, *ORACLES]
-    summary, margins = summarize_walks(arms, policies, list(routers), resamples=resamples, seed=seed + replicate)
-    truth = true_effects(routers, truth_table(world, seed, spec.delays))
-    bca = bca_intervals(arms, policies, resamples=resamples, seed=seed + replicate)
-    planted = test.groupby(ARM_KEYS, sort=False)[["planted_success", "planted_harm"]].first()
-    risk = arms.join(planted, on=ARM_KEYS)
-    clean = (risk["condition"] == "clean").to_numpy()
-    every = summary[summary["condition"] == "all"].set_index("policy")
+    walked = fit_and_walk(world, spec, replicate, seed=seed, resamples=resamples, epsilon=epsilon, delta=delta,
+                          heldout=True)
+    truth = true_effects(walked.routers, truth_table(world, seed, spec.delays))
+    bca = bca_intervals(walked.arms, walked.policies, resamples=resamples, seed=seed + replicate)
+    margins = walked.margins
     over = margins[(margins["condition"] == "all") & (margins["versus"] == "anomaly")].set_index("policy")
-    auc = {name: p_err_auc(r, test) for name, r in routers.items()}
     rows = []
-    for policy in policies:
-        r = every.loc[policy]
-        recovered = risk[f"int_{policy}"].to_numpy() == 1
-        expected = float((risk["planted_success"] * risk["planted_harm"])[clean & recovered].sum() / max(clean.sum(), 1))
-        realized = summary[(summary["policy"] == policy) & (summary["condition"] == "clean")]["clean_harm_rate"]
+    for policy in walked.policies:
+        r = walked.every.loc[policy]
         m = over.loc[policy] if policy in over.index else None
         count = count_interval(int(r["rescues"]), int(r["harms"]), int(r["n"]))
-        rows.append({"world": world, "replicate": replicate, "policy": policy, "n_arms": int(r["n"]),
-                     "effect_pp": float(r["effect_pp"]), "ci_low_pp": float(r["ci_low_pp"]),
-                     "ci_high_pp": float(r["ci_high_pp"]), "interventions": int(r["interventions"]),
-                     "intervention_rate": float(r["intervention_rate"]),
-                     "clean_harm_rate": float(realized.iloc[0]) if len(realized) else float("nan"),
-                     "expected_clean_harm": expected, "p_err_auc": auc.get(policy, float("nan")),
+        rows.append({**walked.row(world, replicate, policy),
                      "true_effect_pp": truth.get(policy, (np.nan, np.nan))[0],
                      "true_effect_se_pp": truth.get(policy, (np.nan, np.nan))[1],
                      "bca_low_pp": bca[policy][0], "bca_high_pp": bca[policy][1],

@@ -33,6 +33,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -162,14 +163,57 @@ def p_err_auc(router: Any, test: pd.DataFrame) -> float:
     return float(roc_auc_score(labels, p_err)) if 0 < labels.sum() < len(labels) else float("nan")
 
 
-def world_replicate(world: str, replicate: int, *, seed: int = 0, resamples: int = 2000,
-                    epsilon: float = DEFAULT_EPSILON, delta: float = DEFAULT_DELTA) -> pd.DataFrame:
-    """One replicate of one world: the routers fitted on a new planted table (seed ``(seed,
-    replicate, 0)``, :data:`VALIDATION_WORLDS`) and walked on a new held-out one (``(seed, replicate,
-    1)``) beside their baselines and the planted oracles; one row per policy (:data:`ROW_COLUMNS`)."""
-    spec = VALIDATION_WORLDS[world]
+@dataclass
+class Walked:
+    """A replicate's routers fitted on a new fitting table and walked, with their baselines and the
+    planted oracles, on a new held-out one: what :func:`world_replicate` and the hard worlds'
+    replicate (:mod:`cir.study.hard_worlds`) each read their rows from."""
+
+    test: pd.DataFrame
+    routers: dict[str, Any]
+    arms: pd.DataFrame
+    policies: list[str]
+    summary: pd.DataFrame
+    margins: pd.DataFrame
+
+    @cached_property
+    def risk(self) -> pd.DataFrame:
+        """The walked arms with each arm's planted success and harm."""
+        planted = self.test.groupby(ARM_KEYS, sort=False)[["planted_success", "planted_harm"]].first()
+        return self.arms.join(planted, on=ARM_KEYS)
+
+    @cached_property
+    def every(self) -> pd.DataFrame:
+        """The summary over all conditions, by policy."""
+        return self.summary[self.summary["condition"] == "all"].set_index("policy")
+
+    def row(self, world: str, replicate: int, policy: str) -> dict[str, Any]:
+        """The policy's row of :data:`ROW_COLUMNS`: its held-out effect, interventions, realized and
+        expected clean harm (the planted harm of the clean arms it recovers in) and its p_err AUC."""
+        risk = self.risk
+        clean = (risk["condition"] == "clean").to_numpy()
+        r = self.every.loc[policy]
+        recovered = risk[f"int_{policy}"].to_numpy() == 1
+        expected = float((risk["planted_success"] * risk["planted_harm"])[clean & recovered].sum() / max(clean.sum(), 1))
+        realized = self.summary[(self.summary["policy"] == policy) & (self.summary["condition"] == "clean")][
+            "clean_harm_rate"]
+        auc = p_err_auc(self.routers[policy], self.test) if policy in self.routers else float("nan")
+        return {"world": world, "replicate": replicate, "policy": policy, "n_arms": int(r["n"]),
+                "effect_pp": float(r["effect_pp"]), "ci_low_pp": float(r["ci_low_pp"]),
+                "ci_high_pp": float(r["ci_high_pp"]), "interventions": int(r["interventions"]),
+                "intervention_rate": float(r["intervention_rate"]),
+                "clean_harm_rate": float(realized.iloc[0]) if len(realized) else float("nan"),
+                "expected_clean_harm": expected, "p_err_auc": auc}
+
+
+def fit_and_walk(world: str, spec: Any, replicate: int, *, seed: int, resamples: int, epsilon: float, delta: float,
+                 heldout: bool = False) -> Walked:
+    """``spec``'s routers fitted on a new planted table of ``world`` (seed ``(seed, replicate, 0)``)
+    and walked on a new held-out one (``(seed, replicate, 1)``; ``heldout``: drawn from the world's
+    held-out population) beside their baselines and the planted oracles."""
     train = planted_world(world, spec.fit_tasks, seed=(seed, replicate, 0), delays=spec.delays, task_prefix="fit")
-    test = planted_world(world, spec.heldout_tasks, seed=(seed, replicate, 1), delays=spec.delays, task_prefix="test")
+    test = planted_world(world, spec.heldout_tasks, seed=(seed, replicate, 1), delays=spec.delays, task_prefix="test",
+                         **({"heldout": True} if heldout else {}))
     routers = {name: CIRPolicy(estimator=est, budget=budget, epsilon=epsilon, delta=delta, seed=seed + replicate)
                .fit(train).to_router() for name, (est, budget) in spec.routers.items()}
     arms, policies = walk_routers(routers, test, source=f"planted world {world}")
@@ -177,24 +221,18 @@ def world_replicate(world: str, replicate: int, *, seed: int = 0, resamples: int
     arms = arms.merge(oracle_walks(test, int(first.params["d_min"]), first.delays), on=ARM_KEYS, how="left",
                       validate="1:1")
     policies = [*policies, *ORACLES]
-    summary, _ = summarize_walks(arms, policies, list(routers), resamples=resamples, seed=seed + replicate)
-    planted = test.groupby(ARM_KEYS, sort=False)[["planted_success", "planted_harm"]].first()
-    risk = arms.join(planted, on=ARM_KEYS)
-    clean = (risk["condition"] == "clean").to_numpy()
-    every = summary[summary["condition"] == "all"].set_index("policy")
-    auc = {name: p_err_auc(r, test) for name, r in routers.items()}
-    rows = []
-    for policy in policies:
-        r = every.loc[policy]
-        recovered = risk[f"int_{policy}"].to_numpy() == 1
-        expected = float((risk["planted_success"] * risk["planted_harm"])[clean & recovered].sum() / max(clean.sum(), 1))
-        realized = summary[(summary["policy"] == policy) & (summary["condition"] == "clean")]["clean_harm_rate"]
-        rows.append({"world": world, "replicate": replicate, "policy": policy, "n_arms": int(r["n"]),
-                     "effect_pp": float(r["effect_pp"]), "ci_low_pp": float(r["ci_low_pp"]),
-                     "ci_high_pp": float(r["ci_high_pp"]), "interventions": int(r["interventions"]),
-                     "intervention_rate": float(r["intervention_rate"]),
-                     "clean_harm_rate": float(realized.iloc[0]) if len(realized) else float("nan"),
-                     "expected_clean_harm": expected, "p_err_auc": auc.get(policy, float("nan"))})
+    summary, margins = summarize_walks(arms, policies, list(routers), resamples=resamples, seed=seed + replicate)
+    return Walked(test, routers, arms, policies, summary, margins)
+
+
+def world_replicate(world: str, replicate: int, *, seed: int = 0, resamples: int = 2000,
+                    epsilon: float = DEFAULT_EPSILON, delta: float = DEFAULT_DELTA) -> pd.DataFrame:
+    """One replicate of one world: the routers fitted on a new planted table (seed ``(seed,
+    replicate, 0)``, :data:`VALIDATION_WORLDS`) and walked on a new held-out one (``(seed, replicate,
+    1)``) beside their baselines and the planted oracles; one row per policy (:data:`ROW_COLUMNS`)."""
+    walked = fit_and_walk(world, VALIDATION_WORLDS[world], replicate, seed=seed, resamples=resamples,
+                          epsilon=epsilon, delta=delta)
+    rows = [walked.row(world, replicate, policy) for policy in walked.policies]
     return pd.DataFrame(rows, columns=ROW_COLUMNS)
 
 
