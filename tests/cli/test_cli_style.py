@@ -7,26 +7,9 @@ import argparse
 import re
 
 import pytest
+from support.commands import all_commands
 
-from cir.cli import build_parser
-
-
-def _commands() -> dict[str, argparse.ArgumentParser]:
-    """Every (sub)command parser by its full name, e.g. 'tasks generate'."""
-    found: dict[str, argparse.ArgumentParser] = {}
-
-    def walk(parser: argparse.ArgumentParser, prefix: str) -> None:
-        for action in parser._actions:
-            if isinstance(action, argparse._SubParsersAction):
-                for name, sub in action.choices.items():
-                    found[f"{prefix}{name}".strip()] = sub
-                    walk(sub, f"{prefix}{name} ")
-
-    walk(build_parser(), "")
-    return found
-
-
-COMMANDS = _commands()
+COMMANDS = all_commands()
 
 
 def test_every_command_is_listed():

@@ -11,28 +11,14 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+from support.commands import all_commands
 
-from cir.cli import build_parser
 from cir.study.timings import MEASURED, QUICK_STUDY
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _commands() -> dict[str, argparse.ArgumentParser]:
-    found: dict[str, argparse.ArgumentParser] = {}
-
-    def walk(parser: argparse.ArgumentParser, prefix: str) -> None:
-        for action in parser._actions:
-            if isinstance(action, argparse._SubParsersAction):
-                for name, sub in action.choices.items():
-                    found[f"{prefix}{name}".strip()] = sub
-                    walk(sub, f"{prefix}{name} ")
-
-    walk(build_parser(), "")
-    return found
-
-
-COMMANDS = _commands()
+COMMANDS = all_commands()
 #: A Python value printed as Python writes it, not as a user types it.
 REPR = re.compile(r"\(\s*'[^']*',|\[\s*\]|\[\s*'|\{\s*\}|default: (True|False|None)\b|<\w[\w.]* (object|function) at ")
 #: A claim of how long something takes.
