@@ -11,8 +11,9 @@ setting the study's defaults; 375 held-out tasks, the reference study's) and rep
 - clean-harm violations (the share of replicates whose realized and expected clean harm exceed
   epsilon) of each router and of the anomaly rule;
 - the coverage of each policy's true effect on the world's held-out population (from a
-  20,000-task draw of it) by the replicate's 95% task-cluster interval: the study's percentile
-  interval and scipy's BCa, with their mean widths;
+  20,000-task draw of it) by the replicate's 95% intervals: the study's (the task-cluster
+  bootstrap's percentile interval, or the counts' one where few arms differ: ``cir.stats.counts``),
+  the bootstrap's alone, scipy's BCa and the counts' one, with their mean widths;
 - each world's checks (written before any replicate ran: ``cir.study.hard_worlds.HARD``).
 
 Usage::
@@ -90,7 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     print(markdown_table(shown[["world", "policy", "replicates", "effect_pp", "true_effect_pp",
                                 "share_planted_oracle", "share_feature_oracle", "margin_anomaly_pp",
                                 "margin_anomaly_excludes_zero", "violations_realized", "violations_expected",
-                                "coverage_percentile", "coverage_bca", "coverage_counts", "width_percentile_pp", "width_bca_pp",
+                                "coverage_study", "coverage_percentile", "coverage_bca", "coverage_counts",
+                                "counted_share", "width_study_pp", "width_percentile_pp", "width_bca_pp",
                                 "width_counts_pp", "point_intervals",
                                 "recovered_any", "p_err_auc"]]))
     print()

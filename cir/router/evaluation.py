@@ -40,6 +40,7 @@ from cir.router.rule import blocked_by, passes
 from cir.router.runtime import Router
 from cir.router.walk import DECIDE, Cells, build_cells, check_features, walk
 from cir.stats.bootstrap import bootstrap_ratios, percentile_ci
+from cir.stats.counts import FEW_DISCORDANT, count_interval
 from cir.stats.significance import sign_flip_tests
 from cir.util.memo import memoized, register
 
@@ -51,12 +52,16 @@ HELDOUT_MATCHED = "anomaly_rate_matched_heldout"
 POLICIES = ("never", "always", "anomaly", "anomaly_rate_matched", HELDOUT_MATCHED, "cir", "oracle")
 GROUP_ALL = "all"
 ARM_KEYS = ["task_id", "condition"]
+#: Which interval ``ci_low_pp``/``ci_high_pp`` are (``bootstrap``, or ``counts`` where the two
+#: sides disagree in fewer than :data:`cir.stats.counts.FEW_DISCORDANT` arms) and the bootstrap's.
+INTERVAL_COLUMNS = ["interval", "bootstrap_low_pp", "bootstrap_high_pp"]
 SUMMARY_COLUMNS = [
     "policy", "condition", "n", "n_tasks", "success_never", "success_policy", "effect_pp",
     "ci_low_pp", "ci_high_pp", "sign_flip_p", "rescues", "harms", "interventions",
-    "intervention_rate", "clean_harm_rate", "oracle_fraction", "oracle_policy",
+    "intervention_rate", "clean_harm_rate", "oracle_fraction", "oracle_policy", *INTERVAL_COLUMNS,
 ]
-MARGIN_COLUMNS = ["policy", "versus", "condition", "n", "margin_pp", "ci_low_pp", "ci_high_pp", "sign_flip_p"]
+MARGIN_COLUMNS = ["policy", "versus", "condition", "n", "margin_pp", "ci_low_pp", "ci_high_pp", "sign_flip_p",
+                  *INTERVAL_COLUMNS]
 
 
 class Fitted(Protocol):
@@ -311,8 +316,8 @@ def _rises(before: np.ndarray, after: np.ndarray, mask: np.ndarray) -> int | flo
 
 
 def _summary_rows(arms: pd.DataFrame, policies: list[str], groups: list[str], diffs: dict[str, np.ndarray],
-                  ci: dict[tuple[str, str], tuple[float, float]], flip: dict[tuple[str, str], float],
-                  oracles: Mapping[str, str]) -> list[dict]:
+                  ci: dict[tuple[str, str], tuple[str, float, float, float, float]],
+                  flip: dict[tuple[str, str], float], oracles: Mapping[str, str]) -> list[dict]:
     cond = arms["condition"].to_numpy()
     clean = cond == "clean"
     y0 = arms["y_never"].to_numpy()
@@ -329,22 +334,44 @@ def _summary_rows(arms: pd.DataFrame, policies: list[str], groups: list[str], di
                 "policy": p, "condition": g, "n": int(m.sum()), "n_tasks": int(arms.loc[m, "task_id"].nunique()),
                 "success_never": float(y0[m].mean()), "success_policy": float(yp[m].mean()),
                 "effect_pp": 100 * float(diffs[p][m].mean()),
-                "ci_low_pp": 100 * ci[(p, g)][0], "ci_high_pp": 100 * ci[(p, g)][1],
+                "ci_low_pp": 100 * ci[(p, g)][1], "ci_high_pp": 100 * ci[(p, g)][2],
                 "sign_flip_p": flip[(p, g)],
                 "rescues": _rises(y0, yp, m), "harms": _rises(yp, y0, m),
                 "interventions": int(intervened[m].sum()), "intervention_rate": float(intervened[m].mean()),
                 "clean_harm_rate": (float(_rises(yp, y0, cm)) / cm.sum() if cm.any() else float("nan")),
                 "oracle_fraction": (float(diffs[p][m].sum()) / oracle_gain if oracle_gain > 0 else float("nan")),
-                "oracle_policy": oracle,
+                "oracle_policy": oracle, **_interval_fields(ci[(p, g)]),
             })
     return rows
+
+
+def _interval_fields(ci: tuple[str, float, float, float, float]) -> dict[str, Any]:
+    return {"interval": ci[0], "bootstrap_low_pp": 100 * ci[3], "bootstrap_high_pp": 100 * ci[4]}
+
+
+def _intervals(arms: pd.DataFrame, named: dict[str, np.ndarray], cols: list[tuple[str, str]], low: np.ndarray,
+               high: np.ndarray, few: int, level: float) -> dict[tuple[str, str], tuple[str, float, float, float, float]]:
+    """Each column's reported interval: (which, low, high, bootstrap low, bootstrap high). A
+    difference of 0/1 outcomes whose two sides disagree in fewer than ``few`` arms gets the
+    counts' interval (:mod:`cir.stats.counts`); any other the bootstrap's percentile one. Never's
+    own effect is 0 by construction, not an estimate: its interval stays the point."""
+    cond = arms["condition"].to_numpy()
+    out = {}
+    for i, (name, g) in enumerate(cols):
+        v = named[name] if g == GROUP_ALL else named[name][cond == g]
+        wins, losses = int((v > 0).sum()), int((v < 0).sum())
+        counted = (few > 0 and name != "never" and len(v) > 0 and wins + losses < few
+                   and bool(np.isin(v, (-1, 0, 1)).all()))
+        lo, hi = count_interval(wins, losses, len(v), level) if counted else (float(low[i]), float(high[i]))
+        out[(name, g)] = ("counts" if counted else "bootstrap", lo, hi, float(low[i]), float(high[i]))
+    return out
 
 
 @memoized  # one bootstrap per walk table and settings, whichever report asks (cir.util.memo)
 def summarize_walks(arms: pd.DataFrame, policies: list[str], contenders: list[str], *,
                     resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
                     level: float = DEFAULT_LEVEL, oracles: Mapping[str, str] | None = None,
-                    ) -> tuple[pd.DataFrame, pd.DataFrame]:
+                    few: int = FEW_DISCORDANT) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(summary, margins) of walked arms (one row per arm with ``y_<policy>``/``int_<policy>``).
 
     Per policy and condition (and ``all``): success never vs policy, effect (pp) with a
@@ -354,7 +381,10 @@ def summarize_walks(arms: pd.DataFrame, policies: list[str], contenders: list[st
     ``oracle_policy`` column names it);
     margins of each contender over every other policy with paired (same-task) intervals.
     ``task_id`` is the cluster: arms pooled from several replicates need task ids that
-    are unique across them. All columns share the same bootstrap resamples.
+    are unique across them. All columns share the same bootstrap resamples. A difference whose
+    sides disagree in fewer than ``few`` arms reports the counts' interval instead
+    (:mod:`cir.stats.counts`; ``interval`` says which, ``bootstrap_*`` keep the bootstrap's; 0:
+    the bootstrap's always).
     """
     conditions = sorted(set(arms["condition"]), key=lambda c: (c != "clean", c))
     groups = [GROUP_ALL, *conditions]
@@ -366,7 +396,7 @@ def summarize_walks(arms: pd.DataFrame, policies: list[str], contenders: list[st
     num, den, cols = _task_sums(arms, named, groups)
     reps = bootstrap_ratios(num, den, resamples, seed)
     low, high = percentile_ci(reps, level)
-    ci = {col: (low[i], high[i]) for i, col in enumerate(cols)}
+    ci = _intervals(arms, named, cols, low, high, few, level)
     flip = dict(zip(cols, sign_flip_tests([num[den[:, i] > 0, i] for i in range(len(cols))], resamples, seed),
                     strict=True))
     oracles = dict(oracles if oracles is not None else arms.attrs.get("oracles") or {})
@@ -378,8 +408,8 @@ def summarize_walks(arms: pd.DataFrame, policies: list[str], contenders: list[st
             m = np.ones(len(cond), dtype=bool) if g == GROUP_ALL else cond == g
             key = (f"{c} - {p}", g)
             mrows.append({"policy": c, "versus": p, "condition": g, "n": int(m.sum()),
-                          "margin_pp": 100 * float(v[m].mean()), "ci_low_pp": 100 * ci[key][0],
-                          "ci_high_pp": 100 * ci[key][1], "sign_flip_p": flip[key]})
+                          "margin_pp": 100 * float(v[m].mean()), "ci_low_pp": 100 * ci[key][1],
+                          "ci_high_pp": 100 * ci[key][2], "sign_flip_p": flip[key], **_interval_fields(ci[key])})
     return summary, pd.DataFrame(mrows, columns=MARGIN_COLUMNS)
 
 

@@ -13,14 +13,14 @@ fitting table of ``fit_tasks`` and a new held-out one of ``heldout_tasks``: the 
   everything) of the arms the policy recovers in, over a table of :data:`TRUTH_TASKS` tasks
   drawn once per world from the held-out population (its sampling error, under 0.2 pp, is far
   below an interval's half-width);
-* two 95% task-cluster bootstrap intervals of each policy's effect on the held-out table: the
-  study's (percentile, :func:`cir.router.evaluation.summarize_walks`) and BCa
-  (:func:`scipy.stats.bootstrap`, ``method="BCa"``, resampling tasks, each task's sums of
-  y_policy - y_never and of its arms paired), so that their coverage of the true effect can be
-  counted over replicates;
-* a third interval from the counts alone (:func:`count_interval`: Clopper-Pearson intervals of
-  the rates of rescues and of harms), for the policies that recover in few held-out arms, where
-  any bootstrap collapses;
+* the 95% intervals of each policy's effect on the held-out table, so that their coverage of the
+  true effect can be counted over replicates: the study's (:func:`cir.router.evaluation.summarize_walks`:
+  the task-cluster bootstrap's percentile interval, or the counts' one where the policy and
+  never differ in fewer than :data:`cir.stats.counts.FEW_DISCORDANT` arms), the bootstrap's
+  percentile one alone, a BCa one (:func:`scipy.stats.bootstrap`, ``method="BCa"``, resampling
+  tasks, each task's sums of y_policy - y_never and of its arms paired) and the counts' one
+  always (:func:`cir.stats.counts.count_interval`: Clopper-Pearson intervals of the rates of
+  rescues and of harms);
 * each router's margin over the anomaly rule with the study's interval.
 
 :data:`HARD` holds each world's spec and its checks, written before any replicate was run.
@@ -44,6 +44,7 @@ from cir.episode.protocol import DEFAULT_DELTA, DEFAULT_EPSILON
 from cir.pairs.synthetic import HARD_WORLDS, planted_world
 from cir.router.evaluation import ARM_KEYS, policy_fires
 from cir.router.walk import build_cells, walk
+from cir.stats.counts import FEW_DISCORDANT, count_interval
 from cir.study.validation import ORACLES, ROW_COLUMNS, fit_and_walk, oracle_walks, t_interval
 from cir.util.parallel import parallel_map
 
@@ -51,10 +52,12 @@ from cir.util.parallel import parallel_map
 TRUTH_TASKS = 20_000
 #: The held-out tasks of a replicate: the reference study's held-out cohort.
 STUDY_HELDOUT = 375
-#: A replicate's rows: those of :data:`cir.study.validation.ROW_COLUMNS`, the policy's true
-#: effect, its BCa interval, its rescues and harms with the interval of :func:`count_interval`,
+#: A replicate's rows: those of :data:`cir.study.validation.ROW_COLUMNS` (``ci_*``: the study's
+#: interval), the policy's true effect, which interval the study reported (``interval``) and its
+#: bootstrap percentile one, its BCa interval, its rescues and harms with the interval of :func:`count_interval`,
 #: and (routers only) its margin over the anomaly rule with the study's interval.
-HARD_COLUMNS = [*ROW_COLUMNS, "true_effect_pp", "true_effect_se_pp", "bca_low_pp", "bca_high_pp", "rescues", "harms",
+HARD_COLUMNS = [*ROW_COLUMNS, "true_effect_pp", "true_effect_se_pp", "interval", "bootstrap_low_pp",
+                "bootstrap_high_pp", "bca_low_pp", "bca_high_pp", "rescues", "harms",
                 "cp_low_pp", "cp_high_pp", "margin_anomaly_pp", "margin_anomaly_low_pp", "margin_anomaly_high_pp"]
 #: A world's check, measured: (criterion, value, target, met; None where shown beside, no target).
 Check = tuple[str, float, str, "bool | None"]
@@ -78,14 +81,16 @@ class HardWorld:
 
 def _coverage(world: str, routers: tuple[str, ...]) -> Callable[[pd.DataFrame, float], list[Check]]:
     """Every world: each router's study interval covers its true effect in >= 94% of replicates
-    (the BCa interval's coverage beside)."""
+    (the bootstrap's percentile, the BCa and the counts' intervals' coverage beside)."""
     def checks(s: pd.DataFrame, delta: float) -> list[Check]:
         out: list[Check] = []
         for policy in routers:
             if (world, policy) in s.index:
                 r = s.loc[(world, policy)]
-                out.append((f"{policy}: coverage of the true effect by the study's 95% interval (percentile)",
-                            r["coverage_percentile"], ">= 0.94", bool(r["coverage_percentile"] >= 0.94)))
+                out.append((f"{policy}: coverage of the true effect by the study's 95% interval",
+                            r["coverage_study"], ">= 0.94", bool(r["coverage_study"] >= 0.94)))
+                out.append((f"{policy}: coverage by the bootstrap's percentile interval alone", r["coverage_percentile"],
+                            "(beside it)", None))
                 out.append((f"{policy}: coverage by the BCa interval", r["coverage_bca"], "(beside it)", None))
                 out.append((f"{policy}: coverage by the counts' interval (Clopper-Pearson)", r["coverage_counts"],
                             "(beside it)", None))
@@ -245,21 +250,6 @@ def bca_intervals(arms: pd.DataFrame, policies: list[str], *, resamples: int, se
     return out
 
 
-def count_interval(rescues: int, harms: int, arms: int, level: float = 0.95) -> tuple[float, float]:
-    """An interval of the effect (pp) from the counts alone: the effect per arm is the rate of
-    rescues minus the rate of harms, so Clopper-Pearson intervals of the two rates at level
-    ``1 - (1 - level) / 2`` each (Bonferroni: both hold with probability >= ``level``, arms taken as
-    independent) give ``[r_low - h_high, r_high - h_low]``. Where a policy recovers in few arms, the
-    bootstrap's intervals collapse (none recovered: the point 0); this one keeps the width the
-    counts allow (none recovered in 750 arms: +-0.58 pp)."""
-    from statsmodels.stats.proportion import proportion_confint
-
-    alpha = (1 - level) / 2
-    r_low, r_high = proportion_confint(rescues, arms, alpha=alpha, method="beta")
-    h_low, h_high = proportion_confint(harms, arms, alpha=alpha, method="beta")
-    return 100 * float(r_low - h_high), 100 * float(r_high - h_low)
-
-
 def hard_replicate(world: str, replicate: int, *, seed: int = 0, resamples: int = 2000,
                    epsilon: float = DEFAULT_EPSILON, delta: float = DEFAULT_DELTA) -> pd.DataFrame:
     """One replicate of a hard world: routers fitted on a new fitting table (seed ``(seed,
@@ -276,10 +266,12 @@ def hard_replicate(world: str, replicate: int, *, seed: int = 0, resamples: int 
     for policy in walked.policies:
         r = walked.every.loc[policy]
         m = over.loc[policy] if policy in over.index else None
-        count = count_interval(int(r["rescues"]), int(r["harms"]), int(r["n"]))
+        count = [100 * x for x in count_interval(int(r["rescues"]), int(r["harms"]), int(r["n"]))]
         rows.append({**walked.row(world, replicate, policy),
                      "true_effect_pp": truth.get(policy, (np.nan, np.nan))[0],
                      "true_effect_se_pp": truth.get(policy, (np.nan, np.nan))[1],
+                     "interval": r["interval"], "bootstrap_low_pp": float(r["bootstrap_low_pp"]),
+                     "bootstrap_high_pp": float(r["bootstrap_high_pp"]),
                      "bca_low_pp": bca[policy][0], "bca_high_pp": bca[policy][1],
                      "rescues": int(r["rescues"]), "harms": int(r["harms"]), "cp_low_pp": count[0],
                      "cp_high_pp": count[1],
@@ -333,8 +325,9 @@ HARD_SUMMARY_COLUMNS = [
     "share_planted_oracle", "share_feature_oracle", "excludes_zero", "recovered_any", "intervention_rate",
     "clean_harm_rate", "expected_clean_harm", "violations_realized", "violations_expected", "margin_anomaly_pp",
     "margin_anomaly_ci_low_pp", "margin_anomaly_ci_high_pp", "margin_anomaly_excludes_zero",
-    "margin_anomaly_above_zero", "margin_anomaly_below_zero", "coverage_percentile", "coverage_bca",
-    "coverage_counts", "point_intervals", "width_percentile_pp", "width_bca_pp", "width_counts_pp",
+    "margin_anomaly_above_zero", "margin_anomaly_below_zero", "coverage_study", "coverage_percentile", "coverage_bca",
+    "coverage_counts", "counted_share", "point_intervals", "width_study_pp", "width_percentile_pp", "width_bca_pp",
+    "width_counts_pp",
     "true_effect_se_pp", "p_err_auc"]
 
 
@@ -353,8 +346,10 @@ def hard_summary(rows: pd.DataFrame, epsilon: float = DEFAULT_EPSILON) -> pd.Dat
     recovered at all, clean harm (realized, expected) and the share of replicates over
     ``epsilon``, the router's margin over the anomaly rule (mean, t interval, the share of
     replicates whose own interval excludes 0, above, below), the coverage of the true effect by
-    the study's (percentile), the BCa and the counts' (:func:`count_interval`) intervals, the share of replicates whose interval is a
-    point, the mean widths, the true effect's mean standard error, the p_err AUC."""
+    the study's interval (the bootstrap's percentile one, or the counts' where few arms differ:
+    :mod:`cir.stats.counts`), the bootstrap's percentile one alone, the BCa and the counts' intervals,
+    the share of replicates whose study interval was the counts' one, whose interval is a point, the
+    mean widths, the true effect's mean standard error, the p_err AUC."""
     out = []
     for world, w in rows.groupby("world", sort=True):
         by = {p: g.sort_values("replicate") for p, g in w.groupby("policy", sort=False)}
@@ -365,6 +360,9 @@ def hard_summary(rows: pd.DataFrame, epsilon: float = DEFAULT_EPSILON) -> pd.Dat
             mm, mlo, mhi = t_interval(margin) if len(margin) else (np.nan, np.nan, np.nan)
             has_margin = g["margin_anomaly_pp"].notna()
             m_low, m_high = g.loc[has_margin, "margin_anomaly_low_pp"], g.loc[has_margin, "margin_anomaly_high_pp"]
+            # rows from before the counts' rule (no bootstrap_* columns) reported the bootstrap's
+            boot_low = g["bootstrap_low_pp"] if "bootstrap_low_pp" in g else g["ci_low_pp"]
+            boot_high = g["bootstrap_high_pp"] if "bootstrap_high_pp" in g else g["ci_high_pp"]
             out.append({
                 "world": world, "policy": policy, "replicates": len(g), "effect_pp": mean, "ci_low_pp": low,
                 "ci_high_pp": high, "true_effect_pp": float(g["true_effect_pp"].mean()),
@@ -381,12 +379,15 @@ def hard_summary(rows: pd.DataFrame, epsilon: float = DEFAULT_EPSILON) -> pd.Dat
                 "margin_anomaly_excludes_zero": float(((m_low > 0) | (m_high < 0)).mean()) if len(m_low) else np.nan,
                 "margin_anomaly_above_zero": float((m_low > 0).mean()) if len(m_low) else np.nan,
                 "margin_anomaly_below_zero": float((m_high < 0).mean()) if len(m_low) else np.nan,
-                "coverage_percentile": _covers(g["ci_low_pp"], g["ci_high_pp"], g["true_effect_pp"]),
+                "coverage_study": _covers(g["ci_low_pp"], g["ci_high_pp"], g["true_effect_pp"]),
+                "coverage_percentile": _covers(boot_low, boot_high, g["true_effect_pp"]),
                 "coverage_bca": _covers(g["bca_low_pp"], g["bca_high_pp"], g["true_effect_pp"]),
                 "coverage_counts": _covers(g["cp_low_pp"], g["cp_high_pp"], g["true_effect_pp"]),
                 # an interval that is a point (no recovery held out) covers only a true effect of 0
                 "point_intervals": float((g["ci_high_pp"] == g["ci_low_pp"]).mean()),
-                "width_percentile_pp": float((g["ci_high_pp"] - g["ci_low_pp"]).mean()),
+                "counted_share": float((g["interval"] == "counts").mean()) if "interval" in g else 0.0,
+                "width_study_pp": float((g["ci_high_pp"] - g["ci_low_pp"]).mean()),
+                "width_percentile_pp": float((boot_high - boot_low).mean()),
                 "width_bca_pp": float((g["bca_high_pp"] - g["bca_low_pp"]).mean()),
                 "width_counts_pp": float((g["cp_high_pp"] - g["cp_low_pp"]).mean()),
                 "true_effect_se_pp": float(g["true_effect_se_pp"].mean()),
@@ -432,8 +433,10 @@ def hard_section(report: Any, out: Path, replicates: int, *, seed: int, jobs: in
         f"Worlds (a)-(c) are the well-specified case. The hard worlds are not: {worlds}. The study's routers, every "
         f"setting their default, are fitted on {replicates} replicate{'' if replicates == 1 else 's'} of each (375 "
         "held-out tasks, the reference study's), and each policy's true effect on the world's held-out population is "
-        "computed from the generator, so each replicate's 95% interval is checked against it: the study's "
-        "(percentile task-cluster bootstrap) and a BCa one (`scipy.stats.bootstrap`). `cir_paired`'s share of the "
+        "computed from the generator, so each replicate's 95% interval is checked against it: the study's (the "
+        "task-cluster bootstrap's percentile interval, or the counts' Clopper-Pearson one where a policy and never "
+        f"differ in fewer than {FEW_DISCORDANT} held-out arms), the bootstrap's alone and a BCa one "
+        "(`scipy.stats.bootstrap`). `cir_paired`'s share of the "
         "planted oracle's gain: " + ", ".join(f"({w}) {share(w)}" for w in HARD if w != "h") + ". "
         "`benchmarks/planted_hard.py` runs 200 replicates of each (`data/planted/hard_worlds.json`).")
     report.table(checks, save_csv(checks, out / "tables" / "router_validation_hard_criteria.csv"),
@@ -441,5 +444,5 @@ def hard_section(report: Any, out: Path, replicates: int, *, seed: int, jobs: in
     path = save_csv(summary, out / "tables" / "router_validation_hard.csv")
     shown = summary[summary["policy"].isin(BRIEF)][
         ["world", "policy", "replicates", "effect_pp", "true_effect_pp", "share_planted_oracle", "margin_anomaly_pp",
-         "margin_anomaly_excludes_zero", "violations_realized", "coverage_percentile", "coverage_bca"]]
+         "margin_anomaly_excludes_zero", "violations_realized", "coverage_study", "coverage_percentile", "coverage_bca"]]
     report.table(shown, path, "The hard planted worlds, pooled over replicates (every policy and column in the CSV)")
