@@ -23,7 +23,8 @@ average beside every measurement:
    copied: run folders, routers, tables), by section, planted worlds aside.
 
 ``--write-measured`` writes this tree's median times, the host's load and the date into
-``cir/study/measured.json``, the one place the README and ``cir reproduce --help`` quote them from.
+``cir/study/measured.json``, which ``cir.study.timings`` reads: the one place the README and
+``cir reproduce --help`` quote them from.
 
 **The engine**: a fixed study cohort with the engine's savings on and off, in one run: CPU,
 shares, memory.
@@ -479,7 +480,7 @@ def show_phases(report: dict[str, Any]) -> None:
 
 
 def write_measured(report: dict[str, Any]) -> None:
-    """This tree's times into ``cir/study/measured.json`` (the README and the help quote them)."""
+    """This tree's times into ``cir/study/measured.json`` (``cir.study.timings``: the README and the help quote them)."""
     path = REPO / "cir" / "study" / "measured.json"
     measured = json.loads(path.read_text()) if path.exists() else {}
     host = {"date": report["date"], "cores": report["cores"], "command": "python benchmarks/study_bench.py"}

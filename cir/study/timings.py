@@ -1,15 +1,22 @@
 """How long the study takes, measured: the one place the command's help and the README quote.
 
-A help text or a document that says how long something takes says it with :meth:`Measured.claim`
-of a constant here (``tests/cli/test_help.py`` fails on a time claim in any help that is not one),
-and each constant says how and where it was measured. Measure again when the work changes (a
-step added to the report, an engine change) and write the new number here; nothing else needs
-to change.
+The times live in ``measured.json`` beside this module, which ``benchmarks/study_bench.py
+--baseline DIR --write-measured`` writes (each with the date, the cores and the load average it
+was measured at, the baseline beside it in the same sitting). A help text or a document that says
+how long something takes says it with :meth:`Measured.claim` of a time here
+(``tests/cli/test_help.py`` fails on a time claim in any help that is not one). Measure again
+when the work changes and commit the file; nothing else needs to change.
+
+Read with the standard library only: the command line's help texts use it.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
+
+MEASURED_JSON = Path(__file__).with_name("measured.json")
 
 
 @dataclass(frozen=True)
@@ -21,17 +28,24 @@ class Measured:
     how: str
 
     def claim(self) -> str:
-        """The time in words with its measurement: ``about 2 minutes on 2 cores (130 s measured)``."""
+        """The time in words with its measurement: ``about 33 s on 2 cores (32.5 s measured)``."""
         minutes = self.seconds / 60
         about = (f"about {round(self.seconds)} s" if minutes < 1.5 else
                  f"about {round(minutes)} minutes" if minutes < 90 else f"about {minutes / 60:.1f} hours")
-        return f"{about} on 2 cores ({round(self.seconds)} s measured)"
+        return f"{about} on 2 cores ({self.seconds:g} s measured)"
+
+
+def _read(name: str, what: str) -> Measured:
+    entry = json.loads(MEASURED_JSON.read_text(encoding="utf-8"))[name]
+    load = entry.get("load") or []
+    how = (f"{entry['command']} on {entry['cores']} cores, load {max(load) if load else 'not recorded'}, "
+           f"{entry['date']}")
+    return Measured(float(entry["seconds"]), what, how)
 
 
 #: ``cir reproduce --quick`` with the built-in agent, from an empty --out to the report.
-QUICK_STUDY = Measured(
-    130.5, "cir reproduce --quick --out DIR (the built-in agent; generating and loading the games is most of it)",
-    "/usr/bin/time on a 2-core host shared with other work (load 1 to 5), a fresh --out, the SAS cache warm")
+QUICK_STUDY = _read("quick_study", "cir reproduce --quick --jobs 2 --out DIR (the built-in agent), a new --out, "
+                                   "the engine's translations warm, the planted worlds cold")
 
 #: Every measured time, by the name the help and the README use.
 MEASURED = {"quick study": QUICK_STUDY}
