@@ -480,25 +480,32 @@ def show_phases(report: dict[str, Any]) -> None:
 
 
 def write_measured(report: dict[str, Any]) -> None:
-    """This tree's times into ``cir/study/measured.json`` (``cir.study.timings``: the README and the help quote them)."""
+    """This tree's times into ``cir/study/measured.json`` (``cir.study.timings``: the README and the help
+    quote them), each with the baseline's time measured beside it and the load."""
     path = REPO / "cir" / "study" / "measured.json"
     measured = json.loads(path.read_text()) if path.exists() else {}
-    host = {"date": report["date"], "cores": report["cores"], "command": "python benchmarks/study_bench.py"}
+    host = {"date": report["date"], "cores": report["cores"],
+            "command": f"python benchmarks/study_bench.py --baseline {Path(report['baseline']).name}"}
+
+    def entry(phase: str, seconds: float, baseline: float | None) -> dict[str, Any]:
+        return {"seconds": round(seconds, 1), "baseline_seconds": None if baseline is None else round(baseline, 1),
+                "load": report["phases"][phase]["this"]["load"], **host}
+
     quick = report["phases"].get("quick")
     if quick:
-        t = quick["this"]
-        measured["quick_study"] = {"seconds": round(t["seconds"], 1), "load": t["load"], **host,
+        t, b = quick["this"], quick["baseline"]
+        measured["quick_study"] = {**entry("quick", t["seconds"], b["seconds"]),
                                    "phases": {k: round(t[k], 1) for k in ("tasks", "runs", "analysis") if t.get(k)}}
-        measured["second_call_quick"] = {"seconds": round(t["second call"], 1), "load": t["load"], **host}
+        measured["second_call_quick"] = entry("quick", t["second call"], b.get("second call"))
     worlds = report["phases"].get("worlds")
     if worlds:
-        per = worlds["this"]["seconds"] / report["worlds_replicates"]
-        measured["planted_worlds"] = {"seconds_per_replicate": round(per, 2), "load": worlds["this"]["load"],
-                                      "replicates_measured": report["worlds_replicates"], "jobs": 2, **host}
+        n = report["worlds_replicates"]
+        measured["planted_worlds"] = {**entry("worlds", worlds["this"]["seconds"], worlds["baseline"]["seconds"]),
+                                      "replicates": n, "jobs": 2}
     for phase, key in (("replicate", "replicate_analysis"), ("pooled", "pooled_analysis")):
         if phase in report["phases"]:
-            t = report["phases"][phase]["this"]
-            measured[key] = {"seconds": round(t["seconds"], 1), "load": t["load"], **host}
+            e = report["phases"][phase]
+            measured[key] = entry(phase, e["this"]["seconds"], e["baseline"]["seconds"])
     path.write_text(json.dumps(measured, indent=2, sort_keys=True) + "\n")
     print(f"wrote {path}")
 

@@ -47,5 +47,10 @@ def _read(name: str, what: str) -> Measured:
 QUICK_STUDY = _read("quick_study", "cir reproduce --quick --jobs 2 --out DIR (the built-in agent), a new --out, "
                                    "the engine's translations warm, the planted worlds cold")
 
+#: ``cir reproduce --replicates 5 --jobs 2`` from a fresh clone with a new user cache: the reference study.
+FULL_STUDY = _read("five_replicate_study", "cir reproduce --replicates 5 --jobs 2 --out DIR (the built-in agent) in a "
+                                           "fresh clone, a new user cache (the engine's translations and the "
+                                           "planted worlds cold), the 3 x 200 planted-world replicates included")
+
 #: Every measured time, by the name the help and the README use.
-MEASURED = {"quick study": QUICK_STUDY}
+MEASURED = {"quick study": QUICK_STUDY, "five-replicate study": FULL_STUDY}

@@ -152,6 +152,28 @@ def test_a_consistent_folder_is_read_without_scanning_the_store(run, monkeypatch
         read_paired(run)
 
 
+def test_a_finished_run_run_again_is_vouched_for_by_its_record_without_a_scan(run, monkeypatch):
+    """The same command on a finished run: its record names the store's bytes and the table's, so
+    nothing is scanned or rebuilt and no file changes; a store byte changed goes the whole way."""
+    def no_scan(path, foreign=None, recorded=None):
+        raise AssertionError("scanned")
+
+    before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
+    said: list[str] = []
+    with monkeypatch.context() as m:
+        m.setattr("cir.pairs.store.scan_store", no_scan)
+        record = _run(run, echo=said.append)
+    assert said == [f"{run}: run already complete (5 tasks, {record.counts.pairs} pairs); nothing to do"]
+    assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == before
+    data = bytearray((run / EPISODES).read_bytes())
+    data[-30] ^= 0xFF  # the last task's member no longer the recorded one
+    (run / EPISODES).write_bytes(bytes(data))
+    with monkeypatch.context() as m:
+        m.setattr("cir.pairs.store.scan_store", no_scan)
+        with pytest.raises(AssertionError, match="scanned"):
+            _run(run)
+
+
 def test_analysis_of_a_cut_table_uses_the_whole_run(run, done_run, capsys):
     cut = (done_run / "paired.csv").read_text()[:600]
     (run / "paired.csv").write_text(cut)
