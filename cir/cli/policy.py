@@ -137,7 +137,8 @@ def _register_evaluate(subparsers: Any) -> None:
         subparsers, "evaluate", help="evaluate a router and its baselines on a held-out paired table",
         description="Walk the candidate delays on a held-out paired table with CIR, never, "
                     "always, the anomaly baselines and the oracle; effects with task-level "
-                    "cluster-bootstrap CIs, margins of CIR over each, a sign-flip test.",
+                    "cluster-bootstrap CIs (the counts' Clopper-Pearson interval where fewer than 40 "
+                    "arms differ; the interval column says which), margins of CIR over each, a sign-flip test.",
         examples=["cir evaluate router.json test_run",
                   "cir evaluate router.json test_run --columns all --format csv --out eval.csv",
                   "cir evaluate router.json test_run --calibration reliability.png",

@@ -26,6 +26,7 @@ from cir import __version__
 from cir.episode.protocol import DEFAULT_LEVEL, DEFAULT_RESAMPLES, DEFAULT_SEED, PRIMARY_STALE
 from cir.pairs.outputs import check_output, write_output
 from cir.pairs.paired import OUTCOMES
+from cir.stats.counts import FEW_DISCORDANT
 from cir.stats.decompose import count_outcomes, select_subset, sort_groups
 from cir.stats.effects import effect_table
 from cir.stats.joint import joint_matrix, joint_outcomes
@@ -531,5 +532,6 @@ def plot_heldout(summary: pd.DataFrame, policies: Sequence[str], level: float = 
                frameon=False)
     n = int(rows.loc[shown[0], "n_tasks"]) if "n_tasks" in rows.columns else None
     fig.suptitle("Held-out tasks: each policy against never recovering\n("
-                 + (f"{n} tasks; " if n else "") + f"bars: {level:.0%} task-level cluster-bootstrap CI)", fontsize=11)
+                 + (f"{n} tasks; " if n else "") + f"bars: {level:.0%} task-level cluster-bootstrap CI,\nthe counts' "
+                 f"Clopper-Pearson interval where fewer than {FEW_DISCORDANT} arms differ)", fontsize=11)
     return fig

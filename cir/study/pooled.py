@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from cir.episode.protocol import PRIMARY_STALE
+from cir.stats.counts import FEW_DISCORDANT
 from cir.stats.effects import contrast_table, effect_table
 from cir.stats.explain import harm_table
 from cir.stats.joint import joint_effects
@@ -144,7 +145,8 @@ def _selective(report: Report, out: Path, studies: dict[int, Path], evaluation: 
     report.text(
         "Each replicate fits its own routers on its own fitting cohort and evaluates them on its own held-out "
         "cohort, as the paper does; the held-out arms of every replicate are then summarised together "
-        "(task-level cluster bootstrap over all replicates' tasks)."
+        "(task-level cluster bootstrap over all replicates' tasks; the counts' Clopper-Pearson interval "
+        f"where a policy and its comparison differ in fewer than {FEW_DISCORDANT} arms)."
     )
     arms, summary, margins = evaluation
     figure, caption = heldout_figure(summary, out, "cir_heldout_pooled")

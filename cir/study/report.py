@@ -32,6 +32,7 @@ from cir.pairs.samples import has_samples
 from cir.pairs.shown import with_shown
 from cir.pairs.store import PAIRED
 from cir.router.calibration import calibration_figure, calibration_table
+from cir.stats.counts import FEW_DISCORDANT
 from cir.stats.decompose import decompose, select_subset
 from cir.stats.effects import SAMPLED_COLUMNS, contrast_table, effect_table
 from cir.stats.explain import attribution_split, explain_checked, harm_table, mechanism_counts
@@ -157,7 +158,8 @@ def _setup_section(report: Report, out: Path, experiments: list[Experiment], run
         f"{first.max_turns} model turns and {first.max_actions} env actions; {point} is "
         f"modified ({_conditions_text(first.conditions)}). Recovery at delay d runs after d more env actions. "
         "Cohorts never share tasks. "
-        "Intervals: 95% task-level cluster bootstrap."
+        "Intervals: 95% task-level cluster bootstrap; a held-out policy's or margin's where it differs from "
+        f"its comparison in fewer than {FEW_DISCORDANT} arms: the counts' (Clopper-Pearson) interval."
     )
     report.text(
         "Where everything is, beside this report: every table it shows as CSV in `tables/` (each table "
@@ -580,7 +582,9 @@ def budget_sentence(fit: pd.DataFrame) -> str:
 def _findings_section(report: Report, shown: list[Shown], quick: bool, named: str = "") -> None:
     report.heading("Findings")
     report.text("The paper's three questions, each answered from a table below (number, 95% task-level "
-                "cluster-bootstrap interval, sign-flip test), beside the figure that shows it. What was run "
+                "cluster-bootstrap interval, or for a held-out policy that differs from never in fewer than "
+                f"{FEW_DISCORDANT} arms the counts' Clopper-Pearson one, sign-flip test), beside the figure "
+                "that shows it. What was run "
                 "(agent, cohorts, conditions, budgets) is in Setup, after the results.")
     for i, (finding, figure, caption) in enumerate(shown, 1):
         report.finding(f"**{i}. {finding.question}.** {finding.sentence}", figure, caption)
