@@ -24,7 +24,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN_FILES = ("paired.csv", "run.json", "episodes.jsonl.gz")
-KEPT = {"README.md", "fixed-point", "frameworks", "planted", "service-desk"}  # hand-written, and side studies (each its own README or docs)
+KEPT = {"README.md", "fixed-point", "frameworks", "planted", "persistent", "service-desk"}  # hand-written, and side studies (each its own README or docs)
 BEGIN, END = "<!-- summary -->", "<!-- /summary -->"
 
 
