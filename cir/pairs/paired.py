@@ -405,6 +405,16 @@ def check_run(run_dir: str | Path, allow_partial: bool = False) -> tuple[str, di
     return _check_run(Path(run_dir), allow_partial)[:3]
 
 
+def record_vouches(store: RunStore, record: RunRecord, table: str | None) -> bool:
+    """Whether a complete run's record names its files byte for byte: the table on disk
+    (``table``) by its sha256 and every member of the episode store by size and sha256
+    (:func:`cir.pairs.store.verify_members`). Every reader's fast path, and a writer's that opens
+    a finished run (``cir.pairs.run._vouched``)."""
+    return (record.complete and table is not None and record.members is not None
+            and text_digest(table) == record.paired_sha256
+            and verify_members(store.episodes_path, record.members) is None)
+
+
 def _check_run(run_dir: Path, allow_partial: bool) -> tuple[str, dict[str, Any], StoreScan | None, RunRecord | None]:
     """:func:`check_run`, and the record it read."""
     store = RunStore(run_dir)
@@ -420,12 +430,12 @@ def _check_run(run_dir: Path, allow_partial: bool) -> tuple[str, dict[str, Any],
     if quarantined:  # before anything else: no row of it is read, allow_partial or not
         raise CirError(quarantined)
     check_record(record, store)
-    digest = None if current is None else text_digest(current)
     n = record.settings.n_tasks
     if not store.episodes_path.exists():
+        digest = None if current is None else text_digest(current)
         return (*_without_store(run_dir, record, current, digest, allow_partial), None, record)
-    if record.complete and current is not None and digest == record.paired_sha256 \
-            and record.members is not None and verify_members(store.episodes_path, record.members) is None:
+    if record_vouches(store, record, current):
+        assert current is not None and record.members is not None
         return current, _partial(run_dir, n, n, "", allow_partial), StoreScan.vouched(record.members), record
     scan = store.scan(foreign_member(record.settings, record.task_ids), record.members)
     summaries = scan.summaries()

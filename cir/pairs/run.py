@@ -33,11 +33,11 @@ from cir.agents.factory import AgentIdentity
 from cir.episode.perturb import no_anomaly
 from cir.families.registry import agent_identity, make_agent
 from cir.pairs.farm import FarmRun, Job, farm
-from cir.pairs.paired import paired_text, rows_of, text_digest
+from cir.pairs.paired import paired_text, record_vouches, rows_of, text_digest
 from cir.pairs.record import RunIdentity, RunRecord, Session, check_extension, foreign_member
 from cir.pairs.replay import RestoreError, run_task_pairs
 from cir.pairs.settings import RunSettings, agent_label, resolved, task_digest, task_files
-from cir.pairs.store import AGENT_CACHE, RunStore, StoredMember, verify_members
+from cir.pairs.store import AGENT_CACHE, RunStore, StoredMember
 from cir.util.errors import CirError
 from cir.util.parallel import WorkerLost, spawn_manager
 from cir.util.progress import RunProgress, TaskReporter
@@ -210,18 +210,14 @@ def _vouched(store: RunStore, old: RunRecord, ids: list[str], digests: dict[str,
              params: dict[str, Any] | None) -> bool:
     """Whether a finished run's record, written by this version of cir for these tasks (ids and
     digests) and agent params, is the one the whole way would write and still names its files
-    byte for byte (the check a reader's fast path makes: :func:`cir.pairs.store.verify_members`
-    and the table's sha256). Then there is nothing to scan or rebuild, and a call on a finished
-    study returns in seconds; anything else goes the whole way (:class:`_Run`), which finds and
-    names what changed."""
-    if (not old.complete or old.members is None or old.paired_sha256 is None or old.cir_version != __version__
-            or old.restore_failed is not None or old.inconsistency() is not None
-            or old.task_ids != ids or old.task_digests != digests or old.agent_params != params
-            or sorted(m.task_id for m in old.members) != sorted(ids)):
+    byte for byte (the readers' check: :func:`cir.pairs.paired.record_vouches`). Then there is
+    nothing to scan or rebuild, and a call on a finished study returns in seconds; anything else
+    goes the whole way (:class:`_Run`), which finds and names what changed."""
+    if (old.members is None or old.cir_version != __version__ or old.restore_failed is not None
+            or old.inconsistency() is not None or old.task_ids != ids or old.task_digests != digests
+            or old.agent_params != params or sorted(m.task_id for m in old.members) != sorted(ids)):
         return False
-    table = store.read_paired_text()
-    return (table is not None and text_digest(table) == old.paired_sha256
-            and verify_members(store.episodes_path, old.members) is None)
+    return record_vouches(store, old, store.read_paired_text())
 
 
 def _check_same_tasks(store: RunStore, old: RunRecord | None, tasks: list[Any], digests: dict[str, str]) -> None:

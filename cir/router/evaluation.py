@@ -28,7 +28,7 @@ cluster bootstrap.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 import pandas as pd
@@ -316,7 +316,7 @@ def _rises(before: np.ndarray, after: np.ndarray, mask: np.ndarray) -> int | flo
 
 
 def _summary_rows(arms: pd.DataFrame, policies: list[str], groups: list[str], diffs: dict[str, np.ndarray],
-                  ci: dict[tuple[str, str], tuple[str, float, float, float, float]],
+                  ci: dict[tuple[str, str], _Interval],
                   flip: dict[tuple[str, str], float], oracles: Mapping[str, str]) -> list[dict]:
     cond = arms["condition"].to_numpy()
     clean = cond == "clean"
@@ -334,36 +334,50 @@ def _summary_rows(arms: pd.DataFrame, policies: list[str], groups: list[str], di
                 "policy": p, "condition": g, "n": int(m.sum()), "n_tasks": int(arms.loc[m, "task_id"].nunique()),
                 "success_never": float(y0[m].mean()), "success_policy": float(yp[m].mean()),
                 "effect_pp": 100 * float(diffs[p][m].mean()),
-                "ci_low_pp": 100 * ci[(p, g)][1], "ci_high_pp": 100 * ci[(p, g)][2],
+                "ci_low_pp": 100 * ci[(p, g)].low, "ci_high_pp": 100 * ci[(p, g)].high,
                 "sign_flip_p": flip[(p, g)],
                 "rescues": _rises(y0, yp, m), "harms": _rises(yp, y0, m),
                 "interventions": int(intervened[m].sum()), "intervention_rate": float(intervened[m].mean()),
                 "clean_harm_rate": (float(_rises(yp, y0, cm)) / cm.sum() if cm.any() else float("nan")),
                 "oracle_fraction": (float(diffs[p][m].sum()) / oracle_gain if oracle_gain > 0 else float("nan")),
-                "oracle_policy": oracle, **_interval_fields(ci[(p, g)]),
+                "oracle_policy": oracle, **ci[(p, g)].fields(),
             })
     return rows
 
 
-def _interval_fields(ci: tuple[str, float, float, float, float]) -> dict[str, Any]:
-    return {"interval": ci[0], "bootstrap_low_pp": 100 * ci[3], "bootstrap_high_pp": 100 * ci[4]}
+class _Interval(NamedTuple):
+    """A column's reported interval (fractions, not pp): ``kind`` ``bootstrap`` or ``counts``,
+    and the bootstrap's percentile interval beside it."""
+
+    kind: str
+    low: float
+    high: float
+    boot_low: float
+    boot_high: float
+
+    def fields(self) -> dict[str, Any]:
+        """Its :data:`INTERVAL_COLUMNS`."""
+        return {"interval": self.kind, "bootstrap_low_pp": 100 * self.boot_low, "bootstrap_high_pp": 100 * self.boot_high}
 
 
 def _intervals(arms: pd.DataFrame, named: dict[str, np.ndarray], cols: list[tuple[str, str]], low: np.ndarray,
-               high: np.ndarray, few: int, level: float) -> dict[tuple[str, str], tuple[str, float, float, float, float]]:
-    """Each column's reported interval: (which, low, high, bootstrap low, bootstrap high). A
-    difference of 0/1 outcomes whose two sides disagree in fewer than ``few`` arms gets the
-    counts' interval (:mod:`cir.stats.counts`); any other the bootstrap's percentile one. Never's
-    own effect is 0 by construction, not an estimate: its interval stays the point."""
+               high: np.ndarray, few: int, level: float) -> dict[tuple[str, str], _Interval]:
+    """Each column's reported interval. A difference of 0/1 outcomes whose two sides disagree in
+    fewer than ``few`` arms gets the counts' interval (:mod:`cir.stats.counts`); any other the
+    bootstrap's percentile one. Never's own effect is 0 by construction, not an estimate: its
+    interval stays the point."""
     cond = arms["condition"].to_numpy()
+    masks = {g: cond == g for g in dict.fromkeys(g for _, g in cols) if g != GROUP_ALL}
     out = {}
     for i, (name, g) in enumerate(cols):
-        v = named[name] if g == GROUP_ALL else named[name][cond == g]
+        boot = (float(low[i]), float(high[i]))
+        v = named[name] if g == GROUP_ALL else named[name][masks[g]]
         wins, losses = int((v > 0).sum()), int((v < 0).sum())
-        counted = (few > 0 and name != "never" and len(v) > 0 and wins + losses < few
-                   and bool(np.isin(v, (-1, 0, 1)).all()))
-        lo, hi = count_interval(wins, losses, len(v), level) if counted else (float(low[i]), float(high[i]))
-        out[(name, g)] = ("counts" if counted else "bootstrap", lo, hi, float(low[i]), float(high[i]))
+        if (few > 0 and name != "never" and len(v) > 0 and wins + losses < few
+                and bool(np.isin(v, (-1, 0, 1)).all())):
+            out[(name, g)] = _Interval("counts", *count_interval(wins, losses, len(v), level), *boot)
+        else:
+            out[(name, g)] = _Interval("bootstrap", *boot, *boot)
     return out
 
 
@@ -408,8 +422,8 @@ def summarize_walks(arms: pd.DataFrame, policies: list[str], contenders: list[st
             m = np.ones(len(cond), dtype=bool) if g == GROUP_ALL else cond == g
             key = (f"{c} - {p}", g)
             mrows.append({"policy": c, "versus": p, "condition": g, "n": int(m.sum()),
-                          "margin_pp": 100 * float(v[m].mean()), "ci_low_pp": 100 * ci[key][1],
-                          "ci_high_pp": 100 * ci[key][2], "sign_flip_p": flip[key], **_interval_fields(ci[key])})
+                          "margin_pp": 100 * float(v[m].mean()), "ci_low_pp": 100 * ci[key].low,
+                          "ci_high_pp": 100 * ci[key].high, "sign_flip_p": flip[key], **ci[key].fields()})
     return summary, pd.DataFrame(mrows, columns=MARGIN_COLUMNS)
 
 

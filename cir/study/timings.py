@@ -35,8 +35,11 @@ class Measured:
         return f"{about} on 2 cores ({self.seconds:g} s measured)"
 
 
+_ENTRIES = json.loads(MEASURED_JSON.read_text(encoding="utf-8"))
+
+
 def _read(name: str, what: str) -> Measured:
-    entry = json.loads(MEASURED_JSON.read_text(encoding="utf-8"))[name]
+    entry = _ENTRIES[name]
     load = entry.get("load") or []
     how = (f"{entry['command']} on {entry['cores']} cores, load {max(load) if load else 'not recorded'}, "
            f"{entry['date']}")
